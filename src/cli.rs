@@ -1,0 +1,137 @@
+//! Command-line definition (clap) and the top-level run: every flag is defined and documented
+//! here once, so `--help` is the reference. Commands live in `commands/`.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::commands;
+use crate::error::{EXIT_USAGE, Error};
+use crate::facts::VendorFilter;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "k3d-gpu",
+    version,
+    about = "GPU-ready local Kubernetes (k3d) from a declarative k3dgpu.toml",
+    long_about = "k3d-gpu reads the host's accelerators from sysfs, compiles them and k3dgpu.toml into a \
+resource graph, and plans and applies the k3d cluster and its device plugins.\n\n\
+Exit codes: 0 success; 1 a check failed; 2 bad usage or unreadable input."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub global: Global,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Args)]
+pub struct Global {
+    /// Read the host from this directory instead of `/` (a fixture host: DIR/sys, DIR/proc,
+    /// DIR/dev, ...; see docs/fixture-hosts.md). Links never lead outside it.
+    #[arg(
+        long,
+        global = true,
+        value_name = "DIR",
+        env = "K3D_GPU_ROOT",
+        conflicts_with = "facts"
+    )]
+    pub root: Option<PathBuf>,
+
+    /// Use a saved facts/v1 document instead of reading a host.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub facts: Option<PathBuf>,
+
+    /// Print data as JSON on stdout instead of a table.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Which vendors may be active: `auto` (all the host has) or a comma list of nvidia,
+    /// intel, npu, gaudi, dsa, iaa, qat, amx, hybrid, numa, wsl. An unknown name is an error.
+    #[arg(
+        long,
+        global = true,
+        value_name = "LIST",
+        env = "K3D_GPU_VENDORS",
+        default_value = "auto"
+    )]
+    pub vendors: String,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// List the accelerators found, the Kubernetes resources they become, and why any vendor
+    /// is inactive.
+    Detect,
+
+    /// Preflight: findings about the host (kernel, firmware, drivers, device access) and, on
+    /// the real host, docker, k3d and kubectl — each with the file it read and a fix. Advice
+    /// only: it never writes to the host. Exits 1 when a finding is `fail`.
+    Doctor(DoctorArgs),
+
+    /// Print the facts/v1 document: deterministic bytes, no clock, no machine paths.
+    Facts(FactsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// Skip the docker/k3d/kubectl checks on the real host (they run commands with a timeout).
+    #[arg(long)]
+    pub no_tools: bool,
+}
+
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct FactsArgs {
+    /// Write the document to FILE instead of stdout.
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    #[command(subcommand)]
+    pub command: Option<FactsCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum FactsCommand {
+    /// Copy exactly the files, directories and links detection reads into a new fixture host
+    /// directory, so this machine can be checked into a repo and tested in CI.
+    Capture {
+        /// The directory to create (must not exist or be empty).
+        #[arg(long, value_name = "DIR")]
+        out: PathBuf,
+    },
+}
+
+impl Global {
+    pub fn vendor_filter(&self) -> Result<VendorFilter, Error> {
+        self.vendors
+            .parse()
+            .map_err(|e: crate::facts::vendors::UnknownVendor| Error::Usage {
+                message: format!("--vendors: {e}"),
+                help: Some("use `auto` or a comma list such as `intel,npu`".into()),
+            })
+    }
+}
+
+/// Parses arguments, runs the command, renders an error once, and returns the exit code.
+pub fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+            let _ = e.print();
+            return ExitCode::from(code);
+        }
+    };
+    match commands::run(cli) {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            let code = error.exit_code();
+            if !matches!(error, Error::CheckFailed(_)) {
+                eprintln!("{:?}", miette::Report::new(error));
+            }
+            ExitCode::from(code)
+        }
+    }
+}

@@ -1,0 +1,70 @@
+//! `k3d-gpu doctor`: findings with evidence and a fix. Exits 1 when any is `fail`.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use crate::cli::{DoctorArgs, Global};
+use crate::error::{EXIT_FAILED, EXIT_OK, Result};
+use crate::facts::{Finding, Level};
+
+#[derive(Serialize)]
+struct DoctorReport<'a> {
+    schema: &'static str,
+    fingerprint: &'a str,
+    findings: &'a [Finding],
+}
+
+pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
+    let facts = super::load_facts(global)?;
+    let mut findings = facts.findings.clone();
+    let on_real_host = global.facts.is_none() && super::open_host(global)?.is_real_host();
+    if on_real_host && !args.no_tools {
+        findings.extend(crate::doctor::tool_findings());
+    }
+    findings.sort_by(|a, b| {
+        b.level
+            .cmp(&a.level)
+            .then_with(|| a.code.cmp(&b.code))
+            .then_with(|| a.text.cmp(&b.text))
+    });
+    if global.json {
+        let report = DoctorReport {
+            schema: "k3d-gpu.doctor/v1",
+            fingerprint: &facts.fingerprint,
+            findings: &findings,
+        };
+        super::print_bytes(&crate::canonical::to_bytes(&report));
+    } else {
+        super::print_bytes(render(&findings).as_bytes());
+    }
+    Ok(if findings.iter().any(|f| f.level == Level::Fail) {
+        EXIT_FAILED
+    } else {
+        EXIT_OK
+    })
+}
+
+pub fn render(findings: &[Finding]) -> String {
+    let mut out = String::new();
+    if findings.is_empty() {
+        out.push_str("no findings: this host looks ready\n");
+        return out;
+    }
+    for f in findings {
+        let _ = writeln!(out, "{:<4}  {}  [{}]", f.level, f.text, f.code);
+        let _ = writeln!(out, "      evidence: {}", f.evidence);
+        if let Some(fix) = &f.fix {
+            let _ = writeln!(out, "      fix: {fix}");
+        }
+    }
+    let count = |level| findings.iter().filter(|f| f.level == level).count();
+    let _ = writeln!(
+        out,
+        "\n{} fail, {} warn, {} info",
+        count(Level::Fail),
+        count(Level::Warn),
+        count(Level::Info)
+    );
+    out
+}

@@ -1,0 +1,49 @@
+//! `k3d-gpu facts` and `facts capture`.
+
+use crate::cli::{FactsArgs, FactsCommand, Global};
+use crate::error::{EXIT_OK, Error, Result};
+
+pub fn run(global: &Global, args: &FactsArgs) -> Result<u8> {
+    if let Some(FactsCommand::Capture { out }) = &args.command {
+        return capture(global, out);
+    }
+    let facts = super::load_facts(global)?;
+    let bytes = facts.to_bytes();
+    match &args.out {
+        Some(path) => std::fs::write(path, &bytes).map_err(|e| Error::Output {
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })?,
+        None => super::print_bytes(&bytes),
+    }
+    Ok(EXIT_OK)
+}
+
+fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
+    if global.facts.is_some() {
+        return Err(Error::Usage {
+            message: "facts capture reads a host, not a saved facts document".into(),
+            help: Some("drop --facts; use --root DIR to capture from another root".into()),
+        });
+    }
+    let host = super::open_host(global)?;
+    global.vendor_filter()?;
+    // Detection reads the same files whatever the filter, so the capture serves any filter.
+    let _ = crate::detect::inventory(&host);
+    let trail = host.trail();
+    let report = crate::host::capture::capture(&host, &trail, out).map_err(|e| Error::Output {
+        path: out.display().to_string(),
+        reason: e.to_string(),
+    })?;
+    eprintln!(
+        "captured {} files ({} bytes), {} device nodes, {} directories, {} links into {}",
+        report.files,
+        report.bytes,
+        report.device_nodes,
+        report.dirs,
+        report.links,
+        out.display()
+    );
+    eprintln!("check it: k3d-gpu detect --root {}", out.display());
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,80 @@
+//! Command implementations: the edge that loads inputs, calls the pure stages and prints.
+//! stdout carries data (tables, JSON); stderr carries progress and diagnostics.
+
+mod detect;
+mod doctor;
+mod facts;
+
+use std::path::Path;
+
+use crate::cli::{Cli, Command, Global};
+use crate::error::{Error, Result};
+use crate::facts::Facts;
+use crate::host::HostRoot;
+
+pub fn run(cli: Cli) -> Result<u8> {
+    match &cli.command {
+        Command::Detect => detect::run(&cli.global),
+        Command::Doctor(args) => doctor::run(&cli.global, args),
+        Command::Facts(args) => facts::run(&cli.global, args),
+    }
+}
+
+/// Opens the host root named by `--root` (default `/`).
+pub fn open_host(global: &Global) -> Result<HostRoot> {
+    let root = global.root.as_deref().unwrap_or(Path::new("/"));
+    HostRoot::open(root).map_err(|e| Error::Input {
+        what: "host root",
+        path: root.display().to_string(),
+        reason: e.to_string(),
+        help: Some("--root takes a fixture host directory (see docs/fixture-hosts.md)".into()),
+    })
+}
+
+/// The facts for this invocation: a saved document (`--facts`) or a fresh detection.
+pub fn load_facts(global: &Global) -> Result<Facts> {
+    let filter = global.vendor_filter()?;
+    if let Some(path) = &global.facts {
+        let saved = read_facts_file(path)?;
+        if saved.vendor_filter == filter || global.vendors == "auto" {
+            return Ok(saved);
+        }
+        // Re-apply a different filter to the saved inventory; only the findings met while
+        // reading the host carry over, the rest are derived again.
+        let read_findings = saved
+            .findings
+            .into_iter()
+            .filter(|f| f.code.starts_with("host-"))
+            .collect();
+        return Ok(crate::facts::build(saved.host, read_findings, &filter));
+    }
+    let host = open_host(global)?;
+    Ok(crate::detect::facts(&host, &filter))
+}
+
+pub fn read_facts_file(path: &Path) -> Result<Facts> {
+    let input = |reason: String| Error::Input {
+        what: "facts document",
+        path: path.display().to_string(),
+        reason,
+        help: Some("write one with `k3d-gpu facts --out FILE`".into()),
+    };
+    let bytes = std::fs::read(path).map_err(|e| input(e.to_string()))?;
+    let facts: Facts = serde_json::from_slice(&bytes).map_err(|e| input(e.to_string()))?;
+    if facts.schema != crate::facts::SCHEMA {
+        return Err(input(format!(
+            "schema is {:?}, expected {:?}",
+            facts.schema,
+            crate::facts::SCHEMA
+        )));
+    }
+    Ok(facts)
+}
+
+/// Writes bytes to stdout, ignoring a closed pipe (`k3d-gpu facts | head`).
+pub fn print_bytes(bytes: &[u8]) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(bytes);
+    let _ = out.flush();
+}

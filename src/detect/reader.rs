@@ -1,0 +1,201 @@
+//! [`Reader`]: host reads that turn every problem into a finding instead of an error.
+
+use std::collections::BTreeMap;
+
+use crate::facts::{DeviceNode, Finding, Level};
+use crate::host::{HostError, HostRoot};
+use crate::parse::{self, ParseError};
+
+pub struct Reader<'h> {
+    host: &'h HostRoot,
+    findings: Vec<Finding>,
+    groups: Option<BTreeMap<u32, String>>,
+}
+
+impl<'h> Reader<'h> {
+    pub fn new(host: &'h HostRoot) -> Reader<'h> {
+        Reader {
+            host,
+            findings: Vec::new(),
+            groups: None,
+        }
+    }
+
+    pub fn into_findings(self) -> Vec<Finding> {
+        self.findings
+    }
+
+    pub fn is_real_host(&self) -> bool {
+        self.host.is_real_host()
+    }
+
+    fn problem(&mut self, path: &str, error: &HostError) {
+        let (code, fix) = match error {
+            HostError::Escapes { .. } => (
+                "host-link-escapes",
+                "fix or remove the link; k3d-gpu never reads outside the host root",
+            ),
+            HostError::Loop => ("host-link-loop", "fix the link loop"),
+            HostError::NotUtf8 => (
+                "host-bad-text",
+                "the file should be text; check the fixture or the kernel",
+            ),
+            HostError::Io(_) => ("host-unreadable", "check the file's type and permissions"),
+        };
+        let finding = Finding::new(
+            Level::Warn,
+            code,
+            format!("could not read {path}: {error}; facts from it are missing"),
+            path,
+        )
+        .with_fix(fix);
+        if !self.findings.contains(&finding) {
+            self.findings.push(finding);
+        }
+    }
+
+    pub fn bad_value(&mut self, path: &str, error: &ParseError) {
+        let finding = Finding::new(
+            Level::Warn,
+            "host-bad-value",
+            format!("{path}: {error}; ignored"),
+            path,
+        )
+        .with_fix("check the file; on a fixture host, regenerate it with `facts capture`");
+        if !self.findings.contains(&finding) {
+            self.findings.push(finding);
+        }
+    }
+
+    /// Text of a file, `None` when missing or unreadable (the latter with a finding).
+    pub fn text(&mut self, path: &str) -> Option<String> {
+        match self.host.read_text(path) {
+            Ok(text) => text,
+            Err(e) => {
+                self.problem(path, &e);
+                None
+            }
+        }
+    }
+
+    /// Like [`text`](Self::text) but silent on errors: for files only root may read (debugfs).
+    pub fn text_if_permitted(&mut self, path: &str) -> Option<String> {
+        self.host.read_text(path).ok().flatten()
+    }
+
+    /// Like [`list`](Self::list) but silent on errors (debugfs).
+    pub fn list_if_permitted(&mut self, path: &str) -> Vec<String> {
+        self.host.list(path).ok().flatten().unwrap_or_default()
+    }
+
+    pub fn bytes(&mut self, path: &str) -> Option<Vec<u8>> {
+        match self.host.read_bytes(path) {
+            Ok(bytes) => bytes,
+            Err(e) => {
+                self.problem(path, &e);
+                None
+            }
+        }
+    }
+
+    /// A file parsed with `parse`; a value that does not parse becomes a finding.
+    pub fn parsed<T>(
+        &mut self,
+        path: &str,
+        parse: impl FnOnce(&str) -> Result<T, ParseError>,
+    ) -> Option<T> {
+        let text = self.text(path)?;
+        match parse(&text) {
+            Ok(value) => Some(value),
+            Err(e) => {
+                self.bad_value(path, &e);
+                None
+            }
+        }
+    }
+
+    /// Trimmed text of a one-value sysfs attribute.
+    pub fn attr(&mut self, path: &str) -> Option<String> {
+        self.text(path).map(|t| t.trim().to_string())
+    }
+
+    /// Entry names of a directory, sorted; empty when missing or unreadable.
+    pub fn list(&mut self, path: &str) -> Vec<String> {
+        match self.host.list(path) {
+            Ok(names) => names.unwrap_or_default(),
+            Err(e) => {
+                self.problem(path, &e);
+                Vec::new()
+            }
+        }
+    }
+
+    pub fn exists(&mut self, path: &str) -> bool {
+        match self.host.exists(path) {
+            Ok(present) => present,
+            Err(e) => {
+                self.problem(path, &e);
+                false
+            }
+        }
+    }
+
+    /// Where a link leads (host path), `None` when missing or broken.
+    pub fn canonical(&mut self, path: &str) -> Option<String> {
+        match self.host.canonical(path) {
+            Ok(resolved) => resolved,
+            Err(e) => {
+                self.problem(path, &e);
+                None
+            }
+        }
+    }
+
+    /// The last component of where a link leads (a driver name, a PCI address).
+    pub fn link_name(&mut self, path: &str) -> Option<String> {
+        self.canonical(path)
+            .and_then(|p| p.rsplit('/').next().map(str::to_string))
+    }
+
+    /// A device node with its owner and mode, `None` when it does not exist.
+    pub fn device_node(&mut self, path: &str) -> Option<DeviceNode> {
+        let stat = match self.host.node_stat(path) {
+            Ok(Some(stat)) => stat,
+            Ok(None) => return None,
+            Err(e) => {
+                self.problem(path, &e);
+                return None;
+            }
+        };
+        let group = self.group_name(stat.gid);
+        Some(DeviceNode {
+            path: path.to_string(),
+            mode: format!("{:04o}", stat.mode),
+            uid: stat.uid,
+            gid: stat.gid,
+            group,
+        })
+    }
+
+    fn group_name(&mut self, gid: u32) -> Option<String> {
+        if self.groups.is_none() {
+            let text = self.text("/etc/group").unwrap_or_default();
+            let table = text
+                .lines()
+                .filter_map(|line| {
+                    let mut fields = line.split(':');
+                    let name = fields.next()?;
+                    let id = fields.nth(1)?.parse().ok()?;
+                    Some((id, name.to_string()))
+                })
+                .collect();
+            self.groups = Some(table);
+        }
+        self.groups.as_ref().and_then(|g| g.get(&gid).cloned())
+    }
+}
+
+/// Parses a cpulist attribute, with a finding when it is garbage.
+pub fn cpulist(r: &mut Reader, path: &str) -> Option<Vec<u32>> {
+    r.parsed(path, parse::parse_cpulist)
+}

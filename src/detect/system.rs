@@ -1,0 +1,88 @@
+//! Kernel, OS, memory and WSL2.
+
+use super::Reader;
+use crate::facts::{Kernel, Memory, Os, Wsl};
+use crate::parse;
+
+/// Modules whose presence detection and doctor care about.
+const MODULES: &[&str] = &[
+    "habanalabs",
+    "i915",
+    "idxd",
+    "intel_vpu",
+    "nvidia",
+    "qat_420xx",
+    "qat_4xxx",
+    "qat_6xxx",
+    "qat_c62x",
+    "vfio_pci",
+    "xe",
+];
+
+pub fn kernel(r: &mut Reader) -> Kernel {
+    let release = r.attr("/proc/sys/kernel/osrelease");
+    let modules = MODULES
+        .iter()
+        .filter(|m| r.exists(&format!("/sys/module/{m}")))
+        .map(|m| m.to_string())
+        .collect();
+    let force_probe = r
+        .text("/proc/cmdline")
+        .map(|cmdline| {
+            cmdline
+                .split_whitespace()
+                .filter(|p| p.starts_with("xe.force_probe=") || p.starts_with("i915.force_probe="))
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    Kernel {
+        release,
+        modules,
+        force_probe,
+    }
+}
+
+pub fn memory(r: &mut Reader) -> Memory {
+    let total_kib = r.parsed("/proc/meminfo", |t| parse::parse_meminfo_kib(t, "MemTotal"));
+    let available_kib = r.parsed("/proc/meminfo", |t| {
+        parse::parse_meminfo_kib(t, "MemAvailable")
+    });
+    Memory {
+        total_kib,
+        available_kib,
+    }
+}
+
+pub fn os(r: &mut Reader) -> Os {
+    let map = r
+        .text("/etc/os-release")
+        .map(|t| parse::parse_os_release(&t))
+        .unwrap_or_default();
+    Os {
+        id: map.get("ID").cloned(),
+        version_id: map.get("VERSION_ID").cloned(),
+        pretty_name: map.get("PRETTY_NAME").cloned(),
+    }
+}
+
+pub fn wsl(r: &mut Reader) -> Wsl {
+    let microsoft_kernel = r
+        .text("/proc/version")
+        .is_some_and(|v| v.to_ascii_lowercase().contains("microsoft"));
+    if !microsoft_kernel {
+        return Wsl::default();
+    }
+    let intel_driver_packages = r
+        .list("/usr/lib/wsl/drivers")
+        .into_iter()
+        .filter(|name| name.starts_with("iigd_dch"))
+        .collect();
+    Wsl {
+        microsoft_kernel,
+        dxg: r.exists("/dev/dxg"),
+        intel_driver_packages,
+        nvidia_smi: r.exists("/usr/lib/wsl/lib/nvidia-smi"),
+        libdxcore: r.exists("/usr/lib/wsl/lib/libdxcore.so"),
+    }
+}

@@ -1,0 +1,52 @@
+//! Errors that reach the user, and the exit codes of the CLI contract.
+//!
+//! 0 success; 1 a check failed / config invalid / plan refused / apply failed; 2 bad usage or
+//! unreadable input. Every error is a miette diagnostic with a help line, rendered once in
+//! `cli::main`.
+
+use miette::Diagnostic;
+
+pub const EXIT_OK: u8 = 0;
+pub const EXIT_FAILED: u8 = 1;
+pub const EXIT_USAGE: u8 = 2;
+
+#[derive(Debug, thiserror::Error, Diagnostic)]
+pub enum Error {
+    #[error("{message}")]
+    #[diagnostic(code(k3d_gpu::usage))]
+    Usage {
+        message: String,
+        #[help]
+        help: Option<String>,
+    },
+
+    #[error("cannot read {what} {path}: {reason}")]
+    #[diagnostic(code(k3d_gpu::input))]
+    Input {
+        what: &'static str,
+        path: String,
+        reason: String,
+        #[help]
+        help: Option<String>,
+    },
+
+    #[error("cannot write {path}: {reason}")]
+    #[diagnostic(code(k3d_gpu::output))]
+    Output { path: String, reason: String },
+
+    /// A check the command exists to make failed; the report was already printed.
+    #[error("{0}")]
+    #[diagnostic(code(k3d_gpu::check_failed))]
+    CheckFailed(String),
+}
+
+impl Error {
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            Error::Usage { .. } | Error::Input { .. } => EXIT_USAGE,
+            Error::Output { .. } | Error::CheckFailed(_) => EXIT_FAILED,
+        }
+    }
+}
+
+pub type Result<T> = std::result::Result<T, Error>;

@@ -1,0 +1,308 @@
+//! The host inventory: what detection read, before any rule is applied.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::parse::Version;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Host {
+    pub cpu: Cpu,
+    pub memory: Memory,
+    pub numa: Numa,
+    pub intel_gpus: Vec<IntelGpu>,
+    pub nvidia: Nvidia,
+    pub npus: Vec<Npu>,
+    pub gaudi: Gaudi,
+    pub dsa: Idxd,
+    pub iaa: Idxd,
+    pub qat: Qat,
+    pub wsl: Wsl,
+    pub kernel: Kernel,
+    pub os: Os,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cpu {
+    pub vendor: Option<String>,
+    pub model: Option<String>,
+    pub family: Option<u32>,
+    pub model_id: Option<u32>,
+    /// cpulists, e.g. `0-31`.
+    pub online: String,
+    pub online_count: u32,
+    pub p_cores: String,
+    pub e_cores: String,
+    pub lp_e_cores: String,
+    /// CPUs CPPC ranks above the rest (empty when all rank the same or CPPC is absent).
+    pub favored: String,
+    /// The AI-relevant ISA flags present (avx*, amx_*, fma, f16c) plus those we label on.
+    pub flags: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Memory {
+    pub total_kib: Option<u64>,
+    pub available_kib: Option<u64>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Numa {
+    pub nodes: Vec<NumaNode>,
+    /// Sub-NUMA clusters per L3 (the reference rule); `None` with one node or no cache data.
+    pub snc: Option<u32>,
+    pub memory_only_nodes: Vec<u32>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NumaNode {
+    pub id: u32,
+    pub cpus: String,
+    pub cpu_count: u32,
+    pub memory_kib: Option<u64>,
+}
+
+/// yes / no / unknown, from the device-id table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Xmx {
+    Yes,
+    No,
+    Unknown,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DeviceNode {
+    pub path: String,
+    /// Octal, e.g. `0660`.
+    pub mode: String,
+    pub uid: u32,
+    pub gid: u32,
+    pub group: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IntelGpu {
+    pub pci_address: String,
+    /// `8086:a780`.
+    pub pci_id: String,
+    pub device_id: u32,
+    /// Bound kernel driver (`i915`, `xe`), `None` when no driver claimed the device.
+    pub driver: Option<String>,
+    pub card: Option<String>,
+    pub render_node: Option<String>,
+    pub integrated: bool,
+    pub platform: Option<String>,
+    pub xmx: Xmx,
+    pub engines: Vec<String>,
+    pub device_nodes: Vec<DeviceNode>,
+    pub guc: Option<MicroController>,
+    pub huc: Option<MicroController>,
+}
+
+/// GuC or HuC state from debugfs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MicroController {
+    pub firmware: Option<String>,
+    pub status: String,
+    pub wanted: Option<Version>,
+    pub found: Option<Version>,
+    pub evidence: String,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Nvidia {
+    pub module_loaded: bool,
+    pub driver_version: Option<String>,
+    pub gpus: Vec<NvidiaGpu>,
+    pub device_nodes: Vec<DeviceNode>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NvidiaGpu {
+    pub pci_address: String,
+    pub device_id: Option<u32>,
+    pub model: Option<String>,
+    pub minor: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Npu {
+    /// `accel0`; `None` when intel_vpu has not bound the device.
+    pub accel: Option<String>,
+    pub pci_address: String,
+    pub device_id: u32,
+    pub driver: Option<String>,
+    /// `37xx`, `40xx`, `50xx`, ...
+    pub generation: Option<String>,
+    pub device_node: Option<DeviceNode>,
+    pub firmware: Option<Firmware>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Firmware {
+    /// The file the kernel would load, as a host path.
+    pub path: String,
+    pub build_date: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Gaudi {
+    pub module_loaded: bool,
+    pub devices: Vec<GaudiDevice>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GaudiDevice {
+    pub pci_address: String,
+    pub device_id: u32,
+    pub model: Option<String>,
+    pub driver: Option<String>,
+    pub accel: Option<String>,
+    pub device_node: Option<DeviceNode>,
+}
+
+/// DSA or IAA (both driven by idxd).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Idxd {
+    pub devices: Vec<String>,
+    pub work_queues: Vec<WorkQueue>,
+    /// PCI functions by NUMA node (`-1` = unknown), counted by PCI id so a device counts before
+    /// its driver loads.
+    pub pci_functions_per_node: BTreeMap<String, u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WorkQueue {
+    pub name: String,
+    pub device: String,
+    /// `user` or `kernel`.
+    #[serde(rename = "type")]
+    pub kind: Option<String>,
+    pub mode: Option<String>,
+    pub state: Option<String>,
+    pub device_node: Option<String>,
+}
+
+impl WorkQueue {
+    /// A queue a pod can use: user type, enabled, with its /dev node.
+    pub fn usable_by_pods(&self) -> bool {
+        self.kind.as_deref() == Some("user")
+            && self.state.as_deref() == Some("enabled")
+            && self.device_node.is_some()
+    }
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Qat {
+    pub pfs: Vec<QatPf>,
+    pub vfio_pci_loaded: bool,
+    pub iommu_enabled: bool,
+    pub pci_functions_per_node: BTreeMap<String, u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QatPf {
+    pub pci_address: String,
+    pub device_id: u32,
+    pub model: String,
+    pub driver: Option<String>,
+    pub vfs: u32,
+    /// `cfg_services`, e.g. `sym;asym`; absent on C62x.
+    pub services: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Wsl {
+    pub microsoft_kernel: bool,
+    pub dxg: bool,
+    pub intel_driver_packages: Vec<String>,
+    pub nvidia_smi: bool,
+    pub libdxcore: bool,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Kernel {
+    pub release: Option<String>,
+    /// Loaded modules among those detection cares about.
+    pub modules: Vec<String>,
+    /// `xe.force_probe=` / `i915.force_probe=` already on the kernel command line.
+    pub force_probe: Vec<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Os {
+    pub id: Option<String>,
+    pub version_id: Option<String>,
+    pub pretty_name: Option<String>,
+}
+
+/// The hardware alone — what the fingerprint covers. Drivers, kernel, firmware, free memory
+/// and everything else that changes without a screwdriver are left out.
+#[derive(Debug, Serialize)]
+pub struct Hardware<'a> {
+    cpu_model: &'a Option<String>,
+    cpus: &'a str,
+    p_cores: &'a str,
+    e_cores: &'a str,
+    lp_e_cores: &'a str,
+    numa_nodes: Vec<(u32, &'a str)>,
+    pci: Vec<(&'a str, String)>,
+    wsl_gpu: bool,
+}
+
+impl<'a> Hardware<'a> {
+    pub fn of(host: &'a Host) -> Hardware<'a> {
+        let mut pci: Vec<(&str, String)> = Vec::new();
+        pci.extend(
+            host.intel_gpus
+                .iter()
+                .map(|g| (g.pci_address.as_str(), g.pci_id.clone())),
+        );
+        pci.extend(host.nvidia.gpus.iter().map(|g| {
+            (
+                g.pci_address.as_str(),
+                g.device_id
+                    .map_or("10de:?".into(), |d| format!("10de:{d:04x}")),
+            )
+        }));
+        pci.extend(
+            host.npus
+                .iter()
+                .map(|n| (n.pci_address.as_str(), format!("8086:{:04x}", n.device_id))),
+        );
+        pci.extend(
+            host.gaudi
+                .devices
+                .iter()
+                .map(|g| (g.pci_address.as_str(), format!("1da3:{:04x}", g.device_id))),
+        );
+        pci.extend(
+            host.qat
+                .pfs
+                .iter()
+                .map(|q| (q.pci_address.as_str(), format!("8086:{:04x}", q.device_id))),
+        );
+        pci.sort();
+        Hardware {
+            cpu_model: &host.cpu.model,
+            cpus: &host.cpu.online,
+            p_cores: &host.cpu.p_cores,
+            e_cores: &host.cpu.e_cores,
+            lp_e_cores: &host.cpu.lp_e_cores,
+            numa_nodes: host
+                .numa
+                .nodes
+                .iter()
+                .map(|n| (n.id, n.cpus.as_str()))
+                .collect(),
+            pci,
+            wsl_gpu: host.wsl.dxg,
+        }
+    }
+
+    pub fn fingerprint(&self) -> String {
+        crate::canonical::digest(self)
+    }
+}

@@ -1,0 +1,123 @@
+//! Link resolution confined to the host root.
+//!
+//! We walk the path ourselves instead of letting the OS follow links, because the OS would
+//! follow an absolute link (or enough `..`) straight out of a fixture host into the machine
+//! running the tests. Absolute targets are read relative to the root, like a chroot; a `..`
+//! above the root of a fixture host is refused.
+
+use std::collections::VecDeque;
+use std::fs;
+use std::io;
+
+use super::{HostError, HostRoot};
+
+/// Linux's own limit on links followed in one lookup (`MAXSYMLINKS`).
+pub const MAX_LINK_HOPS: usize = 40;
+
+impl HostRoot {
+    /// Resolves `path` to a host path with no links in it. `Ok(None)` when a component is
+    /// missing (a dangling link is missing too). With `follow_last` false the final component
+    /// is left as it is, even if it is a link.
+    pub(super) fn resolve(
+        &self,
+        path: &str,
+        follow_last: bool,
+    ) -> Result<Option<String>, HostError> {
+        let mut done: Vec<String> = Vec::new();
+        let mut todo: VecDeque<String> = components(path).collect();
+        let mut hops = 0;
+        while let Some(part) = todo.pop_front() {
+            match part.as_str() {
+                "." => continue,
+                ".." => {
+                    if done.pop().is_none() && !self.real_host {
+                        return Err(HostError::Escapes {
+                            link: path.to_string(),
+                        });
+                    }
+                    continue;
+                }
+                _ => {}
+            }
+            let here = join(&done, &part);
+            let meta = match fs::symlink_metadata(self.on_disk(&here)) {
+                Ok(meta) => meta,
+                Err(e)
+                    if matches!(
+                        e.kind(),
+                        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+                    ) =>
+                {
+                    return Ok(None);
+                }
+                Err(e) => return Err(HostError::Io(e.to_string())),
+            };
+            let is_last = todo.is_empty();
+            if meta.file_type().is_symlink() && (follow_last || !is_last) {
+                hops += 1;
+                if hops > MAX_LINK_HOPS {
+                    return Err(HostError::Loop);
+                }
+                let target =
+                    fs::read_link(self.on_disk(&here)).map_err(|e| HostError::Io(e.to_string()))?;
+                let target = target.to_string_lossy().into_owned();
+                self.trail
+                    .borrow_mut()
+                    .links
+                    .insert(here.clone(), target.clone());
+                if target.starts_with('/') {
+                    done.clear();
+                }
+                for (i, piece) in components(&target).enumerate() {
+                    todo.insert(i, piece);
+                }
+                // A `..` in the target that climbs out is reported against the link itself.
+                if let Err(HostError::Escapes { .. }) = self.check_climb(&done, &todo) {
+                    return Err(HostError::Escapes { link: here });
+                }
+            } else {
+                done.push(part);
+            }
+        }
+        Ok(Some(join(&done, "")))
+    }
+
+    /// Refuses early when the pending `..`s would climb above the root of a fixture host.
+    fn check_climb(&self, done: &[String], todo: &VecDeque<String>) -> Result<(), HostError> {
+        if self.real_host {
+            return Ok(());
+        }
+        let mut depth = done.len() as isize;
+        for part in todo {
+            match part.as_str() {
+                ".." => depth -= 1,
+                "." => {}
+                _ => depth += 1,
+            }
+            if depth < 0 {
+                return Err(HostError::Escapes {
+                    link: String::new(),
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+fn components(path: &str) -> impl Iterator<Item = String> + '_ {
+    path.split('/')
+        .filter(|p| !p.is_empty())
+        .map(str::to_string)
+}
+
+fn join(done: &[String], last: &str) -> String {
+    let mut out = String::from("/");
+    out.push_str(&done.join("/"));
+    if !last.is_empty() {
+        if !done.is_empty() {
+            out.push('/');
+        }
+        out.push_str(last);
+    }
+    out
+}

@@ -1,0 +1,70 @@
+//! Owner, group and mode of device nodes.
+//!
+//! Pods get a device node with the host's owner and mode, so a non-root pod needs the node's
+//! group. Fixture hosts record these in `.k3d-gpu-stat` (`MODE UID GID PATH` per line) because
+//! git stores none of them.
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use serde::{Deserialize, Serialize};
+
+use super::HostError;
+
+pub const SIDECAR: &str = ".k3d-gpu-stat";
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeStat {
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+impl Default for NodeStat {
+    fn default() -> Self {
+        NodeStat {
+            mode: 0o660,
+            uid: 0,
+            gid: 0,
+        }
+    }
+}
+
+pub(super) fn stat_real(path: &Path) -> Result<NodeStat, HostError> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::metadata(path).map_err(|e| HostError::Io(e.to_string()))?;
+    Ok(NodeStat {
+        mode: meta.mode() & 0o7777,
+        uid: meta.uid(),
+        gid: meta.gid(),
+    })
+}
+
+/// Reads the sidecar; a missing or malformed file gives the defaults (a malformed line is
+/// skipped rather than failing detection: the sidecar is test data, not host state).
+pub(super) fn read_sidecar(root: &Path) -> BTreeMap<String, NodeStat> {
+    let text = std::fs::read_to_string(root.join(SIDECAR)).unwrap_or_default();
+    parse_sidecar(&text)
+}
+
+pub fn parse_sidecar(text: &str) -> BTreeMap<String, NodeStat> {
+    let mut table = BTreeMap::new();
+    for line in text.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        if let [mode, uid, gid, path] = fields[..] {
+            if let (Ok(mode), Ok(uid), Ok(gid)) =
+                (u32::from_str_radix(mode, 8), uid.parse(), gid.parse())
+            {
+                table.insert(path.to_string(), NodeStat { mode, uid, gid });
+            }
+        }
+    }
+    table
+}
+
+pub fn format_sidecar(table: &BTreeMap<String, NodeStat>) -> String {
+    table
+        .iter()
+        .map(|(path, s)| format!("{:04o} {} {} {}\n", s.mode, s.uid, s.gid, path))
+        .collect()
+}

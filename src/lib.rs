@@ -1,0 +1,18 @@
+//! k3d-gpu: a declarative compiler for GPU-ready local Kubernetes (k3d).
+//!
+//! The pipeline and where each stage lives are in `docs/ARCHITECTURE.md`. In short:
+//! [`host`] and [`detect`] read a machine, [`facts`] turns what was read into the facts/v1
+//! document (pure), [`parse`] holds the pure text parsers, [`cli`] and [`commands`] are the
+//! edge that prints and exits.
+
+pub mod canonical;
+pub mod cli;
+pub mod commands;
+pub mod detect;
+pub mod doctor;
+pub mod error;
+pub mod facts;
+pub mod host;
+pub mod hwdb;
+pub mod parse;
+pub mod suggest;
