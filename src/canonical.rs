@@ -48,17 +48,11 @@ mod tests {
             b.insert(key, 1);
         }
         assert_eq!(to_bytes(&a), to_bytes(&b));
-        assert_eq!(
-            String::from_utf8(to_bytes(&a)).unwrap(),
-            "{\n  \"alpha\": 1,\n  \"mid\": 1,\n  \"zeta\": 1\n}\n"
-        );
+        assert_eq!(String::from_utf8(to_bytes(&a)).unwrap(), "{\n  \"alpha\": 1,\n  \"mid\": 1,\n  \"zeta\": 1\n}\n");
     }
 
     #[test]
     fn sha256_matches_a_known_vector() {
-        assert_eq!(
-            sha256(b"abc"),
-            "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
-        );
+        assert_eq!(sha256(b"abc"), "sha256:ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
     }
 }

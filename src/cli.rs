@@ -30,13 +30,7 @@ pub struct Cli {
 pub struct Global {
     /// Read the host from this directory instead of `/` (a fixture host: DIR/sys, DIR/proc,
     /// DIR/dev, ...; see docs/fixture-hosts.md). Links never lead outside it.
-    #[arg(
-        long,
-        global = true,
-        value_name = "DIR",
-        env = "K3D_GPU_ROOT",
-        conflicts_with = "facts"
-    )]
+    #[arg(long, global = true, value_name = "DIR", env = "K3D_GPU_ROOT", conflicts_with = "facts")]
     pub root: Option<PathBuf>,
 
     /// Use a saved facts/v1 document instead of reading a host.
@@ -49,13 +43,7 @@ pub struct Global {
 
     /// Which vendors may be active: `auto` (all the host has) or a comma list of nvidia,
     /// intel, npu, gaudi, dsa, iaa, qat, amx, hybrid, numa, wsl. An unknown name is an error.
-    #[arg(
-        long,
-        global = true,
-        value_name = "LIST",
-        env = "K3D_GPU_VENDORS",
-        default_value = "auto"
-    )]
+    #[arg(long, global = true, value_name = "LIST", env = "K3D_GPU_VENDORS", default_value = "auto")]
     pub vendors: String,
 }
 
@@ -105,12 +93,10 @@ pub enum FactsCommand {
 
 impl Global {
     pub fn vendor_filter(&self) -> Result<VendorFilter, Error> {
-        self.vendors
-            .parse()
-            .map_err(|e: crate::facts::vendors::UnknownVendor| Error::Usage {
-                message: format!("--vendors: {e}"),
-                help: Some("use `auto` or a comma list such as `intel,npu`".into()),
-            })
+        self.vendors.parse().map_err(|e: crate::facts::vendors::UnknownVendor| Error::Usage {
+            message: format!("--vendors: {e}"),
+            help: Some("use `auto` or a comma list such as `intel,npu`".into()),
+        })
     }
 }
 

@@ -59,9 +59,7 @@ pub static GPU_PLATFORMS: &[GpuPlatform] = &[
     },
     GpuPlatform {
         name: "Alder Lake-S",
-        ids: &[
-            0x4680, 0x4682, 0x4688, 0x468a, 0x468b, 0x4690, 0x4692, 0x4693,
-        ],
+        ids: &[0x4680, 0x4682, 0x4688, 0x468a, 0x468b, 0x4690, 0x4692, 0x4693],
         integrated: true,
         xmx: false,
         driver: Driver::I915,
@@ -71,8 +69,8 @@ pub static GPU_PLATFORMS: &[GpuPlatform] = &[
     GpuPlatform {
         name: "Alder Lake-P",
         ids: &[
-            0x4626, 0x4628, 0x462a, 0x46a0, 0x46a1, 0x46a3, 0x46a6, 0x46a8, 0x46aa, 0x46b0, 0x46b1,
-            0x46b3, 0x46c0, 0x46c1, 0x46c3,
+            0x4626, 0x4628, 0x462a, 0x46a0, 0x46a1, 0x46a3, 0x46a6, 0x46a8, 0x46aa, 0x46b0, 0x46b1, 0x46b3, 0x46c0,
+            0x46c1, 0x46c3,
         ],
         integrated: true,
         xmx: false,
@@ -91,9 +89,7 @@ pub static GPU_PLATFORMS: &[GpuPlatform] = &[
     },
     GpuPlatform {
         name: "Raptor Lake-S",
-        ids: &[
-            0xa780, 0xa781, 0xa782, 0xa783, 0xa788, 0xa789, 0xa78a, 0xa78b,
-        ],
+        ids: &[0xa780, 0xa781, 0xa782, 0xa783, 0xa788, 0xa789, 0xa78a, 0xa78b],
         integrated: true,
         xmx: false,
         driver: Driver::I915,
@@ -102,9 +98,7 @@ pub static GPU_PLATFORMS: &[GpuPlatform] = &[
     },
     GpuPlatform {
         name: "Raptor Lake-P",
-        ids: &[
-            0xa720, 0xa721, 0xa7a0, 0xa7a1, 0xa7a8, 0xa7a9, 0xa7aa, 0xa7ab, 0xa7ac, 0xa7ad,
-        ],
+        ids: &[0xa720, 0xa721, 0xa7a0, 0xa7a1, 0xa7a8, 0xa7a9, 0xa7aa, 0xa7ab, 0xa7ac, 0xa7ad],
         integrated: true,
         xmx: false,
         driver: Driver::I915,
@@ -149,10 +143,7 @@ pub static GPU_PLATFORMS: &[GpuPlatform] = &[
     },
     GpuPlatform {
         name: "Panther Lake",
-        ids: &[
-            0xb080, 0xb081, 0xb082, 0xb083, 0xb084, 0xb085, 0xb086, 0xb087, 0xb08f, 0xb090, 0xb0a0,
-            0xb0b0,
-        ],
+        ids: &[0xb080, 0xb081, 0xb082, 0xb083, 0xb084, 0xb085, 0xb086, 0xb087, 0xb08f, 0xb090, 0xb0a0, 0xb0b0],
         integrated: true,
         xmx: true,
         driver: Driver::Xe,
@@ -180,9 +171,8 @@ pub static GPU_PLATFORMS: &[GpuPlatform] = &[
     GpuPlatform {
         name: "Arc Alchemist (DG2)",
         ids: &[
-            0x5690, 0x5691, 0x5692, 0x5693, 0x5694, 0x5695, 0x5696, 0x5697, 0x56a0, 0x56a1, 0x56a2,
-            0x56a3, 0x56a4, 0x56a5, 0x56a6, 0x56b0, 0x56b1, 0x56b2, 0x56b3, 0x56ba, 0x56bb, 0x56bc,
-            0x56bd,
+            0x5690, 0x5691, 0x5692, 0x5693, 0x5694, 0x5695, 0x5696, 0x5697, 0x56a0, 0x56a1, 0x56a2, 0x56a3, 0x56a4,
+            0x56a5, 0x56a6, 0x56b0, 0x56b1, 0x56b2, 0x56b3, 0x56ba, 0x56bb, 0x56bc, 0x56bd,
         ],
         integrated: false,
         xmx: true,
@@ -201,9 +191,7 @@ pub static GPU_PLATFORMS: &[GpuPlatform] = &[
     },
     GpuPlatform {
         name: "Data Center GPU Max (Ponte Vecchio)",
-        ids: &[
-            0x0bd0, 0x0bd4, 0x0bd5, 0x0bd6, 0x0bd7, 0x0bd8, 0x0bd9, 0x0bda, 0x0bdb,
-        ],
+        ids: &[0x0bd0, 0x0bd4, 0x0bd5, 0x0bd6, 0x0bd7, 0x0bd8, 0x0bd9, 0x0bda, 0x0bdb],
         integrated: false,
         xmx: true,
         driver: Driver::Xe,
@@ -213,8 +201,8 @@ pub static GPU_PLATFORMS: &[GpuPlatform] = &[
     GpuPlatform {
         name: "Arc Battlemage (BMG)",
         ids: &[
-            0xe202, 0xe209, 0xe20b, 0xe20c, 0xe20d, 0xe210, 0xe211, 0xe212, 0xe215, 0xe216, 0xe220,
-            0xe221, 0xe222, 0xe223,
+            0xe202, 0xe209, 0xe20b, 0xe20c, 0xe20d, 0xe210, 0xe211, 0xe212, 0xe215, 0xe216, 0xe220, 0xe221, 0xe222,
+            0xe223,
         ],
         integrated: false,
         xmx: true,
@@ -251,36 +239,11 @@ pub struct NpuModel {
 }
 
 pub static NPU_MODELS: &[NpuModel] = &[
-    NpuModel {
-        id: 0x7d1d,
-        platform: "Meteor Lake",
-        generation: "37xx",
-        min_kernel: Some((6, 3)),
-    },
-    NpuModel {
-        id: 0xad1d,
-        platform: "Arrow Lake",
-        generation: "37xx",
-        min_kernel: None,
-    },
-    NpuModel {
-        id: 0x643e,
-        platform: "Lunar Lake",
-        generation: "40xx",
-        min_kernel: None,
-    },
-    NpuModel {
-        id: 0xb03e,
-        platform: "Panther Lake",
-        generation: "50xx",
-        min_kernel: Some((6, 13)),
-    },
-    NpuModel {
-        id: 0xfd3e,
-        platform: "Wildcat Lake",
-        generation: "50xx",
-        min_kernel: None,
-    },
+    NpuModel { id: 0x7d1d, platform: "Meteor Lake", generation: "37xx", min_kernel: Some((6, 3)) },
+    NpuModel { id: 0xad1d, platform: "Arrow Lake", generation: "37xx", min_kernel: None },
+    NpuModel { id: 0x643e, platform: "Lunar Lake", generation: "40xx", min_kernel: None },
+    NpuModel { id: 0xb03e, platform: "Panther Lake", generation: "50xx", min_kernel: Some((6, 13)) },
+    NpuModel { id: 0xfd3e, platform: "Wildcat Lake", generation: "50xx", min_kernel: None },
 ];
 
 pub fn npu_model(device_id: u32) -> Option<&'static NpuModel> {
@@ -303,16 +266,13 @@ pub static QAT_MODELS: &[(u32, u32, &str)] = &[
 ];
 
 pub fn qat_pf_model(device_id: u32) -> Option<&'static str> {
-    QAT_MODELS
-        .iter()
-        .find(|(pf, _, _)| *pf == device_id)
-        .map(|(_, _, m)| *m)
+    QAT_MODELS.iter().find(|(pf, _, _)| *pf == device_id).map(|(_, _, m)| *m)
 }
 
-pub fn is_qat_function(device_id: u32) -> bool {
-    QAT_MODELS
-        .iter()
-        .any(|(pf, vf, _)| *pf == device_id || *vf == device_id)
+/// Whether a PF's bound driver is a QAT driver. The kernel's QAT drivers register under the
+/// device family's name (`c6xx`, `4xxx`, `420xx`, `6xxx`), not the module name.
+pub fn is_qat_driver(driver: &str) -> bool {
+    matches!(driver, "c6xx" | "4xxx" | "420xx" | "6xxx") || driver.starts_with("qat_")
 }
 
 pub const DSA_DEVICE_ID: u32 = 0x0b25;
@@ -348,10 +308,7 @@ mod tests {
         assert_eq!(xmx(0x1234), Xmx::Unknown);
         assert!(is_integrated(IGPU_ADDRESS, 0xa780));
         assert!(is_integrated(IGPU_ADDRESS, 0x1234));
-        assert!(
-            !is_integrated(IGPU_ADDRESS, 0x56a0),
-            "a discrete card passed through stays discrete"
-        );
+        assert!(!is_integrated(IGPU_ADDRESS, 0x56a0), "a discrete card passed through stays discrete");
         assert!(!is_integrated("0000:03:00.0", 0xe20b));
     }
 }

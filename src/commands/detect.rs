@@ -17,9 +17,7 @@ pub fn run(global: &Global) -> Result<u8> {
 }
 
 fn gib(kib: Option<u64>) -> String {
-    kib.map_or("? GiB".into(), |k| {
-        format!("{:.1} GiB", k as f64 / 1024.0 / 1024.0)
-    })
+    kib.map_or("? GiB".into(), |k| format!("{:.1} GiB", k as f64 / 1024.0 / 1024.0))
 }
 
 /// The human table. Plain text: readable without colour, stable for snapshot tests.
@@ -39,11 +37,7 @@ pub fn render(facts: &Facts) -> String {
         s.push(')');
         s
     };
-    let _ = writeln!(
-        out,
-        "host     {}",
-        h.cpu.model.as_deref().unwrap_or("unknown CPU")
-    );
+    let _ = writeln!(out, "host     {}", h.cpu.model.as_deref().unwrap_or("unknown CPU"));
     let _ = writeln!(out, "cpus     {}{cores}", h.cpu.online_count);
     let _ = writeln!(out, "memory   {}", gib(h.memory.total_kib));
     let _ = writeln!(
@@ -56,29 +50,13 @@ pub fn render(facts: &Facts) -> String {
     let _ = writeln!(out, "filter   {}", facts.vendor_filter);
     out.push('\n');
 
-    let _ = writeln!(
-        out,
-        "{:<8} {:<8} {:>7}  resources / reason",
-        "VENDOR", "STATE", "DEVICES"
-    );
+    let _ = writeln!(out, "{:<8} {:<8} {:>7}  resources / reason", "VENDOR", "STATE", "DEVICES");
     for d in &facts.detected {
-        let resources = if d.resources.is_empty() {
-            "(node labels)".to_string()
-        } else {
-            d.resources.join(", ")
-        };
-        let _ = writeln!(
-            out,
-            "{:<8} {:<8} {:>7}  {}",
-            d.vendor, "active", d.devices, resources
-        );
+        let resources = if d.resources.is_empty() { "(node labels)".to_string() } else { d.resources.join(", ") };
+        let _ = writeln!(out, "{:<8} {:<8} {:>7}  {}", d.vendor, "active", d.devices, resources);
     }
     for i in &facts.inactive {
-        let _ = writeln!(
-            out,
-            "{:<8} {:<8} {:>7}  {}",
-            i.vendor, "inactive", "-", i.reason
-        );
+        let _ = writeln!(out, "{:<8} {:<8} {:>7}  {}", i.vendor, "inactive", "-", i.reason);
     }
 
     let devices = device_lines(facts);
@@ -100,10 +78,7 @@ pub fn render(facts: &Facts) -> String {
     let count = |level| facts.findings.iter().filter(|f| f.level == level).count();
     let (fail, warn) = (count(Level::Fail), count(Level::Warn));
     if fail + warn > 0 {
-        let _ = writeln!(
-            out,
-            "\n{fail} fail, {warn} warn finding(s): run `k3d-gpu doctor` for evidence and fixes"
-        );
+        let _ = writeln!(out, "\n{fail} fail, {warn} warn finding(s): run `k3d-gpu doctor` for evidence and fixes");
     }
     out
 }
@@ -117,16 +92,8 @@ fn device_lines(facts: &Facts) -> Vec<String> {
             Xmx::No => "no xmx",
             Xmx::Unknown => "xmx unknown",
         };
-        let kind = if g.integrated {
-            "integrated"
-        } else {
-            "discrete"
-        };
-        let nodes = [g.card.as_deref(), g.render_node.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect::<Vec<_>>()
-            .join(" ");
+        let kind = if g.integrated { "integrated" } else { "discrete" };
+        let nodes = [g.card.as_deref(), g.render_node.as_deref()].into_iter().flatten().collect::<Vec<_>>().join(" ");
         lines.push(format!(
             "intel-gpu  {}  {} ({})  {}  {kind}, {xmx}  {}{}",
             g.pci_address,
@@ -134,11 +101,7 @@ fn device_lines(facts: &Facts) -> Vec<String> {
             g.pci_id,
             g.driver.as_deref().unwrap_or("no driver"),
             nodes,
-            if g.engines.is_empty() {
-                String::new()
-            } else {
-                format!("  engines {}", g.engines.join(","))
-            }
+            if g.engines.is_empty() { String::new() } else { format!("  engines {}", g.engines.join(",")) }
         ));
     }
     for g in &h.nvidia.gpus {
@@ -147,9 +110,7 @@ fn device_lines(facts: &Facts) -> Vec<String> {
             g.pci_address,
             g.model.as_deref().unwrap_or("unknown model"),
             h.nvidia.driver_version.as_deref().unwrap_or("?"),
-            g.minor
-                .map(|m| format!("  /dev/nvidia{m}"))
-                .unwrap_or_default()
+            g.minor.map(|m| format!("  /dev/nvidia{m}")).unwrap_or_default()
         ));
     }
     for n in &h.npus {
@@ -158,10 +119,9 @@ fn device_lines(facts: &Facts) -> Vec<String> {
             n.pci_address,
             n.generation.as_deref().unwrap_or("unknown generation"),
             n.accel.as_deref().unwrap_or("(unbound)"),
-            n.firmware.as_ref().map_or("missing".to_string(), |f| f
-                .build_date
-                .clone()
-                .unwrap_or_else(|| "undated".into()))
+            n.firmware
+                .as_ref()
+                .map_or("missing".to_string(), |f| f.build_date.clone().unwrap_or_else(|| "undated".into()))
         ));
     }
     for g in &h.gaudi.devices {
@@ -197,11 +157,7 @@ fn device_lines(facts: &Facts) -> Vec<String> {
         lines.push(format!(
             "wsl        /dev/dxg {}  intel driver {}  nvidia-smi {}",
             if h.wsl.dxg { "yes" } else { "no" },
-            if h.wsl.intel_driver_packages.is_empty() {
-                "no"
-            } else {
-                "yes"
-            },
+            if h.wsl.intel_driver_packages.is_empty() { "no" } else { "yes" },
             if h.wsl.nvidia_smi { "yes" } else { "no" }
         ));
     }

@@ -22,27 +22,14 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
     if on_real_host && !args.no_tools {
         findings.extend(crate::doctor::tool_findings());
     }
-    findings.sort_by(|a, b| {
-        b.level
-            .cmp(&a.level)
-            .then_with(|| a.code.cmp(&b.code))
-            .then_with(|| a.text.cmp(&b.text))
-    });
+    findings.sort_by(|a, b| b.level.cmp(&a.level).then_with(|| a.code.cmp(&b.code)).then_with(|| a.text.cmp(&b.text)));
     if global.json {
-        let report = DoctorReport {
-            schema: "k3d-gpu.doctor/v1",
-            fingerprint: &facts.fingerprint,
-            findings: &findings,
-        };
+        let report = DoctorReport { schema: "k3d-gpu.doctor/v1", fingerprint: &facts.fingerprint, findings: &findings };
         super::print_bytes(&crate::canonical::to_bytes(&report));
     } else {
         super::print_bytes(render(&findings).as_bytes());
     }
-    Ok(if findings.iter().any(|f| f.level == Level::Fail) {
-        EXIT_FAILED
-    } else {
-        EXIT_OK
-    })
+    Ok(if findings.iter().any(|f| f.level == Level::Fail) { EXIT_FAILED } else { EXIT_OK })
 }
 
 pub fn render(findings: &[Finding]) -> String {
@@ -59,12 +46,6 @@ pub fn render(findings: &[Finding]) -> String {
         }
     }
     let count = |level| findings.iter().filter(|f| f.level == level).count();
-    let _ = writeln!(
-        out,
-        "\n{} fail, {} warn, {} info",
-        count(Level::Fail),
-        count(Level::Warn),
-        count(Level::Info)
-    );
+    let _ = writeln!(out, "\n{} fail, {} warn, {} info", count(Level::Fail), count(Level::Warn), count(Level::Info));
     out
 }

@@ -10,10 +10,8 @@ pub fn run(global: &Global, args: &FactsArgs) -> Result<u8> {
     let facts = super::load_facts(global)?;
     let bytes = facts.to_bytes();
     match &args.out {
-        Some(path) => std::fs::write(path, &bytes).map_err(|e| Error::Output {
-            path: path.display().to_string(),
-            reason: e.to_string(),
-        })?,
+        Some(path) => std::fs::write(path, &bytes)
+            .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })?,
         None => super::print_bytes(&bytes),
     }
     Ok(EXIT_OK)
@@ -31,10 +29,8 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
     // Detection reads the same files whatever the filter, so the capture serves any filter.
     let _ = crate::detect::inventory(&host);
     let trail = host.trail();
-    let report = crate::host::capture::capture(&host, &trail, out).map_err(|e| Error::Output {
-        path: out.display().to_string(),
-        reason: e.to_string(),
-    })?;
+    let report = crate::host::capture::capture(&host, &trail, out)
+        .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
     eprintln!(
         "captured {} files ({} bytes), {} device nodes, {} directories, {} links into {}",
         report.files,

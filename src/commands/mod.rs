@@ -41,11 +41,7 @@ pub fn load_facts(global: &Global) -> Result<Facts> {
         }
         // Re-apply a different filter to the saved inventory; only the findings met while
         // reading the host carry over, the rest are derived again.
-        let read_findings = saved
-            .findings
-            .into_iter()
-            .filter(|f| f.code.starts_with("host-"))
-            .collect();
+        let read_findings = saved.findings.into_iter().filter(|f| f.code.starts_with("host-")).collect();
         return Ok(crate::facts::build(saved.host, read_findings, &filter));
     }
     let host = open_host(global)?;
@@ -62,11 +58,7 @@ pub fn read_facts_file(path: &Path) -> Result<Facts> {
     let bytes = std::fs::read(path).map_err(|e| input(e.to_string()))?;
     let facts: Facts = serde_json::from_slice(&bytes).map_err(|e| input(e.to_string()))?;
     if facts.schema != crate::facts::SCHEMA {
-        return Err(input(format!(
-            "schema is {:?}, expected {:?}",
-            facts.schema,
-            crate::facts::SCHEMA
-        )));
+        return Err(input(format!("schema is {:?}, expected {:?}", facts.schema, crate::facts::SCHEMA)));
     }
     Ok(facts)
 }

@@ -15,12 +15,8 @@ pub type DrmNodes = BTreeMap<String, (Option<String>, Option<String>)>;
 pub fn drm_nodes(r: &mut Reader) -> DrmNodes {
     let mut map = DrmNodes::new();
     for name in r.list("/sys/class/drm") {
-        let is_card = name.starts_with("card")
-            && name[4..].chars().all(|c| c.is_ascii_digit())
-            && name.len() > 4;
-        let is_render = name.starts_with("renderD")
-            && name.len() > 7
-            && name[7..].chars().all(|c| c.is_ascii_digit());
+        let is_card = name.starts_with("card") && name[4..].chars().all(|c| c.is_ascii_digit()) && name.len() > 4;
+        let is_render = name.starts_with("renderD") && name.len() > 7 && name[7..].chars().all(|c| c.is_ascii_digit());
         if !is_card && !is_render {
             continue;
         }
@@ -40,10 +36,7 @@ pub fn drm_nodes(r: &mut Reader) -> DrmNodes {
 pub fn intel_gpus(r: &mut Reader, pci: &[PciFunction]) -> Vec<IntelGpu> {
     let drm = drm_nodes(r);
     let mut out = Vec::new();
-    for f in pci
-        .iter()
-        .filter(|f| f.vendor == hwdb::INTEL && f.is_display())
-    {
+    for f in pci.iter().filter(|f| f.vendor == hwdb::INTEL && f.is_display()) {
         let (card, render_node) = drm.get(&f.address).cloned().unwrap_or_default();
         let platform = hwdb::gpu_platform(f.device);
         let engines = match (&card, f.driver.as_deref()) {
@@ -85,11 +78,7 @@ fn xe_engines(r: &mut Reader, card: &str) -> Vec<String> {
     let base = format!("/sys/class/drm/{card}/device");
     let mut classes = Vec::new();
     for tile in r.list(&base).into_iter().filter(|n| n.starts_with("tile")) {
-        for gt in r
-            .list(&format!("{base}/{tile}"))
-            .into_iter()
-            .filter(|n| n.starts_with("gt"))
-        {
+        for gt in r.list(&format!("{base}/{tile}")).into_iter().filter(|n| n.starts_with("gt")) {
             classes.extend(r.list(&format!("{base}/{tile}/{gt}/engines")));
         }
     }
@@ -101,21 +90,25 @@ fn xe_engines(r: &mut Reader, card: &str) -> Vec<String> {
 /// GuC and HuC from debugfs: `dri/<PCI address>` on current kernels, `dri/<minor>` on older
 /// ones; the first GT that has the record. Only root can read debugfs, so a refusal is
 /// "not checked", not a finding.
-fn micro_controllers(
-    r: &mut Reader,
-    address: &str,
-    card: &str,
-) -> (Option<MicroController>, Option<MicroController>) {
+fn micro_controllers(r: &mut Reader, address: &str, card: &str) -> (Option<MicroController>, Option<MicroController>) {
     let minor = card.trim_start_matches("card");
     for dir in [address, minor] {
         let base = format!("/sys/kernel/debug/dri/{dir}");
         let gts = r.list_if_permitted(&base);
+        // On xe and Meteor Lake the HuC lives on the media GT, so each record is the first
+        // GT that has it.
+        let mut guc = None;
+        let mut huc = None;
         for gt in gts.iter().filter(|n| n.starts_with("gt")) {
-            let guc = read_uc(r, &format!("{base}/{gt}/uc/guc_info"));
-            let huc = read_uc(r, &format!("{base}/{gt}/uc/huc_info"));
-            if guc.is_some() || huc.is_some() {
-                return (guc, huc);
+            if guc.is_none() {
+                guc = read_uc(r, &format!("{base}/{gt}/uc/guc_info"));
             }
+            if huc.is_none() {
+                huc = read_uc(r, &format!("{base}/{gt}/uc/huc_info"));
+            }
+        }
+        if guc.is_some() || huc.is_some() {
+            return (guc, huc);
         }
     }
     (None, None)

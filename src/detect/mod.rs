@@ -33,21 +33,7 @@ pub fn inventory(host: &HostRoot) -> (Host, Vec<Finding>) {
     let (npus, gaudi) = accel::accel(&mut r, &pci, kernel.release.as_deref());
     let (dsa, iaa) = xeon::idxd(&mut r, &pci);
     let qat = xeon::qat(&mut r, &pci);
-    let host = Host {
-        cpu,
-        memory,
-        numa,
-        intel_gpus,
-        nvidia,
-        npus,
-        gaudi,
-        dsa,
-        iaa,
-        qat,
-        wsl,
-        kernel,
-        os,
-    };
+    let host = Host { cpu, memory, numa, intel_gpus, nvidia, npus, gaudi, dsa, iaa, qat, wsl, kernel, os };
     (host, r.into_findings())
 }
 

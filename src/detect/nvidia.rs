@@ -21,18 +21,10 @@ pub fn nvidia(r: &mut Reader, pci: &[PciFunction]) -> Nvidia {
     });
 
     let mut gpus: BTreeMap<String, NvidiaGpu> = BTreeMap::new();
-    for f in pci
-        .iter()
-        .filter(|f| f.vendor == hwdb::NVIDIA && f.is_display())
-    {
+    for f in pci.iter().filter(|f| f.vendor == hwdb::NVIDIA && f.is_display()) {
         gpus.insert(
             f.address.clone(),
-            NvidiaGpu {
-                pci_address: f.address.clone(),
-                device_id: Some(f.device),
-                model: None,
-                minor: None,
-            },
+            NvidiaGpu { pci_address: f.address.clone(), device_id: Some(f.device), model: None, minor: None },
         );
     }
     for address in r.list("/proc/driver/nvidia/gpus") {
@@ -58,15 +50,9 @@ pub fn nvidia(r: &mut Reader, pci: &[PciFunction]) -> Nvidia {
         .list("/dev")
         .into_iter()
         .filter(|n| {
-            n.strip_prefix("nvidia")
-                .is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()))
+            n.strip_prefix("nvidia").is_some_and(|rest| !rest.is_empty() && rest.chars().all(|c| c.is_ascii_digit()))
         })
         .filter_map(|n| r.device_node(&format!("/dev/{n}")))
         .collect();
-    Nvidia {
-        module_loaded,
-        driver_version,
-        gpus: gpus.into_values().collect(),
-        device_nodes,
-    }
+    Nvidia { module_loaded, driver_version, gpus: gpus.into_values().collect(), device_nodes }
 }

@@ -38,22 +38,10 @@ pub fn scan(r: &mut Reader) -> Vec<PciFunction> {
         if ![crate::hwdb::INTEL, crate::hwdb::NVIDIA, crate::hwdb::HABANA].contains(&vendor) {
             continue;
         }
-        let class = r
-            .parsed(&format!("{base}/class"), parse::parse_hex_id)
-            .unwrap_or(0);
+        let class = r.parsed(&format!("{base}/class"), parse::parse_hex_id).unwrap_or(0);
         let driver = r.link_name(&format!("{base}/driver"));
-        let numa_node = r
-            .attr(&format!("{base}/numa_node"))
-            .and_then(|t| t.parse::<i64>().ok())
-            .unwrap_or(-1);
-        out.push(PciFunction {
-            address,
-            vendor,
-            device,
-            class,
-            driver,
-            numa_node,
-        });
+        let numa_node = r.attr(&format!("{base}/numa_node")).and_then(|t| t.parse::<i64>().ok()).unwrap_or(-1);
+        out.push(PciFunction { address, vendor, device, class, driver, numa_node });
     }
     out
 }

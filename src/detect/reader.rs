@@ -14,11 +14,7 @@ pub struct Reader<'h> {
 
 impl<'h> Reader<'h> {
     pub fn new(host: &'h HostRoot) -> Reader<'h> {
-        Reader {
-            host,
-            findings: Vec::new(),
-            groups: None,
-        }
+        Reader { host, findings: Vec::new(), groups: None }
     }
 
     pub fn into_findings(self) -> Vec<Finding> {
@@ -31,37 +27,25 @@ impl<'h> Reader<'h> {
 
     fn problem(&mut self, path: &str, error: &HostError) {
         let (code, fix) = match error {
-            HostError::Escapes { .. } => (
-                "host-link-escapes",
-                "fix or remove the link; k3d-gpu never reads outside the host root",
-            ),
+            HostError::Escapes { .. } => {
+                ("host-link-escapes", "fix or remove the link; k3d-gpu never reads outside the host root")
+            }
             HostError::Loop => ("host-link-loop", "fix the link loop"),
-            HostError::NotUtf8 => (
-                "host-bad-text",
-                "the file should be text; check the fixture or the kernel",
-            ),
+            HostError::Dangling { .. } => ("host-link-dangling", "fix or remove the broken link"),
+            HostError::NotUtf8 => ("host-bad-text", "the file should be text; check the fixture or the kernel"),
             HostError::Io(_) => ("host-unreadable", "check the file's type and permissions"),
         };
-        let finding = Finding::new(
-            Level::Warn,
-            code,
-            format!("could not read {path}: {error}; facts from it are missing"),
-            path,
-        )
-        .with_fix(fix);
+        let finding =
+            Finding::new(Level::Warn, code, format!("could not read {path}: {error}; facts from it are missing"), path)
+                .with_fix(fix);
         if !self.findings.contains(&finding) {
             self.findings.push(finding);
         }
     }
 
     pub fn bad_value(&mut self, path: &str, error: &ParseError) {
-        let finding = Finding::new(
-            Level::Warn,
-            "host-bad-value",
-            format!("{path}: {error}; ignored"),
-            path,
-        )
-        .with_fix("check the file; on a fixture host, regenerate it with `facts capture`");
+        let finding = Finding::new(Level::Warn, "host-bad-value", format!("{path}: {error}; ignored"), path)
+            .with_fix("check the file; on a fixture host, regenerate it with `facts capture`");
         if !self.findings.contains(&finding) {
             self.findings.push(finding);
         }
@@ -99,11 +83,7 @@ impl<'h> Reader<'h> {
     }
 
     /// A file parsed with `parse`; a value that does not parse becomes a finding.
-    pub fn parsed<T>(
-        &mut self,
-        path: &str,
-        parse: impl FnOnce(&str) -> Result<T, ParseError>,
-    ) -> Option<T> {
+    pub fn parsed<T>(&mut self, path: &str, parse: impl FnOnce(&str) -> Result<T, ParseError>) -> Option<T> {
         let text = self.text(path)?;
         match parse(&text) {
             Ok(value) => Some(value),
@@ -153,8 +133,7 @@ impl<'h> Reader<'h> {
 
     /// The last component of where a link leads (a driver name, a PCI address).
     pub fn link_name(&mut self, path: &str) -> Option<String> {
-        self.canonical(path)
-            .and_then(|p| p.rsplit('/').next().map(str::to_string))
+        self.canonical(path).and_then(|p| p.rsplit('/').next().map(str::to_string))
     }
 
     /// A device node with its owner and mode, `None` when it does not exist.

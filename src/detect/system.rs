@@ -21,11 +21,7 @@ const MODULES: &[&str] = &[
 
 pub fn kernel(r: &mut Reader) -> Kernel {
     let release = r.attr("/proc/sys/kernel/osrelease");
-    let modules = MODULES
-        .iter()
-        .filter(|m| r.exists(&format!("/sys/module/{m}")))
-        .map(|m| m.to_string())
-        .collect();
+    let modules = MODULES.iter().filter(|m| r.exists(&format!("/sys/module/{m}"))).map(|m| m.to_string()).collect();
     let force_probe = r
         .text("/proc/cmdline")
         .map(|cmdline| {
@@ -36,29 +32,17 @@ pub fn kernel(r: &mut Reader) -> Kernel {
                 .collect()
         })
         .unwrap_or_default();
-    Kernel {
-        release,
-        modules,
-        force_probe,
-    }
+    Kernel { release, modules, force_probe }
 }
 
 pub fn memory(r: &mut Reader) -> Memory {
     let total_kib = r.parsed("/proc/meminfo", |t| parse::parse_meminfo_kib(t, "MemTotal"));
-    let available_kib = r.parsed("/proc/meminfo", |t| {
-        parse::parse_meminfo_kib(t, "MemAvailable")
-    });
-    Memory {
-        total_kib,
-        available_kib,
-    }
+    let available_kib = r.parsed("/proc/meminfo", |t| parse::parse_meminfo_kib(t, "MemAvailable"));
+    Memory { total_kib, available_kib }
 }
 
 pub fn os(r: &mut Reader) -> Os {
-    let map = r
-        .text("/etc/os-release")
-        .map(|t| parse::parse_os_release(&t))
-        .unwrap_or_default();
+    let map = r.text("/etc/os-release").map(|t| parse::parse_os_release(&t)).unwrap_or_default();
     Os {
         id: map.get("ID").cloned(),
         version_id: map.get("VERSION_ID").cloned(),
@@ -67,17 +51,12 @@ pub fn os(r: &mut Reader) -> Os {
 }
 
 pub fn wsl(r: &mut Reader) -> Wsl {
-    let microsoft_kernel = r
-        .text("/proc/version")
-        .is_some_and(|v| v.to_ascii_lowercase().contains("microsoft"));
+    let microsoft_kernel = r.text("/proc/version").is_some_and(|v| v.to_ascii_lowercase().contains("microsoft"));
     if !microsoft_kernel {
         return Wsl::default();
     }
-    let intel_driver_packages = r
-        .list("/usr/lib/wsl/drivers")
-        .into_iter()
-        .filter(|name| name.starts_with("iigd_dch"))
-        .collect();
+    let intel_driver_packages =
+        r.list("/usr/lib/wsl/drivers").into_iter().filter(|name| name.starts_with("iigd_dch")).collect();
     Wsl {
         microsoft_kernel,
         dxg: r.exists("/dev/dxg"),

@@ -11,14 +11,8 @@ use crate::parse;
 
 pub fn idxd(r: &mut Reader, pci: &[PciFunction]) -> (Idxd, Idxd) {
     let names = r.list("/sys/bus/dsa/devices");
-    let mut dsa = Idxd {
-        pci_functions_per_node: per_node(pci, |id| id == hwdb::DSA_DEVICE_ID),
-        ..Idxd::default()
-    };
-    let mut iaa = Idxd {
-        pci_functions_per_node: per_node(pci, |id| id == hwdb::IAA_DEVICE_ID),
-        ..Idxd::default()
-    };
+    let mut dsa = Idxd { pci_functions_per_node: per_node(pci, |id| id == hwdb::DSA_DEVICE_ID), ..Idxd::default() };
+    let mut iaa = Idxd { pci_functions_per_node: per_node(pci, |id| id == hwdb::IAA_DEVICE_ID), ..Idxd::default() };
     for name in &names {
         if name.starts_with("dsa") {
             dsa.devices.push(name.clone());
@@ -80,8 +74,7 @@ pub fn qat(r: &mut Reader, pci: &[PciFunction]) -> Qat {
     if pfs.is_empty() {
         return Qat::default();
     }
-    let iommu_enabled =
-        !r.list("/sys/class/iommu").is_empty() || !r.list("/sys/kernel/iommu_groups").is_empty();
+    let iommu_enabled = !r.list("/sys/class/iommu").is_empty() || !r.list("/sys/kernel/iommu_groups").is_empty();
     Qat {
         pfs,
         vfio_pci_loaded: r.exists("/sys/module/vfio_pci"),
@@ -92,10 +85,7 @@ pub fn qat(r: &mut Reader, pci: &[PciFunction]) -> Qat {
 
 fn per_node(pci: &[PciFunction], matches: impl Fn(u32) -> bool) -> BTreeMap<String, u32> {
     let mut counts = BTreeMap::new();
-    for f in pci
-        .iter()
-        .filter(|f| f.vendor == hwdb::INTEL && matches(f.device))
-    {
+    for f in pci.iter().filter(|f| f.vendor == hwdb::INTEL && matches(f.device)) {
         *counts.entry(f.numa_node.to_string()).or_insert(0) += 1;
     }
     counts

@@ -21,12 +21,8 @@ pub struct Ran {
 
 /// Runs `program args` with a deadline.
 pub fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> Ran {
-    let child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn();
+    let child =
+        Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
     let mut child = match child {
         Ok(child) => child,
         Err(e) => {
@@ -49,23 +45,13 @@ pub fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> Ran 
                 if let Some(mut err) = child.stderr.take() {
                     let _ = err.read_to_string(&mut output);
                 }
-                return Ran {
-                    ok: status.success(),
-                    output,
-                    timed_out: false,
-                    missing: false,
-                };
+                return Ran { ok: status.success(), output, timed_out: false, missing: false };
             }
             Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(20)),
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Ran {
-                    ok: false,
-                    output: String::new(),
-                    timed_out: true,
-                    missing: false,
-                };
+                return Ran { ok: false, output: String::new(), timed_out: true, missing: false };
             }
         }
     }
@@ -81,77 +67,36 @@ pub fn tool_findings() -> Vec<Finding> {
             "docker-unreachable",
             "start the Docker daemon (`sudo systemctl start docker`) and check that your user may use it (DOCKER_HOST, the docker group)",
         ),
-        (
-            "k3d",
-            &["version"],
-            "k3d-broken",
-            "reinstall k3d v5 (https://k3d.io)",
-        ),
-        (
-            "kubectl",
-            &["version", "--client"],
-            "kubectl-broken",
-            "reinstall kubectl",
-        ),
+        ("k3d", &["version"], "k3d-broken", "reinstall k3d v5 (https://k3d.io)"),
+        ("kubectl", &["version", "--client"], "kubectl-broken", "reinstall kubectl"),
     ];
     for (tool, args, code, fix) in checks {
         let ran = run_with_timeout(tool, args, TOOL_TIMEOUT);
         let evidence = format!("{tool} {}", args.join(" "));
         if ran.missing {
             out.push(
-                Finding::new(
-                    Level::Fail,
-                    &format!("{tool}-missing"),
-                    format!("{tool} is not on PATH"),
-                    evidence,
-                )
-                .with_fix(format!("install {tool}")),
+                Finding::new(Level::Fail, &format!("{tool}-missing"), format!("{tool} is not on PATH"), evidence)
+                    .with_fix(format!("install {tool}")),
             );
         } else if ran.timed_out {
             out.push(
                 Finding::new(
                     Level::Fail,
                     code,
-                    format!(
-                        "`{tool} {}` did not answer within {}s",
-                        args.join(" "),
-                        TOOL_TIMEOUT.as_secs()
-                    ),
+                    format!("`{tool} {}` did not answer within {}s", args.join(" "), TOOL_TIMEOUT.as_secs()),
                     evidence,
                 )
                 .with_fix(fix),
             );
         } else if !ran.ok {
-            let first = ran
-                .output
-                .lines()
-                .find(|l| !l.trim().is_empty())
-                .unwrap_or("no output")
-                .trim()
-                .to_string();
+            let first = ran.output.lines().find(|l| !l.trim().is_empty()).unwrap_or("no output").trim().to_string();
             out.push(
-                Finding::new(
-                    Level::Fail,
-                    code,
-                    format!("`{tool} {}` failed: {first}", args.join(" ")),
-                    evidence,
-                )
-                .with_fix(fix),
+                Finding::new(Level::Fail, code, format!("`{tool} {}` failed: {first}", args.join(" ")), evidence)
+                    .with_fix(fix),
             );
         } else {
-            let first = ran
-                .output
-                .lines()
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_string();
-            out.push(Finding::new(
-                Level::Info,
-                &format!("{tool}-ok"),
-                format!("{tool}: {first}"),
-                evidence,
-            ));
+            let first = ran.output.lines().next().unwrap_or_default().trim().to_string();
+            out.push(Finding::new(Level::Info, &format!("{tool}-ok"), format!("{tool}: {first}"), evidence));
         }
     }
     out

@@ -188,9 +188,7 @@ pub struct WorkQueue {
 impl WorkQueue {
     /// A queue a pod can use: user type, enabled, with its /dev node.
     pub fn usable_by_pods(&self) -> bool {
-        self.kind.as_deref() == Some("user")
-            && self.state.as_deref() == Some("enabled")
-            && self.device_node.is_some()
+        self.kind.as_deref() == Some("user") && self.state.as_deref() == Some("enabled") && self.device_node.is_some()
     }
 }
 
@@ -255,35 +253,16 @@ pub struct Hardware<'a> {
 impl<'a> Hardware<'a> {
     pub fn of(host: &'a Host) -> Hardware<'a> {
         let mut pci: Vec<(&str, String)> = Vec::new();
+        pci.extend(host.intel_gpus.iter().map(|g| (g.pci_address.as_str(), g.pci_id.clone())));
         pci.extend(
-            host.intel_gpus
+            host.nvidia
+                .gpus
                 .iter()
-                .map(|g| (g.pci_address.as_str(), g.pci_id.clone())),
+                .map(|g| (g.pci_address.as_str(), g.device_id.map_or("10de:?".into(), |d| format!("10de:{d:04x}")))),
         );
-        pci.extend(host.nvidia.gpus.iter().map(|g| {
-            (
-                g.pci_address.as_str(),
-                g.device_id
-                    .map_or("10de:?".into(), |d| format!("10de:{d:04x}")),
-            )
-        }));
-        pci.extend(
-            host.npus
-                .iter()
-                .map(|n| (n.pci_address.as_str(), format!("8086:{:04x}", n.device_id))),
-        );
-        pci.extend(
-            host.gaudi
-                .devices
-                .iter()
-                .map(|g| (g.pci_address.as_str(), format!("1da3:{:04x}", g.device_id))),
-        );
-        pci.extend(
-            host.qat
-                .pfs
-                .iter()
-                .map(|q| (q.pci_address.as_str(), format!("8086:{:04x}", q.device_id))),
-        );
+        pci.extend(host.npus.iter().map(|n| (n.pci_address.as_str(), format!("8086:{:04x}", n.device_id))));
+        pci.extend(host.gaudi.devices.iter().map(|g| (g.pci_address.as_str(), format!("1da3:{:04x}", g.device_id))));
+        pci.extend(host.qat.pfs.iter().map(|q| (q.pci_address.as_str(), format!("8086:{:04x}", q.device_id))));
         pci.sort();
         Hardware {
             cpu_model: &host.cpu.model,
@@ -291,12 +270,7 @@ impl<'a> Hardware<'a> {
             p_cores: &host.cpu.p_cores,
             e_cores: &host.cpu.e_cores,
             lp_e_cores: &host.cpu.lp_e_cores,
-            numa_nodes: host
-                .numa
-                .nodes
-                .iter()
-                .map(|n| (n.id, n.cpus.as_str()))
-                .collect(),
+            numa_nodes: host.numa.nodes.iter().map(|n| (n.id, n.cpus.as_str())).collect(),
             pci,
             wsl_gpu: host.wsl.dxg,
         }

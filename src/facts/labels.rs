@@ -18,11 +18,7 @@ const CPUID_LABELS: &[(&str, &str)] = &[
 ];
 
 /// The AMX flags, labelled when the amx vendor is active.
-const AMX_LABELS: &[(&str, &str)] = &[
-    ("amx_tile", "AMXTILE"),
-    ("amx_bf16", "AMXBF16"),
-    ("amx_int8", "AMXINT8"),
-];
+const AMX_LABELS: &[(&str, &str)] = &[("amx_tile", "AMXTILE"), ("amx_bf16", "AMXBF16"), ("amx_int8", "AMXINT8")];
 
 const CPUID_PREFIX: &str = "feature.node.kubernetes.io/cpu-cpuid.";
 
@@ -52,32 +48,17 @@ pub fn node_labels(host: &Host, detected: &[Detected]) -> (Labels, Labels) {
     }
 
     if active(Vendor::Intel) {
-        let gpus: Vec<_> = host
-            .intel_gpus
-            .iter()
-            .filter(|g| g.render_node.is_some())
-            .collect();
+        let gpus: Vec<_> = host.intel_gpus.iter().filter(|g| g.render_node.is_some()).collect();
         if gpus.iter().any(|g| g.xmx == Xmx::Yes) {
             set("gpu.intel.com/xmx", "true".into());
         } else if !gpus.is_empty() && gpus.iter().all(|g| g.xmx == Xmx::No) {
             set("gpu.intel.com/xmx", "false".into());
         }
-        let i915: Vec<_> = gpus
-            .iter()
-            .filter(|g| g.driver.as_deref() == Some("i915"))
-            .collect();
+        let i915: Vec<_> = gpus.iter().filter(|g| g.driver.as_deref() == Some("i915")).collect();
         if !i915.is_empty() {
             // Per GPU, not summed: a pod gets one GPU, so the label says what one offers.
             let count = |prefix: &str| {
-                i915.iter()
-                    .map(|g| {
-                        g.engines
-                            .iter()
-                            .filter(|e| engine_class(e) == prefix)
-                            .count()
-                    })
-                    .max()
-                    .unwrap_or(0)
+                i915.iter().map(|g| g.engines.iter().filter(|e| engine_class(e) == prefix).count()).max().unwrap_or(0)
             };
             set("gpu.intel.com/media-vcs", count("vcs").to_string());
             set("gpu.intel.com/media-vecs", count("vecs").to_string());
@@ -94,16 +75,9 @@ pub fn node_labels(host: &Host, detected: &[Detected]) -> (Labels, Labels) {
             set("k3d-gpu.io/npu-render-gid", node.gid.to_string());
         }
     }
-    for (vendor, key) in [
-        (Vendor::Dsa, "dsa"),
-        (Vendor::Iaa, "iaa"),
-        (Vendor::Qat, "qat"),
-    ] {
+    for (vendor, key) in [(Vendor::Dsa, "dsa"), (Vendor::Iaa, "iaa"), (Vendor::Qat, "qat")] {
         if active(vendor) {
-            set(
-                &format!("intel.feature.node.kubernetes.io/{key}"),
-                "true".into(),
-            );
+            set(&format!("intel.feature.node.kubernetes.io/{key}"), "true".into());
         }
     }
     if active(Vendor::Hybrid) {

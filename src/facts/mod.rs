@@ -83,19 +83,8 @@ pub struct Finding {
 }
 
 impl Finding {
-    pub fn new(
-        level: Level,
-        code: &str,
-        text: impl Into<String>,
-        evidence: impl Into<String>,
-    ) -> Finding {
-        Finding {
-            level,
-            code: code.to_string(),
-            text: text.into(),
-            evidence: evidence.into(),
-            fix: None,
-        }
+    pub fn new(level: Level, code: &str, text: impl Into<String>, evidence: impl Into<String>) -> Finding {
+        Finding { level, code: code.to_string(), text: text.into(), evidence: evidence.into(), fix: None }
     }
 
     pub fn with_fix(mut self, fix: impl Into<String>) -> Finding {

@@ -16,15 +16,8 @@ pub fn host_findings(host: &Host) -> Vec<Finding> {
     for gpu in &host.intel_gpus {
         intel_gpu_support(host, gpu, kernel, &mut out);
         if let Some(verdict) = guc_verdict(gpu) {
-            let evidence = gpu
-                .guc
-                .as_ref()
-                .map(|g| g.evidence.clone())
-                .unwrap_or_default();
-            out.push(
-                Finding::new(verdict.level, "guc-firmware", verdict.text, evidence)
-                    .with_fix(verdict.fix),
-            );
+            let evidence = gpu.guc.as_ref().map(|g| g.evidence.clone()).unwrap_or_default();
+            out.push(Finding::new(verdict.level, "guc-firmware", verdict.text, evidence).with_fix(verdict.fix));
         }
         if let Some(huc) = &gpu.huc {
             if huc.status != "RUNNING" {
@@ -32,7 +25,11 @@ pub fn host_findings(host: &Host) -> Vec<Finding> {
                     Finding::new(
                         Level::Warn,
                         "huc-firmware",
-                        format!("{}: HuC is {} — media decode/encode offload is off, inference is unaffected", gpu_name(gpu), huc.status),
+                        format!(
+                            "{}: HuC is {} — media decode/encode offload is off, inference is unaffected",
+                            gpu_name(gpu),
+                            huc.status
+                        ),
                         huc.evidence.clone(),
                     )
                     .with_fix("install a current linux-firmware package, then reboot"),
@@ -43,10 +40,7 @@ pub fn host_findings(host: &Host) -> Vec<Finding> {
             out.push(Finding::new(
                 Level::Info,
                 "guc-not-checked",
-                format!(
-                    "{}: GuC/HuC state not checked (debugfs is readable by root only)",
-                    gpu_name(gpu)
-                ),
+                format!("{}: GuC/HuC state not checked (debugfs is readable by root only)", gpu_name(gpu)),
                 "/sys/kernel/debug/dri",
             ));
         }
@@ -64,20 +58,20 @@ pub fn host_findings(host: &Host) -> Vec<Finding> {
     numa_rules(host, &mut out);
     if host.wsl.microsoft_kernel && !host.wsl.dxg {
         out.push(
-            Finding::new(Level::Warn, "wsl-no-dxg", "WSL2 kernel without /dev/dxg: no GPU reaches this distro", "/dev/dxg")
-                .with_fix("update WSL (`wsl --update`) and the Windows GPU driver; GPU-PV needs WSL2, not WSL1"),
+            Finding::new(
+                Level::Warn,
+                "wsl-no-dxg",
+                "WSL2 kernel without /dev/dxg: no GPU reaches this distro",
+                "/dev/dxg",
+            )
+            .with_fix("update WSL (`wsl --update`) and the Windows GPU driver; GPU-PV needs WSL2, not WSL1"),
         );
     }
     out
 }
 
 fn gpu_name(gpu: &IntelGpu) -> String {
-    format!(
-        "Intel {} ({:#06x}) at {}",
-        gpu.platform.as_deref().unwrap_or("GPU"),
-        gpu.device_id,
-        gpu.pci_address
-    )
+    format!("Intel {} ({:#06x}) at {}", gpu.platform.as_deref().unwrap_or("GPU"), gpu.device_id, gpu.pci_address)
 }
 
 fn fmt_kernel((major, minor): (u32, u32)) -> String {
@@ -92,12 +86,7 @@ pub fn force_probe_option(driver: Driver, device_id: u32) -> String {
     }
 }
 
-fn intel_gpu_support(
-    host: &Host,
-    gpu: &IntelGpu,
-    kernel: Option<(u32, u32)>,
-    out: &mut Vec<Finding>,
-) {
+fn intel_gpu_support(host: &Host, gpu: &IntelGpu, kernel: Option<(u32, u32)>, out: &mut Vec<Finding>) {
     let evidence = format!("/sys/bus/pci/devices/{}", gpu.pci_address);
     let platform = hwdb::gpu_platform(gpu.device_id);
     if gpu.driver.is_some() && gpu.render_node.is_some() {
@@ -115,18 +104,12 @@ fn intel_gpu_support(
                 ),
                 evidence,
             )
-            .with_fix(format!(
-                "boot with `{option}` on a recent kernel (k3d-gpu never changes boot options)"
-            )),
+            .with_fix(format!("boot with `{option}` on a recent kernel (k3d-gpu never changes boot options)")),
         );
         return;
     };
     let option = force_probe_option(platform.driver, gpu.device_id);
-    let already = host
-        .kernel
-        .force_probe
-        .iter()
-        .any(|p| p.contains(&format!("{:04x}", gpu.device_id)));
+    let already = host.kernel.force_probe.iter().any(|p| p.contains(&format!("{:04x}", gpu.device_id)));
     let too_old = match (platform.min_kernel, kernel) {
         (Some(min), Some(have)) => have < min,
         (Some(_), None) => true,
@@ -134,10 +117,7 @@ fn intel_gpu_support(
     };
     let (text, fix) = if already {
         (
-            format!(
-                "{} has no driver although the kernel command line force-probes it",
-                gpu_name(gpu)
-            ),
+            format!("{} has no driver although the kernel command line force-probes it", gpu_name(gpu)),
             format!(
                 "check `dmesg | grep -i {}` and that linux-firmware has the {} GuC",
                 platform.driver.name(),
@@ -159,11 +139,7 @@ fn intel_gpu_support(
         )
     } else {
         (
-            format!(
-                "{} has no {} driver bound",
-                gpu_name(gpu),
-                platform.driver.name()
-            ),
+            format!("{} has no {} driver bound", gpu_name(gpu), platform.driver.name()),
             format!(
                 "load the {} module (`modprobe {}`) and check dmesg for firmware errors",
                 platform.driver.name(),
@@ -197,27 +173,16 @@ pub fn guc_verdict(gpu: &IntelGpu) -> Option<GucVerdict> {
             _ => return None,
         }
     };
-    let submits_via_guc =
-        driver == "xe" || hwdb::gpu_platform(gpu.device_id).is_none_or(|p| p.guc_submission);
-    let wanted = guc
-        .wanted
-        .map(|w| format!(" {w} or newer"))
-        .unwrap_or_default();
+    let submits_via_guc = driver == "xe" || hwdb::gpu_platform(gpu.device_id).is_none_or(|p| p.guc_submission);
+    let wanted = guc.wanted.map(|w| format!(" {w} or newer")).unwrap_or_default();
     let stem = firmware.split('_').take(2).collect::<Vec<_>>().join("_");
     let fix = format!("install linux-firmware with {stem}.bin{wanted}, then reboot");
     Some(if submits_via_guc {
-        GucVerdict {
-            level: Level::Fail,
-            text: format!("{}: {problem}; GPU engines refused", gpu_name(gpu)),
-            fix,
-        }
+        GucVerdict { level: Level::Fail, text: format!("{}: {problem}; GPU engines refused", gpu_name(gpu)), fix }
     } else {
         GucVerdict {
             level: Level::Warn,
-            text: format!(
-                "{}: {problem}; this GPU submits through execlists, so it stays usable",
-                gpu_name(gpu)
-            ),
+            text: format!("{}: {problem}; this GPU submits through execlists, so it stays usable", gpu_name(gpu)),
             fix,
         }
     })
@@ -233,16 +198,10 @@ fn device_access(path: &str, node: &super::DeviceNode, out: &mut Vec<Finding>) {
         Finding::new(
             Level::Info,
             "device-node-group",
-            format!(
-                "{path} is mode {} group {group} ({}): a non-root pod needs that group",
-                node.mode, node.gid
-            ),
+            format!("{path} is mode {} group {group} ({}): a non-root pod needs that group", node.mode, node.gid),
             path.to_string(),
         )
-        .with_fix(format!(
-            "add {} to the pod's securityContext.supplementalGroups",
-            node.gid
-        )),
+        .with_fix(format!("add {} to the pod's securityContext.supplementalGroups", node.gid)),
     );
 }
 
@@ -254,11 +213,7 @@ pub fn npu_firmware_problem(npu: &Npu) -> Option<(Level, String, String)> {
     );
     let generation = npu.generation.as_deref()?;
     match &npu.firmware {
-        None => Some((
-            Level::Fail,
-            format!("no firmware intel/vpu/vpu_{generation}_v1.bin for the NPU"),
-            fix,
-        )),
+        None => Some((Level::Fail, format!("no firmware intel/vpu/vpu_{generation}_v1.bin for the NPU"), fix)),
         Some(fw) => match fw.build_date.as_deref() {
             Some(date) if date < hwdb::NPU_FIRMWARE_MIN_DATE => Some((
                 Level::Warn,
@@ -275,15 +230,9 @@ pub fn npu_firmware_problem(npu: &Npu) -> Option<(Level, String, String)> {
 }
 
 fn npu_rules(npu: &Npu, kernel: Option<(u32, u32)>, out: &mut Vec<Finding>) {
-    let evidence = npu
-        .firmware
-        .as_ref()
-        .map(|f| f.path.clone())
-        .unwrap_or_else(|| {
-            format!(
-                "/lib/firmware/intel/vpu/vpu_{}_v1.bin",
-                npu.generation.as_deref().unwrap_or("?")
-            )
+    let evidence =
+        npu.firmware.as_ref().map(|f| f.path.clone()).unwrap_or_else(|| {
+            format!("/lib/firmware/intel/vpu/vpu_{}_v1.bin", npu.generation.as_deref().unwrap_or("?"))
         });
     if let Some((level, text, fix)) = npu_firmware_problem(npu) {
         out.push(Finding::new(level, "npu-firmware", text, evidence.clone()).with_fix(fix));
@@ -301,10 +250,7 @@ fn npu_rules(npu: &Npu, kernel: Option<(u32, u32)>, out: &mut Vec<Finding>) {
         out.push(Finding::new(
             Level::Warn,
             "npu-unknown",
-            format!(
-                "NPU {:#06x} at {} is not in k3d-gpu's table; no npu.gen label",
-                npu.device_id, npu.pci_address
-            ),
+            format!("NPU {:#06x} at {} is not in k3d-gpu's table; no npu.gen label", npu.device_id, npu.pci_address),
             format!("/sys/bus/pci/devices/{}", npu.pci_address),
         ));
     }
@@ -321,13 +267,8 @@ fn npu_rules(npu: &Npu, kernel: Option<(u32, u32)>, out: &mut Vec<Finding>) {
             _ => format!("NPU at {} is not bound to intel_vpu", npu.pci_address),
         };
         out.push(
-            Finding::new(
-                Level::Fail,
-                "npu-unbound",
-                text,
-                format!("/sys/bus/pci/devices/{}", npu.pci_address),
-            )
-            .with_fix("`modprobe intel_vpu` on a kernel that supports this NPU"),
+            Finding::new(Level::Fail, "npu-unbound", text, format!("/sys/bus/pci/devices/{}", npu.pci_address))
+                .with_fix("`modprobe intel_vpu` on a kernel that supports this NPU"),
         );
     }
     if let Some(node) = &npu.device_node {
@@ -336,21 +277,13 @@ fn npu_rules(npu: &Npu, kernel: Option<(u32, u32)>, out: &mut Vec<Finding>) {
 }
 
 fn gaudi_rules(host: &Host, out: &mut Vec<Finding>) {
-    let unbound: Vec<_> = host
-        .gaudi
-        .devices
-        .iter()
-        .filter(|d| d.driver.is_none())
-        .collect();
+    let unbound: Vec<_> = host.gaudi.devices.iter().filter(|d| d.driver.is_none()).collect();
     if !unbound.is_empty() && !host.gaudi.module_loaded {
         out.push(
             Finding::new(
                 Level::Fail,
                 "gaudi-without-driver",
-                format!(
-                    "{} Gaudi device(s) on PCI, but the habanalabs driver is not loaded",
-                    unbound.len()
-                ),
+                format!("{} Gaudi device(s) on PCI, but the habanalabs driver is not loaded", unbound.len()),
                 format!("/sys/bus/pci/devices/{}", unbound[0].pci_address),
             )
             .with_fix(GAUDI_DRIVER_FIX),
@@ -385,15 +318,12 @@ fn qat_rules(host: &Host, out: &mut Vec<Finding>) {
     let q = &host.qat;
     for pf in &q.pfs {
         let evidence = format!("/sys/bus/pci/devices/{}", pf.pci_address);
-        if pf.driver.as_deref().is_none_or(|d| !d.starts_with("qat_")) {
+        if !pf.driver.as_deref().is_some_and(crate::hwdb::is_qat_driver) {
             out.push(
                 Finding::new(
                     Level::Info,
                     "qat-unbound",
-                    format!(
-                        "QAT {} PF at {} has no qat driver bound",
-                        pf.model, pf.pci_address
-                    ),
+                    format!("QAT {} PF at {} has no qat driver bound", pf.model, pf.pci_address),
                     evidence,
                 )
                 .with_fix(format!("`modprobe qat_{}`", pf.model.to_ascii_lowercase())),
@@ -403,16 +333,10 @@ fn qat_rules(host: &Host, out: &mut Vec<Finding>) {
                 Finding::new(
                     Level::Info,
                     "qat-no-vfs",
-                    format!(
-                        "QAT {} PF at {} has no SR-IOV VFs",
-                        pf.model, pf.pci_address
-                    ),
+                    format!("QAT {} PF at {} has no SR-IOV VFs", pf.model, pf.pci_address),
                     format!("{evidence}/sriov_numvfs"),
                 )
-                .with_fix(format!(
-                    "echo 16 | sudo tee /sys/bus/pci/devices/{}/sriov_numvfs",
-                    pf.pci_address
-                )),
+                .with_fix(format!("echo 16 | sudo tee /sys/bus/pci/devices/{}/sriov_numvfs", pf.pci_address)),
             );
         }
     }
@@ -430,13 +354,8 @@ fn qat_rules(host: &Host, out: &mut Vec<Finding>) {
         }
         if !q.iommu_enabled {
             out.push(
-                Finding::new(
-                    Level::Warn,
-                    "qat-no-iommu",
-                    "QAT VFs exist but the IOMMU is off",
-                    "/sys/class/iommu",
-                )
-                .with_fix("boot with `intel_iommu=on iommu=pt`"),
+                Finding::new(Level::Warn, "qat-no-iommu", "QAT VFs exist but the IOMMU is off", "/sys/class/iommu")
+                    .with_fix("boot with `intel_iommu=on iommu=pt`"),
             );
         }
     }
@@ -444,16 +363,14 @@ fn qat_rules(host: &Host, out: &mut Vec<Finding>) {
 
 fn numa_rules(host: &Host, out: &mut Vec<Finding>) {
     if !host.numa.memory_only_nodes.is_empty() {
-        let names: Vec<String> = host
-            .numa
-            .memory_only_nodes
-            .iter()
-            .map(|n| format!("node{n}"))
-            .collect();
+        let names: Vec<String> = host.numa.memory_only_nodes.iter().map(|n| format!("node{n}")).collect();
         out.push(Finding::new(
             Level::Info,
             "numa-memory-only",
-            format!("memory-only NUMA node(s) {} (HBM or CXL): not counted for SNC, no CPUs to place pods on", names.join(", ")),
+            format!(
+                "memory-only NUMA node(s) {} (HBM or CXL): not counted for SNC, no CPUs to place pods on",
+                names.join(", ")
+            ),
             "/sys/devices/system/node",
         ));
     }

@@ -29,14 +29,7 @@ pub enum TargetKind {
 }
 
 fn target(id: String, kind: TargetKind, name: Option<String>) -> Target {
-    Target {
-        id,
-        kind,
-        name,
-        usable: true,
-        reason: None,
-        fix: None,
-    }
+    Target { id, kind, name, usable: true, reason: None, fix: None }
 }
 
 fn refuse(mut t: Target, reason: impl Into<String>, fix: Option<String>) -> Target {
@@ -47,18 +40,10 @@ fn refuse(mut t: Target, reason: impl Into<String>, fix: Option<String>) -> Targ
 }
 
 pub fn targets(host: &Host, findings: &[Finding]) -> Vec<Target> {
-    let mut out = vec![target(
-        "cpu".into(),
-        TargetKind::Cpu,
-        host.cpu.model.clone(),
-    )];
+    let mut out = vec![target("cpu".into(), TargetKind::Cpu, host.cpu.model.clone())];
 
     for gpu in &host.intel_gpus {
-        let t = target(
-            format!("intel-gpu/{}", gpu.pci_address),
-            TargetKind::IntelGpu,
-            gpu.platform.clone(),
-        );
+        let t = target(format!("intel-gpu/{}", gpu.pci_address), TargetKind::IntelGpu, gpu.platform.clone());
         let t = if gpu.render_node.is_none() {
             let fix = findings
                 .iter()
@@ -67,30 +52,18 @@ pub fn targets(host: &Host, findings: &[Finding]) -> Vec<Target> {
             refuse(t, "no driver bound: no render node", fix)
         } else {
             match rules::guc_verdict(gpu) {
-                Some(GucVerdict {
-                    level: Level::Fail,
-                    text,
-                    fix,
-                }) => refuse(t, text, Some(fix)),
+                Some(GucVerdict { level: Level::Fail, text, fix }) => refuse(t, text, Some(fix)),
                 _ => t,
             }
         };
         out.push(t);
     }
     if host.wsl.dxg && !host.wsl.intel_driver_packages.is_empty() {
-        out.push(target(
-            "intel-gpu/dxg".into(),
-            TargetKind::IntelGpu,
-            Some("Intel GPU through WSL2 /dev/dxg".into()),
-        ));
+        out.push(target("intel-gpu/dxg".into(), TargetKind::IntelGpu, Some("Intel GPU through WSL2 /dev/dxg".into())));
     }
 
     for gpu in &host.nvidia.gpus {
-        let t = target(
-            format!("nvidia-gpu/{}", gpu.pci_address),
-            TargetKind::NvidiaGpu,
-            gpu.model.clone(),
-        );
+        let t = target(format!("nvidia-gpu/{}", gpu.pci_address), TargetKind::NvidiaGpu, gpu.model.clone());
         out.push(if host.nvidia.device_nodes.is_empty() {
             refuse(
                 t,
@@ -110,15 +83,8 @@ pub fn targets(host: &Host, findings: &[Finding]) -> Vec<Target> {
     }
 
     for npu in &host.npus {
-        let id = format!(
-            "npu/{}",
-            npu.accel.clone().unwrap_or_else(|| npu.pci_address.clone())
-        );
-        let t = target(
-            id,
-            TargetKind::Npu,
-            npu.generation.as_ref().map(|g| format!("Intel NPU {g}")),
-        );
+        let id = format!("npu/{}", npu.accel.clone().unwrap_or_else(|| npu.pci_address.clone()));
+        let t = target(id, TargetKind::Npu, npu.generation.as_ref().map(|g| format!("Intel NPU {g}")));
         let t = match rules::npu_firmware_problem(npu) {
             _ if npu.device_node.is_none() => refuse(
                 t,
@@ -132,17 +98,9 @@ pub fn targets(host: &Host, findings: &[Finding]) -> Vec<Target> {
     }
 
     for dev in &host.gaudi.devices {
-        let t = target(
-            format!("gaudi/{}", dev.pci_address),
-            TargetKind::Gaudi,
-            dev.model.clone(),
-        );
+        let t = target(format!("gaudi/{}", dev.pci_address), TargetKind::Gaudi, dev.model.clone());
         out.push(if dev.device_node.is_none() {
-            refuse(
-                t,
-                "no habanalabs driver bound (no /dev/accel node)",
-                Some(rules::GAUDI_DRIVER_FIX.into()),
-            )
+            refuse(t, "no habanalabs driver bound (no /dev/accel node)", Some(rules::GAUDI_DRIVER_FIX.into()))
         } else {
             t
         });

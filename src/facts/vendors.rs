@@ -75,13 +75,10 @@ impl FromStr for Vendor {
 
     fn from_str(name: &str) -> Result<Vendor, UnknownVendor> {
         let wanted = name.trim().to_ascii_lowercase();
-        Vendor::ALL
-            .into_iter()
-            .find(|v| v.key() == wanted)
-            .ok_or_else(|| UnknownVendor {
-                name: name.to_string(),
-                suggestion: crate::suggest::closest(&wanted, Vendor::ALL.map(Vendor::key)),
-            })
+        Vendor::ALL.into_iter().find(|v| v.key() == wanted).ok_or_else(|| UnknownVendor {
+            name: name.to_string(),
+            suggestion: crate::suggest::closest(&wanted, Vendor::ALL.map(Vendor::key)),
+        })
     }
 }
 
@@ -123,9 +120,7 @@ impl fmt::Display for VendorFilter {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             VendorFilter::Auto => f.write_str("auto"),
-            VendorFilter::Only(list) => {
-                f.write_str(&list.iter().map(|v| v.key()).collect::<Vec<_>>().join(","))
-            }
+            VendorFilter::Only(list) => f.write_str(&list.iter().map(|v| v.key()).collect::<Vec<_>>().join(",")),
         }
     }
 }
@@ -151,19 +146,12 @@ pub struct Evaluation {
 }
 
 enum Verdict {
-    Active {
-        resources: Vec<String>,
-        devices: u32,
-    },
+    Active { resources: Vec<String>, devices: u32 },
     Absent(String),
 }
 
 pub fn evaluate(host: &Host, filter: &VendorFilter) -> Evaluation {
-    let mut out = Evaluation {
-        detected: Vec::new(),
-        inactive: Vec::new(),
-        findings: Vec::new(),
-    };
+    let mut out = Evaluation { detected: Vec::new(), inactive: Vec::new(), findings: Vec::new() };
     for vendor in Vendor::ALL {
         let verdict = match vendor {
             Vendor::Nvidia => nvidia(host, &mut out.findings),
@@ -179,24 +167,17 @@ pub fn evaluate(host: &Host, filter: &VendorFilter) -> Evaluation {
             Vendor::Wsl => wsl(host),
         };
         match verdict {
-            Verdict::Active { .. } if !filter.allows(vendor) => out.inactive.push(Inactive {
-                vendor,
-                reason: format!("present, but left out by the vendor filter ({filter})"),
-            }),
-            Verdict::Active { resources, devices } => out.detected.push(Detected {
-                vendor,
-                resources,
-                devices,
-            }),
+            Verdict::Active { .. } if !filter.allows(vendor) => out
+                .inactive
+                .push(Inactive { vendor, reason: format!("present, but left out by the vendor filter ({filter})") }),
+            Verdict::Active { resources, devices } => out.detected.push(Detected { vendor, resources, devices }),
             Verdict::Absent(reason) => {
                 if let VendorFilter::Only(list) = filter {
                     if list.contains(&vendor) {
                         out.findings.push(Finding::new(
                             Level::Warn,
                             "vendor-requested-but-absent",
-                            format!(
-                                "vendor {vendor} is in the vendor filter but not active: {reason}"
-                            ),
+                            format!("vendor {vendor} is in the vendor filter but not active: {reason}"),
                             "vendor filter",
                         ));
                     }
@@ -212,10 +193,7 @@ fn nvidia(host: &Host, findings: &mut Vec<Finding>) -> Verdict {
     let nv = &host.nvidia;
     let resources = vec!["nvidia.com/gpu".to_string()];
     if !nv.device_nodes.is_empty() {
-        return Verdict::Active {
-            resources,
-            devices: nv.device_nodes.len() as u32,
-        };
+        return Verdict::Active { resources, devices: nv.device_nodes.len() as u32 };
     }
     if nv.module_loaded {
         findings.push(
@@ -227,17 +205,11 @@ fn nvidia(host: &Host, findings: &mut Vec<Finding>) -> Verdict {
             )
             .with_fix("run `nvidia-modprobe -c 0 -u` (or `nvidia-smi` once) to create the nodes, then recreate the cluster"),
         );
-        return Verdict::Active {
-            resources,
-            devices: nv.gpus.len().max(1) as u32,
-        };
+        return Verdict::Active { resources, devices: nv.gpus.len().max(1) as u32 };
     }
     if host.wsl.microsoft_kernel && host.wsl.dxg && host.wsl.nvidia_smi {
         // The NVIDIA device plugin reports one "all" device on WSL2.
-        return Verdict::Active {
-            resources,
-            devices: 1,
-        };
+        return Verdict::Active { resources, devices: 1 };
     }
     if !nv.gpus.is_empty() {
         return Verdict::Absent("NVIDIA GPU on PCI but the nvidia driver is not loaded".into());
@@ -249,37 +221,25 @@ fn intel(host: &Host) -> Verdict {
     let usable: Vec<_> = host
         .intel_gpus
         .iter()
-        .filter(|g| {
-            g.render_node.is_some() && matches!(g.driver.as_deref(), Some("i915") | Some("xe"))
-        })
+        .filter(|g| g.render_node.is_some() && matches!(g.driver.as_deref(), Some("i915") | Some("xe")))
         .collect();
     if usable.is_empty() {
         if host.intel_gpus.is_empty() {
             return Verdict::Absent("no Intel display device on PCI".into());
         }
-        return Verdict::Absent(
-            "Intel GPU present but not bound to i915 or xe (no render node)".into(),
-        );
+        return Verdict::Absent("Intel GPU present but not bound to i915 or xe (no render node)".into());
     }
-    let mut resources: Vec<String> = usable
-        .iter()
-        .map(|g| format!("gpu.intel.com/{}", g.driver.as_deref().unwrap_or_default()))
-        .collect();
+    let mut resources: Vec<String> =
+        usable.iter().map(|g| format!("gpu.intel.com/{}", g.driver.as_deref().unwrap_or_default())).collect();
     resources.sort();
     resources.dedup();
-    Verdict::Active {
-        resources,
-        devices: usable.len() as u32,
-    }
+    Verdict::Active { resources, devices: usable.len() as u32 }
 }
 
 fn npu(host: &Host) -> Verdict {
     let usable = host.npus.iter().filter(|n| n.device_node.is_some()).count();
     if usable > 0 {
-        return Verdict::Active {
-            resources: vec!["npu.intel.com/accel".into()],
-            devices: usable as u32,
-        };
+        return Verdict::Active { resources: vec!["npu.intel.com/accel".into()], devices: usable as u32 };
     }
     if host.npus.is_empty() {
         Verdict::Absent("no accel node bound to intel_vpu".into())
@@ -293,10 +253,7 @@ fn gaudi(host: &Host, findings: &mut Vec<Finding>) -> Verdict {
     let resources = vec!["habana.ai/gaudi".to_string()];
     let with_nodes = g.devices.iter().filter(|d| d.device_node.is_some()).count();
     if with_nodes > 0 {
-        return Verdict::Active {
-            resources,
-            devices: with_nodes as u32,
-        };
+        return Verdict::Active { resources, devices: with_nodes as u32 };
     }
     if g.module_loaded {
         findings.push(
@@ -308,10 +265,7 @@ fn gaudi(host: &Host, findings: &mut Vec<Finding>) -> Verdict {
             )
             .with_fix("check `dmesg | grep habanalabs` for a failed probe; recreate the cluster once the nodes exist"),
         );
-        return Verdict::Active {
-            resources,
-            devices: g.devices.len().max(1) as u32,
-        };
+        return Verdict::Active { resources, devices: g.devices.len().max(1) as u32 };
     }
     if !g.devices.is_empty() {
         return Verdict::Absent("Gaudi on PCI but Intel's habanalabs driver is not loaded".into());
@@ -320,34 +274,20 @@ fn gaudi(host: &Host, findings: &mut Vec<Finding>) -> Verdict {
 }
 
 fn idxd(idxd: &super::Idxd, key: &str, dev_dir: &str) -> Verdict {
-    let usable: Vec<_> = idxd
-        .work_queues
-        .iter()
-        .filter(|q| q.usable_by_pods())
-        .collect();
+    let usable: Vec<_> = idxd.work_queues.iter().filter(|q| q.usable_by_pods()).collect();
     if usable.is_empty() {
         if idxd.devices.is_empty() {
             return Verdict::Absent(format!("no {} device in /sys/bus/dsa", key.to_uppercase()));
         }
-        return Verdict::Absent(format!(
-            "no enabled user work queue in {dev_dir} (configure one with accel-config)"
-        ));
+        return Verdict::Absent(format!("no enabled user work queue in {dev_dir} (configure one with accel-config)"));
     }
     let mut resources: Vec<String> = usable
         .iter()
-        .map(|q| {
-            format!(
-                "{key}.intel.com/wq-user-{}",
-                q.mode.as_deref().unwrap_or("dedicated")
-            )
-        })
+        .map(|q| format!("{key}.intel.com/wq-user-{}", q.mode.as_deref().unwrap_or("dedicated")))
         .collect();
     resources.sort();
     resources.dedup();
-    Verdict::Active {
-        resources,
-        devices: usable.len() as u32,
-    }
+    Verdict::Active { resources, devices: usable.len() as u32 }
 }
 
 fn qat(host: &Host) -> Verdict {
@@ -355,11 +295,8 @@ fn qat(host: &Host) -> Verdict {
     if q.pfs.is_empty() {
         return Verdict::Absent("no QAT physical function on PCI".into());
     }
-    let bound: Vec<_> = q
-        .pfs
-        .iter()
-        .filter(|pf| pf.driver.as_deref().is_some_and(|d| d.starts_with("qat_")))
-        .collect();
+    let bound: Vec<_> =
+        q.pfs.iter().filter(|pf| pf.driver.as_deref().is_some_and(crate::hwdb::is_qat_driver)).collect();
     if bound.is_empty() {
         return Verdict::Absent("QAT PF not bound to its qat_* driver".into());
     }
@@ -373,16 +310,11 @@ fn qat(host: &Host) -> Verdict {
     if !q.iommu_enabled {
         return Verdict::Absent("the IOMMU is off (intel_iommu=on)".into());
     }
-    let mut resources: Vec<String> = with_vfs
-        .iter()
-        .map(|pf| format!("qat.intel.com/{}", qat_resource(pf.services.as_deref())))
-        .collect();
+    let mut resources: Vec<String> =
+        with_vfs.iter().map(|pf| format!("qat.intel.com/{}", qat_resource(pf.services.as_deref()))).collect();
     resources.sort();
     resources.dedup();
-    Verdict::Active {
-        resources,
-        devices: with_vfs.iter().map(|pf| pf.vfs).sum(),
-    }
+    Verdict::Active { resources, devices: with_vfs.iter().map(|pf| pf.vfs).sum() }
 }
 
 /// The QAT plugin's resource name for a PF's `cfg_services`.
@@ -390,12 +322,7 @@ pub fn qat_resource(services: Option<&str>) -> &'static str {
     let Some(services) = services else {
         return "generic";
     };
-    let mut parts: Vec<&str> = services
-        .trim()
-        .split(';')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .collect();
+    let mut parts: Vec<&str> = services.trim().split(';').map(str::trim).filter(|s| !s.is_empty()).collect();
     parts.sort_unstable();
     match parts.as_slice() {
         ["asym", "sym"] => "cy",
@@ -410,10 +337,7 @@ pub fn qat_resource(services: Option<&str>) -> &'static str {
 
 fn amx(host: &Host) -> Verdict {
     if host.cpu.flags.iter().any(|f| f == "amx_tile") {
-        Verdict::Active {
-            resources: Vec::new(),
-            devices: 0,
-        }
+        Verdict::Active { resources: Vec::new(), devices: 0 }
     } else {
         Verdict::Absent("no amx_tile flag in /proc/cpuinfo".into())
     }
@@ -423,10 +347,7 @@ fn hybrid(host: &Host) -> Verdict {
     let has_p = !host.cpu.p_cores.is_empty();
     let has_e = !host.cpu.e_cores.is_empty() || !host.cpu.lp_e_cores.is_empty();
     if has_p && has_e {
-        Verdict::Active {
-            resources: Vec::new(),
-            devices: 0,
-        }
+        Verdict::Active { resources: Vec::new(), devices: 0 }
     } else {
         Verdict::Absent("no online CPUs in both cpu_core and cpu_atom/cpu_lowpower".into())
     }
@@ -435,10 +356,7 @@ fn hybrid(host: &Host) -> Verdict {
 fn numa(host: &Host) -> Verdict {
     let nodes = host.numa.nodes.len();
     if nodes > 1 {
-        Verdict::Active {
-            resources: Vec::new(),
-            devices: 0,
-        }
+        Verdict::Active { resources: Vec::new(), devices: 0 }
     } else {
         Verdict::Absent(format!("{nodes} NUMA node"))
     }
@@ -453,14 +371,9 @@ fn wsl(host: &Host) -> Verdict {
         return Verdict::Absent("WSL2 without /dev/dxg (GPU paravirtualisation off)".into());
     }
     if w.intel_driver_packages.is_empty() {
-        return Verdict::Absent(
-            "no Intel graphics driver (iigd_dch*) in /usr/lib/wsl/drivers".into(),
-        );
+        return Verdict::Absent("no Intel graphics driver (iigd_dch*) in /usr/lib/wsl/drivers".into());
     }
-    Verdict::Active {
-        resources: vec!["gpu.intel.com/dxg".into()],
-        devices: w.intel_driver_packages.len() as u32,
-    }
+    Verdict::Active { resources: vec!["gpu.intel.com/dxg".into()], devices: w.intel_driver_packages.len() as u32 }
 }
 
 #[cfg(test)]
@@ -476,11 +389,7 @@ mod tests {
         );
         let err = "nvidai".parse::<VendorFilter>().unwrap_err();
         assert_eq!(err.suggestion, Some("nvidia"));
-        assert!(
-            err.to_string()
-                .contains("known vendors: auto, nvidia, intel"),
-            "{err}"
-        );
+        assert!(err.to_string().contains("known vendors: auto, nvidia, intel"), "{err}");
     }
 
     #[test]

@@ -27,10 +27,7 @@ pub fn capture(host: &HostRoot, trail: &Trail, out: &Path) -> io::Result<Capture
     if out.exists() && fs::read_dir(out)?.next().is_some() {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
-            format!(
-                "{} is not empty; capture writes a fresh directory",
-                out.display()
-            ),
+            format!("{} is not empty; capture writes a fresh directory", out.display()),
         ));
     }
     fs::create_dir_all(out)?;

@@ -25,6 +25,8 @@ pub use stat::NodeStat;
 pub enum HostError {
     #[error("link {link} points outside the host root")]
     Escapes { link: String },
+    #[error("link {link} points to something that does not exist")]
+    Dangling { link: String },
     #[error("more than {MAX_LINK_HOPS} links while resolving it (a link loop)")]
     Loop,
     #[error("{0}")]
@@ -54,10 +56,7 @@ impl HostRoot {
     pub fn open(root: &Path) -> io::Result<HostRoot> {
         let meta = fs::metadata(root)?;
         if !meta.is_dir() {
-            return Err(io::Error::new(
-                io::ErrorKind::NotADirectory,
-                "not a directory",
-            ));
+            return Err(io::Error::new(io::ErrorKind::NotADirectory, "not a directory"));
         }
         let real_host = root.canonicalize()? == Path::new("/");
         Ok(HostRoot {
@@ -96,9 +95,7 @@ impl HostRoot {
     pub fn read_text(&self, path: &str) -> Result<Option<String>, HostError> {
         match self.read_bytes(path)? {
             None => Ok(None),
-            Some(bytes) => String::from_utf8(bytes)
-                .map(Some)
-                .map_err(|_| HostError::NotUtf8),
+            Some(bytes) => String::from_utf8(bytes).map(Some).map_err(|_| HostError::NotUtf8),
         }
     }
 

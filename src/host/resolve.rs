@@ -18,22 +18,22 @@ impl HostRoot {
     /// Resolves `path` to a host path with no links in it. `Ok(None)` when a component is
     /// missing (a dangling link is missing too). With `follow_last` false the final component
     /// is left as it is, even if it is a link.
-    pub(super) fn resolve(
-        &self,
-        path: &str,
-        follow_last: bool,
-    ) -> Result<Option<String>, HostError> {
+    pub(super) fn resolve(&self, path: &str, follow_last: bool) -> Result<Option<String>, HostError> {
         let mut done: Vec<String> = Vec::new();
         let mut todo: VecDeque<String> = components(path).collect();
         let mut hops = 0;
+        // Components still to walk that came from a link's target: a missing one means the
+        // link dangles, which is worth a finding, unlike an ordinary missing file.
+        let mut from_link = 0usize;
+        let mut last_link = String::new();
         while let Some(part) = todo.pop_front() {
+            let came_from_link = from_link > 0;
+            from_link = from_link.saturating_sub(1);
             match part.as_str() {
                 "." => continue,
                 ".." => {
                     if done.pop().is_none() && !self.real_host {
-                        return Err(HostError::Escapes {
-                            link: path.to_string(),
-                        });
+                        return Err(HostError::Escapes { link: path.to_string() });
                     }
                     continue;
                 }
@@ -42,12 +42,10 @@ impl HostRoot {
             let here = join(&done, &part);
             let meta = match fs::symlink_metadata(self.on_disk(&here)) {
                 Ok(meta) => meta,
-                Err(e)
-                    if matches!(
-                        e.kind(),
-                        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
-                    ) =>
-                {
+                Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
+                    if came_from_link {
+                        return Err(HostError::Dangling { link: last_link });
+                    }
                     return Ok(None);
                 }
                 Err(e) => return Err(HostError::Io(e.to_string())),
@@ -58,19 +56,18 @@ impl HostRoot {
                 if hops > MAX_LINK_HOPS {
                     return Err(HostError::Loop);
                 }
-                let target =
-                    fs::read_link(self.on_disk(&here)).map_err(|e| HostError::Io(e.to_string()))?;
+                let target = fs::read_link(self.on_disk(&here)).map_err(|e| HostError::Io(e.to_string()))?;
                 let target = target.to_string_lossy().into_owned();
-                self.trail
-                    .borrow_mut()
-                    .links
-                    .insert(here.clone(), target.clone());
+                self.trail.borrow_mut().links.insert(here.clone(), target.clone());
                 if target.starts_with('/') {
                     done.clear();
                 }
-                for (i, piece) in components(&target).enumerate() {
+                let pieces: Vec<String> = components(&target).collect();
+                from_link += pieces.len();
+                for (i, piece) in pieces.into_iter().enumerate() {
                     todo.insert(i, piece);
                 }
+                last_link = here.clone();
                 // A `..` in the target that climbs out is reported against the link itself.
                 if let Err(HostError::Escapes { .. }) = self.check_climb(&done, &todo) {
                     return Err(HostError::Escapes { link: here });
@@ -95,9 +92,7 @@ impl HostRoot {
                 _ => depth += 1,
             }
             if depth < 0 {
-                return Err(HostError::Escapes {
-                    link: String::new(),
-                });
+                return Err(HostError::Escapes { link: String::new() });
             }
         }
         Ok(())
@@ -105,9 +100,7 @@ impl HostRoot {
 }
 
 fn components(path: &str) -> impl Iterator<Item = String> + '_ {
-    path.split('/')
-        .filter(|p| !p.is_empty())
-        .map(str::to_string)
+    path.split('/').filter(|p| !p.is_empty()).map(str::to_string)
 }
 
 fn join(done: &[String], last: &str) -> String {

@@ -22,22 +22,14 @@ pub struct NodeStat {
 
 impl Default for NodeStat {
     fn default() -> Self {
-        NodeStat {
-            mode: 0o660,
-            uid: 0,
-            gid: 0,
-        }
+        NodeStat { mode: 0o660, uid: 0, gid: 0 }
     }
 }
 
 pub(super) fn stat_real(path: &Path) -> Result<NodeStat, HostError> {
     use std::os::unix::fs::MetadataExt;
     let meta = std::fs::metadata(path).map_err(|e| HostError::Io(e.to_string()))?;
-    Ok(NodeStat {
-        mode: meta.mode() & 0o7777,
-        uid: meta.uid(),
-        gid: meta.gid(),
-    })
+    Ok(NodeStat { mode: meta.mode() & 0o7777, uid: meta.uid(), gid: meta.gid() })
 }
 
 /// Reads the sidecar; a missing or malformed file gives the defaults (a malformed line is
@@ -52,9 +44,7 @@ pub fn parse_sidecar(text: &str) -> BTreeMap<String, NodeStat> {
     for line in text.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();
         if let [mode, uid, gid, path] = fields[..] {
-            if let (Ok(mode), Ok(uid), Ok(gid)) =
-                (u32::from_str_radix(mode, 8), uid.parse(), gid.parse())
-            {
+            if let (Ok(mode), Ok(uid), Ok(gid)) = (u32::from_str_radix(mode, 8), uid.parse(), gid.parse()) {
                 table.insert(path.to_string(), NodeStat { mode, uid, gid });
             }
         }
@@ -63,8 +53,5 @@ pub fn parse_sidecar(text: &str) -> BTreeMap<String, NodeStat> {
 }
 
 pub fn format_sidecar(table: &BTreeMap<String, NodeStat>) -> String {
-    table
-        .iter()
-        .map(|(path, s)| format!("{:04o} {} {} {}\n", s.mode, s.uid, s.gid, path))
-        .collect()
+    table.iter().map(|(path, s)| format!("{:04o} {} {} {}\n", s.mode, s.uid, s.gid, path)).collect()
 }

@@ -71,10 +71,7 @@ mod tests {
 
     #[test]
     fn ranges_and_singles() {
-        assert_eq!(
-            parse_cpulist("0-3,8,10-11\n").unwrap(),
-            vec![0, 1, 2, 3, 8, 10, 11]
-        );
+        assert_eq!(parse_cpulist("0-3,8,10-11\n").unwrap(), vec![0, 1, 2, 3, 8, 10, 11]);
         assert_eq!(parse_cpulist("").unwrap(), Vec::<u32>::new());
         assert_eq!(parse_cpulist("5,1-2,2").unwrap(), vec![1, 2, 5]);
     }

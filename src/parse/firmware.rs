@@ -16,16 +16,8 @@ pub fn firmware_build_date(image: &[u8]) -> Option<String> {
                 let year: u32 = digits[..4].parse().ok()?;
                 let month: u32 = digits[4..6].parse().ok()?;
                 let day: u32 = digits[6..8].parse().ok()?;
-                if (2015..=2099).contains(&year)
-                    && (1..=12).contains(&month)
-                    && (1..=31).contains(&day)
-                {
-                    return Some(format!(
-                        "{}-{}-{}",
-                        &digits[..4],
-                        &digits[4..6],
-                        &digits[6..8]
-                    ));
+                if (2015..=2099).contains(&year) && (1..=12).contains(&month) && (1..=31).contains(&day) {
+                    return Some(format!("{}-{}-{}", &digits[..4], &digits[4..6], &digits[6..8]));
                 }
             }
         }
@@ -48,10 +40,7 @@ mod tests {
     #[test]
     fn ignores_implausible_dates_and_longer_digit_runs() {
         assert_eq!(firmware_build_date(b"12345678*x"), None);
-        assert_eq!(
-            firmware_build_date(b"920260715*x 20250101*y").as_deref(),
-            Some("2025-01-01")
-        );
+        assert_eq!(firmware_build_date(b"920260715*x 20250101*y").as_deref(), Some("2025-01-01"));
         assert_eq!(firmware_build_date(b""), None);
     }
 }

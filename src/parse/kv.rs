@@ -64,9 +64,7 @@ pub fn parse_colon_map(text: &str) -> BTreeMap<String, String> {
 /// /proc/meminfo: the value of `key` in KiB.
 pub fn parse_meminfo_kib(text: &str, key: &str) -> Result<u64, ParseError> {
     let map = parse_colon_map(text);
-    let value = map
-        .get(key)
-        .ok_or_else(|| ParseError::new(format!("no {key} line")))?;
+    let value = map.get(key).ok_or_else(|| ParseError::new(format!("no {key} line")))?;
     kib(value)
 }
 
@@ -85,9 +83,7 @@ pub fn parse_node_meminfo_kib(text: &str, key: &str) -> Result<u64, ParseError> 
 
 fn kib(value: &str) -> Result<u64, ParseError> {
     let number = value.trim().trim_end_matches("kB").trim();
-    number
-        .parse()
-        .map_err(|_| ParseError::new(format!("{value:?} is not a size in kB")))
+    number.parse().map_err(|_| ParseError::new(format!("{value:?} is not a size in kB")))
 }
 
 /// os-release: `KEY=value` or `KEY="value"`, comments and blank lines skipped.
@@ -115,16 +111,13 @@ pub fn parse_os_release(text: &str) -> BTreeMap<String, String> {
 pub fn parse_hex_id(text: &str) -> Result<u32, ParseError> {
     let trimmed = text.trim();
     let digits = trimmed.strip_prefix("0x").unwrap_or(trimmed);
-    u32::from_str_radix(digits, 16)
-        .map_err(|_| ParseError::new(format!("{trimmed:?} is not a hex id")))
+    u32::from_str_radix(digits, 16).map_err(|_| ParseError::new(format!("{trimmed:?} is not a hex id")))
 }
 
 /// A decimal sysfs value such as `16`.
 pub fn parse_u64(text: &str) -> Result<u64, ParseError> {
     let trimmed = text.trim();
-    trimmed
-        .parse()
-        .map_err(|_| ParseError::new(format!("{trimmed:?} is not a number")))
+    trimmed.parse().map_err(|_| ParseError::new(format!("{trimmed:?} is not a number")))
 }
 
 #[cfg(test)]
@@ -138,10 +131,7 @@ processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: other\nflags\t\t: fpu\n
     #[test]
     fn cpuinfo_reads_the_first_stanza() {
         let info = parse_cpuinfo(CPUINFO).unwrap();
-        assert_eq!(
-            info.model_name.as_deref(),
-            Some("13th Gen Intel(R) Core(TM) i9-13900T")
-        );
+        assert_eq!(info.model_name.as_deref(), Some("13th Gen Intel(R) Core(TM) i9-13900T"));
         assert_eq!(info.family, Some(6));
         assert_eq!(info.model, Some(183));
         assert_eq!(info.flags, ["avx2", "avx_vnni", "fpu", "sse"]);
@@ -161,10 +151,7 @@ processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: other\nflags\t\t: fpu\n
         assert!(parse_meminfo_kib(text, "SwapTotal").is_err());
         assert!(parse_meminfo_kib("MemTotal: lots kB", "MemTotal").is_err());
         let node = "Node 1 MemTotal:       32768000 kB\nNode 1 MemFree: 1 kB\n";
-        assert_eq!(
-            parse_node_meminfo_kib(node, "MemTotal").unwrap(),
-            32_768_000
-        );
+        assert_eq!(parse_node_meminfo_kib(node, "MemTotal").unwrap(), 32_768_000);
     }
 
     #[test]

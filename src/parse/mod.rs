@@ -13,8 +13,8 @@ mod uc_info;
 pub use cpulist::{CpuList, format_cpulist, parse_cpulist};
 pub use firmware::firmware_build_date;
 pub use kv::{
-    CpuInfo, parse_colon_map, parse_cpuinfo, parse_hex_id, parse_meminfo_kib,
-    parse_node_meminfo_kib, parse_os_release, parse_u64,
+    CpuInfo, parse_colon_map, parse_cpuinfo, parse_hex_id, parse_meminfo_kib, parse_node_meminfo_kib, parse_os_release,
+    parse_u64,
 };
 pub use uc_info::{UcInfo, Version, parse_uc_info};
 
@@ -45,10 +45,7 @@ mod tests {
     fn kernel_release_versions() {
         assert_eq!(kernel_major_minor("6.12.9-arch1-1"), Some((6, 12)));
         assert_eq!(kernel_major_minor("7.0.0-15-generic\n"), Some((7, 0)));
-        assert_eq!(
-            kernel_major_minor("6.6.87.2-microsoft-standard-WSL2"),
-            Some((6, 6))
-        );
+        assert_eq!(kernel_major_minor("6.6.87.2-microsoft-standard-WSL2"), Some((6, 6)));
         assert_eq!(kernel_major_minor("banana"), None);
         assert_eq!(kernel_major_minor(""), None);
     }

@@ -84,10 +84,8 @@ mod tests {
 
     #[test]
     fn huc_without_wanted() {
-        let info = parse_uc_info(
-            "HuC firmware: i915/tgl_huc.bin\n\tstatus: LOAD FAIL\n\tversion: found 7.9.3\n",
-        )
-        .unwrap();
+        let info =
+            parse_uc_info("HuC firmware: i915/tgl_huc.bin\n\tstatus: LOAD FAIL\n\tversion: found 7.9.3\n").unwrap();
         assert_eq!(info.status.as_deref(), Some("LOAD FAIL"));
         assert_eq!(info.wanted, None);
         assert_eq!(info.found, Some(Version(7, 9, 3)));

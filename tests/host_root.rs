@@ -1,0 +1,103 @@
+//! The host root never lets a read leave it, and turns bad links into errors, not panics.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+
+use k3d_gpu::host::{HostError, HostRoot};
+
+fn host_with(build: impl FnOnce(&std::path::Path)) -> (tempfile::TempDir, HostRoot) {
+    let dir = tempfile::tempdir().unwrap();
+    build(dir.path());
+    let host = HostRoot::open(dir.path()).unwrap();
+    (dir, host)
+}
+
+#[test]
+fn relative_links_resolve_inside_the_root() {
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("sys/devices/pci0000:00/0000:00:02.0")).unwrap();
+        fs::write(root.join("sys/devices/pci0000:00/0000:00:02.0/vendor"), "0x8086\n").unwrap();
+        fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
+        symlink("../../../devices/pci0000:00/0000:00:02.0", root.join("sys/bus/pci/devices/0000:00:02.0")).unwrap();
+    });
+    assert_eq!(host.read_text("/sys/bus/pci/devices/0000:00:02.0/vendor").unwrap().as_deref(), Some("0x8086\n"));
+    assert_eq!(
+        host.canonical("/sys/bus/pci/devices/0000:00:02.0").unwrap().as_deref(),
+        Some("/sys/devices/pci0000:00/0000:00:02.0")
+    );
+    let trail = host.trail();
+    assert!(trail.files.contains("/sys/devices/pci0000:00/0000:00:02.0/vendor"));
+    assert_eq!(
+        trail.links.get("/sys/bus/pci/devices/0000:00:02.0").map(String::as_str),
+        Some("../../../devices/pci0000:00/0000:00:02.0")
+    );
+}
+
+#[test]
+fn a_link_climbing_out_of_the_root_is_refused() {
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("secret"), "host data").unwrap();
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("sys/class/drm")).unwrap();
+        symlink("../../../../../../../../../../../../../../../../tmp", root.join("sys/class/drm/card1")).unwrap();
+    });
+    let err = host.list("/sys/class/drm/card1").unwrap_err();
+    assert_eq!(err, HostError::Escapes { link: "/sys/class/drm/card1".into() });
+}
+
+#[test]
+fn an_absolute_link_is_read_relative_to_the_root() {
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("etc")).unwrap();
+        fs::write(root.join("etc/os-release"), "ID=fixture\n").unwrap();
+        symlink("/etc/os-release", root.join("os-release")).unwrap();
+        symlink("/etc/passwd", root.join("passwd")).unwrap();
+    });
+    assert_eq!(host.read_text("/os-release").unwrap().as_deref(), Some("ID=fixture\n"));
+    // The machine's own /etc/passwd exists, the fixture's does not: nothing is read.
+    assert_eq!(host.read_text("/passwd").unwrap(), None);
+}
+
+#[test]
+fn link_loops_and_dangling_links() {
+    let (_dir, host) = host_with(|root| {
+        symlink("b", root.join("a")).unwrap();
+        symlink("a", root.join("b")).unwrap();
+        symlink("nowhere", root.join("dangling")).unwrap();
+    });
+    assert_eq!(host.read_text("/a").unwrap_err(), HostError::Loop);
+    assert_eq!(host.read_text("/dangling").unwrap_err(), HostError::Dangling { link: "/dangling".into() });
+    assert_eq!(host.read_text("/missing").unwrap(), None);
+}
+
+#[test]
+fn dotdot_in_a_path_cannot_leave_a_fixture_root() {
+    let (_dir, host) = host_with(|_| {});
+    assert!(matches!(host.read_text("/../../etc/passwd"), Err(HostError::Escapes { .. })));
+}
+
+#[test]
+fn unreadable_and_non_text_files_are_errors() {
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("proc/meminfo")).unwrap();
+        fs::write(root.join("bad"), [0xff, 0xfe, 0x00]).unwrap();
+    });
+    assert!(matches!(host.read_text("/proc/meminfo"), Err(HostError::Io(_))));
+    assert_eq!(host.read_text("/bad").unwrap_err(), HostError::NotUtf8);
+    assert!(host.read_bytes("/bad").unwrap().is_some());
+}
+
+#[test]
+fn device_node_owner_comes_from_the_sidecar() {
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("dev/accel")).unwrap();
+        fs::write(root.join("dev/accel/accel0"), "").unwrap();
+        fs::write(root.join("dev/accel/accel1"), "").unwrap();
+        fs::write(root.join(".k3d-gpu-stat"), "0666 0 992 /dev/accel/accel0\n").unwrap();
+    });
+    let stat = host.node_stat("/dev/accel/accel0").unwrap().unwrap();
+    assert_eq!((stat.mode, stat.uid, stat.gid), (0o666, 0, 992));
+    let default = host.node_stat("/dev/accel/accel1").unwrap().unwrap();
+    assert_eq!((default.mode, default.gid), (0o660, 0));
+    assert_eq!(host.node_stat("/dev/accel/accel2").unwrap(), None);
+}
