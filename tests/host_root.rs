@@ -54,8 +54,8 @@ fn an_absolute_link_is_read_relative_to_the_root() {
         symlink("/etc/passwd", root.join("passwd")).unwrap();
     });
     assert_eq!(host.read_text("/os-release").unwrap().as_deref(), Some("ID=fixture\n"));
-    // The machine's own /etc/passwd exists, the fixture's does not: nothing is read.
-    assert_eq!(host.read_text("/passwd").unwrap(), None);
+    // The machine's own /etc/passwd exists, the fixture's does not: the link dangles.
+    assert_eq!(host.read_text("/passwd").unwrap_err(), HostError::Dangling { link: "/passwd".into() });
 }
 
 #[test]
