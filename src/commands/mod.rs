@@ -5,6 +5,9 @@ mod detect;
 mod doctor;
 mod facts;
 
+pub use detect::render as render_detect;
+pub use doctor::render as render_doctor;
+
 use std::path::Path;
 
 use crate::cli::{Cli, Command, Global};

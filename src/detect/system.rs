@@ -37,8 +37,7 @@ pub fn kernel(r: &mut Reader) -> Kernel {
 
 pub fn memory(r: &mut Reader) -> Memory {
     let total_kib = r.parsed("/proc/meminfo", |t| parse::parse_meminfo_kib(t, "MemTotal"));
-    let available_kib = r.parsed("/proc/meminfo", |t| parse::parse_meminfo_kib(t, "MemAvailable"));
-    Memory { total_kib, available_kib }
+    Memory { total_kib }
 }
 
 pub fn os(r: &mut Reader) -> Os {

@@ -43,8 +43,9 @@ pub struct Cpu {
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Memory {
+    /// MemTotal. MemAvailable is left out on purpose: it changes by the second, and the same
+    /// host must give the same bytes.
     pub total_kib: Option<u64>,
-    pub available_kib: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +88,7 @@ pub struct IntelGpu {
     pub pci_address: String,
     /// `8086:a780`.
     pub pci_id: String,
+    #[serde(with = "hex_id")]
     pub device_id: u32,
     /// Bound kernel driver (`i915`, `xe`), `None` when no driver claimed the device.
     pub driver: Option<String>,
@@ -122,6 +124,7 @@ pub struct Nvidia {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NvidiaGpu {
     pub pci_address: String,
+    #[serde(with = "hex_id::option")]
     pub device_id: Option<u32>,
     pub model: Option<String>,
     pub minor: Option<u32>,
@@ -132,6 +135,7 @@ pub struct Npu {
     /// `accel0`; `None` when intel_vpu has not bound the device.
     pub accel: Option<String>,
     pub pci_address: String,
+    #[serde(with = "hex_id")]
     pub device_id: u32,
     pub driver: Option<String>,
     /// `37xx`, `40xx`, `50xx`, ...
@@ -156,6 +160,7 @@ pub struct Gaudi {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GaudiDevice {
     pub pci_address: String,
+    #[serde(with = "hex_id")]
     pub device_id: u32,
     pub model: Option<String>,
     pub driver: Option<String>,
@@ -203,6 +208,7 @@ pub struct Qat {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct QatPf {
     pub pci_address: String,
+    #[serde(with = "hex_id")]
     pub device_id: u32,
     pub model: String,
     pub driver: Option<String>,
@@ -278,5 +284,37 @@ impl<'a> Hardware<'a> {
 
     pub fn fingerprint(&self) -> String {
         crate::canonical::digest(self)
+    }
+}
+
+/// PCI ids as the kernel prints them (`0xa780`), not as decimals nobody can look up.
+mod hex_id {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(id: &u32, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{id:#06x}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u32, D::Error> {
+        let text = String::deserialize(d)?;
+        crate::parse::parse_hex_id(&text).map_err(serde::de::Error::custom)
+    }
+
+    pub mod option {
+        use serde::{Deserialize, Deserializer, Serializer};
+
+        pub fn serialize<S: Serializer>(id: &Option<u32>, s: S) -> Result<S::Ok, S::Error> {
+            match id {
+                Some(id) => super::serialize(id, s),
+                None => s.serialize_none(),
+            }
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<u32>, D::Error> {
+            match Option::<String>::deserialize(d)? {
+                Some(text) => crate::parse::parse_hex_id(&text).map(Some).map_err(serde::de::Error::custom),
+                None => Ok(None),
+            }
+        }
     }
 }

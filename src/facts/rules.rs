@@ -44,7 +44,8 @@ pub fn host_findings(host: &Host) -> Vec<Finding> {
                 "/sys/kernel/debug/dri",
             ));
         }
-        for node in &gpu.device_nodes {
+        // Pods compute through the render node; the card node is for display.
+        for node in gpu.device_nodes.iter().filter(|n| n.path.contains("/renderD")) {
             device_access(&node.path, node, &mut out);
         }
     }
@@ -175,8 +176,7 @@ pub fn guc_verdict(gpu: &IntelGpu) -> Option<GucVerdict> {
     };
     let submits_via_guc = driver == "xe" || hwdb::gpu_platform(gpu.device_id).is_none_or(|p| p.guc_submission);
     let wanted = guc.wanted.map(|w| format!(" {w} or newer")).unwrap_or_default();
-    let stem = firmware.split('_').take(2).collect::<Vec<_>>().join("_");
-    let fix = format!("install linux-firmware with {stem}.bin{wanted}, then reboot");
+    let fix = format!("install linux-firmware with {}{wanted}, then reboot", major_firmware_name(firmware));
     Some(if submits_via_guc {
         GucVerdict { level: Level::Fail, text: format!("{}: {problem}; GPU engines refused", gpu_name(gpu)), fix }
     } else {
@@ -186,6 +186,18 @@ pub fn guc_verdict(gpu: &IntelGpu) -> Option<GucVerdict> {
             fix,
         }
     })
+}
+
+/// `i915/tgl_guc_70.1.1.bin` → `i915/tgl_guc_70.bin`: the name linux-firmware ships, which
+/// the driver loads by major version.
+fn major_firmware_name(firmware: &str) -> String {
+    let stem = firmware.strip_suffix(".bin").unwrap_or(firmware);
+    match stem.rsplit_once('_') {
+        Some((head, version)) if version.starts_with(|c: char| c.is_ascii_digit()) => {
+            format!("{head}_{}.bin", version.split('.').next().unwrap_or(version))
+        }
+        _ => format!("{stem}.bin"),
+    }
 }
 
 fn device_access(path: &str, node: &super::DeviceNode, out: &mut Vec<Finding>) {
@@ -384,5 +396,17 @@ fn numa_rules(host: &Host, out: &mut Vec<Finding>) {
             )
             .with_fix("mount resctrl (`mount -t resctrl resctrl /sys/fs/resctrl`) and enable the policy's rdt classes in its config if you want them"),
         );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn firmware_names_by_major_version() {
+        assert_eq!(major_firmware_name("i915/tgl_guc_70.1.1.bin"), "i915/tgl_guc_70.bin");
+        assert_eq!(major_firmware_name("xe/bmg_guc_70.bin"), "xe/bmg_guc_70.bin");
+        assert_eq!(major_firmware_name("i915/tgl_huc.bin"), "i915/tgl_huc.bin");
     }
 }

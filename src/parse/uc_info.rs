@@ -8,8 +8,22 @@ use serde::{Deserialize, Serialize};
 use super::ParseError;
 
 /// A dotted firmware version; missing parts read as 0 so `70.5` equals `70.5.0`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+/// Serialised as its dotted string.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Version(pub u32, pub u32, pub u32);
+
+impl Serialize for Version {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Version {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Version::parse(&text).ok_or_else(|| serde::de::Error::custom(format!("{text:?} is not a version")))
+    }
+}
 
 impl Version {
     pub fn parse(text: &str) -> Option<Version> {
