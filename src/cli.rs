@@ -121,3 +121,31 @@ pub fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::Cli;
+
+    /// `--help` is the reference, so every flag of every command must say what it does.
+    #[test]
+    fn every_flag_of_every_command_has_help() {
+        fn check(cmd: &clap::Command, path: &str) {
+            for arg in cmd.get_arguments() {
+                let id = arg.get_id().as_str();
+                if id == "help" || id == "version" {
+                    continue;
+                }
+                assert!(arg.get_help().is_some(), "{path} --{id} has no help text");
+            }
+            for sub in cmd.get_subcommands() {
+                assert!(sub.get_about().is_some(), "{path} {} has no description", sub.get_name());
+                check(sub, &format!("{path} {}", sub.get_name()));
+            }
+        }
+        let cmd = Cli::command();
+        cmd.clone().debug_assert();
+        check(&cmd, "k3d-gpu");
+    }
+}

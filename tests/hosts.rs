@@ -81,7 +81,8 @@ fn lunar_lake_npu_and_xe_igpu() {
     assert_eq!(f.host.npus[0].firmware.as_ref().unwrap().build_date.as_deref(), Some("2026-07-15"));
     assert!(!f.findings.iter().any(|x| x.code == "npu-firmware"));
     // The render node is 0666 (no finding), the accel node 0660 (non-root pods need its group).
-    let access: Vec<_> = f.findings.iter().filter(|x| x.code == "device-node-group").map(|x| x.evidence.as_str()).collect();
+    let access: Vec<_> =
+        f.findings.iter().filter(|x| x.code == "device-node-group").map(|x| x.evidence.as_str()).collect();
     assert_eq!(access, ["/dev/accel/accel0"]);
 }
 
@@ -193,7 +194,10 @@ fn the_firmware_gatekeeper_refuses_an_old_guc() {
     let guc = f.findings.iter().find(|x| x.code == "guc-firmware").unwrap();
     assert_eq!(guc.level, Level::Fail);
     assert!(guc.text.contains("70.1.1 is older than the 70.5.1 i915 wants"), "{}", guc.text);
-    assert_eq!(guc.fix.as_deref(), Some("install linux-firmware with i915/tgl_guc_70.bin 70.5.1 or newer, then reboot"));
+    assert_eq!(
+        guc.fix.as_deref(),
+        Some("install linux-firmware with i915/tgl_guc_70.bin 70.5.1 or newer, then reboot")
+    );
     assert_eq!(guc.evidence, "/sys/kernel/debug/dri/0/gt0/uc/guc_info");
     assert!(has_finding(&f, Level::Warn, "huc-firmware"));
     let t = f.targets.iter().find(|t| t.kind == TargetKind::IntelGpu).unwrap();

@@ -29,8 +29,12 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
     // Detection reads the same files whatever the filter, so the capture serves any filter.
     let _ = crate::detect::inventory(&host);
     let trail = host.trail();
-    let report = crate::host::capture::capture(&host, &trail, out)
-        .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
+    let report = crate::host::capture::capture(&host, &trail, out).map_err(|e| match e.kind() {
+        std::io::ErrorKind::AlreadyExists => {
+            Error::Usage { message: e.to_string(), help: Some("pick a new directory; capture never overwrites".into()) }
+        }
+        _ => Error::Output { path: out.display().to_string(), reason: e.to_string() },
+    })?;
     eprintln!(
         "captured {} files ({} bytes), {} device nodes, {} directories, {} links into {}",
         report.files,

@@ -19,22 +19,22 @@ pub fn host_findings(host: &Host) -> Vec<Finding> {
             let evidence = gpu.guc.as_ref().map(|g| g.evidence.clone()).unwrap_or_default();
             out.push(Finding::new(verdict.level, "guc-firmware", verdict.text, evidence).with_fix(verdict.fix));
         }
-        if let Some(huc) = &gpu.huc {
-            if huc.status != "RUNNING" {
-                out.push(
-                    Finding::new(
-                        Level::Warn,
-                        "huc-firmware",
-                        format!(
-                            "{}: HuC is {} — media decode/encode offload is off, inference is unaffected",
-                            gpu_name(gpu),
-                            huc.status
-                        ),
-                        huc.evidence.clone(),
-                    )
-                    .with_fix("install a current linux-firmware package, then reboot"),
-                );
-            }
+        if let Some(huc) = &gpu.huc
+            && huc.status != "RUNNING"
+        {
+            out.push(
+                Finding::new(
+                    Level::Warn,
+                    "huc-firmware",
+                    format!(
+                        "{}: HuC is {} — media decode/encode offload is off, inference is unaffected",
+                        gpu_name(gpu),
+                        huc.status
+                    ),
+                    huc.evidence.clone(),
+                )
+                .with_fix("install a current linux-firmware package, then reboot"),
+            );
         }
         if gpu.render_node.is_some() && gpu.guc.is_none() {
             out.push(Finding::new(
@@ -248,15 +248,15 @@ fn npu_rules(npu: &Npu, kernel: Option<(u32, u32)>, out: &mut Vec<Finding>) {
         });
     if let Some((level, text, fix)) = npu_firmware_problem(npu) {
         out.push(Finding::new(level, "npu-firmware", text, evidence.clone()).with_fix(fix));
-    } else if let Some(fw) = &npu.firmware {
-        if fw.build_date.is_none() {
-            out.push(Finding::new(
-                Level::Info,
-                "npu-firmware",
-                format!("no build date found in {}", fw.path),
-                fw.path.clone(),
-            ));
-        }
+    } else if let Some(fw) = &npu.firmware
+        && fw.build_date.is_none()
+    {
+        out.push(Finding::new(
+            Level::Info,
+            "npu-firmware",
+            format!("no build date found in {}", fw.path),
+            fw.path.clone(),
+        ));
     }
     if npu.generation.is_none() {
         out.push(Finding::new(

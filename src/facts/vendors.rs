@@ -172,15 +172,15 @@ pub fn evaluate(host: &Host, filter: &VendorFilter) -> Evaluation {
                 .push(Inactive { vendor, reason: format!("present, but left out by the vendor filter ({filter})") }),
             Verdict::Active { resources, devices } => out.detected.push(Detected { vendor, resources, devices }),
             Verdict::Absent(reason) => {
-                if let VendorFilter::Only(list) = filter {
-                    if list.contains(&vendor) {
-                        out.findings.push(Finding::new(
-                            Level::Warn,
-                            "vendor-requested-but-absent",
-                            format!("vendor {vendor} is in the vendor filter but not active: {reason}"),
-                            "vendor filter",
-                        ));
-                    }
+                if let VendorFilter::Only(list) = filter
+                    && list.contains(&vendor)
+                {
+                    out.findings.push(Finding::new(
+                        Level::Warn,
+                        "vendor-requested-but-absent",
+                        format!("vendor {vendor} is in the vendor filter but not active: {reason}"),
+                        "vendor filter",
+                    ));
                 }
                 out.inactive.push(Inactive { vendor, reason });
             }

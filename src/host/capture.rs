@@ -46,6 +46,30 @@ pub fn capture(host: &HostRoot, trail: &Trail, out: &Path) -> io::Result<Capture
         }
         report.links += 1;
     }
+    // A listing's entry names are facts too (engines, cards, queues): recreate each entry,
+    // as a link, a directory or an empty file, unless something above already did.
+    for dir in &trail.listings {
+        for entry in fs::read_dir(host.on_disk(dir))? {
+            let entry = entry?;
+            let name = entry.file_name();
+            if name.to_string_lossy().starts_with('.') {
+                continue;
+            }
+            let at = inside(out, dir).join(&name);
+            if fs::symlink_metadata(&at).is_ok() {
+                continue;
+            }
+            let kind = entry.file_type()?;
+            if kind.is_symlink() {
+                std::os::unix::fs::symlink(fs::read_link(entry.path())?, &at)?;
+                report.links += 1;
+            } else if kind.is_dir() {
+                fs::create_dir_all(&at)?;
+            } else {
+                fs::write(&at, b"")?;
+            }
+        }
+    }
     let mut stats: BTreeMap<String, NodeStat> = BTreeMap::new();
     for file in &trail.files {
         let source = host.on_disk(file);
@@ -71,9 +95,27 @@ pub fn capture(host: &HostRoot, trail: &Trail, out: &Path) -> io::Result<Capture
     if !stats.is_empty() {
         fs::write(out.join(SIDECAR), format_sidecar(&stats))?;
     }
+    keep_empty_dirs(out)?;
     Ok(report)
 }
 
 fn inside(out: &Path, host_path: &str) -> PathBuf {
     out.join(host_path.trim_start_matches('/'))
+}
+
+/// Git drops empty directories, and an empty directory can be a fact (an engine, a module);
+/// a `.keep` file keeps it. Detection skips dot entries.
+fn keep_empty_dirs(dir: &Path) -> io::Result<()> {
+    let mut empty = true;
+    for entry in fs::read_dir(dir)? {
+        let entry = entry?;
+        empty = false;
+        if entry.file_type()?.is_dir() {
+            keep_empty_dirs(&entry.path())?;
+        }
+    }
+    if empty {
+        fs::write(dir.join(".keep"), b"")?;
+    }
+    Ok(())
 }

@@ -40,6 +40,8 @@ pub enum HostError {
 pub struct Trail {
     pub files: BTreeSet<String>,
     pub dirs: BTreeSet<String>,
+    /// Directories whose entry names detection used (listed), resolved host paths.
+    pub listings: BTreeSet<String>,
     /// link path → its target exactly as stored.
     pub links: BTreeMap<String, String>,
 }
@@ -112,10 +114,17 @@ impl HostRoot {
         let mut names = Vec::new();
         for entry in entries {
             let entry = entry.map_err(|e| HostError::Io(e.to_string()))?;
-            names.push(entry.file_name().to_string_lossy().into_owned());
+            let name = entry.file_name().to_string_lossy().into_owned();
+            // sysfs, procfs and /dev have no dot entries; in a fixture host they are git's
+            // placeholders (`.keep`), not part of the host.
+            if !name.starts_with('.') {
+                names.push(name);
+            }
         }
         names.sort();
-        self.trail.borrow_mut().dirs.insert(resolved);
+        let mut trail = self.trail.borrow_mut();
+        trail.dirs.insert(resolved.clone());
+        trail.listings.insert(resolved);
         Ok(Some(names))
     }
 
@@ -141,7 +150,20 @@ impl HostRoot {
 
     /// The host path a path resolves to, links followed (like `realpath`), or `None` if missing.
     pub fn canonical(&self, path: &str) -> Result<Option<String>, HostError> {
-        self.resolve(path, true)
+        let resolved = self.resolve(path, true)?;
+        if let Some(target) = &resolved {
+            // What a link leads to is part of what was read (a driver's name is the name of
+            // the directory its link points at), so capture must recreate it.
+            if let Ok(meta) = fs::metadata(self.on_disk(target)) {
+                let mut trail = self.trail.borrow_mut();
+                if meta.is_dir() {
+                    trail.dirs.insert(target.clone());
+                } else {
+                    trail.files.insert(target.clone());
+                }
+            }
+        }
+        Ok(resolved)
     }
 
     /// Owner and mode of a device node: `stat` on the real host, the `.k3d-gpu-stat` sidecar

@@ -43,10 +43,10 @@ pub fn parse_sidecar(text: &str) -> BTreeMap<String, NodeStat> {
     let mut table = BTreeMap::new();
     for line in text.lines() {
         let fields: Vec<&str> = line.split_whitespace().collect();
-        if let [mode, uid, gid, path] = fields[..] {
-            if let (Ok(mode), Ok(uid), Ok(gid)) = (u32::from_str_radix(mode, 8), uid.parse(), gid.parse()) {
-                table.insert(path.to_string(), NodeStat { mode, uid, gid });
-            }
+        if let [mode, uid, gid, path] = fields[..]
+            && let (Ok(mode), Ok(uid), Ok(gid)) = (u32::from_str_radix(mode, 8), uid.parse(), gid.parse())
+        {
+            table.insert(path.to_string(), NodeStat { mode, uid, gid });
         }
     }
     table

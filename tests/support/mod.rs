@@ -49,7 +49,8 @@ pub fn check_golden(path: &str, actual: &[u8]) -> Result<(), String> {
         std::fs::write(&full, actual).unwrap();
         return Ok(());
     }
-    let expected = std::fs::read(&full).map_err(|e| format!("{path}: {e} (run UPDATE_GOLDEN=1 cargo test --test golden)"))?;
+    let expected =
+        std::fs::read(&full).map_err(|e| format!("{path}: {e} (run UPDATE_GOLDEN=1 cargo test --test golden)"))?;
     if expected == actual {
         return Ok(());
     }

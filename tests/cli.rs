@@ -1,0 +1,178 @@
+//! The real binary, end to end: exit codes, determinism across processes, --out, --facts,
+//! and capture round trips.
+
+mod support;
+
+use std::process::{Command, Output};
+
+use support::{copy_host, hosts_dir, repo};
+
+fn k3d_gpu(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .args(args)
+        .env_remove("K3D_GPU_VENDORS")
+        .env_remove("K3D_GPU_ROOT")
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+fn host(name: &str) -> String {
+    hosts_dir().join(name).display().to_string()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+#[test]
+fn facts_bytes_are_the_golden_bytes_in_every_process() {
+    let golden = std::fs::read(repo().join("tests/golden/facts/desktop-rpl-nvidia.json")).unwrap();
+    let first = k3d_gpu(&["facts", "--root", &host("desktop-rpl-nvidia")]);
+    let second = k3d_gpu(&["facts", "--root", &host("desktop-rpl-nvidia")]);
+    assert_eq!(first.status.code(), Some(0), "{}", stderr(&first));
+    assert_eq!(first.stdout, golden);
+    assert_eq!(second.stdout, golden);
+}
+
+#[test]
+fn facts_do_not_depend_on_where_the_host_lives() {
+    let copy = copy_host("xeon-2s-snc2");
+    let here = copy.path().display().to_string();
+    let out = k3d_gpu(&["facts", "--root", &here]);
+    let golden = std::fs::read(repo().join("tests/golden/facts/xeon-2s-snc2.json")).unwrap();
+    assert_eq!(out.stdout, golden);
+    assert!(!stdout(&out).contains(&here), "facts leak the root path");
+}
+
+#[test]
+fn facts_out_writes_the_same_bytes() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("facts.json");
+    let out = k3d_gpu(&["facts", "--root", &host("lunar-lake-npu"), "--out", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(out.stdout.is_empty());
+    assert_eq!(
+        std::fs::read(&file).unwrap(),
+        std::fs::read(repo().join("tests/golden/facts/lunar-lake-npu.json")).unwrap()
+    );
+
+    // A saved document stands in for the host.
+    let table = k3d_gpu(&["detect", "--facts", file.to_str().unwrap()]);
+    let golden = std::fs::read_to_string(repo().join("tests/golden/detect/lunar-lake-npu.txt")).unwrap();
+    assert_eq!(stdout(&table), golden);
+}
+
+#[test]
+fn a_saved_document_can_be_narrowed_by_another_vendor_filter() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("facts.json");
+    k3d_gpu(&["facts", "--root", &host("desktop-rpl-nvidia"), "--out", file.to_str().unwrap()]);
+    let out = k3d_gpu(&["detect", "--json", "--facts", file.to_str().unwrap(), "--vendors", "intel"]);
+    let facts: k3d_gpu::facts::Facts = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(facts.detected.len(), 1);
+    assert_eq!(facts.vendor_filter.to_string(), "intel");
+}
+
+#[test]
+fn bad_usage_and_unreadable_input_exit_2() {
+    let out = k3d_gpu(&["detect", "--root", &host("desktop-rpl-nvidia"), "--vendors", "nvidai"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("did you mean \"nvidia\""), "{}", stderr(&out));
+
+    let out = k3d_gpu(&["detect", "--root", "/nonexistent/k3d-gpu-host"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read host root /nonexistent/k3d-gpu-host"), "{}", stderr(&out));
+
+    let dir = tempfile::tempdir().unwrap();
+    let garbage = dir.path().join("facts.json");
+    std::fs::write(&garbage, "{not json").unwrap();
+    let out = k3d_gpu(&["detect", "--facts", garbage.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read facts document"), "{}", stderr(&out));
+
+    let out = k3d_gpu(&["detect", "--no-such-flag"]);
+    assert_eq!(out.status.code(), Some(2));
+    let out = k3d_gpu(&["detect", "--root", "a", "--facts", "b"]);
+    assert_eq!(out.status.code(), Some(2), "--root and --facts conflict");
+}
+
+#[test]
+fn doctor_exits_1_on_a_fail_finding_and_prints_the_fix() {
+    let out = k3d_gpu(&["doctor", "--root", &host("rpl-guc-too-old")]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("fail  Intel Raptor Lake-S (0xa780) at 0000:00:02.0: GuC"), "{text}");
+    assert!(text.contains("evidence: /sys/kernel/debug/dri/0/gt0/uc/guc_info"), "{text}");
+    assert!(text.contains("fix: install linux-firmware with i915/tgl_guc_70.bin 70.5.1 or newer"), "{text}");
+
+    let out = k3d_gpu(&["doctor", "--root", &host("lunar-lake-npu")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("docker"), "tool checks run only on the real host");
+
+    let out = k3d_gpu(&["doctor", "--json", "--root", &host("gaudi3-no-driver")]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "k3d-gpu.doctor/v1");
+    assert_eq!(doc["findings"][0]["code"], "gaudi-without-driver");
+}
+
+#[test]
+fn capture_makes_a_fixture_host_that_detects_the_same() {
+    // Not broken-inputs: a file that cannot be read cannot be copied either, so its capture
+    // lacks that finding by design.
+    for name in [
+        "desktop-rpl-nvidia",
+        "xeon-2s-snc2",
+        "meteor-lake-old-npu-fw",
+        "wsl2-intel",
+        "rpl-guc-too-old",
+        "gaudi3-server",
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let out_dir = dir.path().join("captured");
+        let out = k3d_gpu(&["facts", "capture", "--root", &host(name), "--out", out_dir.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
+        assert!(stderr(&out).contains("captured"), "{}", stderr(&out));
+        let original = k3d_gpu(&["facts", "--root", &host(name)]);
+        let captured = k3d_gpu(&["facts", "--root", out_dir.to_str().unwrap()]);
+        if let Err(diff) = same_lines(&stdout(&original), &stdout(&captured)) {
+            panic!("{name}: the capture does not detect the same: {diff}");
+        }
+    }
+}
+
+#[test]
+fn capture_copies_only_what_detection_reads_and_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("captured");
+    k3d_gpu(&["facts", "capture", "--root", &host("desktop-rpl-nvidia"), "--out", out_dir.to_str().unwrap()]);
+    // The fixture carries files detection never opens (driver bind/unbind, module refcnt).
+    assert!(hosts_dir().join("desktop-rpl-nvidia/sys/module/nvidia/refcnt").exists());
+    assert!(!out_dir.join("sys/module/nvidia/refcnt").exists());
+    assert!(out_dir.join("proc/cpuinfo").exists());
+    let sidecar = std::fs::read_to_string(out_dir.join(".k3d-gpu-stat")).unwrap();
+    assert!(sidecar.contains(" /dev/dri/renderD128\n"), "{sidecar}");
+
+    let again =
+        k3d_gpu(&["facts", "capture", "--root", &host("desktop-rpl-nvidia"), "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(again.status.code(), Some(2));
+    assert!(stderr(&again).contains("not empty"), "{}", stderr(&again));
+}
+
+fn same_lines(expected: &str, actual: &str) -> Result<(), String> {
+    if expected == actual {
+        return Ok(());
+    }
+    let line = expected.lines().zip(actual.lines()).position(|(a, b)| a != b).unwrap_or(0);
+    Err(format!(
+        "first difference at line {}:\n  expected: {}\n  actual:   {}",
+        line + 1,
+        expected.lines().nth(line).unwrap_or("<end>"),
+        actual.lines().nth(line).unwrap_or("<end>")
+    ))
+}
