@@ -11,6 +11,8 @@ pub mod capture;
 mod resolve;
 mod stat;
 
+pub use stat::parse_sidecar;
+
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fs;

@@ -27,6 +27,12 @@ pub fn parse_cpulist(text: &str) -> Result<CpuList, ParseError> {
             return Err(ParseError::new(format!("range {part:?} runs backwards")));
         }
         cpus.extend(first..=last);
+        // Repeated ranges must not grow the list without bound (a fuzzer found this shape
+        // cheap to write and expensive to parse).
+        if cpus.len() > MAX_CPU as usize + 1 {
+            cpus.sort_unstable();
+            cpus.dedup();
+        }
     }
     cpus.sort_unstable();
     cpus.dedup();
@@ -82,6 +88,12 @@ mod tests {
         assert!(parse_cpulist("3-1").is_err());
         assert!(parse_cpulist("0-4294967295").is_err());
         assert!(parse_cpulist("1,,2").is_err());
+    }
+
+    #[test]
+    fn repeated_ranges_stay_bounded() {
+        let text = vec!["0-65536"; 2000].join(",");
+        assert_eq!(parse_cpulist(&text).unwrap().len(), 65537);
     }
 
     #[test]
