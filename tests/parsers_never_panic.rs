@@ -42,7 +42,7 @@ fn random_bytes() {
     let alphabet = b"0123456789abcdefx-,.:;*= \t\nMemTotalkBprocessorflagsGuCstatuswantedfound";
     for _ in 0..20_000 {
         let len = (rng.next() % 96) as usize;
-        let biased = rng.next() % 2 == 0;
+        let biased = rng.next().is_multiple_of(2);
         let data: Vec<u8> = (0..len)
             .map(|_| {
                 let r = rng.next();
