@@ -403,6 +403,79 @@ fn numa_rules(host: &Host, out: &mut Vec<Finding>) {
 mod tests {
     use super::*;
 
+    use crate::facts::{IntelGpu, MicroController, Xmx};
+    use crate::parse::Version;
+
+    fn gpu(device_id: u32, driver: Option<&str>) -> IntelGpu {
+        IntelGpu {
+            pci_address: hwdb::IGPU_ADDRESS.into(),
+            pci_id: format!("8086:{device_id:04x}"),
+            device_id,
+            driver: driver.map(str::to_string),
+            card: driver.map(|_| "card0".to_string()),
+            render_node: driver.map(|_| "renderD128".to_string()),
+            integrated: true,
+            platform: hwdb::gpu_platform(device_id).map(|p| p.name.to_string()),
+            xmx: Xmx::Unknown,
+            engines: vec![],
+            device_nodes: vec![],
+            guc: None,
+            huc: None,
+        }
+    }
+
+    fn guc(status: &str, wanted: Version, found: Version) -> Option<MicroController> {
+        Some(MicroController {
+            firmware: Some("i915/tgl_guc_70.bin".into()),
+            status: status.into(),
+            wanted: Some(wanted),
+            found: Some(found),
+            evidence: "/sys/kernel/debug/dri/0/gt0/uc/guc_info".into(),
+        })
+    }
+
+    #[test]
+    fn an_old_guc_only_warns_where_i915_submits_through_execlists() {
+        let mut adl_s = gpu(0x4680, Some("i915"));
+        adl_s.guc = guc("RUNNING", Version(70, 5, 1), Version(70, 1, 1));
+        assert_eq!(guc_verdict(&adl_s).unwrap().level, Level::Warn);
+        let mut rpl_s = gpu(0xa780, Some("i915"));
+        rpl_s.guc = adl_s.guc.clone();
+        assert_eq!(guc_verdict(&rpl_s).unwrap().level, Level::Fail);
+    }
+
+    #[test]
+    fn a_guc_that_is_not_running_is_refused_even_at_the_wanted_version() {
+        let mut g = gpu(0x64a0, Some("xe"));
+        g.guc = guc("LOAD FAIL", Version(70, 49, 4), Version(70, 49, 4));
+        let verdict = guc_verdict(&g).unwrap();
+        assert_eq!(verdict.level, Level::Fail);
+        assert!(verdict.text.contains("is LOAD FAIL"), "{}", verdict.text);
+        g.guc = guc("RUNNING", Version(70, 49, 4), Version(70, 50, 0));
+        assert!(guc_verdict(&g).is_none(), "newer than wanted is fine");
+    }
+
+    #[test]
+    fn force_probe_already_on_the_command_line_changes_the_advice() {
+        let mut host = Host::default();
+        host.kernel.release = Some("6.14.0-29-generic".into());
+        host.intel_gpus.push(gpu(0xb080, None));
+        let fresh = host_findings(&host);
+        assert!(fresh[0].fix.as_deref().unwrap().contains("xe.force_probe=b080 i915.force_probe=!b080"));
+        host.kernel.force_probe = vec!["xe.force_probe=b080".into()];
+        let set = host_findings(&host);
+        assert!(set[0].text.contains("although the kernel command line force-probes it"), "{}", set[0].text);
+    }
+
+    #[test]
+    fn an_unknown_intel_gpu_gets_xe_force_probe_advice() {
+        let mut host = Host::default();
+        host.intel_gpus.push(gpu(0x1234, None));
+        let findings = host_findings(&host);
+        assert!(findings[0].text.contains("newer than k3d-gpu's table"));
+        assert!(findings[0].fix.as_deref().unwrap().contains("xe.force_probe=1234"));
+    }
+
     #[test]
     fn firmware_names_by_major_version() {
         assert_eq!(major_firmware_name("i915/tgl_guc_70.1.1.bin"), "i915/tgl_guc_70.bin");
