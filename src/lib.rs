@@ -8,6 +8,7 @@
 pub mod canonical;
 pub mod cli;
 pub mod commands;
+pub mod config;
 pub mod detect;
 pub mod doctor;
 pub mod error;

@@ -1,0 +1,205 @@
+//! `k3dgpu.toml`: the types, their defaults (the reference launcher's behaviour), and loading
+//! with diagnostics that point at the offending span.
+//!
+//! Every key has a default, so an empty file is a valid config. Unknown keys and wrong types
+//! are errors, never ignored. Each reference environment variable that configures behaviour
+//! maps to one key here; `docs/config.md` lists the mapping.
+
+mod load;
+mod selection;
+mod span;
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+pub use load::{ConfigError, load_str};
+pub use selection::{ExperimentalSelection, Shared, VendorSelection};
+pub use span::span_of;
+
+/// The version of the node image this release creates clusters from (the reference launcher
+/// tags its image with its own version).
+pub const DEFAULT_IMAGE: &str = concat!("cryptoandcoffee/k3d-gpu:", env!("CARGO_PKG_VERSION"));
+
+/// A k3d-gpu configuration (`k3dgpu.toml`).
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+#[schemars(title = "k3dgpu.toml")]
+pub struct Config {
+    pub cluster: Cluster,
+    pub vendors: Vendors,
+    pub sharing: Sharing,
+    pub placement: Placement,
+    pub experimental: Experimental,
+    pub expect: Expect,
+    /// The OpenAI-compatible LLM agent. Parsed and kept; its rules arrive with the agent stage.
+    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
+    pub agent: Option<toml::Table>,
+    /// Add-ons beside the agent (`[addons.vlm]`, `[addons.stt]`, ...). Parsed and kept.
+    #[schemars(with = "BTreeMap<String, BTreeMap<String, serde_json::Value>>")]
+    pub addons: BTreeMap<String, toml::Table>,
+    /// Extra component files that join the catalog like built-in ones.
+    pub components: Vec<ComponentRef>,
+}
+
+/// The k3d cluster. Everything here is fixed when k3d creates the cluster: changing it means
+/// recreating the cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Cluster {
+    /// Cluster name; kubectl uses context `k3d-<name>`. (K3D_GPU_CLUSTER)
+    #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$"))]
+    pub name: String,
+    /// Node image. Defaults to the image built from this release. (K3D_GPU_IMAGE)
+    pub image: String,
+    /// Number of server nodes.
+    #[schemars(range(min = 1))]
+    pub servers: u32,
+    /// Number of agent nodes.
+    pub agents: u32,
+    /// Extra k3s server flags, e.g. `--disable=servicelb`. (K3D_GPU_K3S_ARGS)
+    pub k3s_args: Vec<String>,
+    /// Extra node labels, e.g. `{ "ei-infra-eligible" = "true" }`. (K3D_GPU_NODE_LABELS)
+    pub node_labels: BTreeMap<String, String>,
+    /// Host port for the Kubernetes API; unset lets k3d pick a free one.
+    pub api_port: Option<u16>,
+}
+
+impl Default for Cluster {
+    fn default() -> Self {
+        Cluster {
+            name: "gpu".into(),
+            image: DEFAULT_IMAGE.into(),
+            servers: 1,
+            agents: 0,
+            k3s_args: Vec::new(),
+            node_labels: BTreeMap::new(),
+            api_port: None,
+        }
+    }
+}
+
+/// Which accelerator vendors the cluster exposes. (K3D_GPU_VENDORS)
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Vendors {
+    /// `"auto"` (every vendor the host has) or a list; a listed vendor the host lacks is an error.
+    pub enable: VendorSelection,
+    /// Vendors to leave out even when detected.
+    #[schemars(with = "Vec<VendorName>")]
+    pub exclude: Vec<crate::facts::Vendor>,
+}
+
+/// A vendor key.
+#[derive(JsonSchema)]
+#[serde(rename_all = "lowercase")]
+#[allow(dead_code)]
+enum VendorName {
+    Nvidia,
+    Intel,
+    Npu,
+    Gaudi,
+    Dsa,
+    Iaa,
+    Qat,
+    Amx,
+    Hybrid,
+    Numa,
+    Wsl,
+}
+
+/// How Intel GPUs reach pods: the device plugin (with optional sharing) or the DRA driver.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sharing {
+    /// `plugin` (default) or `dra` (Intel GPU DRA driver, Kubernetes 1.36+). (K3D_GPU_DRA)
+    pub mode: IntelGpuMode,
+    /// Pods that may share one Intel GPU: `"auto"` (8 when every Intel GPU is integrated, else
+    /// exclusive) or a number. (K3D_GPU_INTEL_SHARED)
+    pub shared: Shared,
+    /// Which GPU a shared pod lands on; only meaningful when shared. Default balanced.
+    /// (K3D_GPU_INTEL_ALLOCATION)
+    pub allocation: Option<Allocation>,
+    /// Add `gpu.intel.com/monitoring` for exporters such as XPU Manager. (K3D_GPU_INTEL_MONITORING)
+    pub monitoring: bool,
+    /// Which Intel GPUs the cluster gets.
+    pub gpus: GpuSet,
+    /// Only these PCI device ids (hex, e.g. `"e20b"`), as the plugin's -allow-ids.
+    pub allow_ids: Vec<String>,
+    /// Never these PCI device ids, as the plugin's -deny-ids.
+    pub deny_ids: Vec<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum IntelGpuMode {
+    #[default]
+    Plugin,
+    Dra,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Allocation {
+    Balanced,
+    Packed,
+    None,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum GpuSet {
+    #[default]
+    All,
+    Discrete,
+    Integrated,
+}
+
+/// CPU placement on hybrid and NUMA hosts.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Placement {
+    /// `k3s`: k3d-gpu applies the NRI balloons policy; `external`: a Helm release owns it.
+    /// (K3D_GPU_BALLOONS)
+    pub balloons: Balloons,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Balloons {
+    #[default]
+    K3s,
+    External,
+}
+
+/// Alpha/beta upstream features. (K3D_GPU_EXPERIMENTAL)
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Experimental {
+    /// `"auto"` (what this host supports and the shipped k3s has as beta or GA), `"off"`, or
+    /// exactly this list.
+    pub features: ExperimentalSelection,
+}
+
+/// What the machine must have. `validate` and `apply` fail when the facts do not satisfy it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Expect {
+    /// Vendors that must be active.
+    #[schemars(with = "Vec<VendorName>")]
+    pub vendors: Vec<crate::facts::Vendor>,
+    /// Minimum device counts per Kubernetes resource, e.g. `{ "nvidia.com/gpu" = 2 }`.
+    pub devices: BTreeMap<String, u32>,
+    /// The hardware fingerprint of the machine this config is for (`k3d-gpu facts`).
+    #[schemars(regex(pattern = r"^sha256:[0-9a-f]{64}$"))]
+    pub fingerprint: Option<String>,
+}
+
+/// A component file of the user's own.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ComponentRef {
+    /// Path to a component `.kdl` file, relative to the config file.
+    pub path: String,
+}

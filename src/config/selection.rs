@@ -1,0 +1,275 @@
+//! Keys that take either a word or a value: `"auto"` or a list of vendors, `"auto"` or a
+//! number of pods per GPU, `"auto"`/`"off"` or a list of experimental features.
+//!
+//! Hand-written so a mistake reads like the others ("expected "auto" or a list of …") instead
+//! of serde's "data did not match any variant".
+
+use std::borrow::Cow;
+use std::fmt;
+
+use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
+use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::facts::Vendor;
+
+/// `"auto"` or an explicit list of vendors.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum VendorSelection {
+    #[default]
+    Auto,
+    Only(Vec<Vendor>),
+}
+
+/// `"auto"` or a fixed number of pods per Intel GPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Shared {
+    #[default]
+    Auto,
+    Pods(u32),
+}
+
+/// `"auto"`, `"off"`, or exactly these features.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum ExperimentalSelection {
+    #[default]
+    Auto,
+    Off,
+    Only(Vec<Feature>),
+}
+
+/// Experimental features k3d-gpu knows.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum Feature {
+    /// Kubernetes Dynamic Resource Allocation gates.
+    Dra,
+    /// The ImageVolume gate (OCI images as volumes, e.g. model weights).
+    ImageVolume,
+    /// The OpenVINO NPU turbo property, through a plugin-config ConfigMap.
+    NpuTurbo,
+    /// sched_ext schedulers: needs a host kernel change.
+    SchedExt,
+    /// xe SR-IOV: needs a host kernel change.
+    XeSriov,
+    /// force_probe for parts newer than the kernel: needs a host boot option.
+    ForceProbe,
+}
+
+impl Feature {
+    pub const ALL: [Feature; 6] =
+        [Feature::Dra, Feature::ImageVolume, Feature::NpuTurbo, Feature::SchedExt, Feature::XeSriov, Feature::ForceProbe];
+
+    pub fn key(self) -> &'static str {
+        match self {
+            Feature::Dra => "dra",
+            Feature::ImageVolume => "image-volume",
+            Feature::NpuTurbo => "npu-turbo",
+            Feature::SchedExt => "sched-ext",
+            Feature::XeSriov => "xe-sriov",
+            Feature::ForceProbe => "force-probe",
+        }
+    }
+
+    fn parse(name: &str) -> Result<Feature, String> {
+        Feature::ALL.into_iter().find(|f| f.key() == name).ok_or_else(|| {
+            let hint = crate::suggest::closest(name, Feature::ALL.map(Feature::key))
+                .map(|s| format!(" (did you mean \"{s}\"?)"))
+                .unwrap_or_default();
+            format!(
+                "unknown experimental feature \"{name}\"{hint}; known: {}",
+                Feature::ALL.map(Feature::key).join(", ")
+            )
+        })
+    }
+}
+
+fn vendor(name: &str) -> Result<Vendor, String> {
+    name.parse::<Vendor>().map_err(|e| e.to_string())
+}
+
+/// Visits either a string (a word) or a sequence of names.
+struct WordOrList<T> {
+    expecting: &'static str,
+    word: fn(&str) -> Result<T, String>,
+    item: fn(&str) -> Result<T, String>,
+    list: fn(Vec<T>) -> T,
+}
+
+impl<'de, T> Visitor<'de> for WordOrList<T> {
+    type Value = T;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.expecting)
+    }
+
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<T, E> {
+        (self.word)(v).map_err(E::custom)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<T, A::Error> {
+        let mut items = Vec::new();
+        while let Some(name) = seq.next_element::<String>()? {
+            items.push((self.item)(&name).map_err(de::Error::custom)?);
+        }
+        Ok((self.list)(items))
+    }
+}
+
+impl<'de> Deserialize<'de> for VendorSelection {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(WordOrList {
+            expecting: "\"auto\" or a list of vendors",
+            word: |w| match w {
+                "auto" => Ok(VendorSelection::Auto),
+                _ => Err(format!("expected \"auto\" or a list such as [\"{w}\"], found \"{w}\"")),
+            },
+            item: |name| vendor(name).map(|v| VendorSelection::Only(vec![v])),
+            list: |items| {
+                let mut all: Vec<Vendor> = items
+                    .into_iter()
+                    .flat_map(|i| match i {
+                        VendorSelection::Only(v) => v,
+                        VendorSelection::Auto => Vec::new(),
+                    })
+                    .collect();
+                all.sort();
+                all.dedup();
+                VendorSelection::Only(all)
+            },
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for ExperimentalSelection {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(WordOrList {
+            expecting: "\"auto\", \"off\" or a list of features",
+            word: |w| match w {
+                "auto" => Ok(ExperimentalSelection::Auto),
+                "off" => Ok(ExperimentalSelection::Off),
+                _ => Feature::parse(w).and(Err(format!("write a list: [\"{w}\"] (or \"auto\", \"off\")"))),
+            },
+            item: |name| Feature::parse(name).map(|f| ExperimentalSelection::Only(vec![f])),
+            list: |items| {
+                let mut all: Vec<Feature> = items
+                    .into_iter()
+                    .flat_map(|i| match i {
+                        ExperimentalSelection::Only(v) => v,
+                        _ => Vec::new(),
+                    })
+                    .collect();
+                all.sort();
+                all.dedup();
+                ExperimentalSelection::Only(all)
+            },
+        })
+    }
+}
+
+impl<'de> Deserialize<'de> for Shared {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct SharedVisitor;
+        impl<'de> Visitor<'de> for SharedVisitor {
+            type Value = Shared;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"auto\" or a number of pods per GPU (1 or more)")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Shared, E> {
+                match v {
+                    "auto" => Ok(Shared::Auto),
+                    _ => Err(E::custom(format!("expected \"auto\" or a number of pods per GPU, found \"{v}\""))),
+                }
+            }
+
+            fn visit_i64<E: de::Error>(self, v: i64) -> Result<Shared, E> {
+                match u32::try_from(v) {
+                    Ok(n) if n >= 1 => Ok(Shared::Pods(n)),
+                    _ => Err(E::custom(format!("pods per GPU must be 1 or more, found {v}"))),
+                }
+            }
+
+            fn visit_u64<E: de::Error>(self, v: u64) -> Result<Shared, E> {
+                self.visit_i64(i64::try_from(v).unwrap_or(i64::MAX))
+            }
+        }
+        d.deserialize_any(SharedVisitor)
+    }
+}
+
+impl Serialize for VendorSelection {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            VendorSelection::Auto => s.serialize_str("auto"),
+            VendorSelection::Only(list) => s.collect_seq(list.iter().map(|v| v.key())),
+        }
+    }
+}
+
+impl Serialize for ExperimentalSelection {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ExperimentalSelection::Auto => s.serialize_str("auto"),
+            ExperimentalSelection::Off => s.serialize_str("off"),
+            ExperimentalSelection::Only(list) => s.collect_seq(list.iter().map(|f| f.key())),
+        }
+    }
+}
+
+impl Serialize for Shared {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Shared::Auto => s.serialize_str("auto"),
+            Shared::Pods(n) => s.serialize_u32(*n),
+        }
+    }
+}
+
+impl JsonSchema for VendorSelection {
+    fn schema_name() -> Cow<'static, str> {
+        "VendorSelection".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let names: Vec<&str> = Vendor::ALL.iter().map(|v| v.key()).collect();
+        json_schema!({
+            "description": "\"auto\" or a list of vendor keys",
+            "oneOf": [
+                { "const": "auto" },
+                { "type": "array", "items": { "enum": names }, "uniqueItems": true }
+            ]
+        })
+    }
+}
+
+impl JsonSchema for ExperimentalSelection {
+    fn schema_name() -> Cow<'static, str> {
+        "ExperimentalSelection".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let names: Vec<&str> = Feature::ALL.iter().map(|f| f.key()).collect();
+        json_schema!({
+            "description": "\"auto\", \"off\", or a list of experimental features",
+            "oneOf": [
+                { "enum": ["auto", "off"] },
+                { "type": "array", "items": { "enum": names }, "uniqueItems": true }
+            ]
+        })
+    }
+}
+
+impl JsonSchema for Shared {
+    fn schema_name() -> Cow<'static, str> {
+        "Shared".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        json_schema!({
+            "description": "\"auto\" or a number of pods per GPU",
+            "oneOf": [ { "const": "auto" }, { "type": "integer", "minimum": 1 } ]
+        })
+    }
+}
