@@ -6,6 +6,7 @@
 //! edge that prints and exits.
 
 pub mod canonical;
+pub mod catalog;
 pub mod cli;
 pub mod commands;
 pub mod config;

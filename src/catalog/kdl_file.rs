@@ -1,0 +1,237 @@
+//! One component file (KDL v2) into a [`Component`]. Every mistake is a diagnostic that
+//! underlines the node in the file.
+
+use kdl::{KdlDocument, KdlNode};
+use miette::{NamedSource, SourceSpan};
+
+use super::{CatalogError, Component, Condition, Configure, HOOKS, Rollout, parse_manifest};
+use crate::config::{Balloons, IntelGpuMode};
+
+const NODES: &[&str] =
+    &["summary", "upstream", "manifest", "image", "when", "after", "provides", "rollout", "configure", "replaces-baked"];
+
+struct File<'a> {
+    origin: &'a str,
+    text: &'a str,
+}
+
+impl File<'_> {
+    fn error(&self, span: SourceSpan, message: impl Into<String>, label: &str, help: Option<String>) -> Box<CatalogError> {
+        Box::new(CatalogError {
+            message: message.into(),
+            source_code: Some(NamedSource::new(self.origin, self.text.to_string())),
+            span: Some(span),
+            label: label.into(),
+            help,
+        })
+    }
+
+    /// The node's first argument as a string.
+    fn arg(&self, node: &KdlNode, index: usize, what: &str) -> Result<String, Box<CatalogError>> {
+        let args: Vec<_> = node.entries().iter().filter(|e| e.name().is_none()).collect();
+        args.get(index)
+            .and_then(|e| e.value().as_string())
+            .map(str::to_string)
+            .ok_or_else(|| self.error(node.span(), format!("`{}` needs {what}", node.name().value()), "here", None))
+    }
+
+    fn prop(&self, node: &KdlNode, key: &str) -> Result<Option<String>, Box<CatalogError>> {
+        match node.get(key) {
+            None => Ok(None),
+            Some(v) => v.as_string().map(|s| Some(s.to_string())).ok_or_else(|| {
+                self.error(node.span(), format!("`{key}` must be a string"), "here", None)
+            }),
+        }
+    }
+}
+
+/// Parses a component file. `load_manifest` returns the text of a `share/` file by name.
+pub fn parse_component(
+    origin: &str,
+    text: &str,
+    load_manifest: &dyn Fn(&str) -> Result<String, String>,
+) -> Result<Component, Box<CatalogError>> {
+    let file = File { origin, text };
+    let doc: KdlDocument = text.parse().map_err(|e: kdl::KdlError| {
+        let span = e.diagnostics.first().map(|d| d.span).unwrap_or_else(|| SourceSpan::from(0..0));
+        let message = e.diagnostics.first().and_then(|d| d.message.clone()).unwrap_or_else(|| "not valid KDL".into());
+        file.error(span, format!("{origin}: {message}"), "here", Some("component files are KDL v2; see docs/stdlib.md".into()))
+    })?;
+    let nodes = doc.nodes();
+    let Some(root) = nodes.first().filter(|n| n.name().value() == "component" && nodes.len() == 1) else {
+        let span = nodes.first().map(|n| n.span()).unwrap_or_else(|| SourceSpan::from(0..0));
+        return Err(file.error(span, format!("{origin}: a component file holds exactly one `component NAME {{ … }}`"), "here", None));
+    };
+    let name = file.arg(root, 0, "a name")?;
+    if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+        return Err(file.error(root.span(), format!("component name {name:?} must be lowercase letters, digits and '-'"), "here", None));
+    }
+    let mut c = Component {
+        name,
+        summary: String::new(),
+        upstream: String::new(),
+        version: String::new(),
+        manifest: String::new(),
+        images: Vec::new(),
+        when: Vec::new(),
+        after: Vec::new(),
+        provides_resources: Vec::new(),
+        provides_labels: Vec::new(),
+        rollouts: Vec::new(),
+        configure: Vec::new(),
+        replaces_baked: None,
+        objects: Vec::new(),
+        origin: origin.to_string(),
+    };
+    let children = root.children().map(|d| d.nodes()).unwrap_or_default();
+    for node in children {
+        let kind = node.name().value();
+        match kind {
+            "summary" => c.summary = file.arg(node, 0, "a one-line summary")?,
+            "upstream" => {
+                c.upstream = file.arg(node, 0, "the upstream project")?;
+                c.version = file.prop(node, "version")?.ok_or_else(|| {
+                    file.error(node.span(), "`upstream` needs version=…", "here", Some("e.g. upstream foo version=v1.2.3".into()))
+                })?;
+            }
+            "manifest" => c.manifest = file.arg(node, 0, "a file name in share/")?,
+            "image" => {
+                let image = file.arg(node, 0, "an image reference")?;
+                if !is_pinned(&image) {
+                    return Err(file.error(
+                        node.span(),
+                        format!("image {image} is not pinned by digest"),
+                        "not pinned",
+                        Some("write it as registry/repo:tag@sha256:<64 hex digits>".into()),
+                    ));
+                }
+                c.images.push(image);
+            }
+            "when" => c.when.push(conditions(&file, node)?),
+            "after" => c.after.push(file.arg(node, 0, "a component name")?),
+            "provides" => {
+                if let Some(r) = file.prop(node, "resource")? {
+                    c.provides_resources.push(r);
+                } else if let Some(l) = file.prop(node, "label")? {
+                    c.provides_labels.push(l);
+                } else {
+                    return Err(file.error(node.span(), "`provides` needs resource=… or label=…", "here", None));
+                }
+            }
+            "rollout" => {
+                let kind = file.arg(node, 0, "a kind (DaemonSet or Deployment)")?;
+                if kind != "DaemonSet" && kind != "Deployment" {
+                    return Err(file.error(node.span(), format!("rollout kind {kind} is not DaemonSet or Deployment"), "here", None));
+                }
+                let at = file.arg(node, 1, "NAMESPACE/NAME")?;
+                let Some((namespace, name)) = at.split_once('/') else {
+                    return Err(file.error(node.span(), format!("rollout target {at:?} must be NAMESPACE/NAME"), "here", None));
+                };
+                c.rollouts.push(Rollout { kind, namespace: namespace.into(), name: name.into() });
+            }
+            "configure" => {
+                let hook = file.arg(node, 0, "a hook name")?;
+                if !HOOKS.contains(&hook.as_str()) {
+                    return Err(file.error(node.span(), format!("unknown hook {hook}"), "unknown hook", Some(format!("known hooks: {}", HOOKS.join(", ")))));
+                }
+                let container = file.prop(node, "container")?.ok_or_else(|| file.error(node.span(), "`configure` needs container=…", "here", None))?;
+                c.configure.push(Configure { hook, container });
+            }
+            "replaces-baked" => c.replaces_baked = Some(file.arg(node, 0, "the baked manifest's name")?),
+            other => {
+                let hint = crate::suggest::closest(other, NODES.iter().copied());
+                return Err(file.error(
+                    node.name().span(),
+                    format!("unknown node `{other}` in component {}", c.name),
+                    "unknown node",
+                    Some(hint.map_or_else(|| format!("known: {}", NODES.join(", ")), |h| format!("did you mean `{h}`?"))),
+                ));
+            }
+        }
+    }
+    for (value, what) in [(&c.summary, "summary"), (&c.upstream, "upstream"), (&c.manifest, "manifest")] {
+        if value.is_empty() {
+            return Err(file.error(root.span(), format!("component {} has no `{what}`", c.name), "here", None));
+        }
+    }
+    let manifest_text = load_manifest(&c.manifest).map_err(|e| file.error(root.span(), format!("component {}: {e}", c.name), "here", None))?;
+    c.objects = parse_manifest(&c.manifest, &manifest_text)?;
+    check_images(&file, root, &c)?;
+    Ok(c)
+}
+
+fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<CatalogError>> {
+    let mut out = Vec::new();
+    for entry in node.entries() {
+        let Some(key) = entry.name().map(|k| k.value()) else {
+            return Err(file.error(entry.span(), "`when` takes key=value conditions", "here", None));
+        };
+        let value = entry.value().as_string().unwrap_or_default();
+        let bad = |allowed: &str| file.error(entry.span(), format!("`{key}={value}` is not a known condition"), "here", Some(format!("allowed: {allowed}")));
+        out.push(match key {
+            "vendor" => Condition::Vendor(value.parse().map_err(|e: crate::facts::vendors::UnknownVendor| {
+                file.error(entry.span(), e.to_string(), "unknown vendor", None)
+            })?),
+            "intel-gpu-mode" => Condition::IntelGpuMode(match value {
+                "plugin" => IntelGpuMode::Plugin,
+                "dra" => IntelGpuMode::Dra,
+                _ => return Err(bad("plugin, dra")),
+            }),
+            "balloons" => Condition::Balloons(match value {
+                "k3s" => Balloons::K3s,
+                "external" => Balloons::External,
+                _ => return Err(bad("k3s, external")),
+            }),
+            _ => return Err(file.error(entry.span(), format!("unknown condition key `{key}`"), "here", Some("keys: vendor, intel-gpu-mode, balloons".into()))),
+        });
+    }
+    Ok(out)
+}
+
+fn is_pinned(image: &str) -> bool {
+    image.split_once("@sha256:").is_some_and(|(name, hex)| {
+        !name.is_empty() && hex.len() == 64 && hex.chars().all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    })
+}
+
+/// Every image in the manifest is listed in the component, and the other way round.
+fn check_images(file: &File, root: &KdlNode, c: &Component) -> Result<(), Box<CatalogError>> {
+    let mut in_manifest = Vec::new();
+    for object in &c.objects {
+        collect_images(object, &mut in_manifest);
+    }
+    in_manifest.sort();
+    in_manifest.dedup();
+    let mut listed = c.images.clone();
+    listed.sort();
+    listed.dedup();
+    for image in &in_manifest {
+        if !listed.contains(image) {
+            return Err(file.error(root.span(), format!("share/{} uses image {image}, which component {} does not list", c.manifest, c.name), "here", Some("add an `image` line (pinned by digest)".into())));
+        }
+    }
+    for image in &listed {
+        if !in_manifest.contains(image) {
+            return Err(file.error(root.span(), format!("component {} lists image {image}, which share/{} does not use", c.name, c.manifest), "here", None));
+        }
+    }
+    Ok(())
+}
+
+fn collect_images(value: &serde_json::Value, out: &mut Vec<String>) {
+    match value {
+        serde_json::Value::Object(map) => {
+            for (k, v) in map {
+                if k == "image" {
+                    if let Some(s) = v.as_str() {
+                        out.push(s.to_string());
+                    }
+                } else {
+                    collect_images(v, out);
+                }
+            }
+        }
+        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_images(v, out)),
+        _ => {}
+    }
+}

@@ -1,0 +1,227 @@
+//! The component catalog: `stdlib/*.kdl` component files and their `share/*.yml` manifests,
+//! embedded at build time or read from `--stdlib DIR`, plus the user's own component files.
+//! Format: docs/stdlib.md.
+//!
+//! Parsing is pure (text in, [`Component`] or a diagnostic out); only [`Catalog::from_dir`]
+//! and [`Catalog::add_file`] read files.
+
+mod kdl_file;
+mod manifest;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use miette::Diagnostic;
+use serde::Serialize;
+
+pub use kdl_file::parse_component;
+pub use manifest::parse_manifest;
+
+use crate::config::{Balloons, IntelGpuMode};
+use crate::facts::Vendor;
+
+mod embedded {
+    include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
+}
+
+/// One condition of a `when` line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case", tag = "key", content = "value")]
+pub enum Condition {
+    Vendor(Vendor),
+    IntelGpuMode(IntelGpuMode),
+    Balloons(Balloons),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rollout {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Configure {
+    pub hook: String,
+    pub container: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Component {
+    pub name: String,
+    pub summary: String,
+    pub upstream: String,
+    pub version: String,
+    pub manifest: String,
+    pub images: Vec<String>,
+    /// Any line may hold; every condition on a line must. Empty: always wanted.
+    pub when: Vec<Vec<Condition>>,
+    pub after: Vec<String>,
+    pub provides_resources: Vec<String>,
+    pub provides_labels: Vec<String>,
+    pub rollouts: Vec<Rollout>,
+    pub configure: Vec<Configure>,
+    pub replaces_baked: Option<String>,
+    /// The manifest's objects, in file order.
+    #[serde(skip)]
+    pub objects: Vec<serde_json::Value>,
+    /// Where the component came from (`stdlib:NAME.kdl` or a path), for messages.
+    pub origin: String,
+}
+
+/// A problem in a component file or its manifest.
+#[derive(Debug, thiserror::Error, Diagnostic)]
+#[error("{message}")]
+#[diagnostic(code(k3d_gpu::catalog))]
+pub struct CatalogError {
+    pub message: String,
+    #[source_code]
+    pub source_code: Option<miette::NamedSource<String>>,
+    #[label("{label}")]
+    pub span: Option<miette::SourceSpan>,
+    pub label: String,
+    #[help]
+    pub help: Option<String>,
+}
+
+impl CatalogError {
+    pub fn plain(message: impl Into<String>, help: Option<String>) -> CatalogError {
+        CatalogError { message: message.into(), source_code: None, span: None, label: String::new(), help }
+    }
+}
+
+/// All components, by name.
+#[derive(Debug, Clone, Default)]
+pub struct Catalog {
+    pub components: BTreeMap<String, Component>,
+}
+
+/// Names hooks may have; a component naming another is an error.
+pub const HOOKS: &[&str] = &["intel-gpu-plugin-args"];
+
+impl Catalog {
+    /// The catalog built into the binary.
+    pub fn embedded() -> Result<Catalog, Box<CatalogError>> {
+        let manifests: BTreeMap<&str, &str> = embedded::SHARE.iter().copied().collect();
+        let mut catalog = Catalog::default();
+        for (file, text) in embedded::STDLIB {
+            let origin = format!("stdlib/{file}");
+            let component = parse_component(&origin, text, &|name| {
+                manifests.get(name).map(|t| t.to_string()).ok_or_else(|| format!("share/{name} is not in the binary"))
+            })?;
+            catalog.insert(component)?;
+        }
+        catalog.check()?;
+        Ok(catalog)
+    }
+
+    /// A catalog from a directory laid out like the repository's: `DIR/stdlib/*.kdl` and
+    /// `DIR/share/*.yml` (or the `.kdl` files and manifests side by side in DIR).
+    pub fn from_dir(dir: &Path) -> Result<Catalog, Box<CatalogError>> {
+        let stdlib = if dir.join("stdlib").is_dir() { dir.join("stdlib") } else { dir.to_path_buf() };
+        let share = if dir.join("share").is_dir() { dir.join("share") } else { dir.to_path_buf() };
+        let mut files: Vec<_> = std::fs::read_dir(&stdlib)
+            .map_err(|e| CatalogError::plain(format!("cannot read {}: {e}", stdlib.display()), None))?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "kdl"))
+            .collect();
+        files.sort();
+        let mut catalog = Catalog::default();
+        for path in files {
+            catalog.add_file(&path, &share)?;
+        }
+        catalog.check()?;
+        Ok(catalog)
+    }
+
+    /// Reads one component file; its manifest is looked up in `manifest_dir`.
+    pub fn add_file(&mut self, path: &Path, manifest_dir: &Path) -> Result<(), Box<CatalogError>> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| CatalogError::plain(format!("cannot read component {}: {e}", path.display()), None))?;
+        let component = parse_component(&path.display().to_string(), &text, &|name| {
+            let file = manifest_dir.join(name);
+            std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))
+        })?;
+        self.insert(component)
+    }
+
+    fn insert(&mut self, component: Component) -> Result<(), Box<CatalogError>> {
+        if let Some(existing) = self.components.get(&component.name) {
+            return Err(Box::new(CatalogError::plain(
+                format!("component {} is defined twice ({} and {})", component.name, existing.origin, component.origin),
+                Some("rename one of them".into()),
+            )));
+        }
+        self.components.insert(component.name.clone(), component);
+        Ok(())
+    }
+
+    /// Cross-component checks: `after` names exist and form no cycle.
+    pub fn check(&self) -> Result<(), Box<CatalogError>> {
+        for c in self.components.values() {
+            for dep in &c.after {
+                if !self.components.contains_key(dep) {
+                    let known: Vec<&str> = self.components.keys().map(String::as_str).collect();
+                    let hint = crate::suggest::closest(dep, known.iter().copied());
+                    return Err(Box::new(CatalogError::plain(
+                        format!("component {} runs after {dep}, which is not in the catalog", c.name),
+                        Some(hint.map_or_else(|| format!("known: {}", known.join(", ")), |h| format!("did you mean {h}?"))),
+                    )));
+                }
+            }
+        }
+        if let Some(cycle) = self.after_cycle() {
+            return Err(Box::new(CatalogError::plain(
+                format!("components depend on each other in a cycle: {}", cycle.join(" → ")),
+                Some("remove one of the `after` lines".into()),
+            )));
+        }
+        Ok(())
+    }
+
+    fn after_cycle(&self) -> Option<Vec<String>> {
+        // Depth-first search with the current path; the first back edge is the cycle.
+        fn visit<'a>(
+            name: &'a str,
+            catalog: &'a Catalog,
+            path: &mut Vec<&'a str>,
+            done: &mut std::collections::BTreeSet<&'a str>,
+        ) -> Option<Vec<String>> {
+            if let Some(at) = path.iter().position(|p| *p == name) {
+                let mut cycle: Vec<String> = path[at..].iter().map(|s| s.to_string()).collect();
+                cycle.push(name.to_string());
+                return Some(cycle);
+            }
+            if !done.insert(name) {
+                return None;
+            }
+            path.push(name);
+            for dep in &catalog.components[name].after {
+                if let Some(c) = visit(dep, catalog, path, done) {
+                    return Some(c);
+                }
+            }
+            path.pop();
+            None
+        }
+        let mut done = std::collections::BTreeSet::new();
+        for name in self.components.keys() {
+            if let Some(c) = visit(name, self, &mut Vec::new(), &mut done) {
+                return Some(c);
+            }
+        }
+        None
+    }
+
+    /// Digest of everything in the catalog (component files and manifests), for plan inputs.
+    pub fn digest(&self) -> String {
+        #[derive(Serialize)]
+        struct View<'a> {
+            component: &'a Component,
+            objects: &'a [serde_json::Value],
+        }
+        let all: Vec<View> = self.components.values().map(|c| View { component: c, objects: &c.objects }).collect();
+        crate::canonical::digest(&all)
+    }
+}
