@@ -9,6 +9,7 @@ pub mod canonical;
 pub mod catalog;
 pub mod cli;
 pub mod commands;
+pub mod compile;
 pub mod config;
 pub mod detect;
 pub mod doctor;

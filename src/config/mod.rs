@@ -15,7 +15,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use load::{ConfigError, load_str};
-pub use selection::{ExperimentalSelection, Shared, VendorSelection};
+pub use selection::{ExperimentalSelection, Feature, Shared, VendorSelection};
 pub use span::span_of;
 
 /// The version of the node image this release creates clusters from (the reference launcher

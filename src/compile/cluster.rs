@@ -1,0 +1,174 @@
+//! The k3d cluster (what is fixed at creation) and the node labels and annotations.
+
+use serde_json::json;
+
+use super::experimental::FeaturePlan;
+use super::{Change, CompileError, Context, DRA_NODE_LABEL, Resource, ResourceKind};
+use crate::config::IntelGpuMode;
+use crate::facts::Vendor;
+
+/// Where the node reads the host's files for Node Feature Discovery.
+const NFD_HOST_DIR: &str = "/k3d-gpu/host";
+
+/// The cluster resource; returns its id.
+pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource>) -> String {
+    let cluster = &cx.config.cluster;
+    if cluster.servers == 0 {
+        cx.error(CompileError::new("no-servers", &["cluster", "servers"], "a cluster needs at least one server", None));
+    }
+    let name_ok = !cluster.name.is_empty()
+        && cluster.name.len() <= 32
+        && cluster.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !cluster.name.starts_with('-')
+        && !cluster.name.ends_with('-');
+    if !name_ok {
+        cx.error(CompileError::new(
+            "bad-cluster-name",
+            &["cluster", "name"],
+            format!("cluster name {:?} is not a valid k3d name", cluster.name),
+            Some("use 1-32 lowercase letters, digits and '-', not starting or ending with '-'".to_string()),
+        ));
+    }
+    let nvidia = cx.is_active(Vendor::Nvidia);
+    let mut k3s_args: Vec<serde_json::Value> = Vec::new();
+    let mut arg = |arg: String, nodes: &str| k3s_args.push(json!({ "arg": arg, "nodes": nodes }));
+    if nvidia {
+        // k3s finds the nvidia runtime but leaves runc the default: pods would start without
+        // the driver libraries and the plugin would advertise zero GPUs.
+        arg("--default-runtime=nvidia".into(), "server:*");
+        arg("--default-runtime=nvidia".into(), "agent:*");
+    }
+    // k3d-gpu applies every component itself; a copy baked into the node image would be a
+    // second writer, so k3s skips it.
+    let mut baked: Vec<&str> = cx.catalog.components.values().filter_map(|c| c.replaces_baked.as_deref()).collect();
+    baked.sort_unstable();
+    baked.dedup();
+    for name in baked {
+        arg(format!("--disable={name}"), "server:*");
+    }
+    if !features.gates.is_empty() {
+        let gates = features.gates.join(",");
+        for component in ["kube-apiserver", "kube-scheduler", "kube-controller-manager"] {
+            arg(format!("--{component}-arg=feature-gates={gates}"), "server:*");
+        }
+        arg(format!("--kubelet-arg=feature-gates={gates}"), "all");
+    }
+    for extra in &cluster.k3s_args {
+        arg(extra.clone(), "server:*");
+    }
+
+    let mut volumes: Vec<serde_json::Value> = Vec::new();
+    let mut mount = |host: String, node: String, read_only: bool| {
+        volumes.push(json!({ "host": host, "node": node, "read_only": read_only }));
+    };
+    if cx.is_active(Vendor::Wsl) || (nvidia && cx.facts.host.wsl.microsoft_kernel) {
+        mount("/usr/lib/wsl".into(), "/usr/lib/wsl".into(), true);
+    }
+    if cx.is_active(Vendor::Dsa) || cx.is_active(Vendor::Iaa) {
+        // The plugins accept a work queue only if its /dev/char link exists, and a privileged
+        // container has no /dev/char of its own.
+        mount("/dev/char".into(), "/dev/char".into(), false);
+    }
+    mount("/lib/modules".into(), format!("{NFD_HOST_DIR}/lib/modules"), true);
+    if let Some(release) = &cx.facts.host.kernel.release {
+        mount(format!("/boot/config-{release}"), format!("{NFD_HOST_DIR}/boot/config-{release}"), true);
+    }
+    mount("/etc/os-release".into(), format!("{NFD_HOST_DIR}/etc/os-release"), true);
+
+    let id = format!("k3d/cluster/{}", cluster.name);
+    out.push(Resource {
+        id: id.clone(),
+        kind: ResourceKind::Cluster,
+        change: Change::Replace,
+        component: None,
+        spec: json!({
+            "name": cluster.name,
+            "image": cluster.image,
+            "servers": cluster.servers,
+            "agents": cluster.agents,
+            "gpus": if nvidia { Some("all") } else { None },
+            "api_port": cluster.api_port,
+            "k3s_args": k3s_args,
+            "volumes": volumes,
+        }),
+        depends_on: Vec::new(),
+    });
+    id
+}
+
+/// One resource per node label and annotation: the host's, the config's, and the ones the
+/// compiler itself needs (DRA mode).
+pub fn node_labels(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) {
+    let (mut labels, annotations) = crate::facts::labels::node_labels(&cx.facts.host, &cx.active);
+    if cx.is_active(Vendor::Intel) && cx.intel_mode() == IntelGpuMode::Dra {
+        labels.insert(DRA_NODE_LABEL.into(), "true".into());
+    }
+    for (key, value) in &cx.config.cluster.node_labels {
+        if let Err(why) = check_label(key, value) {
+            cx.error(CompileError::new(
+                "bad-node-label",
+                &["cluster", "node_labels"],
+                format!("node label {key}={value}: {why}"),
+                Some("keys are [prefix/]name, values up to 63 of [A-Za-z0-9._-]".to_string()),
+            ));
+            continue;
+        }
+        if labels.get(key).is_some_and(|v| v != value) {
+            cx.warn("node-label-overridden", Some("cluster.node_labels"), format!("{key} is set from the host facts; the config's value wins"));
+        }
+        labels.insert(key.clone(), value.clone());
+    }
+    for (kind, prefix, map) in [(ResourceKind::NodeLabel, "node-label", labels), (ResourceKind::NodeAnnotation, "node-annotation", annotations)] {
+        for (key, value) in map {
+            out.push(Resource {
+                id: format!("{prefix}/{key}"),
+                kind,
+                change: Change::InPlace,
+                component: None,
+                spec: json!({ "key": key, "value": value }),
+                depends_on: vec![cluster_id.to_string()],
+            });
+        }
+    }
+}
+
+/// Kubernetes label syntax: an optional DNS prefix, a name of up to 63 characters, and a value.
+fn check_label(key: &str, value: &str) -> Result<(), String> {
+    let (prefix, name) = match key.rsplit_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    let segment = |s: &str| {
+        !s.is_empty()
+            && s.len() <= 63
+            && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
+            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
+    };
+    if let Some(p) = prefix
+        && (p.is_empty() || p.len() > 253 || !p.split('.').all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')))
+    {
+        return Err(format!("prefix {p:?} is not a DNS subdomain"));
+    }
+    if !segment(name) {
+        return Err(format!("name {name:?} is not a valid label name"));
+    }
+    if !value.is_empty() && !segment(value) {
+        return Err(format!("value {value:?} is not a valid label value"));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_label;
+
+    #[test]
+    fn label_syntax() {
+        assert!(check_label("ei-infra-eligible", "true").is_ok());
+        assert!(check_label("k3d-gpu.io/hybrid-cpu", "true").is_ok());
+        assert!(check_label("bad key", "x").is_err());
+        assert!(check_label("a/b", "0-7,9").is_err());
+        assert!(check_label("Upper.Case/x", "y").is_err());
+    }
+}

@@ -1,0 +1,185 @@
+//! Catalog components into Kubernetes object resources: which are wanted, the managed-by
+//! label, configure hooks (Rust rules that edit args), and dependencies — namespaces and CRDs
+//! first, node labels a workload selects on, and `after` between components.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::experimental::FeaturePlan;
+use super::intel::IntelPlan;
+use super::{Change, CompileError, Context, Resource, ResourceKind};
+use crate::catalog::Component;
+
+pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "k3d-gpu");
+pub const COMPONENT_LABEL: &str = "k3d-gpu.io/component";
+
+/// A wanted component and the ids of its resources.
+pub struct Wanted<'a> {
+    pub component: &'a Component,
+    pub object_ids: Vec<String>,
+}
+
+/// `k8s/<group|core>/<Kind>/<namespace>/<name>`, or without the namespace when cluster-scoped.
+pub fn object_id(object: &Value) -> String {
+    let api = object["apiVersion"].as_str().unwrap_or_default();
+    let group = api.rsplit_once('/').map_or("core", |(g, _)| g);
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    match object["metadata"]["namespace"].as_str() {
+        Some(ns) => format!("k8s/{group}/{kind}/{ns}/{name}"),
+        None => format!("k8s/{group}/{kind}/{name}"),
+    }
+}
+
+pub fn resources<'a>(
+    cx: &mut Context<'a>,
+    cluster_id: &str,
+    intel: &IntelPlan,
+    features: &FeaturePlan,
+    out: &mut Vec<Resource>,
+) -> Vec<Wanted<'a>> {
+    let catalog = cx.catalog;
+    let wanted: Vec<&Component> = catalog.components.values().filter(|c| cx.wants(&c.when)).collect();
+    let mut objects: Vec<(String, &Component, Value)> = Vec::new();
+    for c in &wanted {
+        for object in &c.objects {
+            let mut object = object.clone();
+            let labels = &mut object["metadata"]["labels"];
+            if !labels.is_object() {
+                *labels = json!({});
+            }
+            labels[MANAGED_BY.0] = json!(MANAGED_BY.1);
+            labels[COMPONENT_LABEL] = json!(c.name);
+            for hook in &c.configure {
+                if hook.hook == "intel-gpu-plugin-args" && !intel.plugin_args.is_empty() {
+                    append_args(&mut object, &hook.container, &intel.plugin_args);
+                }
+            }
+            objects.push((object_id(&object), c, object));
+        }
+    }
+
+    // Who provides what, for dependencies: namespaces, CRDs by (group, kind), node labels.
+    let namespaces: BTreeMap<String, String> = objects
+        .iter()
+        .filter(|(_, _, o)| o["kind"] == "Namespace")
+        .map(|(id, _, o)| (o["metadata"]["name"].as_str().unwrap_or_default().to_string(), id.clone()))
+        .collect();
+    let crds: BTreeMap<(String, String), String> = objects
+        .iter()
+        .filter(|(_, _, o)| o["kind"] == "CustomResourceDefinition")
+        .map(|(id, _, o)| {
+            let group = o["spec"]["group"].as_str().unwrap_or_default().to_string();
+            let kind = o["spec"]["names"]["kind"].as_str().unwrap_or_default().to_string();
+            ((group, kind), id.clone())
+        })
+        .collect();
+    let by_component: BTreeMap<&str, Vec<String>> = objects.iter().fold(BTreeMap::new(), |mut map, (id, c, _)| {
+        map.entry(c.name.as_str()).or_default().push(id.clone());
+        map
+    });
+    let labels: Vec<String> = out.iter().filter(|r| r.kind == ResourceKind::NodeLabel).map(|r| r.id.clone()).collect();
+
+    let mut seen = BTreeMap::new();
+    for (id, c, object) in &objects {
+        if let Some(other) = seen.insert(id.clone(), c.name.clone()) {
+            cx.error(CompileError::new(
+                "object-owned-twice",
+                &["components"],
+                format!("{id} is in both component {other} and component {}", c.name),
+                Some("one object, one owner: drop it from one of the manifests".to_string()),
+            ));
+        }
+        let mut deps = vec![cluster_id.to_string()];
+        if let Some(ns) = object["metadata"]["namespace"].as_str() {
+            match namespaces.get(ns) {
+                Some(ns_id) => deps.push(ns_id.clone()),
+                None if !matches!(ns, "default" | "kube-system" | "kube-public" | "kube-node-lease") => {
+                    cx.error(CompileError::new(
+                        "namespace-missing",
+                        &["components"],
+                        format!("{id} (component {}) lives in namespace {ns}, which no wanted component creates", c.name),
+                        Some(format!("add a Namespace {ns} to share/{}", c.manifest)),
+                    ));
+                }
+                None => {}
+            }
+        }
+        let api = object["apiVersion"].as_str().unwrap_or_default();
+        if let Some((group, _)) = api.rsplit_once('/')
+            && let Some(crd) = crds.get(&(group.to_string(), object["kind"].as_str().unwrap_or_default().to_string()))
+        {
+            deps.push(crd.clone());
+        }
+        for key in node_selector_keys(object) {
+            let label = format!("node-label/{key}");
+            if labels.contains(&label) {
+                deps.push(label);
+            }
+        }
+        for before in &c.after {
+            if let Some(ids) = by_component.get(before.as_str()) {
+                deps.extend(ids.iter().cloned());
+            }
+        }
+        deps.retain(|d| d != id);
+        deps.sort();
+        deps.dedup();
+        out.push(Resource {
+            id: id.clone(),
+            kind: ResourceKind::Object,
+            change: Change::InPlace,
+            component: Some(c.name.clone()),
+            spec: object.clone(),
+            depends_on: deps,
+        });
+    }
+    if features.npu_turbo {
+        out.push(npu_turbo_config_map(cluster_id));
+    }
+    wanted.into_iter().map(|c| Wanted { component: c, object_ids: by_component.get(c.name.as_str()).cloned().unwrap_or_default() }).collect()
+}
+
+fn node_selector_keys(object: &Value) -> Vec<String> {
+    object["spec"]["template"]["spec"]["nodeSelector"]
+        .as_object()
+        .map(|m| m.keys().cloned().collect())
+        .unwrap_or_default()
+}
+
+fn append_args(object: &mut Value, container: &str, args: &[String]) {
+    let Some(containers) = object["spec"]["template"]["spec"]["containers"].as_array_mut() else { return };
+    for c in containers.iter_mut().filter(|c| c["name"] == container) {
+        let list = &mut c["args"];
+        if !list.is_array() {
+            *list = json!([]);
+        }
+        if let Some(items) = list.as_array_mut() {
+            items.extend(args.iter().map(|a| json!(a)));
+        }
+    }
+}
+
+/// The OpenVINO plugin config that turns on the NPU turbo property for workloads that mount
+/// it; a cluster-side option only.
+fn npu_turbo_config_map(cluster_id: &str) -> Resource {
+    let object = json!({
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {
+            "name": "k3d-gpu-openvino-npu",
+            "namespace": "kube-system",
+            "labels": { MANAGED_BY.0: MANAGED_BY.1, COMPONENT_LABEL: "experimental-npu-turbo" },
+        },
+        "data": { "plugin_config.json": "{\"NPU\": {\"NPU_TURBO\": \"YES\"}}\n" },
+    });
+    Resource {
+        id: object_id(&object),
+        kind: ResourceKind::Object,
+        change: Change::InPlace,
+        component: None,
+        spec: object,
+        depends_on: vec![cluster_id.to_string()],
+    }
+}

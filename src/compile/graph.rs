@@ -1,0 +1,134 @@
+//! The desired resource graph: every thing k3d-gpu owns, its desired spec, how it changes,
+//! and what it depends on. Serialises canonically (resources sorted by id) and as DOT.
+
+use std::collections::BTreeMap;
+
+use petgraph::graph::{DiGraph, NodeIndex};
+use serde::{Deserialize, Serialize};
+
+/// How a resource changes (DESIGN.md §4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Change {
+    /// Server-side apply, in place.
+    InPlace,
+    /// Fixed when k3d creates the cluster: a change recreates the cluster.
+    Replace,
+    /// A check after apply.
+    Verify,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResourceKind {
+    Cluster,
+    NodeLabel,
+    NodeAnnotation,
+    Object,
+    Verify,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Resource {
+    pub id: String,
+    pub kind: ResourceKind,
+    pub change: Change,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub component: Option<String>,
+    pub spec: serde_json::Value,
+    pub depends_on: Vec<String>,
+}
+
+/// Something worth saying about the compile that is not an error.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+pub struct Warning {
+    pub code: String,
+    pub text: String,
+    /// The config key it is about, e.g. `sharing.allocation`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+pub struct DesiredGraph {
+    pub graph: DiGraph<Resource, ()>,
+    pub index: BTreeMap<String, NodeIndex>,
+    pub warnings: Vec<Warning>,
+}
+
+#[derive(Serialize)]
+struct GraphDocument<'a> {
+    schema: &'static str,
+    resources: Vec<&'a Resource>,
+    warnings: &'a [Warning],
+}
+
+impl DesiredGraph {
+    /// Builds the graph; an edge runs from a dependency to its dependent. Dangling ids and
+    /// cycles are compiler bugs or bad user components, reported as `Err(text)`.
+    pub fn build(mut resources: Vec<Resource>, mut warnings: Vec<Warning>) -> Result<DesiredGraph, String> {
+        resources.sort_by(|a, b| a.id.cmp(&b.id));
+        let mut graph = DiGraph::new();
+        let mut index = BTreeMap::new();
+        for r in resources {
+            if index.contains_key(&r.id) {
+                return Err(format!("two resources have the id {}", r.id));
+            }
+            let id = r.id.clone();
+            index.insert(id, graph.add_node(r));
+        }
+        for (id, &node) in &index {
+            let deps = graph[node].depends_on.clone();
+            for dep in deps {
+                let Some(&from) = index.get(&dep) else {
+                    return Err(format!("{id} depends on {dep}, which is not in the graph"));
+                };
+                graph.add_edge(from, node, ());
+            }
+        }
+        if let Err(cycle) = petgraph::algo::toposort(&graph, None) {
+            return Err(format!("dependency cycle through {}", graph[cycle.node_id()].id));
+        }
+        warnings.sort();
+        warnings.dedup();
+        Ok(DesiredGraph { graph, index, warnings })
+    }
+
+    pub fn get(&self, id: &str) -> Option<&Resource> {
+        self.index.get(id).map(|&i| &self.graph[i])
+    }
+
+    /// Resources sorted by id.
+    pub fn resources(&self) -> impl Iterator<Item = &Resource> {
+        self.index.values().map(|&i| &self.graph[i])
+    }
+
+    /// graph/v1 JSON, canonical bytes.
+    pub fn to_json(&self) -> Vec<u8> {
+        crate::canonical::to_bytes(&GraphDocument {
+            schema: "k3d-gpu.graph/v1",
+            resources: self.resources().collect(),
+            warnings: &self.warnings,
+        })
+    }
+
+    /// Graphviz DOT, nodes in id order, shaped by change semantics.
+    pub fn to_dot(&self) -> String {
+        let mut out = String::from("digraph k3d_gpu {\n  rankdir=LR;\n  node [fontname=\"monospace\", fontsize=10];\n");
+        for r in self.resources() {
+            let shape = match r.change {
+                Change::Replace => "box, style=bold",
+                Change::InPlace => "box",
+                Change::Verify => "ellipse, style=dashed",
+            };
+            out.push_str(&format!("  {:?} [shape={shape}];\n", r.id));
+        }
+        for r in self.resources() {
+            for dep in &r.depends_on {
+                out.push_str(&format!("  {dep:?} -> {:?};\n", r.id));
+            }
+        }
+        out.push_str("}\n");
+        out
+    }
+}

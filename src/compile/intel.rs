@@ -1,0 +1,176 @@
+//! Intel GPU rules: which GPUs the cluster gets (all, discrete, integrated, allow/deny ids),
+//! the plugin's sharing flags by the reference rules, and DRA mode instead of the plugin.
+
+use super::{CompileError, Context};
+use crate::config::{Allocation, GpuSet, IntelGpuMode, Shared};
+use crate::facts::{IntelGpu, Vendor};
+
+/// The reference default: pods per GPU when every Intel GPU is integrated.
+pub const IGPU_SHARED_DEFAULT: u32 = 8;
+
+/// What the Intel side of the cluster looks like.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub struct IntelPlan {
+    /// Extra args for the device plugin container (empty in DRA mode).
+    pub plugin_args: Vec<String>,
+    /// GPUs the cluster gets.
+    pub gpus: Vec<String>,
+    /// Pods per GPU when shared.
+    pub shared: Option<u32>,
+    pub monitoring: bool,
+}
+
+fn id_of(gpu: &IntelGpu) -> String {
+    format!("{:04x}", gpu.device_id)
+}
+
+/// Normalises a user's PCI id (`"0xE20B"`, `"e20b"`, `"8086:e20b"`) to four hex digits.
+fn normalise_id(text: &str) -> Option<String> {
+    let t = text.trim().to_ascii_lowercase();
+    let t = t.strip_prefix("8086:").unwrap_or(&t);
+    let t = t.strip_prefix("0x").unwrap_or(t);
+    (t.len() == 4 && t.chars().all(|c| c.is_ascii_hexdigit())).then(|| t.to_string())
+}
+
+pub fn plan(cx: &mut Context) -> IntelPlan {
+    let sharing = cx.config.sharing.clone();
+    let mut out = IntelPlan::default();
+    if !cx.is_active(Vendor::Intel) {
+        if sharing.mode == IntelGpuMode::Dra {
+            cx.warn("dra-without-intel", Some("sharing.mode"), "DRA mode is set but no Intel GPU is active: nothing to hand out");
+        }
+        return out;
+    }
+    let usable: Vec<&IntelGpu> = cx.facts.host.intel_gpus.iter().filter(|g| g.render_node.is_some()).collect();
+
+    // Which GPUs: the set first, then allow/deny ids, each checked against the facts.
+    let mut ids = |list: &[String], key: &'static str| -> Vec<String> {
+        let mut out = Vec::new();
+        for raw in list {
+            match normalise_id(raw) {
+                None => cx.error(CompileError::new(
+                    "bad-pci-id",
+                    &["sharing", key],
+                    format!("{raw:?} is not a PCI device id"),
+                    Some("write four hex digits, e.g. \"e20b\"".to_string()),
+                )),
+                Some(id) if !usable.iter().any(|g| id_of(g) == id) => {
+                    let have: Vec<String> = usable.iter().map(|g| id_of(g)).collect();
+                    cx.error(CompileError::new(
+                        "pci-id-matches-nothing",
+                        &["sharing", key],
+                        format!("{key} {id} matches no Intel GPU on this host"),
+                        Some(format!("this host's Intel GPU ids: {}", have.join(", "))),
+                    ));
+                }
+                Some(id) => out.push(id),
+            }
+        }
+        out
+    };
+    let allow = ids(&sharing.allow_ids, "allow_ids");
+    let deny = ids(&sharing.deny_ids, "deny_ids");
+    if !allow.is_empty() && !deny.is_empty() {
+        cx.error(CompileError::new(
+            "allow-and-deny",
+            &["sharing", "deny_ids"],
+            "allow_ids and deny_ids cannot both be set: the plugin takes one or the other",
+            None,
+        ));
+    }
+    let in_set = |g: &&&IntelGpu| match sharing.gpus {
+        GpuSet::All => true,
+        GpuSet::Discrete => !g.integrated,
+        GpuSet::Integrated => g.integrated,
+    };
+    let selected: Vec<&IntelGpu> = usable
+        .iter()
+        .filter(in_set)
+        .filter(|g| allow.is_empty() || allow.contains(&id_of(g)))
+        .filter(|g| !deny.contains(&id_of(g)))
+        .copied()
+        .collect();
+    if selected.is_empty() {
+        cx.error(CompileError::new(
+            "no-intel-gpu-selected",
+            &["sharing", "gpus"],
+            format!("the GPU selection leaves no Intel GPU (gpus = {:?})", format!("{:?}", sharing.gpus).to_lowercase()),
+            Some("this host's Intel GPUs: ".to_string() + &usable.iter().map(|g| format!("{} {}", id_of(g), if g.integrated { "integrated" } else { "discrete" })).collect::<Vec<_>>().join(", ")),
+        ));
+        return out;
+    }
+    out.gpus = selected.iter().map(|g| g.pci_address.clone()).collect();
+
+    if sharing.mode == IntelGpuMode::Dra {
+        let explicitly_set = [
+            (sharing.shared != Shared::Auto, "sharing.shared"),
+            (sharing.allocation.is_some(), "sharing.allocation"),
+            (sharing.monitoring, "sharing.monitoring"),
+            (!sharing.allow_ids.is_empty() || !sharing.deny_ids.is_empty() || sharing.gpus != GpuSet::All, "sharing.gpus"),
+        ];
+        for key in explicitly_set.into_iter().filter(|(set, _)| *set).map(|(_, key)| key) {
+            cx.warn("ignored-in-dra-mode", Some(key), format!("{key} configures the device plugin and is ignored in DRA mode"));
+        }
+        return out;
+    }
+
+    // The plugin's id flags: an explicit allow list, else everything outside the set is denied.
+    if !allow.is_empty() {
+        let ids: Vec<String> = selected.iter().map(|g| id_of(g)).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        out.plugin_args.push(format!("-allow-ids={}", ids.join(",")));
+    } else {
+        let denied: std::collections::BTreeSet<String> =
+            usable.iter().filter(|g| !selected.iter().any(|s| s.pci_address == g.pci_address)).map(|g| id_of(g)).collect();
+        if !denied.is_empty() {
+            out.plugin_args.push(format!("-deny-ids={}", denied.into_iter().collect::<Vec<_>>().join(",")));
+        }
+    }
+
+    // Sharing: auto = 8 when every selected GPU is integrated, else exclusive.
+    let shared = match sharing.shared {
+        Shared::Auto if selected.iter().all(|g| g.integrated) => Some(IGPU_SHARED_DEFAULT),
+        Shared::Auto => None,
+        Shared::Pods(1) => None,
+        Shared::Pods(n) => Some(n),
+    };
+    match (shared, sharing.allocation) {
+        (Some(n), allocation) => {
+            out.plugin_args.push(format!("-shared-dev-num={n}"));
+            let policy = match allocation.unwrap_or(Allocation::Balanced) {
+                Allocation::Balanced => "balanced",
+                Allocation::Packed => "packed",
+                Allocation::None => "none",
+            };
+            out.plugin_args.push(format!("-allocation-policy={policy}"));
+        }
+        (None, Some(Allocation::Balanced | Allocation::Packed)) => cx.error(CompileError::new(
+            "allocation-without-sharing",
+            &["sharing", "allocation"],
+            "an allocation policy needs sharing, but every GPU here is exclusive (one pod per GPU)",
+            Some(
+                "set [sharing] shared = <n> (2 or more), or remove allocation; Intel's operator rejects this combination too"
+                    .to_string(),
+            ),
+        )),
+        (None, _) => {}
+    }
+    if sharing.monitoring {
+        out.plugin_args.push("-enable-monitoring".into());
+        out.monitoring = true;
+    }
+    out.shared = shared;
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pci_ids_are_normalised() {
+        assert_eq!(normalise_id("0xE20B").as_deref(), Some("e20b"));
+        assert_eq!(normalise_id("8086:a780").as_deref(), Some("a780"));
+        assert_eq!(normalise_id("e20").as_deref(), None);
+        assert_eq!(normalise_id("zzzz").as_deref(), None);
+    }
+}

@@ -1,0 +1,156 @@
+//! The compiler: config + facts + catalog → [`DesiredGraph`]. Pure: no I/O, no clock.
+//!
+//! Every problem is collected, not just the first, so `validate` reports them all at once.
+//! Errors name the config key they are about; the command edge turns that into a span.
+
+mod cluster;
+mod components;
+mod experimental;
+mod graph;
+mod intel;
+mod verify;
+
+use crate::catalog::{Catalog, Condition};
+use crate::config::{Config, IntelGpuMode, VendorSelection};
+use crate::facts::{Detected, Facts, Vendor};
+
+pub use graph::{Change, DesiredGraph, Resource, ResourceKind, Warning};
+
+/// A reason the config cannot be compiled for these facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CompileError {
+    pub code: &'static str,
+    pub message: String,
+    pub help: Option<String>,
+    /// The config key it is about, as a path (`["sharing", "allocation"]`).
+    pub key: Vec<&'static str>,
+}
+
+impl CompileError {
+    fn new(code: &'static str, key: &[&'static str], message: impl Into<String>, help: impl Into<Option<String>>) -> Self {
+        CompileError { code, message: message.into(), help: help.into(), key: key.to_vec() }
+    }
+}
+
+/// What every part of the compiler needs to know, decided once.
+pub struct Context<'a> {
+    pub config: &'a Config,
+    pub facts: &'a Facts,
+    pub catalog: &'a Catalog,
+    /// Active vendors after the config's selection, with their resources.
+    pub active: Vec<Detected>,
+    pub errors: Vec<CompileError>,
+    pub warnings: Vec<Warning>,
+}
+
+impl Context<'_> {
+    pub fn is_active(&self, vendor: Vendor) -> bool {
+        self.active.iter().any(|d| d.vendor == vendor)
+    }
+
+    pub fn intel_mode(&self) -> IntelGpuMode {
+        self.config.sharing.mode
+    }
+
+    fn warn(&mut self, code: &str, key: Option<&str>, text: impl Into<String>) {
+        self.warnings.push(Warning { code: code.into(), text: text.into(), key: key.map(str::to_string) });
+    }
+
+    fn error(&mut self, error: CompileError) {
+        self.errors.push(error);
+    }
+
+    /// Whether a component's `when` lines hold.
+    pub fn wants(&self, when: &[Vec<Condition>]) -> bool {
+        when.is_empty()
+            || when.iter().any(|line| {
+                line.iter().all(|c| match c {
+                    Condition::Vendor(v) => self.is_active(*v),
+                    Condition::IntelGpuMode(m) => self.intel_mode() == *m,
+                    Condition::Balloons(b) => self.config.placement.balloons == *b,
+                })
+            })
+    }
+}
+
+/// Compiles. `Ok` may still carry warnings; `Err` carries every error found.
+pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<DesiredGraph, Vec<CompileError>> {
+    let mut cx = Context { config, facts, catalog, active: Vec::new(), errors: Vec::new(), warnings: Vec::new() };
+    select_vendors(&mut cx);
+    expect(&mut cx);
+    let intel = intel::plan(&mut cx);
+    let features = experimental::plan(&mut cx);
+    let mut resources = Vec::new();
+    let cluster_id = cluster::resource(&mut cx, &features, &mut resources);
+    cluster::node_labels(&mut cx, &cluster_id, &mut resources);
+    let wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
+    verify::resources(&mut cx, &wanted, &intel, &mut resources);
+    if !cx.errors.is_empty() {
+        return Err(cx.errors);
+    }
+    DesiredGraph::build(resources, cx.warnings).map_err(|text| {
+        vec![CompileError::new("graph", &["components"], text, Some("check the `after` lines of your own components".into()))]
+    })
+}
+
+/// The config's vendor selection applied to what the host has.
+fn select_vendors(cx: &mut Context) {
+    let excluded = &cx.config.vendors.exclude;
+    let mut active: Vec<Detected> = cx.facts.detected.iter().filter(|d| !excluded.contains(&d.vendor)).cloned().collect();
+    if let VendorSelection::Only(list) = &cx.config.vendors.enable {
+        for vendor in list {
+            if !cx.facts.is_active(*vendor) {
+                let reason = cx.facts.inactive.iter().find(|i| i.vendor == *vendor).map(|i| i.reason.clone()).unwrap_or_default();
+                cx.error(CompileError::new(
+                    "vendor-absent",
+                    &["vendors", "enable"],
+                    format!("vendor {vendor} is enabled but this host does not have it: {reason}"),
+                    Some("remove it from [vendors] enable, or fix the host (`k3d-gpu doctor`)".to_string()),
+                ));
+            }
+        }
+        active.retain(|d| list.contains(&d.vendor));
+    }
+    cx.active = active;
+}
+
+/// `[expect]`: assertions about the machine, checked against the facts.
+fn expect(cx: &mut Context) {
+    let expect = &cx.config.expect;
+    let mut errors = Vec::new();
+    for vendor in &expect.vendors {
+        if !cx.facts.is_active(*vendor) {
+            errors.push(CompileError::new(
+                "expect-vendor",
+                &["expect", "vendors"],
+                format!("[expect] wants vendor {vendor}, which this host does not have"),
+                Some("is this the machine the config is for? `k3d-gpu detect` shows what it has".to_string()),
+            ));
+        }
+    }
+    for (resource, min) in &expect.devices {
+        let have: u32 = cx.facts.detected.iter().filter(|d| d.resources.contains(resource)).map(|d| d.devices).sum();
+        if have < *min {
+            errors.push(CompileError::new(
+                "expect-devices",
+                &["expect", "devices"],
+                format!("[expect] wants at least {min} {resource}, this host has {have}"),
+                None,
+            ));
+        }
+    }
+    if let Some(want) = &expect.fingerprint
+        && *want != cx.facts.fingerprint
+    {
+        errors.push(CompileError::new(
+            "expect-fingerprint",
+            &["expect", "fingerprint"],
+            format!("[expect] fingerprint {want} is not this host's ({})", cx.facts.fingerprint),
+            Some("the hardware changed, or the config is for another machine".to_string()),
+        ));
+    }
+    cx.errors.extend(errors);
+}
+
+/// A label the balloons policy or the DRA driver needs, owned by the compiler.
+pub const DRA_NODE_LABEL: &str = "k3d-gpu.io/intel-gpu-dra";

@@ -1,0 +1,107 @@
+//! Verify nodes: checks after apply that fail loudly — each active vendor's resource
+//! allocatable > 0 (ResourceSlices in DRA mode), each component's workloads rolled out.
+
+use serde_json::json;
+
+use super::components::Wanted;
+use super::intel::IntelPlan;
+use super::{Change, Context, Resource, ResourceKind};
+use crate::config::IntelGpuMode;
+use crate::facts::Vendor;
+
+pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &mut Vec<Resource>) {
+    let mut rollout_ids: Vec<(String, Vec<String>)> = Vec::new();
+    for w in wanted {
+        let mut ids = Vec::new();
+        for r in &w.component.rollouts {
+            let object = format!("k8s/apps/{}/{}/{}", r.kind, r.namespace, r.name);
+            let id = format!("verify/rollout/{}/{}/{}", r.kind, r.namespace, r.name);
+            if !w.object_ids.contains(&object) {
+                cx.warn(
+                    "rollout-not-in-manifest",
+                    None,
+                    format!("component {} verifies {} {}/{}, which its manifest does not hold", w.component.name, r.kind, r.namespace, r.name),
+                );
+                continue;
+            }
+            out.push(Resource {
+                id: id.clone(),
+                kind: ResourceKind::Verify,
+                change: Change::Verify,
+                component: Some(w.component.name.clone()),
+                spec: json!({ "check": "rollout", "kind": r.kind, "namespace": r.namespace, "name": r.name }),
+                depends_on: vec![object],
+            });
+            ids.push(id);
+        }
+        rollout_ids.push((w.component.name.clone(), ids));
+    }
+
+    let dra = cx.intel_mode() == IntelGpuMode::Dra;
+    let active = cx.active.clone();
+    for detected in &active {
+        for resource in &detected.resources {
+            let intel_gpu = detected.vendor == Vendor::Intel;
+            if intel_gpu && dra {
+                continue;
+            }
+            let providers: Vec<&Wanted> = wanted.iter().filter(|w| w.component.provides_resources.contains(resource)).collect();
+            if providers.is_empty() {
+                cx.warn(
+                    "resource-without-component",
+                    None,
+                    format!("{} is active but no wanted component provides {resource}; nothing will advertise it", detected.vendor),
+                );
+                continue;
+            }
+            out.push(allocatable(resource, &providers, &rollout_ids));
+        }
+    }
+    if intel.monitoring {
+        let providers: Vec<&Wanted> = wanted.iter().filter(|w| w.component.configure.iter().any(|h| h.hook == "intel-gpu-plugin-args")).collect();
+        if !providers.is_empty() {
+            out.push(allocatable("gpu.intel.com/monitoring", &providers, &rollout_ids));
+        }
+    }
+    if dra && cx.is_active(Vendor::Intel) {
+        let providers: Vec<&Wanted> = wanted.iter().filter(|w| w.component.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL)).collect();
+        let mut deps = dependencies(&providers, &rollout_ids);
+        deps.push(format!("node-label/{}", super::DRA_NODE_LABEL));
+        deps.sort();
+        out.push(Resource {
+            id: "verify/resourceslices/gpu.intel.com".into(),
+            kind: ResourceKind::Verify,
+            change: Change::Verify,
+            component: providers.first().map(|w| w.component.name.clone()),
+            spec: json!({ "check": "resourceslices", "driver": "gpu.intel.com", "min_devices": intel.gpus.len() }),
+            depends_on: deps,
+        });
+    }
+}
+
+fn dependencies(providers: &[&Wanted], rollout_ids: &[(String, Vec<String>)]) -> Vec<String> {
+    let mut deps = Vec::new();
+    for w in providers {
+        let rollouts = rollout_ids.iter().find(|(n, _)| *n == w.component.name).map(|(_, ids)| ids.clone()).unwrap_or_default();
+        // Wait on the rollout when the component has one, else on its objects being applied.
+        if rollouts.is_empty() {
+            deps.extend(w.object_ids.iter().cloned());
+        } else {
+            deps.extend(rollouts);
+        }
+    }
+    deps.sort();
+    deps.dedup();
+    deps
+}
+
+fn allocatable(resource: &str, providers: &[&Wanted], rollout_ids: &[(String, Vec<String>)]) -> Resource {
+    Resource {
+        id: format!("verify/allocatable/{resource}"),
+        kind: ResourceKind::Verify,
+        change: Change::Verify,
+        component: providers.first().map(|w| w.component.name.clone()),
+        spec: json!({ "check": "allocatable", "resource": resource, "min": 1 }),
+        depends_on: dependencies(providers, rollout_ids),
+    }
+}
