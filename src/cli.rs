@@ -43,8 +43,9 @@ pub struct Global {
 
     /// Which vendors may be active: `auto` (all the host has) or a comma list of nvidia,
     /// intel, npu, gaudi, dsa, iaa, qat, amx, hybrid, numa, wsl. An unknown name is an error.
-    #[arg(long, global = true, value_name = "LIST", env = "K3D_GPU_VENDORS", default_value = "auto")]
-    pub vendors: String,
+    /// [default: auto]
+    #[arg(long, global = true, value_name = "LIST", env = "K3D_GPU_VENDORS")]
+    pub vendors: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -92,8 +93,10 @@ pub enum FactsCommand {
 }
 
 impl Global {
+    /// The vendor filter given with --vendors (or K3D_GPU_VENDORS); `auto` when neither is.
     pub fn vendor_filter(&self) -> Result<VendorFilter, Error> {
-        self.vendors.parse().map_err(|e: crate::facts::vendors::UnknownVendor| Error::Usage {
+        let Some(text) = &self.vendors else { return Ok(VendorFilter::Auto) };
+        text.parse().map_err(|e: crate::facts::vendors::UnknownVendor| Error::Usage {
             message: format!("--vendors: {e}"),
             help: Some("use `auto` or a comma list such as `intel,npu`".into()),
         })

@@ -4,7 +4,16 @@
 //! XMX follows Mesa's `has_systolic` per platform; kernel floors follow the reference
 //! launcher's support table. An id missing here is "unknown", never guessed.
 
-use crate::facts::Xmx;
+use serde::{Deserialize, Serialize};
+
+/// yes / no / unknown, from the device-id table.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Xmx {
+    Yes,
+    No,
+    Unknown,
+}
 
 /// PCI vendor ids.
 pub const INTEL: u32 = 0x8086;
@@ -166,7 +175,7 @@ pub static GPU_PLATFORMS: &[GpuPlatform] = &[
         xmx: false,
         driver: Driver::I915,
         min_kernel: None,
-        guc_submission: true,
+        guc_submission: false,
     },
     GpuPlatform {
         name: "Arc Alchemist (DG2)",
@@ -194,7 +203,7 @@ pub static GPU_PLATFORMS: &[GpuPlatform] = &[
         ids: &[0x0bd0, 0x0bd4, 0x0bd5, 0x0bd6, 0x0bd7, 0x0bd8, 0x0bd9, 0x0bda, 0x0bdb],
         integrated: false,
         xmx: true,
-        driver: Driver::Xe,
+        driver: Driver::I915,
         min_kernel: ALWAYS_FORCE_PROBE,
         guc_submission: true,
     },
@@ -233,17 +242,16 @@ pub fn is_integrated(pci_address: &str, device_id: u32) -> bool {
 /// NPU generation (its firmware family) by PCI device id, with the kernel that first drives it.
 pub struct NpuModel {
     pub id: u32,
-    pub platform: &'static str,
     pub generation: &'static str,
     pub min_kernel: Option<(u32, u32)>,
 }
 
 pub static NPU_MODELS: &[NpuModel] = &[
-    NpuModel { id: 0x7d1d, platform: "Meteor Lake", generation: "37xx", min_kernel: Some((6, 3)) },
-    NpuModel { id: 0xad1d, platform: "Arrow Lake", generation: "37xx", min_kernel: None },
-    NpuModel { id: 0x643e, platform: "Lunar Lake", generation: "40xx", min_kernel: None },
-    NpuModel { id: 0xb03e, platform: "Panther Lake", generation: "50xx", min_kernel: Some((6, 13)) },
-    NpuModel { id: 0xfd3e, platform: "Wildcat Lake", generation: "50xx", min_kernel: None },
+    NpuModel { id: 0x7d1d, generation: "37xx", min_kernel: Some((6, 3)) },
+    NpuModel { id: 0xad1d, generation: "37xx", min_kernel: None },
+    NpuModel { id: 0x643e, generation: "40xx", min_kernel: None },
+    NpuModel { id: 0xb03e, generation: "50xx", min_kernel: Some((6, 13)) },
+    NpuModel { id: 0xfd3e, generation: "50xx", min_kernel: None },
 ];
 
 pub fn npu_model(device_id: u32) -> Option<&'static NpuModel> {
@@ -255,18 +263,12 @@ pub fn npu_model(device_id: u32) -> Option<&'static NpuModel> {
 pub const NPU_FIRMWARE_MIN_DATE: &str = "2026-06-30";
 pub const NPU_FIRMWARE_RELEASE: &str = "v1.35.0";
 
-/// QAT physical functions: (PF id, VF id, model).
-pub static QAT_MODELS: &[(u32, u32, &str)] = &[
-    (0x37c8, 0x37c9, "C62x"),
-    (0x4940, 0x4941, "4xxx"),
-    (0x4942, 0x4943, "401xx"),
-    (0x4944, 0x4945, "402xx"),
-    (0x4946, 0x4947, "420xx"),
-    (0x4948, 0x4949, "6xxx"),
-];
+/// QAT physical functions: (PF id, model).
+pub static QAT_MODELS: &[(u32, &str)] =
+    &[(0x37c8, "C62x"), (0x4940, "4xxx"), (0x4942, "401xx"), (0x4944, "402xx"), (0x4946, "420xx"), (0x4948, "6xxx")];
 
 pub fn qat_pf_model(device_id: u32) -> Option<&'static str> {
-    QAT_MODELS.iter().find(|(pf, _, _)| *pf == device_id).map(|(_, _, m)| *m)
+    QAT_MODELS.iter().find(|(pf, _)| *pf == device_id).map(|(_, m)| *m)
 }
 
 /// Whether a PF's bound driver is a QAT driver. The kernel's QAT drivers register under the

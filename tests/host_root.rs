@@ -39,9 +39,10 @@ fn a_link_climbing_out_of_the_root_is_refused() {
     fs::write(outside.path().join("secret"), "host data").unwrap();
     let (_dir, host) = host_with(|root| {
         fs::create_dir_all(root.join("sys/class/drm")).unwrap();
-        symlink("../../../../../../../../../../../../../../../../tmp", root.join("sys/class/drm/card1")).unwrap();
+        let climb = "../".repeat(32) + outside.path().strip_prefix("/").unwrap().to_str().unwrap();
+        symlink(climb, root.join("sys/class/drm/card1")).unwrap();
     });
-    let err = host.list("/sys/class/drm/card1").unwrap_err();
+    let err = host.read_text("/sys/class/drm/card1/secret").unwrap_err();
     assert_eq!(err, HostError::Escapes { link: "/sys/class/drm/card1".into() });
 }
 
@@ -100,4 +101,55 @@ fn device_node_owner_comes_from_the_sidecar() {
     let default = host.node_stat("/dev/accel/accel1").unwrap().unwrap();
     assert_eq!((default.mode, default.gid), (0o660, 0));
     assert_eq!(host.node_stat("/dev/accel/accel2").unwrap(), None);
+}
+
+#[test]
+fn a_fifo_is_refused_without_blocking() {
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("proc")).unwrap();
+        let status = std::process::Command::new("mkfifo").arg(root.join("proc/cpuinfo")).status().unwrap();
+        assert!(status.success());
+    });
+    assert_eq!(host.read_text("/proc/cpuinfo").unwrap_err(), HostError::NotRegular);
+}
+
+#[test]
+fn a_huge_file_is_refused_after_the_cap() {
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("proc")).unwrap();
+        let file = fs::File::create(root.join("proc/meminfo")).unwrap();
+        file.set_len(k3d_gpu::host::MAX_READ + 1).unwrap();
+    });
+    assert_eq!(host.read_bytes("/proc/meminfo").unwrap_err(), HostError::TooLarge);
+}
+
+#[test]
+fn a_sidecar_linking_outside_the_root_is_not_followed() {
+    let outside = tempfile::tempdir().unwrap();
+    fs::write(outside.path().join("stat"), "0606 0 4321 /dev/dri/renderD128\n").unwrap();
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("dev/dri")).unwrap();
+        fs::write(root.join("dev/dri/renderD128"), "").unwrap();
+        // An absolute link is read inside the root, where there is no such file.
+        symlink(outside.path().join("stat"), root.join(".k3d-gpu-stat")).unwrap();
+    });
+    let stat = host.node_stat("/dev/dri/renderD128").unwrap().unwrap();
+    assert_eq!((stat.mode, stat.gid), (0o660, 0), "the outside sidecar was read");
+}
+
+#[test]
+fn a_real_device_node_in_a_fixture_is_refused() {
+    // Creating a device node needs root; CI runs as root, a developer may not.
+    let dir = tempfile::tempdir().unwrap();
+    fs::create_dir_all(dir.path().join("proc")).unwrap();
+    let made = std::process::Command::new("mknod")
+        .args([dir.path().join("proc/cpuinfo").to_str().unwrap(), "c", "1", "5"])
+        .status()
+        .is_ok_and(|s| s.success());
+    if !made {
+        eprintln!("skipped: mknod needs root");
+        return;
+    }
+    let host = HostRoot::open(dir.path()).unwrap();
+    assert_eq!(host.read_text("/proc/cpuinfo").unwrap_err(), HostError::NotRegular);
 }

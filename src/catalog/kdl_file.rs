@@ -7,8 +7,18 @@ use miette::{NamedSource, SourceSpan};
 use super::{CatalogError, Component, Condition, Configure, HOOKS, Rollout, parse_manifest};
 use crate::config::{Balloons, IntelGpuMode};
 
-const NODES: &[&str] =
-    &["summary", "upstream", "manifest", "image", "when", "after", "provides", "rollout", "configure", "replaces-baked"];
+const NODES: &[&str] = &[
+    "summary",
+    "upstream",
+    "manifest",
+    "image",
+    "when",
+    "after",
+    "provides",
+    "rollout",
+    "configure",
+    "replaces-baked",
+];
 
 struct File<'a> {
     origin: &'a str,
@@ -16,7 +26,13 @@ struct File<'a> {
 }
 
 impl File<'_> {
-    fn error(&self, span: SourceSpan, message: impl Into<String>, label: &str, help: Option<String>) -> Box<CatalogError> {
+    fn error(
+        &self,
+        span: SourceSpan,
+        message: impl Into<String>,
+        label: &str,
+        help: Option<String>,
+    ) -> Box<CatalogError> {
         Box::new(CatalogError {
             message: message.into(),
             source_code: Some(NamedSource::new(self.origin, self.text.to_string())),
@@ -38,9 +54,10 @@ impl File<'_> {
     fn prop(&self, node: &KdlNode, key: &str) -> Result<Option<String>, Box<CatalogError>> {
         match node.get(key) {
             None => Ok(None),
-            Some(v) => v.as_string().map(|s| Some(s.to_string())).ok_or_else(|| {
-                self.error(node.span(), format!("`{key}` must be a string"), "here", None)
-            }),
+            Some(v) => v
+                .as_string()
+                .map(|s| Some(s.to_string()))
+                .ok_or_else(|| self.error(node.span(), format!("`{key}` must be a string"), "here", None)),
         }
     }
 }
@@ -55,16 +72,31 @@ pub fn parse_component(
     let doc: KdlDocument = text.parse().map_err(|e: kdl::KdlError| {
         let span = e.diagnostics.first().map(|d| d.span).unwrap_or_else(|| SourceSpan::from(0..0));
         let message = e.diagnostics.first().and_then(|d| d.message.clone()).unwrap_or_else(|| "not valid KDL".into());
-        file.error(span, format!("{origin}: {message}"), "here", Some("component files are KDL v2; see docs/stdlib.md".into()))
+        file.error(
+            span,
+            format!("{origin}: {message}"),
+            "here",
+            Some("component files are KDL v2; see docs/stdlib.md".into()),
+        )
     })?;
     let nodes = doc.nodes();
     let Some(root) = nodes.first().filter(|n| n.name().value() == "component" && nodes.len() == 1) else {
         let span = nodes.first().map(|n| n.span()).unwrap_or_else(|| SourceSpan::from(0..0));
-        return Err(file.error(span, format!("{origin}: a component file holds exactly one `component NAME {{ … }}`"), "here", None));
+        return Err(file.error(
+            span,
+            format!("{origin}: a component file holds exactly one `component NAME {{ … }}`"),
+            "here",
+            None,
+        ));
     };
     let name = file.arg(root, 0, "a name")?;
     if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
-        return Err(file.error(root.span(), format!("component name {name:?} must be lowercase letters, digits and '-'"), "here", None));
+        return Err(file.error(
+            root.span(),
+            format!("component name {name:?} must be lowercase letters, digits and '-'"),
+            "here",
+            None,
+        ));
     }
     let mut c = Component {
         name,
@@ -91,7 +123,12 @@ pub fn parse_component(
             "upstream" => {
                 c.upstream = file.arg(node, 0, "the upstream project")?;
                 c.version = file.prop(node, "version")?.ok_or_else(|| {
-                    file.error(node.span(), "`upstream` needs version=…", "here", Some("e.g. upstream foo version=v1.2.3".into()))
+                    file.error(
+                        node.span(),
+                        "`upstream` needs version=…",
+                        "here",
+                        Some("e.g. upstream foo version=v1.2.3".into()),
+                    )
                 })?;
             }
             "manifest" => c.manifest = file.arg(node, 0, "a file name in share/")?,
@@ -121,20 +158,37 @@ pub fn parse_component(
             "rollout" => {
                 let kind = file.arg(node, 0, "a kind (DaemonSet or Deployment)")?;
                 if kind != "DaemonSet" && kind != "Deployment" {
-                    return Err(file.error(node.span(), format!("rollout kind {kind} is not DaemonSet or Deployment"), "here", None));
+                    return Err(file.error(
+                        node.span(),
+                        format!("rollout kind {kind} is not DaemonSet or Deployment"),
+                        "here",
+                        None,
+                    ));
                 }
                 let at = file.arg(node, 1, "NAMESPACE/NAME")?;
                 let Some((namespace, name)) = at.split_once('/') else {
-                    return Err(file.error(node.span(), format!("rollout target {at:?} must be NAMESPACE/NAME"), "here", None));
+                    return Err(file.error(
+                        node.span(),
+                        format!("rollout target {at:?} must be NAMESPACE/NAME"),
+                        "here",
+                        None,
+                    ));
                 };
                 c.rollouts.push(Rollout { kind, namespace: namespace.into(), name: name.into() });
             }
             "configure" => {
                 let hook = file.arg(node, 0, "a hook name")?;
                 if !HOOKS.contains(&hook.as_str()) {
-                    return Err(file.error(node.span(), format!("unknown hook {hook}"), "unknown hook", Some(format!("known hooks: {}", HOOKS.join(", ")))));
+                    return Err(file.error(
+                        node.span(),
+                        format!("unknown hook {hook}"),
+                        "unknown hook",
+                        Some(format!("known hooks: {}", HOOKS.join(", "))),
+                    ));
                 }
-                let container = file.prop(node, "container")?.ok_or_else(|| file.error(node.span(), "`configure` needs container=…", "here", None))?;
+                let container = file
+                    .prop(node, "container")?
+                    .ok_or_else(|| file.error(node.span(), "`configure` needs container=…", "here", None))?;
                 c.configure.push(Configure { hook, container });
             }
             "replaces-baked" => c.replaces_baked = Some(file.arg(node, 0, "the baked manifest's name")?),
@@ -144,7 +198,9 @@ pub fn parse_component(
                     node.name().span(),
                     format!("unknown node `{other}` in component {}", c.name),
                     "unknown node",
-                    Some(hint.map_or_else(|| format!("known: {}", NODES.join(", ")), |h| format!("did you mean `{h}`?"))),
+                    Some(
+                        hint.map_or_else(|| format!("known: {}", NODES.join(", ")), |h| format!("did you mean `{h}`?")),
+                    ),
                 ));
             }
         }
@@ -154,7 +210,8 @@ pub fn parse_component(
             return Err(file.error(root.span(), format!("component {} has no `{what}`", c.name), "here", None));
         }
     }
-    let manifest_text = load_manifest(&c.manifest).map_err(|e| file.error(root.span(), format!("component {}: {e}", c.name), "here", None))?;
+    let manifest_text = load_manifest(&c.manifest)
+        .map_err(|e| file.error(root.span(), format!("component {}: {e}", c.name), "here", None))?;
     c.objects = parse_manifest(&c.manifest, &manifest_text)?;
     check_images(&file, root, &c)?;
     Ok(c)
@@ -167,7 +224,14 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
             return Err(file.error(entry.span(), "`when` takes key=value conditions", "here", None));
         };
         let value = entry.value().as_string().unwrap_or_default();
-        let bad = |allowed: &str| file.error(entry.span(), format!("`{key}={value}` is not a known condition"), "here", Some(format!("allowed: {allowed}")));
+        let bad = |allowed: &str| {
+            file.error(
+                entry.span(),
+                format!("`{key}={value}` is not a known condition"),
+                "here",
+                Some(format!("allowed: {allowed}")),
+            )
+        };
         out.push(match key {
             "vendor" => Condition::Vendor(value.parse().map_err(|e: crate::facts::vendors::UnknownVendor| {
                 file.error(entry.span(), e.to_string(), "unknown vendor", None)
@@ -182,7 +246,14 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
                 "external" => Balloons::External,
                 _ => return Err(bad("k3s, external")),
             }),
-            _ => return Err(file.error(entry.span(), format!("unknown condition key `{key}`"), "here", Some("keys: vendor, intel-gpu-mode, balloons".into()))),
+            _ => {
+                return Err(file.error(
+                    entry.span(),
+                    format!("unknown condition key `{key}`"),
+                    "here",
+                    Some("keys: vendor, intel-gpu-mode, balloons".into()),
+                ));
+            }
         });
     }
     Ok(out)
@@ -207,12 +278,22 @@ fn check_images(file: &File, root: &KdlNode, c: &Component) -> Result<(), Box<Ca
     listed.dedup();
     for image in &in_manifest {
         if !listed.contains(image) {
-            return Err(file.error(root.span(), format!("share/{} uses image {image}, which component {} does not list", c.manifest, c.name), "here", Some("add an `image` line (pinned by digest)".into())));
+            return Err(file.error(
+                root.span(),
+                format!("share/{} uses image {image}, which component {} does not list", c.manifest, c.name),
+                "here",
+                Some("add an `image` line (pinned by digest)".into()),
+            ));
         }
     }
     for image in &listed {
         if !in_manifest.contains(image) {
-            return Err(file.error(root.span(), format!("component {} lists image {image}, which share/{} does not use", c.name, c.manifest), "here", None));
+            return Err(file.error(
+                root.span(),
+                format!("component {} lists image {image}, which share/{} does not use", c.name, c.manifest),
+                "here",
+                None,
+            ));
         }
     }
     Ok(())

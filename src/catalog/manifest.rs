@@ -5,9 +5,8 @@ use super::CatalogError;
 /// Parses the documents of a manifest; empty documents are skipped; each object needs
 /// `apiVersion`, `kind` and `metadata.name`.
 pub fn parse_manifest(name: &str, text: &str) -> Result<Vec<serde_json::Value>, Box<CatalogError>> {
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text).map_err(|e| {
-        Box::new(CatalogError::plain(format!("share/{name} is not valid YAML: {e}"), None))
-    })?;
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text)
+        .map_err(|e| Box::new(CatalogError::plain(format!("share/{name} is not valid YAML: {e}"), None)))?;
     let mut objects = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
         if doc.is_null() {
@@ -16,7 +15,10 @@ pub fn parse_manifest(name: &str, text: &str) -> Result<Vec<serde_json::Value>, 
         let field = |path: &[&str]| path.iter().try_fold(&doc, |v, k| v.get(k)).and_then(|v| v.as_str()).is_some();
         if !field(&["apiVersion"]) || !field(&["kind"]) || !field(&["metadata", "name"]) {
             return Err(Box::new(CatalogError::plain(
-                format!("share/{name}, document {}: a Kubernetes object needs apiVersion, kind and metadata.name", i + 1),
+                format!(
+                    "share/{name}, document {}: a Kubernetes object needs apiVersion, kind and metadata.name",
+                    i + 1
+                ),
                 None,
             )));
         }

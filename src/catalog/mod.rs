@@ -166,7 +166,12 @@ impl Catalog {
                     let hint = crate::suggest::closest(dep, known.iter().copied());
                     return Err(Box::new(CatalogError::plain(
                         format!("component {} runs after {dep}, which is not in the catalog", c.name),
-                        Some(hint.map_or_else(|| format!("known: {}", known.join(", ")), |h| format!("did you mean {h}?"))),
+                        Some(
+                            hint.map_or_else(
+                                || format!("known: {}", known.join(", ")),
+                                |h| format!("did you mean {h}?"),
+                            ),
+                        ),
                     )));
                 }
             }

@@ -6,7 +6,6 @@ mod doctor;
 mod facts;
 
 pub use detect::render as render_detect;
-pub use doctor::render as render_doctor;
 
 use std::path::Path;
 
@@ -39,7 +38,8 @@ pub fn load_facts(global: &Global) -> Result<Facts> {
     let filter = global.vendor_filter()?;
     if let Some(path) = &global.facts {
         let saved = read_facts_file(path)?;
-        if saved.vendor_filter == filter || global.vendors == "auto" {
+        // Without --vendors the saved document stands as it was made.
+        if global.vendors.is_none() || saved.vendor_filter == filter {
             return Ok(saved);
         }
         // Re-apply a different filter to the saved inventory; only the findings met while

@@ -114,11 +114,18 @@ pub fn node_labels(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) 
             continue;
         }
         if labels.get(key).is_some_and(|v| v != value) {
-            cx.warn("node-label-overridden", Some("cluster.node_labels"), format!("{key} is set from the host facts; the config's value wins"));
+            cx.warn(
+                "node-label-overridden",
+                Some("cluster.node_labels"),
+                format!("{key} is set from the host facts; the config's value wins"),
+            );
         }
         labels.insert(key.clone(), value.clone());
     }
-    for (kind, prefix, map) in [(ResourceKind::NodeLabel, "node-label", labels), (ResourceKind::NodeAnnotation, "node-annotation", annotations)] {
+    for (kind, prefix, map) in [
+        (ResourceKind::NodeLabel, "node-label", labels),
+        (ResourceKind::NodeAnnotation, "node-annotation", annotations),
+    ] {
         for (key, value) in map {
             out.push(Resource {
                 id: format!("{prefix}/{key}"),
@@ -146,7 +153,11 @@ fn check_label(key: &str, value: &str) -> Result<(), String> {
             && s.ends_with(|c: char| c.is_ascii_alphanumeric())
     };
     if let Some(p) = prefix
-        && (p.is_empty() || p.len() > 253 || !p.split('.').all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')))
+        && (p.is_empty()
+            || p.len() > 253
+            || !p
+                .split('.')
+                .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')))
     {
         return Err(format!("prefix {p:?} is not a DNS subdomain"));
     }

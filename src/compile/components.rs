@@ -99,7 +99,10 @@ pub fn resources<'a>(
                     cx.error(CompileError::new(
                         "namespace-missing",
                         &["components"],
-                        format!("{id} (component {}) lives in namespace {ns}, which no wanted component creates", c.name),
+                        format!(
+                            "{id} (component {}) lives in namespace {ns}, which no wanted component creates",
+                            c.name
+                        ),
                         Some(format!("add a Namespace {ns} to share/{}", c.manifest)),
                     ));
                 }
@@ -138,7 +141,10 @@ pub fn resources<'a>(
     if features.npu_turbo {
         out.push(npu_turbo_config_map(cluster_id));
     }
-    wanted.into_iter().map(|c| Wanted { component: c, object_ids: by_component.get(c.name.as_str()).cloned().unwrap_or_default() }).collect()
+    wanted
+        .into_iter()
+        .map(|c| Wanted { component: c, object_ids: by_component.get(c.name.as_str()).cloned().unwrap_or_default() })
+        .collect()
 }
 
 fn node_selector_keys(object: &Value) -> Vec<String> {

@@ -28,26 +28,45 @@ struct Spec {
 }
 
 const SPECS: &[Spec] = &[
-    Spec { feature: Feature::Dra, gates: &[("DynamicResourceAllocation", (1, 34))], beta_since: Some((1, 32)), host_change: None },
-    Spec { feature: Feature::ImageVolume, gates: &[("ImageVolume", (1, 35))], beta_since: Some((1, 33)), host_change: None },
+    Spec {
+        feature: Feature::Dra,
+        gates: &[("DynamicResourceAllocation", (1, 34))],
+        beta_since: Some((1, 32)),
+        host_change: None,
+    },
+    Spec {
+        feature: Feature::ImageVolume,
+        gates: &[("ImageVolume", (1, 35))],
+        beta_since: Some((1, 33)),
+        host_change: None,
+    },
     Spec { feature: Feature::NpuTurbo, gates: &[], beta_since: None, host_change: None },
     Spec {
         feature: Feature::SchedExt,
         gates: &[],
         beta_since: None,
-        host_change: Some(("a sched_ext scheduler on the host", "sudo systemctl start scx  # revert: sudo systemctl stop scx")),
+        host_change: Some((
+            "a sched_ext scheduler on the host",
+            "sudo systemctl start scx  # revert: sudo systemctl stop scx",
+        )),
     },
     Spec {
         feature: Feature::XeSriov,
         gates: &[],
         beta_since: None,
-        host_change: Some(("xe SR-IOV VFs", "echo 2 | sudo tee /sys/bus/pci/devices/<addr>/sriov_numvfs  # revert: echo 0 | sudo tee …")),
+        host_change: Some((
+            "xe SR-IOV VFs",
+            "echo 2 | sudo tee /sys/bus/pci/devices/<addr>/sriov_numvfs  # revert: echo 0 | sudo tee …",
+        )),
     },
     Spec {
         feature: Feature::ForceProbe,
         gates: &[],
         beta_since: None,
-        host_change: Some(("a force_probe boot option", "see `k3d-gpu doctor` for the exact option; revert by removing it")),
+        host_change: Some((
+            "a force_probe boot option",
+            "see `k3d-gpu doctor` for the exact option; revert by removing it",
+        )),
     },
 ];
 

@@ -37,7 +37,11 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
     let mut out = IntelPlan::default();
     if !cx.is_active(Vendor::Intel) {
         if sharing.mode == IntelGpuMode::Dra {
-            cx.warn("dra-without-intel", Some("sharing.mode"), "DRA mode is set but no Intel GPU is active: nothing to hand out");
+            cx.warn(
+                "dra-without-intel",
+                Some("sharing.mode"),
+                "DRA mode is set but no Intel GPU is active: nothing to hand out",
+            );
         }
         return out;
     }
@@ -94,8 +98,18 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         cx.error(CompileError::new(
             "no-intel-gpu-selected",
             &["sharing", "gpus"],
-            format!("the GPU selection leaves no Intel GPU (gpus = {:?})", format!("{:?}", sharing.gpus).to_lowercase()),
-            Some("this host's Intel GPUs: ".to_string() + &usable.iter().map(|g| format!("{} {}", id_of(g), if g.integrated { "integrated" } else { "discrete" })).collect::<Vec<_>>().join(", ")),
+            format!(
+                "the GPU selection leaves no Intel GPU (gpus = {:?})",
+                format!("{:?}", sharing.gpus).to_lowercase()
+            ),
+            Some(
+                "this host's Intel GPUs: ".to_string()
+                    + &usable
+                        .iter()
+                        .map(|g| format!("{} {}", id_of(g), if g.integrated { "integrated" } else { "discrete" }))
+                        .collect::<Vec<_>>()
+                        .join(", "),
+            ),
         ));
         return out;
     }
@@ -106,21 +120,32 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
             (sharing.shared != Shared::Auto, "sharing.shared"),
             (sharing.allocation.is_some(), "sharing.allocation"),
             (sharing.monitoring, "sharing.monitoring"),
-            (!sharing.allow_ids.is_empty() || !sharing.deny_ids.is_empty() || sharing.gpus != GpuSet::All, "sharing.gpus"),
+            (
+                !sharing.allow_ids.is_empty() || !sharing.deny_ids.is_empty() || sharing.gpus != GpuSet::All,
+                "sharing.gpus",
+            ),
         ];
         for key in explicitly_set.into_iter().filter(|(set, _)| *set).map(|(_, key)| key) {
-            cx.warn("ignored-in-dra-mode", Some(key), format!("{key} configures the device plugin and is ignored in DRA mode"));
+            cx.warn(
+                "ignored-in-dra-mode",
+                Some(key),
+                format!("{key} configures the device plugin and is ignored in DRA mode"),
+            );
         }
         return out;
     }
 
     // The plugin's id flags: an explicit allow list, else everything outside the set is denied.
     if !allow.is_empty() {
-        let ids: Vec<String> = selected.iter().map(|g| id_of(g)).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let ids: Vec<String> =
+            selected.iter().map(|g| id_of(g)).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
         out.plugin_args.push(format!("-allow-ids={}", ids.join(",")));
     } else {
-        let denied: std::collections::BTreeSet<String> =
-            usable.iter().filter(|g| !selected.iter().any(|s| s.pci_address == g.pci_address)).map(|g| id_of(g)).collect();
+        let denied: std::collections::BTreeSet<String> = usable
+            .iter()
+            .filter(|g| !selected.iter().any(|s| s.pci_address == g.pci_address))
+            .map(|g| id_of(g))
+            .collect();
         if !denied.is_empty() {
             out.plugin_args.push(format!("-deny-ids={}", denied.into_iter().collect::<Vec<_>>().join(",")));
         }

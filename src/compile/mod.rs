@@ -27,7 +27,12 @@ pub struct CompileError {
 }
 
 impl CompileError {
-    fn new(code: &'static str, key: &[&'static str], message: impl Into<String>, help: impl Into<Option<String>>) -> Self {
+    fn new(
+        code: &'static str,
+        key: &[&'static str],
+        message: impl Into<String>,
+        help: impl Into<Option<String>>,
+    ) -> Self {
         CompileError { code, message: message.into(), help: help.into(), key: key.to_vec() }
     }
 }
@@ -89,18 +94,30 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
         return Err(cx.errors);
     }
     DesiredGraph::build(resources, cx.warnings).map_err(|text| {
-        vec![CompileError::new("graph", &["components"], text, Some("check the `after` lines of your own components".into()))]
+        vec![CompileError::new(
+            "graph",
+            &["components"],
+            text,
+            Some("check the `after` lines of your own components".into()),
+        )]
     })
 }
 
 /// The config's vendor selection applied to what the host has.
 fn select_vendors(cx: &mut Context) {
     let excluded = &cx.config.vendors.exclude;
-    let mut active: Vec<Detected> = cx.facts.detected.iter().filter(|d| !excluded.contains(&d.vendor)).cloned().collect();
+    let mut active: Vec<Detected> =
+        cx.facts.detected.iter().filter(|d| !excluded.contains(&d.vendor)).cloned().collect();
     if let VendorSelection::Only(list) = &cx.config.vendors.enable {
         for vendor in list {
             if !cx.facts.is_active(*vendor) {
-                let reason = cx.facts.inactive.iter().find(|i| i.vendor == *vendor).map(|i| i.reason.clone()).unwrap_or_default();
+                let reason = cx
+                    .facts
+                    .inactive
+                    .iter()
+                    .find(|i| i.vendor == *vendor)
+                    .map(|i| i.reason.clone())
+                    .unwrap_or_default();
                 cx.error(CompileError::new(
                     "vendor-absent",
                     &["vendors", "enable"],

@@ -20,7 +20,10 @@ pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &m
                 cx.warn(
                     "rollout-not-in-manifest",
                     None,
-                    format!("component {} verifies {} {}/{}, which its manifest does not hold", w.component.name, r.kind, r.namespace, r.name),
+                    format!(
+                        "component {} verifies {} {}/{}, which its manifest does not hold",
+                        w.component.name, r.kind, r.namespace, r.name
+                    ),
                 );
                 continue;
             }
@@ -45,12 +48,16 @@ pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &m
             if intel_gpu && dra {
                 continue;
             }
-            let providers: Vec<&Wanted> = wanted.iter().filter(|w| w.component.provides_resources.contains(resource)).collect();
+            let providers: Vec<&Wanted> =
+                wanted.iter().filter(|w| w.component.provides_resources.contains(resource)).collect();
             if providers.is_empty() {
                 cx.warn(
                     "resource-without-component",
                     None,
-                    format!("{} is active but no wanted component provides {resource}; nothing will advertise it", detected.vendor),
+                    format!(
+                        "{} is active but no wanted component provides {resource}; nothing will advertise it",
+                        detected.vendor
+                    ),
                 );
                 continue;
             }
@@ -58,13 +65,15 @@ pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &m
         }
     }
     if intel.monitoring {
-        let providers: Vec<&Wanted> = wanted.iter().filter(|w| w.component.configure.iter().any(|h| h.hook == "intel-gpu-plugin-args")).collect();
+        let providers: Vec<&Wanted> =
+            wanted.iter().filter(|w| w.component.configure.iter().any(|h| h.hook == "intel-gpu-plugin-args")).collect();
         if !providers.is_empty() {
             out.push(allocatable("gpu.intel.com/monitoring", &providers, &rollout_ids));
         }
     }
     if dra && cx.is_active(Vendor::Intel) {
-        let providers: Vec<&Wanted> = wanted.iter().filter(|w| w.component.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL)).collect();
+        let providers: Vec<&Wanted> =
+            wanted.iter().filter(|w| w.component.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL)).collect();
         let mut deps = dependencies(&providers, &rollout_ids);
         deps.push(format!("node-label/{}", super::DRA_NODE_LABEL));
         deps.sort();
@@ -82,7 +91,8 @@ pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &m
 fn dependencies(providers: &[&Wanted], rollout_ids: &[(String, Vec<String>)]) -> Vec<String> {
     let mut deps = Vec::new();
     for w in providers {
-        let rollouts = rollout_ids.iter().find(|(n, _)| *n == w.component.name).map(|(_, ids)| ids.clone()).unwrap_or_default();
+        let rollouts =
+            rollout_ids.iter().find(|(n, _)| *n == w.component.name).map(|(_, ids)| ids.clone()).unwrap_or_default();
         // Wait on the rollout when the component has one, else on its objects being applied.
         if rollouts.is_empty() {
             deps.extend(w.object_ids.iter().cloned());

@@ -69,7 +69,11 @@ fn explain(message: &str) -> (String, String, Option<String>) {
         }
     }
     if let Some(rest) = message.strip_prefix("invalid type: ") {
-        return (format!("wrong type: {rest}"), "wrong type".into(), Some("see `k3d-gpu schema` or docs/config.md".into()));
+        return (
+            format!("wrong type: {rest}"),
+            "wrong type".into(),
+            Some("see `k3d-gpu schema` or docs/config.md".into()),
+        );
     }
     (message.to_string(), "here".into(), None)
 }

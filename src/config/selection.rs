@@ -57,8 +57,14 @@ pub enum Feature {
 }
 
 impl Feature {
-    pub const ALL: [Feature; 6] =
-        [Feature::Dra, Feature::ImageVolume, Feature::NpuTurbo, Feature::SchedExt, Feature::XeSriov, Feature::ForceProbe];
+    pub const ALL: [Feature; 6] = [
+        Feature::Dra,
+        Feature::ImageVolume,
+        Feature::NpuTurbo,
+        Feature::SchedExt,
+        Feature::XeSriov,
+        Feature::ForceProbe,
+    ];
 
     pub fn key(self) -> &'static str {
         match self {

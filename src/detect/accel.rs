@@ -92,6 +92,34 @@ fn npu_firmware(r: &mut Reader, generation: &str, kernel_release: Option<&str>) 
     None
 }
 
+/// The largest firmware image we decompress; real NPU images are a few MiB, and a small
+/// hostile file must not expand into gigabytes.
+const MAX_IMAGE: u64 = crate::host::MAX_READ;
+
+/// A sink that refuses to grow past [`MAX_IMAGE`], so the decoder stops early.
+struct Capped(Vec<u8>);
+
+impl std::io::Write for Capped {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.0.len() as u64 + buf.len() as u64 > MAX_IMAGE {
+            return Err(std::io::Error::other(format!("decompresses to more than {} MiB", MAX_IMAGE >> 20)));
+        }
+        self.0.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+fn bounded(out: Vec<u8>) -> Result<Vec<u8>, String> {
+    if out.len() as u64 > MAX_IMAGE {
+        return Err(format!("decompresses to more than {} MiB", MAX_IMAGE >> 20));
+    }
+    Ok(out)
+}
+
 /// Decompresses a firmware image as the kernel would (`.zst`, `.xz`), or returns it as is.
 pub fn decompress(raw: &[u8], suffix: &str) -> Result<Vec<u8>, String> {
     use std::io::Read;
@@ -100,15 +128,55 @@ pub fn decompress(raw: &[u8], suffix: &str) -> Result<Vec<u8>, String> {
             let mut out = Vec::new();
             ruzstd::decoding::StreamingDecoder::new(raw)
                 .map_err(|e| e.to_string())?
+                .take(MAX_IMAGE + 1)
                 .read_to_end(&mut out)
                 .map_err(|e| e.to_string())?;
-            Ok(out)
+            bounded(out)
         }
         ".xz" => {
-            let mut out = Vec::new();
+            let mut out = Capped(Vec::new());
             lzma_rs::xz_decompress(&mut std::io::Cursor::new(raw), &mut out).map_err(|e| e.to_string())?;
-            Ok(out)
+            bounded(out.0)
         }
         _ => Ok(raw.to_vec()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn image(date: &str) -> Vec<u8> {
+        let mut image = vec![0u8; 64];
+        image.extend_from_slice(format!("{date}*LNL_CLIENT_SILICON-release*1830*ci_tag").as_bytes());
+        image
+    }
+
+    #[test]
+    fn zst_and_xz_images_decompress_like_the_kernel_would() {
+        let raw = image("20260715");
+        let zst = ruzstd::encoding::compress_to_vec(&raw[..], ruzstd::encoding::CompressionLevel::Fastest);
+        assert_eq!(decompress(&zst, ".zst").unwrap(), raw);
+        let mut xz = Vec::new();
+        lzma_rs::xz_compress(&mut &raw[..], &mut xz).unwrap();
+        assert_eq!(decompress(&xz, ".xz").unwrap(), raw);
+        assert!(decompress(b"not zstd", ".zst").is_err());
+    }
+
+    /// A few KiB of zstd RLE blocks that would expand past the cap: refused, not allocated.
+    #[test]
+    fn a_decompression_bomb_stops_at_the_cap() {
+        const BLOCK: u32 = 128 << 10;
+        let mut bomb = vec![0x28, 0xb5, 0x2f, 0xfd, 0x00, 0x38];
+        let blocks = (MAX_IMAGE / BLOCK as u64) + 2;
+        for i in 0..blocks {
+            let last = u32::from(i + 1 == blocks);
+            let header = (BLOCK << 3) | (1 << 1) | last;
+            bomb.extend_from_slice(&header.to_le_bytes()[..3]);
+            bomb.push(0);
+        }
+        assert!(bomb.len() < 8 << 10);
+        let err = decompress(&bomb, ".zst").unwrap_err();
+        assert!(err.contains("more than 64 MiB"), "{err}");
     }
 }

@@ -15,7 +15,8 @@ fn keep_flag(flag: &str) -> bool {
 pub fn cpu(r: &mut Reader) -> Cpu {
     let info = r.parsed("/proc/cpuinfo", parse::parse_cpuinfo).unwrap_or_default();
     let online = cpulist(r, "/sys/devices/system/cpu/online").unwrap_or_default();
-    let only_online = |cpus: Vec<u32>| -> Vec<u32> { cpus.into_iter().filter(|c| online.contains(c)).collect() };
+    let only_online =
+        |cpus: Vec<u32>| -> Vec<u32> { cpus.into_iter().filter(|c| online.binary_search(c).is_ok()).collect() };
     let p_cores = only_online(cpulist(r, "/sys/devices/cpu_core/cpus").unwrap_or_default());
     let e_cores = only_online(cpulist(r, "/sys/devices/cpu_atom/cpus").unwrap_or_default());
     let lp_e_cores = only_online(cpulist(r, "/sys/devices/cpu_lowpower/cpus").unwrap_or_default());

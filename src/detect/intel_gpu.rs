@@ -117,6 +117,8 @@ fn micro_controllers(r: &mut Reader, address: &str, card: &str) -> (Option<Micro
 fn read_uc(r: &mut Reader, path: &str) -> Option<MicroController> {
     let text = r.text_if_permitted(path)?;
     match parse::parse_uc_info(&text) {
+        // No status: the driver does not use this microcontroller (e.g. GuC disabled).
+        Ok(info) if info.status.is_none() => None,
         Ok(info) => Some(MicroController {
             firmware: info.firmware,
             status: info.status.unwrap_or_default(),

@@ -21,10 +21,6 @@ impl<'h> Reader<'h> {
         self.findings
     }
 
-    pub fn is_real_host(&self) -> bool {
-        self.host.is_real_host()
-    }
-
     fn problem(&mut self, path: &str, error: &HostError) {
         let (code, fix) = match error {
             HostError::Escapes { .. } => {
@@ -33,6 +29,13 @@ impl<'h> Reader<'h> {
             HostError::Loop => ("host-link-loop", "fix the link loop"),
             HostError::Dangling { .. } => ("host-link-dangling", "fix or remove the broken link"),
             HostError::NotUtf8 => ("host-bad-text", "the file should be text; check the fixture or the kernel"),
+            HostError::PermissionDenied => ("host-unreadable", "run as root, or check the file's permissions"),
+            HostError::NotRegular => {
+                ("host-not-a-file", "replace it with a regular file (fixture hosts hold plain files)")
+            }
+            HostError::TooLarge => {
+                ("host-file-too-large", "this file is not what the kernel would show; check the host or fixture")
+            }
             HostError::Io(_) => ("host-unreadable", "check the file's type and permissions"),
         };
         let finding =
@@ -62,14 +65,29 @@ impl<'h> Reader<'h> {
         }
     }
 
-    /// Like [`text`](Self::text) but silent on errors: for files only root may read (debugfs).
+    /// Like [`text`](Self::text) but silent when permission is denied: for files only root
+    /// may read (debugfs). Any other problem is still a finding.
     pub fn text_if_permitted(&mut self, path: &str) -> Option<String> {
-        self.host.read_text(path).ok().flatten()
+        match self.host.read_text(path) {
+            Ok(text) => text,
+            Err(HostError::PermissionDenied) => None,
+            Err(e) => {
+                self.problem(path, &e);
+                None
+            }
+        }
     }
 
-    /// Like [`list`](Self::list) but silent on errors (debugfs).
+    /// Like [`list`](Self::list) but silent when permission is denied (debugfs).
     pub fn list_if_permitted(&mut self, path: &str) -> Vec<String> {
-        self.host.list(path).ok().flatten().unwrap_or_default()
+        match self.host.list(path) {
+            Ok(names) => names.unwrap_or_default(),
+            Err(HostError::PermissionDenied) => Vec::new(),
+            Err(e) => {
+                self.problem(path, &e);
+                Vec::new()
+            }
+        }
     }
 
     pub fn bytes(&mut self, path: &str) -> Option<Vec<u8>> {

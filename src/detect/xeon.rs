@@ -52,8 +52,10 @@ pub fn qat(r: &mut Reader, pci: &[PciFunction]) -> Qat {
             continue;
         };
         let vfs = match r.text(&f.path("sriov_numvfs")) {
-            Some(text) => match parse::parse_u64(&text) {
-                Ok(n) => n as u32,
+            Some(text) => match parse::parse_u64(&text).and_then(|n| {
+                u32::try_from(n).map_err(|_| parse::ParseError(format!("{n} VFs is more than any device has")))
+            }) {
+                Ok(n) => n,
                 Err(e) => {
                     r.bad_value(&f.path("sriov_numvfs"), &e);
                     0

@@ -19,7 +19,8 @@ pub struct Ran {
     pub missing: bool,
 }
 
-/// Runs `program args` with a deadline.
+/// Runs `program args` with a deadline. Output is drained by threads while we wait, so a
+/// chatty tool cannot fill its pipe and look hung.
 pub fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> Ran {
     let child =
         Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
@@ -34,26 +35,33 @@ pub fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> Ran 
             };
         }
     };
-    let start = Instant::now();
-    loop {
-        match child.try_wait() {
-            Ok(Some(status)) => {
-                let mut output = String::new();
-                if let Some(mut out) = child.stdout.take() {
-                    let _ = out.read_to_string(&mut output);
-                }
-                if let Some(mut err) = child.stderr.take() {
-                    let _ = err.read_to_string(&mut output);
-                }
-                return Ran { ok: status.success(), output, timed_out: false, missing: false };
+    let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        std::thread::spawn(move || {
+            let mut text = String::new();
+            if let Some(mut pipe) = pipe {
+                let _ = pipe.read_to_string(&mut text);
             }
+            text
+        })
+    };
+    let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
+    let start = Instant::now();
+    let status = loop {
+        match child.try_wait() {
+            Ok(Some(status)) => break Some(status),
             Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(20)),
             _ => {
                 let _ = child.kill();
                 let _ = child.wait();
-                return Ran { ok: false, output: String::new(), timed_out: true, missing: false };
+                break None;
             }
         }
+    };
+    let output = stdout.join().unwrap_or_default() + &stderr.join().unwrap_or_default();
+    match status {
+        Some(status) => Ran { ok: status.success(), output, timed_out: false, missing: false },
+        None => Ran { ok: false, output, timed_out: true, missing: false },
     }
 }
 
@@ -110,6 +118,13 @@ mod tests {
     fn a_missing_program_is_reported_as_missing() {
         let ran = run_with_timeout("k3d-gpu-no-such-program", &[], Duration::from_secs(1));
         assert!(ran.missing && !ran.ok);
+    }
+
+    #[test]
+    fn a_chatty_program_is_not_mistaken_for_a_hung_one() {
+        let ran = run_with_timeout("sh", &["-c", "head -c 200000 /dev/zero | tr '\\0' x"], Duration::from_secs(10));
+        assert!(ran.ok && !ran.timed_out);
+        assert_eq!(ran.output.len(), 200_000);
     }
 
     #[test]

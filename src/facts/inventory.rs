@@ -64,14 +64,7 @@ pub struct NumaNode {
     pub memory_kib: Option<u64>,
 }
 
-/// yes / no / unknown, from the device-id table.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Xmx {
-    Yes,
-    No,
-    Unknown,
-}
+pub use crate::hwdb::Xmx;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DeviceNode {

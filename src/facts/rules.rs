@@ -110,7 +110,13 @@ fn intel_gpu_support(host: &Host, gpu: &IntelGpu, kernel: Option<(u32, u32)>, ou
         return;
     };
     let option = force_probe_option(platform.driver, gpu.device_id);
-    let already = host.kernel.force_probe.iter().any(|p| p.contains(&format!("{:04x}", gpu.device_id)));
+    // `i915.force_probe=!b080` blocks the device, so only a plain id (or `*`) counts.
+    let id = format!("{:04x}", gpu.device_id);
+    let already = host
+        .kernel
+        .force_probe
+        .iter()
+        .any(|p| p.split_once('=').is_some_and(|(_, ids)| ids.split(',').any(|i| i == id || i == "*")));
     let too_old = match (platform.min_kernel, kernel) {
         (Some(min), Some(have)) => have < min,
         (Some(_), None) => true,

@@ -314,7 +314,7 @@ fn qat(host: &Host) -> Verdict {
         with_vfs.iter().map(|pf| format!("qat.intel.com/{}", qat_resource(pf.services.as_deref()))).collect();
     resources.sort();
     resources.dedup();
-    Verdict::Active { resources, devices: with_vfs.iter().map(|pf| pf.vfs).sum() }
+    Verdict::Active { resources, devices: with_vfs.iter().fold(0u32, |n, pf| n.saturating_add(pf.vfs)) }
 }
 
 /// The QAT plugin's resource name for a PF's `cfg_services`.
@@ -373,7 +373,9 @@ fn wsl(host: &Host) -> Verdict {
     if w.intel_driver_packages.is_empty() {
         return Verdict::Absent("no Intel graphics driver (iigd_dch*) in /usr/lib/wsl/drivers".into());
     }
-    Verdict::Active { resources: vec!["gpu.intel.com/dxg".into()], devices: w.intel_driver_packages.len() as u32 }
+    // GPU-PV shows every GPU through the one /dev/dxg, and the driver store keeps old package
+    // versions beside the current one, so the packages are evidence, not a count.
+    Verdict::Active { resources: vec!["gpu.intel.com/dxg".into()], devices: 1 }
 }
 
 #[cfg(test)]
@@ -390,6 +392,65 @@ mod tests {
         let err = "nvidai".parse::<VendorFilter>().unwrap_err();
         assert_eq!(err.suggestion, Some("nvidia"));
         assert!(err.to_string().contains("known vendors: auto, nvidia, intel"), "{err}");
+    }
+
+    use crate::facts::{GaudiDevice, QatPf};
+
+    fn verdict_of(host: &Host, vendor: Vendor) -> Result<Detected, String> {
+        let e = evaluate(host, &VendorFilter::Auto);
+        e.detected
+            .into_iter()
+            .find(|d| d.vendor == vendor)
+            .ok_or_else(|| e.inactive.into_iter().find(|i| i.vendor == vendor).unwrap().reason)
+    }
+
+    #[test]
+    fn habanalabs_loaded_without_nodes_is_present_with_a_finding() {
+        let mut host = Host::default();
+        host.gaudi.module_loaded = true;
+        host.gaudi.devices.push(GaudiDevice {
+            pci_address: "0000:33:00.0".into(),
+            device_id: 0x1060,
+            model: Some("Gaudi 3".into()),
+            driver: Some("habanalabs".into()),
+            accel: None,
+            device_node: None,
+        });
+        assert_eq!(verdict_of(&host, Vendor::Gaudi).unwrap().devices, 1);
+        let e = evaluate(&host, &VendorFilter::Auto);
+        assert!(e.findings.iter().any(|f| f.code == "habanalabs-module-without-nodes"));
+    }
+
+    #[test]
+    fn qat_needs_vfs_vfio_and_the_iommu() {
+        let mut host = Host::default();
+        host.qat.pfs.push(QatPf {
+            pci_address: "0000:6b:00.0".into(),
+            device_id: 0x4940,
+            model: "4xxx".into(),
+            driver: Some("4xxx".into()),
+            vfs: 0,
+            services: Some("dc".into()),
+        });
+        assert!(verdict_of(&host, Vendor::Qat).unwrap_err().contains("no SR-IOV VFs"));
+        host.qat.pfs[0].vfs = 16;
+        assert!(verdict_of(&host, Vendor::Qat).unwrap_err().contains("vfio-pci"));
+        host.qat.vfio_pci_loaded = true;
+        assert!(verdict_of(&host, Vendor::Qat).unwrap_err().contains("IOMMU"));
+        host.qat.iommu_enabled = true;
+        let d = verdict_of(&host, Vendor::Qat).unwrap();
+        assert_eq!((d.resources, d.devices), (vec!["qat.intel.com/dc".to_string()], 16));
+        host.qat.pfs.push(QatPf { vfs: u32::MAX, ..host.qat.pfs[0].clone() });
+        assert_eq!(verdict_of(&host, Vendor::Qat).unwrap().devices, u32::MAX, "saturates, never overflows");
+    }
+
+    #[test]
+    fn hybrid_counts_low_power_e_cores_too() {
+        let mut host = Host::default();
+        host.cpu.p_cores = "0-3".into();
+        assert!(verdict_of(&host, Vendor::Hybrid).is_err());
+        host.cpu.lp_e_cores = "4-5".into();
+        assert!(verdict_of(&host, Vendor::Hybrid).is_ok());
     }
 
     #[test]

@@ -31,10 +31,53 @@ pub enum HostError {
     Dangling { link: String },
     #[error("more than {MAX_LINK_HOPS} links while resolving it (a link loop)")]
     Loop,
+    #[error("permission denied")]
+    PermissionDenied,
+    #[error("not a regular file (a FIFO, socket or device cannot be read as host data)")]
+    NotRegular,
+    #[error("larger than {} MiB", MAX_READ >> 20)]
+    TooLarge,
+    /// Any other I/O error, by kind only, so the text does not depend on who runs us.
     #[error("{0}")]
     Io(String),
     #[error("not valid UTF-8 text")]
     NotUtf8,
+}
+
+/// The most detection reads from one file. Sysfs and procfs files are small; firmware images
+/// are a few MiB. A larger file is hostile or broken, and reading it whole would hang us.
+pub const MAX_READ: u64 = 64 << 20;
+
+fn io_error(e: &io::Error) -> HostError {
+    match e.kind() {
+        io::ErrorKind::PermissionDenied => HostError::PermissionDenied,
+        io::ErrorKind::IsADirectory => HostError::Io("is a directory".into()),
+        kind => HostError::Io(format!("I/O error ({kind:?})")),
+    }
+}
+
+/// Reads a regular file, at most [`MAX_READ`] bytes. FIFOs and devices are refused before
+/// they are opened, so one cannot block us.
+fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, HostError> {
+    use std::io::Read;
+    let meta = match fs::metadata(path) {
+        Ok(meta) => meta,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(e) => return Err(io_error(&e)),
+    };
+    if meta.is_dir() {
+        return Err(HostError::Io("is a directory".into()));
+    }
+    if !meta.is_file() {
+        return Err(HostError::NotRegular);
+    }
+    let file = fs::File::open(path).map_err(|e| io_error(&e))?;
+    let mut bytes = Vec::new();
+    file.take(MAX_READ + 1).read_to_end(&mut bytes).map_err(|e| io_error(&e))?;
+    if bytes.len() as u64 > MAX_READ {
+        return Err(HostError::TooLarge);
+    }
+    Ok(Some(bytes))
 }
 
 /// What detection read, as host paths, for `facts capture`.
@@ -85,14 +128,11 @@ impl HostRoot {
         let Some(resolved) = self.resolve(path, true)? else {
             return Ok(None);
         };
-        match fs::read(self.on_disk(&resolved)) {
-            Ok(bytes) => {
-                self.trail.borrow_mut().files.insert(resolved);
-                Ok(Some(bytes))
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
-            Err(e) => Err(HostError::Io(e.to_string())),
+        let bytes = read_regular(&self.on_disk(&resolved))?;
+        if bytes.is_some() {
+            self.trail.borrow_mut().files.insert(resolved);
         }
+        Ok(bytes)
     }
 
     /// Reads a text file; `Ok(None)` when it does not exist.
@@ -111,11 +151,11 @@ impl HostRoot {
         let entries = match fs::read_dir(self.on_disk(&resolved)) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(HostError::Io(e.to_string())),
+            Err(e) => return Err(io_error(&e)),
         };
         let mut names = Vec::new();
         for entry in entries {
-            let entry = entry.map_err(|e| HostError::Io(e.to_string()))?;
+            let entry = entry.map_err(|e| io_error(&e))?;
             let name = entry.file_name().to_string_lossy().into_owned();
             // sysfs, procfs and /dev have no dot entries; in a fixture host they are git's
             // placeholders (`.keep`), not part of the host.
@@ -180,9 +220,17 @@ impl HostRoot {
             };
             return stat::stat_real(&self.on_disk(&resolved)).map(Some);
         }
-        let mut sidecar = self.stat_sidecar.borrow_mut();
-        let table = sidecar.get_or_insert_with(|| stat::read_sidecar(&self.root));
-        Ok(Some(table.get(path).copied().unwrap_or_default()))
+        if self.stat_sidecar.borrow().is_none() {
+            // The sidecar is read like host data: inside the root, regular, bounded. A bad
+            // one means defaults, not a failure: it is test data, not host state.
+            let text = match self.resolve(&format!("/{}", stat::SIDECAR), true) {
+                Ok(Some(at)) => read_regular(&self.on_disk(&at)).ok().flatten().unwrap_or_default(),
+                _ => Vec::new(),
+            };
+            *self.stat_sidecar.borrow_mut() = Some(stat::parse_sidecar(&String::from_utf8_lossy(&text)));
+        }
+        let sidecar = self.stat_sidecar.borrow();
+        Ok(Some(sidecar.as_ref().and_then(|t| t.get(path).copied()).unwrap_or_default()))
     }
 
     pub(crate) fn on_disk(&self, host_path: &str) -> PathBuf {

@@ -28,15 +28,8 @@ impl Default for NodeStat {
 
 pub(super) fn stat_real(path: &Path) -> Result<NodeStat, HostError> {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).map_err(|e| HostError::Io(e.to_string()))?;
+    let meta = std::fs::metadata(path).map_err(|e| super::io_error(&e))?;
     Ok(NodeStat { mode: meta.mode() & 0o7777, uid: meta.uid(), gid: meta.gid() })
-}
-
-/// Reads the sidecar; a missing or malformed file gives the defaults (a malformed line is
-/// skipped rather than failing detection: the sidecar is test data, not host state).
-pub(super) fn read_sidecar(root: &Path) -> BTreeMap<String, NodeStat> {
-    let text = std::fs::read_to_string(root.join(SIDECAR)).unwrap_or_default();
-    parse_sidecar(&text)
 }
 
 pub fn parse_sidecar(text: &str) -> BTreeMap<String, NodeStat> {

@@ -74,8 +74,8 @@ pub fn parse_uc_info(text: &str) -> Result<UcInfo, ParseError> {
             }
         }
     }
-    if info.status.is_none() {
-        return Err(ParseError::new("no status line"));
+    if info.status.is_none() && info.firmware.is_none() {
+        return Err(ParseError::new("no firmware or status line"));
     }
     Ok(info)
 }
@@ -111,5 +111,8 @@ mod tests {
         assert_eq!(Version::parse("x.1"), None);
         assert_eq!(Version::parse("1.2.3.4"), None);
         assert!(parse_uc_info("nothing here").is_err());
+        // "GuC disabled" style records name the firmware but have no status.
+        let disabled = parse_uc_info("GuC firmware: i915/tgl_guc_70.bin\n\tGuC disabled\n").unwrap();
+        assert_eq!(disabled.status, None);
     }
 }
