@@ -28,14 +28,26 @@ pub struct Cli {
 
 #[derive(Debug, Args)]
 pub struct Global {
-    /// Read the host from this directory instead of `/` (a fixture host: DIR/sys, DIR/proc,
-    /// DIR/dev, ...; see docs/fixture-hosts.md). Links never lead outside it.
-    #[arg(long, global = true, value_name = "DIR", env = "K3D_GPU_ROOT", conflicts_with = "facts")]
-    pub root: Option<PathBuf>,
+    /// The config file. Without it, ./k3dgpu.toml if present, else the defaults (an empty
+    /// config).
+    #[arg(short = 'c', long, global = true, value_name = "FILE", env = "K3D_GPU_CONFIG")]
+    pub config: Option<PathBuf>,
 
-    /// Use a saved facts/v1 document instead of reading a host.
+    /// Read the host from this directory instead of `/` (a fixture host: DIR/sys, DIR/proc,
+    /// DIR/dev, ...; see docs/fixture-hosts.md). Links never lead outside it. `validate` takes
+    /// it more than once.
+    #[arg(long, global = true, value_name = "DIR", env = "K3D_GPU_ROOT", conflicts_with = "facts")]
+    pub root: Vec<PathBuf>,
+
+    /// Use a saved facts/v1 document instead of reading a host. `validate` takes it more than
+    /// once.
     #[arg(long, global = true, value_name = "FILE")]
-    pub facts: Option<PathBuf>,
+    pub facts: Vec<PathBuf>,
+
+    /// Use this component catalog instead of the one built in: DIR/stdlib/*.kdl with
+    /// DIR/share/*.yml (see docs/stdlib.md).
+    #[arg(long, global = true, value_name = "DIR", env = "K3D_GPU_STDLIB")]
+    pub stdlib: Option<PathBuf>,
 
     /// Print data as JSON on stdout instead of a table.
     #[arg(long, global = true)]
@@ -61,6 +73,35 @@ pub enum Command {
 
     /// Print the facts/v1 document: deterministic bytes, no clock, no machine paths.
     Facts(FactsArgs),
+
+    /// Check the config against one or more hosts (--root/--facts, each may repeat): a table
+    /// per host, every error with the config line it is about. No Docker, no cluster. Exits 1
+    /// if any host fails.
+    Validate,
+
+    /// Print the resource graph the config compiles to for this host: DOT, or JSON with --json.
+    Graph,
+
+    /// Write the Kubernetes manifests the config produces, one file per component plus a
+    /// kustomization.yaml, ready for Flux or Argo CD.
+    Render(RenderArgs),
+
+    /// Print the JSON Schema of k3dgpu.toml (for taplo / Even Better TOML).
+    Schema(SchemaArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct RenderArgs {
+    /// The directory to write into (created if missing; files k3d-gpu wrote are replaced).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+#[derive(Debug, Args)]
+pub struct SchemaArgs {
+    /// Print the config reference as Markdown (docs/config.md) instead of the JSON Schema.
+    #[arg(long)]
+    pub markdown: bool,
 }
 
 #[derive(Debug, Args)]
@@ -117,8 +158,14 @@ pub fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             let code = error.exit_code();
-            if !matches!(error, Error::CheckFailed(_)) {
-                eprintln!("{:?}", miette::Report::new(error));
+            match error {
+                Error::CheckFailed(_) => {}
+                Error::Invalid(reports) => {
+                    for report in reports {
+                        eprintln!("{report:?}");
+                    }
+                }
+                other => eprintln!("{:?}", miette::Report::new(other)),
             }
             ExitCode::from(code)
         }

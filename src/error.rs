@@ -34,6 +34,12 @@ pub enum Error {
     #[diagnostic(code(k3d_gpu::output))]
     Output { path: String, reason: String },
 
+    /// The config or a component is invalid: one diagnostic per problem, each pointing at
+    /// its source.
+    #[error("{} problem(s) in the configuration", .0.len())]
+    #[diagnostic(code(k3d_gpu::invalid))]
+    Invalid(Vec<miette::Report>),
+
     /// A check the command exists to make failed; the report was already printed.
     #[error("{0}")]
     #[diagnostic(code(k3d_gpu::check_failed))]
@@ -44,7 +50,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Usage { .. } | Error::Input { .. } => EXIT_USAGE,
-            Error::Output { .. } | Error::CheckFailed(_) => EXIT_FAILED,
+            Error::Output { .. } | Error::CheckFailed(_) | Error::Invalid(_) => EXIT_FAILED,
         }
     }
 }

@@ -18,7 +18,7 @@ struct DoctorReport<'a> {
 pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
     let facts = super::load_facts(global)?;
     let mut findings = facts.findings.clone();
-    let on_real_host = global.facts.is_none() && super::open_host(global)?.is_real_host();
+    let on_real_host = global.facts.is_empty() && super::open_host(global)?.is_real_host();
     if on_real_host && !args.no_tools {
         findings.extend(crate::doctor::tool_findings());
     }

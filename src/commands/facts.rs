@@ -18,7 +18,7 @@ pub fn run(global: &Global, args: &FactsArgs) -> Result<u8> {
 }
 
 fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
-    if global.facts.is_some() {
+    if !global.facts.is_empty() {
         return Err(Error::Usage {
             message: "facts capture reads a host, not a saved facts document".into(),
             help: Some("drop --facts; use --root DIR to capture from another root".into()),

@@ -4,6 +4,12 @@
 mod detect;
 mod doctor;
 mod facts;
+mod graph;
+mod inputs;
+mod schema;
+mod validate;
+
+pub use inputs::{Inputs, load_catalog, load_config};
 
 pub use detect::render as render_detect;
 
@@ -19,12 +25,25 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Detect => detect::run(&cli.global),
         Command::Doctor(args) => doctor::run(&cli.global, args),
         Command::Facts(args) => facts::run(&cli.global, args),
+        Command::Validate => validate::run(&cli.global),
+        Command::Graph => graph::run(&cli.global),
+        Command::Render(args) => graph::render(&cli.global, args),
+        Command::Schema(args) => schema::run(args),
     }
 }
 
 /// Opens the host root named by `--root` (default `/`).
 pub fn open_host(global: &Global) -> Result<HostRoot> {
-    let root = global.root.as_deref().unwrap_or(Path::new("/"));
+    if global.root.len() > 1 {
+        return Err(Error::Usage {
+            message: "this command reads one host; --root was given more than once".into(),
+            help: Some("`validate` takes several".into()),
+        });
+    }
+    open_root(global.root.first().map_or(Path::new("/"), |p| p.as_path()))
+}
+
+pub fn open_root(root: &Path) -> Result<HostRoot> {
     HostRoot::open(root).map_err(|e| Error::Input {
         what: "host root",
         path: root.display().to_string(),
@@ -36,7 +55,13 @@ pub fn open_host(global: &Global) -> Result<HostRoot> {
 /// The facts for this invocation: a saved document (`--facts`) or a fresh detection.
 pub fn load_facts(global: &Global) -> Result<Facts> {
     let filter = global.vendor_filter()?;
-    if let Some(path) = &global.facts {
+    if global.facts.len() > 1 {
+        return Err(Error::Usage {
+            message: "this command reads one host; --facts was given more than once".into(),
+            help: Some("`validate` takes several".into()),
+        });
+    }
+    if let Some(path) = global.facts.first() {
         let saved = read_facts_file(path)?;
         // Without --vendors the saved document stands as it was made.
         if global.vendors.is_none() || saved.vendor_filter == filter {

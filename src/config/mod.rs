@@ -5,6 +5,7 @@
 //! are errors, never ignored. Each reference environment variable that configures behaviour
 //! maps to one key here; `docs/config.md` lists the mapping.
 
+pub mod docs;
 mod load;
 mod selection;
 mod span;

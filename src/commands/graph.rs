@@ -1,0 +1,79 @@
+//! `k3d-gpu graph` and `k3d-gpu render`: the compiled graph for one host, as DOT/JSON or as
+//! manifests for GitOps.
+
+use std::collections::BTreeMap;
+
+use super::inputs::compile_diagnostics;
+use crate::cli::{Global, RenderArgs};
+use crate::compile::{self, DesiredGraph, ResourceKind};
+use crate::error::{EXIT_OK, Error, Result};
+
+/// Config + facts + catalog → graph, with warnings on stderr.
+pub fn compiled(global: &Global) -> Result<DesiredGraph> {
+    let inputs = super::load_config(global)?;
+    let catalog = super::load_catalog(global, &inputs)?;
+    let facts = super::load_facts(global)?;
+    let graph = compile::compile(&inputs.config, &facts, &catalog)
+        .map_err(|errors| Error::Invalid(compile_diagnostics(&inputs, errors)))?;
+    for w in &graph.warnings {
+        eprintln!("warning: {} [{}]", w.text, w.code);
+    }
+    Ok(graph)
+}
+
+pub fn run(global: &Global) -> Result<u8> {
+    let graph = compiled(global)?;
+    if global.json {
+        super::print_bytes(&graph.to_json());
+    } else {
+        super::print_bytes(graph.to_dot().as_bytes());
+    }
+    Ok(EXIT_OK)
+}
+
+/// The objects of each component as one YAML file, and a kustomization listing them.
+pub fn render_files(graph: &DesiredGraph) -> BTreeMap<String, String> {
+    let mut by_component: BTreeMap<String, Vec<&serde_json::Value>> = BTreeMap::new();
+    for r in graph.resources().filter(|r| r.kind == ResourceKind::Object) {
+        let name = r.component.clone().unwrap_or_else(|| "k3d-gpu".into());
+        by_component.entry(name).or_default().push(&r.spec);
+    }
+    let mut files = BTreeMap::new();
+    for (component, objects) in &by_component {
+        let mut text = format!("# {component}: rendered by k3d-gpu; edit k3dgpu.toml, not this file\n");
+        for object in objects {
+            text.push_str("---\n");
+            text.push_str(&serde_saphyr::to_string(object).expect("a JSON value serialises as YAML"));
+        }
+        files.insert(format!("{component}.yaml"), text);
+    }
+    let mut kustomization =
+        String::from("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n");
+    for name in files.keys() {
+        kustomization.push_str(&format!("  - {name}\n"));
+    }
+    files.insert("kustomization.yaml".into(), kustomization);
+    files
+}
+
+pub fn render(global: &Global, args: &RenderArgs) -> Result<u8> {
+    let graph = compiled(global)?;
+    let files = render_files(&graph);
+    let out = &args.out;
+    let write_err = |e: std::io::Error| Error::Output { path: out.display().to_string(), reason: e.to_string() };
+    std::fs::create_dir_all(out).map_err(write_err)?;
+    for (name, text) in &files {
+        std::fs::write(out.join(name), text).map_err(write_err)?;
+    }
+    // Files a previous render wrote for a component that is gone: say so, never delete.
+    if let Ok(entries) = std::fs::read_dir(out) {
+        for entry in entries.flatten() {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".yaml") && !files.contains_key(&name) {
+                eprintln!("note: {} is not part of this render (left in place)", entry.path().display());
+            }
+        }
+    }
+    eprintln!("wrote {} files to {}", files.len(), out.display());
+    Ok(EXIT_OK)
+}

@@ -1,0 +1,76 @@
+//! Loading the inputs every config-consuming command needs: the config file, the catalog
+//! (built in or --stdlib, plus the config's own components), and rendering compile errors
+//! as diagnostics that point into the config.
+
+use std::path::{Path, PathBuf};
+
+use crate::catalog::Catalog;
+use crate::cli::Global;
+use crate::compile::CompileError;
+use crate::config::{Config, ConfigError, load_str, span_of};
+use crate::error::{Error, Result};
+
+/// The config as loaded, with its text for diagnostics.
+pub struct Inputs {
+    pub config: Config,
+    /// What diagnostics call the file.
+    pub name: String,
+    pub text: String,
+    /// Directory relative paths in the config are resolved against.
+    pub dir: PathBuf,
+}
+
+const DEFAULT_CONFIG: &str = "k3dgpu.toml";
+
+pub fn load_config(global: &Global) -> Result<Inputs> {
+    let (path, explicit) = match &global.config {
+        Some(p) => (p.clone(), true),
+        None => (PathBuf::from(DEFAULT_CONFIG), false),
+    };
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        // No config at all is the reference launcher's defaults, like an empty file.
+        Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => String::new(),
+        Err(e) => {
+            return Err(Error::Input {
+                what: "config",
+                path: path.display().to_string(),
+                reason: e.to_string(),
+                help: Some("pass -c FILE, or run where k3dgpu.toml is".into()),
+            });
+        }
+    };
+    let name = path.display().to_string();
+    let config = load_str(&name, &text).map_err(|e| Error::Invalid(vec![miette::Report::new(*e)]))?;
+    let dir = path.parent().map(Path::to_path_buf).filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
+    Ok(Inputs { config, name, text, dir })
+}
+
+pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
+    let invalid = |e: Box<crate::catalog::CatalogError>| Error::Invalid(vec![miette::Report::new(*e)]);
+    let mut catalog = match &global.stdlib {
+        Some(dir) => Catalog::from_dir(dir).map_err(invalid)?,
+        None => Catalog::embedded().map_err(invalid)?,
+    };
+    for component in &inputs.config.components {
+        let path = inputs.dir.join(&component.path);
+        let manifests = path.parent().map(Path::to_path_buf).unwrap_or_else(|| ".".into());
+        catalog.add_file(&path, &manifests).map_err(invalid)?;
+    }
+    catalog.check().map_err(invalid)?;
+    Ok(catalog)
+}
+
+/// Compile errors as diagnostics underlining the key they are about.
+pub fn compile_diagnostics(inputs: &Inputs, errors: Vec<CompileError>) -> Vec<miette::Report> {
+    errors
+        .into_iter()
+        .map(|e| {
+            let span = span_of(&inputs.text, &e.key);
+            let label = if span.is_some() { e.key.join(".") } else { String::new() };
+            let mut report = ConfigError::at(&inputs.name, &inputs.text, span, e.message, label, e.help);
+            report.message = format!("{} [{}]", report.message, e.code);
+            miette::Report::new(report)
+        })
+        .collect()
+}

@@ -1,0 +1,123 @@
+//! `k3d-gpu validate`: the config against one or many hosts, a row per host, every error
+//! rendered against the config. What CI runs.
+
+use std::fmt::Write;
+
+use serde::Serialize;
+
+use super::inputs::compile_diagnostics;
+use crate::cli::Global;
+use crate::compile::{self, Warning};
+use crate::error::{EXIT_FAILED, EXIT_OK, Result};
+use crate::facts::Facts;
+
+#[derive(Serialize)]
+struct HostResult {
+    host: String,
+    ok: bool,
+    active: Vec<String>,
+    resources: usize,
+    errors: Vec<String>,
+    warnings: Vec<Warning>,
+}
+
+pub fn run(global: &Global) -> Result<u8> {
+    let inputs = super::load_config(global)?;
+    let catalog = super::load_catalog(global, &inputs)?;
+    let filter = global.vendor_filter()?;
+    let mut hosts: Vec<(String, Facts)> = Vec::new();
+    for root in &global.root {
+        let host = super::open_root(root)?;
+        hosts.push((root.display().to_string(), crate::detect::facts(&host, &filter)));
+    }
+    for file in &global.facts {
+        hosts.push((file.display().to_string(), super::read_facts_file(file)?));
+    }
+    if hosts.is_empty() {
+        let host = super::open_root(std::path::Path::new("/"))?;
+        hosts.push(("/ (this machine)".into(), crate::detect::facts(&host, &filter)));
+    }
+
+    let mut results = Vec::new();
+    let mut diagnostics = Vec::new();
+    for (name, facts) in &hosts {
+        match compile::compile(&inputs.config, facts, &catalog) {
+            Ok(graph) => results.push(HostResult {
+                host: name.clone(),
+                ok: true,
+                active: active(facts, &inputs.config),
+                resources: graph.index.len(),
+                errors: Vec::new(),
+                warnings: graph.warnings.clone(),
+            }),
+            Err(errors) => {
+                let texts = errors.iter().map(|e| format!("{} [{}]", e.message, e.code)).collect();
+                diagnostics.push((name.clone(), compile_diagnostics(&inputs, errors)));
+                results.push(HostResult {
+                    host: name.clone(),
+                    ok: false,
+                    active: active(facts, &inputs.config),
+                    resources: 0,
+                    errors: texts,
+                    warnings: Vec::new(),
+                });
+            }
+        }
+    }
+    let failed = results.iter().any(|r| !r.ok);
+    if global.json {
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            schema: &'static str,
+            config: &'a str,
+            hosts: &'a [HostResult],
+        }
+        super::print_bytes(&crate::canonical::to_bytes(&Doc {
+            schema: "k3d-gpu.validate/v1",
+            config: &inputs.name,
+            hosts: &results,
+        }));
+    } else {
+        super::print_bytes(table(&inputs.name, &results).as_bytes());
+        for (host, reports) in diagnostics {
+            eprintln!("\n{host}:");
+            for report in reports {
+                eprintln!("{report:?}");
+            }
+        }
+    }
+    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+}
+
+fn active(facts: &Facts, config: &crate::config::Config) -> Vec<String> {
+    facts
+        .detected
+        .iter()
+        .filter(|d| !config.vendors.exclude.contains(&d.vendor))
+        .filter(|d| match &config.vendors.enable {
+            crate::config::VendorSelection::Auto => true,
+            crate::config::VendorSelection::Only(list) => list.contains(&d.vendor),
+        })
+        .map(|d| d.vendor.to_string())
+        .collect()
+}
+
+fn table(config: &str, results: &[HostResult]) -> String {
+    let width = results.iter().map(|r| r.host.len()).max().unwrap_or(4).max(4);
+    let mut out =
+        format!("config {config}\n\n{:<width$}  {:<6}  {:>9}  active vendors\n", "HOST", "RESULT", "RESOURCES");
+    for r in results {
+        let result = if r.ok { "ok" } else { "FAIL" };
+        let resources = if r.ok { r.resources.to_string() } else { "-".into() };
+        let _ = writeln!(out, "{:<width$}  {result:<6}  {resources:>9}  {}", r.host, r.active.join(" "));
+        for w in &r.warnings {
+            let _ = writeln!(out, "{:<width$}  warn    {}", "", w.text);
+        }
+        for e in &r.errors {
+            let _ = writeln!(out, "{:<width$}  error   {e}", "");
+        }
+    }
+    let failed = results.iter().filter(|r| !r.ok).count();
+    let _ = writeln!(out, "\n{} host(s), {failed} failed", results.len());
+    out
+}
