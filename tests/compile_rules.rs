@@ -1,0 +1,205 @@
+//! The compiler's rules, one behaviour per test, on fixture hosts and the small test catalog
+//! in tests/fixtures/catalog (so they do not depend on the shipped manifests).
+
+mod support;
+
+use k3d_gpu::catalog::Catalog;
+use k3d_gpu::compile::{CompileError, DesiredGraph, compile};
+use k3d_gpu::config::load_str;
+use support::{facts_of, repo};
+
+fn catalog() -> Catalog {
+    Catalog::from_dir(&repo().join("tests/fixtures/catalog")).unwrap()
+}
+
+fn build(toml: &str, host: &str) -> Result<DesiredGraph, Vec<CompileError>> {
+    let config = load_str("k3dgpu.toml", toml).unwrap_or_else(|e| panic!("{e:?}"));
+    compile(&config, &facts_of(host), &catalog())
+}
+
+fn graph(toml: &str, host: &str) -> DesiredGraph {
+    build(toml, host).unwrap_or_else(|e| panic!("{e:#?}"))
+}
+
+fn codes(toml: &str, host: &str) -> Vec<&'static str> {
+    match build(toml, host) {
+        Ok(_) => Vec::new(),
+        Err(errors) => errors.iter().map(|e| e.code).collect(),
+    }
+}
+
+fn plugin_args(g: &DesiredGraph) -> Vec<String> {
+    let ds = g.get("k8s/apps/DaemonSet/test-system/intel-gpu-plugin").expect("the Intel plugin is in the graph");
+    ds.spec["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn k3s_args(g: &DesiredGraph) -> Vec<String> {
+    let cluster = g.resources().find(|r| r.id.starts_with("k3d/cluster/")).unwrap();
+    cluster.spec["k3s_args"].as_array().unwrap().iter().map(|a| a["arg"].as_str().unwrap().to_string()).collect()
+}
+
+fn warnings(g: &DesiredGraph) -> Vec<String> {
+    g.warnings.iter().map(|w| w.code.clone()).collect()
+}
+
+#[test]
+fn sharing_auto_is_8_when_every_intel_gpu_is_integrated() {
+    let g = graph("", "meteor-lake-old-npu-fw");
+    assert_eq!(plugin_args(&g), ["-v=2", "-shared-dev-num=8", "-allocation-policy=balanced"]);
+}
+
+#[test]
+fn sharing_auto_is_exclusive_with_a_discrete_gpu() {
+    let g = graph("", "arc-b580-xe-rpl-igpu");
+    assert_eq!(plugin_args(&g), ["-v=2"]);
+    // An explicit number applies to every GPU on the node.
+    let g = graph("[sharing]\nshared = 3\nallocation = \"packed\"\n", "arc-b580-xe-rpl-igpu");
+    assert_eq!(plugin_args(&g), ["-v=2", "-shared-dev-num=3", "-allocation-policy=packed"]);
+}
+
+#[test]
+fn an_allocation_policy_without_sharing_is_an_error() {
+    assert_eq!(codes("[sharing]\nallocation = \"packed\"\n", "arc-b580-xe-rpl-igpu"), ["allocation-without-sharing"]);
+    assert_eq!(
+        codes("[sharing]\nshared = 1\nallocation = \"balanced\"\n", "meteor-lake-old-npu-fw"),
+        ["allocation-without-sharing"]
+    );
+    // `none` is kubelet's order, which needs no sharing.
+    assert!(codes("[sharing]\nallocation = \"none\"\n", "arc-b580-xe-rpl-igpu").is_empty());
+}
+
+#[test]
+fn monitoring_adds_the_flag_and_a_verify_node() {
+    let g = graph("[sharing]\nmonitoring = true\n", "meteor-lake-old-npu-fw");
+    assert!(plugin_args(&g).contains(&"-enable-monitoring".to_string()));
+    assert!(g.get("verify/allocatable/gpu.intel.com/monitoring").is_some());
+}
+
+#[test]
+fn which_gpus_the_cluster_gets() {
+    let g = graph("[sharing]\ngpus = \"discrete\"\n", "arc-b580-xe-rpl-igpu");
+    assert_eq!(plugin_args(&g), ["-v=2", "-deny-ids=a780"]);
+    let g = graph("[sharing]\nallow_ids = [\"0xE20B\"]\n", "arc-b580-xe-rpl-igpu");
+    assert_eq!(plugin_args(&g), ["-v=2", "-allow-ids=e20b"]);
+    assert_eq!(codes("[sharing]\ngpus = \"discrete\"\n", "lunar-lake-npu"), ["no-intel-gpu-selected"]);
+    assert_eq!(codes("[sharing]\nallow_ids = [\"56a0\"]\n", "arc-b580-xe-rpl-igpu"), ["pci-id-matches-nothing"]);
+    assert_eq!(codes("[sharing]\ndeny_ids = [\"xyz\"]\n", "arc-b580-xe-rpl-igpu"), ["bad-pci-id"]);
+    assert_eq!(
+        codes("[sharing]\nallow_ids = [\"e20b\"]\ndeny_ids = [\"a780\"]\n", "arc-b580-xe-rpl-igpu"),
+        ["allow-and-deny"]
+    );
+}
+
+#[test]
+fn dra_mode_replaces_the_plugin_and_ignores_its_keys() {
+    let g = graph("[sharing]\nmode = \"dra\"\nshared = 4\n", "arc-b580-xe-rpl-igpu");
+    assert!(g.get("k8s/apps/DaemonSet/test-system/intel-gpu-plugin").is_none(), "never both");
+    assert!(g.get("k8s/apps/DaemonSet/test-system/intel-gpu-dra").is_some());
+    assert_eq!(g.get("node-label/k3d-gpu.io/intel-gpu-dra").unwrap().spec["value"], "true");
+    let slices = g.get("verify/resourceslices/gpu.intel.com").unwrap();
+    assert_eq!(slices.spec["min_devices"], 2);
+    assert!(g.get("verify/allocatable/gpu.intel.com/xe").is_none());
+    assert_eq!(warnings(&g), ["ignored-in-dra-mode"]);
+}
+
+#[test]
+fn dra_on_a_kubernetes_too_old_is_an_error() {
+    let toml = "[cluster]\nimage = \"rancher/k3s:v1.33.1-k3s1\"\n[sharing]\nmode = \"dra\"\n";
+    assert_eq!(codes(toml, "arc-b580-xe-rpl-igpu"), ["dra-kubernetes-too-old"]);
+}
+
+#[test]
+fn the_balloons_policy_follows_hybrid_numa_and_the_owner() {
+    let id = "k8s/apps/DaemonSet/kube-system/nri-resource-policy-balloons";
+    assert!(graph("", "desktop-rpl-nvidia").get(id).is_some(), "hybrid");
+    assert!(graph("", "xeon-2s-snc2").get(id).is_some(), "numa");
+    assert!(graph("", "plain-laptop-amd").get(id).is_none(), "neither");
+    assert!(graph("[placement]\nballoons = \"external\"\n", "desktop-rpl-nvidia").get(id).is_none());
+    assert!(graph("[vendors]\nexclude = [\"hybrid\"]\n", "desktop-rpl-nvidia").get(id).is_none());
+    // k3d-gpu applies its own copy, so a copy baked into the node image is always skipped.
+    for host in ["desktop-rpl-nvidia", "plain-laptop-amd"] {
+        assert!(k3s_args(&graph("", host)).contains(&"--disable=nri-balloons".to_string()));
+    }
+}
+
+#[test]
+fn a_listed_vendor_the_host_lacks_is_an_error() {
+    assert_eq!(codes("[vendors]\nenable = [\"gaudi\"]\n", "desktop-rpl-nvidia"), ["vendor-absent"]);
+    let g = graph("[vendors]\nenable = [\"nvidia\"]\n", "desktop-rpl-nvidia");
+    assert!(g.get("k8s/apps/DaemonSet/test-system/intel-gpu-plugin").is_none());
+    assert!(g.get("node-label/k3d-gpu.io/hybrid-cpu").is_none());
+}
+
+#[test]
+fn experimental_features() {
+    // auto on an NPU host: npu-turbo's ConfigMap; no gates, k3s 1.37 has them on already.
+    let g = graph("", "lunar-lake-npu");
+    assert!(g.get("k8s/core/ConfigMap/kube-system/k3d-gpu-openvino-npu").is_some());
+    assert!(!k3s_args(&g).iter().any(|a| a.contains("feature-gates")));
+    // On an older k3s, the beta gates are passed.
+    let g = graph("[cluster]\nimage = \"rancher/k3s:v1.33.1-k3s1\"\n", "plain-laptop-amd");
+    assert!(
+        k3s_args(&g).contains(
+            &"--kube-apiserver-arg=feature-gates=DynamicResourceAllocation=true,ImageVolume=true".to_string()
+        )
+    );
+    assert_eq!(codes("[experimental]\nfeatures = [\"npu-turbo\"]\n", "desktop-rpl-nvidia"), ["feature-unsupported"]);
+    let g = graph("[experimental]\nfeatures = [\"sched-ext\"]\n", "plain-laptop-amd");
+    assert_eq!(warnings(&g), ["feature-needs-host-change"]);
+    let g = graph("[experimental]\nfeatures = \"off\"\n", "lunar-lake-npu");
+    assert!(g.get("k8s/core/ConfigMap/kube-system/k3d-gpu-openvino-npu").is_none());
+}
+
+#[test]
+fn host_mounts_follow_the_vendors() {
+    let volumes = |g: &DesiredGraph| -> Vec<String> {
+        let cluster = g.resources().find(|r| r.id.starts_with("k3d/cluster/")).unwrap();
+        cluster.spec["volumes"].as_array().unwrap().iter().map(|v| v["host"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(volumes(&graph("", "xeon-2s-snc2")).contains(&"/dev/char".to_string()));
+    assert!(volumes(&graph("", "wsl2-intel")).contains(&"/usr/lib/wsl".to_string()));
+    assert!(volumes(&graph("", "wsl2-nvidia")).contains(&"/usr/lib/wsl".to_string()));
+    let nfd = volumes(&graph("", "lunar-lake-npu"));
+    assert!(nfd.contains(&"/boot/config-6.17.4-300.fc45.x86_64".to_string()));
+    assert!(!nfd.contains(&"/dev/char".to_string()));
+}
+
+#[test]
+fn dependencies_put_namespaces_components_and_labels_first() {
+    let g = graph("", "lunar-lake-npu");
+    let ds = g.get("k8s/apps/DaemonSet/test-system/intel-gpu-plugin").unwrap();
+    assert!(ds.depends_on.contains(&"k8s/core/Namespace/test-system".to_string()), "namespace first");
+    assert!(ds.depends_on.contains(&"node-label/gpu.intel.com/xmx".to_string()), "its node selector's label first");
+    assert_eq!(ds.spec["metadata"]["labels"]["app.kubernetes.io/managed-by"], "k3d-gpu");
+    let verify = g.get("verify/allocatable/gpu.intel.com/xe").unwrap();
+    assert_eq!(verify.depends_on, ["verify/rollout/DaemonSet/test-system/intel-gpu-plugin"]);
+}
+
+#[test]
+fn config_node_labels_are_checked_and_win() {
+    let g = graph(
+        "[cluster]\nnode_labels = { \"k3d-gpu.io/hybrid-cpu\" = \"false\", team = \"ml\" }\n",
+        "desktop-rpl-nvidia",
+    );
+    assert_eq!(g.get("node-label/k3d-gpu.io/hybrid-cpu").unwrap().spec["value"], "false");
+    assert_eq!(g.get("node-label/team").unwrap().spec["value"], "ml");
+    assert!(warnings(&g).contains(&"node-label-overridden".to_string()));
+    assert_eq!(codes("[cluster]\nnode_labels = { \"bad key\" = \"x\" }\n", "desktop-rpl-nvidia"), ["bad-node-label"]);
+    assert_eq!(codes("[cluster]\nname = \"Bad_Name\"\n", "desktop-rpl-nvidia"), ["bad-cluster-name"]);
+}
+
+#[test]
+fn expect_checks_the_machine() {
+    let facts = facts_of("desktop-rpl-nvidia");
+    let ok = format!(
+        "[expect]\nvendors = [\"nvidia\"]\ndevices = {{ \"nvidia.com/gpu\" = 2 }}\nfingerprint = \"{}\"\n",
+        facts.fingerprint
+    );
+    assert!(codes(&ok, "desktop-rpl-nvidia").is_empty());
+    assert_eq!(codes(&ok, "arc-b580-xe-rpl-igpu"), ["expect-vendor", "expect-devices", "expect-fingerprint"]);
+}

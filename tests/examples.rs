@@ -1,0 +1,76 @@
+//! Every example config against its fixture hosts: it validates, and its graph matches the
+//! golden one (`tests/golden/graph/<example>--<host>.json`; regenerate with
+//! `UPDATE_GOLDEN=1 cargo test --test examples`).
+
+mod support;
+
+use k3d_gpu::catalog::Catalog;
+use k3d_gpu::compile::{Change, compile};
+use support::{check_golden, facts_of, repo};
+
+/// Each example and the hosts it is for.
+const EXAMPLES: &[(&str, &[&str])] = &[
+    ("nvidia-workstation", &["desktop-rpl-nvidia"]),
+    ("arc-homelab-dra", &["arc-b580-xe-rpl-igpu"]),
+    ("lunar-lake-npu", &["lunar-lake-npu"]),
+    ("hybrid-igpu-sharing", &["meteor-lake-old-npu-fw"]),
+    ("xeon-numa-accelerators", &["xeon-2s-snc2"]),
+    ("wsl2-intel", &["wsl2-intel"]),
+];
+
+fn config(example: &str) -> k3d_gpu::config::Config {
+    let path = repo().join(format!("examples/{example}.toml"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    k3d_gpu::config::load_str(example, &text).unwrap_or_else(|e| panic!("{example}: {e:?}"))
+}
+
+#[test]
+fn every_example_is_listed_here() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(repo().join("examples"))
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".toml").map(str::to_string))
+        .collect();
+    on_disk.sort();
+    let mut listed: Vec<String> = EXAMPLES.iter().map(|(e, _)| e.to_string()).collect();
+    listed.sort();
+    assert_eq!(on_disk, listed);
+}
+
+#[test]
+fn examples_compile_for_their_hosts_and_match_the_golden_graphs() {
+    let catalog = Catalog::embedded().unwrap();
+    let mut stale = Vec::new();
+    for (example, hosts) in EXAMPLES {
+        let config = config(example);
+        for host in *hosts {
+            let graph =
+                compile(&config, &facts_of(host), &catalog).unwrap_or_else(|e| panic!("{example} on {host}: {e:#?}"));
+            if let Err(e) = check_golden(&format!("tests/golden/graph/{example}--{host}.json"), &graph.to_json()) {
+                stale.push(e);
+            }
+        }
+    }
+    assert!(stale.is_empty(), "{}", stale.join("\n\n"));
+}
+
+#[test]
+fn an_example_on_the_wrong_machine_fails_its_expectations() {
+    let catalog = Catalog::embedded().unwrap();
+    let errors = compile(&config("nvidia-workstation"), &facts_of("plain-laptop-amd"), &catalog).unwrap_err();
+    let codes: Vec<&str> = errors.iter().map(|e| e.code).collect();
+    assert_eq!(codes, ["vendor-absent", "vendor-absent", "expect-vendor", "expect-devices"]);
+}
+
+#[test]
+fn the_cluster_is_the_only_resource_that_forces_replacement() {
+    let catalog = Catalog::embedded().unwrap();
+    let graph = compile(&config("nvidia-workstation"), &facts_of("desktop-rpl-nvidia"), &catalog).unwrap();
+    let replace: Vec<&str> = graph.resources().filter(|r| r.change == Change::Replace).map(|r| r.id.as_str()).collect();
+    assert_eq!(replace, ["k3d/cluster/cuda"]);
+    let cluster = graph.get("k3d/cluster/cuda").unwrap();
+    assert_eq!(cluster.spec["gpus"], "all");
+    let args: Vec<&str> =
+        cluster.spec["k3s_args"].as_array().unwrap().iter().map(|a| a["arg"].as_str().unwrap()).collect();
+    assert!(args.contains(&"--default-runtime=nvidia"));
+    assert!(args.contains(&"--disable=traefik"));
+}
