@@ -176,3 +176,104 @@ fn same_lines(expected: &str, actual: &str) -> Result<(), String> {
         actual.lines().nth(line).unwrap_or("<end>")
     ))
 }
+
+fn example(name: &str) -> String {
+    repo().join(format!("examples/{name}.toml")).display().to_string()
+}
+
+#[test]
+fn validate_many_hosts_and_fail_on_any() {
+    let out = k3d_gpu(&[
+        "validate",
+        "-c",
+        &example("nvidia-workstation"),
+        "--root",
+        &host("desktop-rpl-nvidia"),
+        "--root",
+        &host("plain-laptop-amd"),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let table = stdout(&out);
+    assert!(table.contains("desktop-rpl-nvidia  ok"), "{table}");
+    assert!(table.contains("plain-laptop-amd    FAIL"), "{table}");
+    assert!(table.contains("2 host(s), 1 failed"), "{table}");
+    // The error points into the config.
+    assert!(stderr(&out).contains("enable = [\"nvidia\", \"hybrid\"]"), "{}", stderr(&out));
+
+    let out = k3d_gpu(&["validate", "--json", "-c", &example("wsl2-intel"), "--root", &host("wsl2-intel")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "k3d-gpu.validate/v1");
+    assert_eq!(doc["hosts"][0]["ok"], true);
+}
+
+#[test]
+fn an_invalid_config_exits_1_and_a_missing_one_exits_2() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("k3dgpu.toml");
+    std::fs::write(&bad, "[cluster]\nnmae = \"x\"\n").unwrap();
+    let out = k3d_gpu(&["validate", "-c", bad.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("did you mean `name`?"), "{}", stderr(&out));
+    let out = k3d_gpu(&["validate", "-c", "/nonexistent/k3dgpu.toml", "--root", &host("plain-laptop-amd")]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn graph_prints_dot_or_json_and_render_writes_a_kustomization() {
+    let args = ["-c", &example("lunar-lake-npu"), "--root", &host("lunar-lake-npu")];
+    let dot = k3d_gpu(&[&["graph"][..], &args[..]].concat());
+    assert_eq!(dot.status.code(), Some(0), "{}", stderr(&dot));
+    assert!(stdout(&dot).starts_with("digraph k3d_gpu {"));
+    let json = k3d_gpu(&[&["graph", "--json"][..], &args[..]].concat());
+    let golden = std::fs::read(repo().join("tests/golden/graph/lunar-lake-npu--lunar-lake-npu.json")).unwrap();
+    assert_eq!(json.stdout, golden, "graph --json is the golden graph");
+
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("rendered");
+    let out = k3d_gpu(&[&["render", "--out", out_dir.to_str().unwrap()][..], &args[..]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let kustomization = std::fs::read_to_string(out_dir.join("kustomization.yaml")).unwrap();
+    assert!(
+        kustomization.starts_with("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n")
+    );
+    for line in kustomization.lines().filter_map(|l| l.strip_prefix("  - ")) {
+        let text = std::fs::read_to_string(out_dir.join(line)).unwrap();
+        let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(&text).unwrap();
+        for doc in docs.iter().filter(|d| !d.is_null()) {
+            assert_eq!(doc["metadata"]["labels"]["app.kubernetes.io/managed-by"], "k3d-gpu", "{line}");
+        }
+    }
+}
+
+#[test]
+fn a_component_of_your_own_joins_the_graph() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = "b".repeat(64);
+    std::fs::write(
+        dir.path().join("exporter.kdl"),
+        format!(
+            "component my-exporter {{\n    summary \"my exporter\"\n    upstream mine version=v1\n    manifest exporter.yml\n    image \"example.invalid/exp:1@sha256:{digest}\"\n    when vendor=intel\n}}\n"
+        ),
+    )
+    .unwrap();
+    std::fs::write(
+        dir.path().join("exporter.yml"),
+        format!("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: my-exporter, namespace: kube-system}}\nspec:\n  selector: {{matchLabels: {{app: x}}}}\n  template:\n    metadata: {{labels: {{app: x}}}}\n    spec:\n      containers: [{{name: x, image: \"example.invalid/exp:1@sha256:{digest}\"}}]\n"),
+    )
+    .unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[[components]]\npath = \"exporter.kdl\"\n").unwrap();
+    let out = k3d_gpu(&["graph", "--json", "-c", config.to_str().unwrap(), "--root", &host("lunar-lake-npu")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("\"id\": \"k8s/apps/DaemonSet/kube-system/my-exporter\""));
+    // Gated on facts: not on a host without an Intel GPU.
+    let out = k3d_gpu(&["graph", "--json", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    assert!(!stdout(&out).contains("my-exporter"));
+}
+
+#[test]
+fn schema_prints_the_committed_schema() {
+    let out = k3d_gpu(&["schema"]);
+    assert_eq!(out.stdout, std::fs::read(repo().join("k3dgpu.schema.json")).unwrap());
+}

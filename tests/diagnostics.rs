@@ -1,0 +1,139 @@
+//! The exact text users see for the common mistakes: config keys, values and types, compile
+//! rules, and component files. Rendered as on a terminal without colour, 80 columns.
+
+mod support;
+
+use k3d_gpu::catalog::{Catalog, parse_component};
+use k3d_gpu::config::load_str;
+use miette::{Diagnostic, GraphicalReportHandler, GraphicalTheme};
+
+fn render(diagnostic: &dyn Diagnostic) -> String {
+    let mut out = String::new();
+    GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
+        .with_width(80)
+        .render_report(&mut out, diagnostic)
+        .unwrap();
+    out.lines().map(str::trim_end).collect::<Vec<_>>().join("\n")
+}
+
+fn config_error(toml: &str) -> String {
+    render(&*load_str("k3dgpu.toml", toml).unwrap_err())
+}
+
+#[test]
+fn a_misspelt_key() {
+    assert_eq!(
+        config_error("[sharing]\nallocaton = \"packed\"\n"),
+        r#"k3d_gpu::config
+
+  × unknown key `allocaton`
+   ╭─[k3dgpu.toml:2:1]
+ 1 │ [sharing]
+ 2 │ allocaton = "packed"
+   · ────┬────
+   ·     ╰── unknown key
+   ╰────
+  help: did you mean `allocation`? allowed: mode, shared, allocation,
+        monitoring, gpus, allow_ids, deny_ids"#
+    );
+}
+
+#[test]
+fn a_misspelt_section() {
+    let text = config_error("[sharng]\nshared = 4\n");
+    assert!(text.contains("× unknown key `sharng`"), "{text}");
+    assert!(text.contains("did you mean `sharing`?"), "{text}");
+}
+
+#[test]
+fn a_value_that_is_not_allowed() {
+    assert_eq!(
+        config_error("[placement]\nballoons = \"helm\"\n"),
+        r#"k3d_gpu::config
+
+  × unknown value `helm`
+   ╭─[k3dgpu.toml:2:12]
+ 1 │ [placement]
+ 2 │ balloons = "helm"
+   ·            ───┬──
+   ·               ╰── unknown value
+   ╰────
+  help: allowed: k3s, external"#
+    );
+}
+
+#[test]
+fn a_wrong_type_and_a_bad_word() {
+    let text = config_error("[cluster]\nservers = \"one\"\n");
+    assert!(text.contains("× wrong type: string \"one\", expected u32"), "{text}");
+    let text = config_error("[sharing]\nshared = \"lots\"\n");
+    assert!(text.contains("expected \"auto\" or a number of pods per GPU, found \"lots\""), "{text}");
+    let text = config_error("[vendors]\nenable = [\"nvida\"]\n");
+    assert!(text.contains("unknown vendor \"nvida\" (did you mean \"nvidia\"?)"), "{text}");
+    let text = config_error("[experimental]\nfeatures = [\"dra\", \"turbo\"]\n");
+    assert!(text.contains("unknown experimental feature \"turbo\""), "{text}");
+}
+
+#[test]
+fn a_component_file_with_an_unknown_node() {
+    let kdl = "component mine {\n    summary \"x\"\n    upstream x version=v1\n    manifest m.yml\n    imge \"a\"\n}\n";
+    let err = parse_component("stdlib/mine.kdl", kdl, &|_| Ok(String::new())).unwrap_err();
+    assert_eq!(
+        render(&*err),
+        r#"k3d_gpu::catalog
+
+  × unknown node `imge` in component mine
+   ╭─[stdlib/mine.kdl:5:5]
+ 4 │     manifest m.yml
+ 5 │     imge "a"
+   ·     ──┬─
+   ·       ╰── unknown node
+ 6 │ }
+   ╰────
+  help: did you mean `image`?"#
+    );
+}
+
+#[test]
+fn component_images_must_be_pinned_and_match_the_manifest() {
+    let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c, image: \"busybox:1.37\"}]\n";
+    let kdl = "component mine {\n    summary \"x\"\n    upstream x version=v1\n    manifest m.yml\n    image \"busybox:1.37\"\n}\n";
+    let err = parse_component("mine.kdl", kdl, &|_| Ok(manifest.to_string())).unwrap_err();
+    assert!(render(&*err).contains("× image busybox:1.37 is not pinned by digest"));
+    let pinned = format!("busybox:1.37@sha256:{}", "a".repeat(64));
+    let kdl = format!(
+        "component mine {{\n    summary \"x\"\n    upstream x version=v1\n    manifest m.yml\n    image \"{pinned}\"\n}}\n"
+    );
+    let err = parse_component("mine.kdl", &kdl, &|_| Ok(manifest.to_string())).unwrap_err();
+    assert!(
+        render(&*err).contains("share/m.yml uses image busybox:1.37, which component mine does not list"),
+        "{}",
+        render(&*err)
+    );
+}
+
+#[test]
+fn a_cycle_between_user_components() {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, after) in [("a", "b"), ("b", "a")] {
+        let kdl = format!(
+            "component {name} {{\n    summary \"x\"\n    upstream x version=v1\n    manifest {name}.yml\n    after {after}\n}}\n"
+        );
+        std::fs::write(dir.path().join(format!("{name}.kdl")), kdl).unwrap();
+        std::fs::write(
+            dir.path().join(format!("{name}.yml")),
+            format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\n"),
+        )
+        .unwrap();
+    }
+    let err = Catalog::from_dir(dir.path()).unwrap_err();
+    assert_eq!(err.message, "components depend on each other in a cycle: a → b → a");
+}
+
+#[test]
+fn the_shipped_catalog_loads() {
+    let catalog = Catalog::embedded().unwrap();
+    for c in catalog.components.values() {
+        assert!(!c.objects.is_empty(), "{} has no objects", c.name);
+    }
+}
