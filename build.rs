@@ -8,7 +8,9 @@ fn embed(dir: &str, ext: &str, out: &mut String, name: &str) {
     println!("cargo:rerun-if-changed={dir}");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
     let mut files: Vec<_> = std::fs::read_dir(&root)
-        .map(|d| d.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect())
+        .map(|d| {
+            d.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect()
+        })
         .unwrap_or_default();
     files.sort();
     writeln!(out, "pub static {name}: &[(&str, &str)] = &[").unwrap();

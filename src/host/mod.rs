@@ -96,6 +96,8 @@ pub struct HostRoot {
     real_host: bool,
     trail: RefCell<Trail>,
     stat_sidecar: RefCell<Option<BTreeMap<String, NodeStat>>>,
+    /// Resolved directories by host path (see `resolve`).
+    dir_cache: RefCell<std::collections::HashMap<String, Vec<String>>>,
 }
 
 impl HostRoot {
@@ -111,6 +113,7 @@ impl HostRoot {
             real_host,
             trail: RefCell::default(),
             stat_sidecar: RefCell::default(),
+            dir_cache: RefCell::default(),
         })
     }
 

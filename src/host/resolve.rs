@@ -19,8 +19,14 @@ impl HostRoot {
     /// missing (a dangling link is missing too). With `follow_last` false the final component
     /// is left as it is, even if it is a link.
     pub(super) fn resolve(&self, path: &str, follow_last: bool) -> Result<Option<String>, HostError> {
-        let mut done: Vec<String> = Vec::new();
-        let mut todo: VecDeque<String> = components(path).collect();
+        let original: Vec<String> = components(path).collect();
+        // Detection reads many files in the same directories (a PCI function's vendor, device,
+        // class, driver): start from the longest directory already resolved. Paths with `.`
+        // or `..` are walked in full, uncached.
+        let cacheable = !original.iter().any(|p| p == "." || p == "..");
+        let (mut orig_done, mut done) = if cacheable { self.cached_prefix(&original) } else { (0, Vec::new()) };
+        let mut todo: VecDeque<String> = original[orig_done..].iter().cloned().collect();
+        let mut expanding = false;
         let mut hops = 0;
         // Components still to walk that came from a link's target: a missing one means the
         // link dangles, which is worth a finding, unlike an ordinary missing file.
@@ -71,11 +77,33 @@ impl HostRoot {
                     todo.insert(i, piece);
                 }
                 last_link = here.clone();
+                expanding = !came_from_link || expanding;
+                continue;
             } else {
                 done.push(part);
             }
+            // An original component is resolved once it is walked, or once the link it was
+            // has been expanded in full.
+            if from_link == 0 && (expanding || !came_from_link) {
+                expanding = false;
+                orig_done += 1;
+                if cacheable && orig_done < original.len() {
+                    self.dir_cache.borrow_mut().insert(original[..orig_done].join("/"), done.clone());
+                }
+            }
         }
         Ok(Some(join(&done, "")))
+    }
+
+    /// The longest proper prefix of `original` already resolved: (components covered, result).
+    fn cached_prefix(&self, original: &[String]) -> (usize, Vec<String>) {
+        let cache = self.dir_cache.borrow();
+        for k in (1..original.len()).rev() {
+            if let Some(done) = cache.get(&original[..k].join("/")) {
+                return (k, done.clone());
+            }
+        }
+        (0, Vec::new())
     }
 }
 
