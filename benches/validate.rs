@@ -54,7 +54,7 @@ fn main() {
             ));
         }
     }
-    per_pair.sort_by(|a, b| b.0.cmp(&a.0));
+    per_pair.sort_by_key(|p| std::cmp::Reverse(p.0));
     println!(
         "{} examples x {} hosts = {} pairs, {runs} runs each ({ok_pairs} pairs validate)",
         examples.len(),
