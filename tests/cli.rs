@@ -269,7 +269,8 @@ fn a_component_of_your_own_joins_the_graph() {
     assert!(stdout(&out).contains("\"id\": \"k8s/apps/DaemonSet/kube-system/my-exporter\""));
     // Gated on facts: not on a host without an Intel GPU.
     let out = k3d_gpu(&["graph", "--json", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
-    assert!(!stdout(&out).contains("my-exporter"));
+    assert!(!stdout(&out).contains("\"id\": \"k8s/apps/DaemonSet/kube-system/my-exporter\""));
+    assert!(stderr(&out).contains("your component my-exporter is not used on this host"), "{}", stderr(&out));
 }
 
 #[test]

@@ -114,6 +114,7 @@ pub fn parse_component(
         replaces_baked: None,
         objects: Vec::new(),
         origin: origin.to_string(),
+        user: false,
     };
     let children = root.children().map(|d| d.nodes()).unwrap_or_default();
     for node in children {

@@ -65,8 +65,11 @@ pub struct Component {
     /// The manifest's objects, in file order.
     #[serde(skip)]
     pub objects: Vec<serde_json::Value>,
-    /// Where the component came from (`stdlib:NAME.kdl` or a path), for messages.
+    /// Where the component came from (`stdlib/NAME.kdl` or a path), for messages.
     pub origin: String,
+    /// Added by the config's `[[components]]`, not part of the catalog.
+    #[serde(skip)]
+    pub user: bool,
 }
 
 /// A problem in a component file or its manifest.
@@ -133,6 +136,15 @@ impl Catalog {
         }
         catalog.check()?;
         Ok(catalog)
+    }
+
+    /// Reads one of the config's own component files (`[[components]]`).
+    pub fn add_user_file(&mut self, path: &Path, manifest_dir: &Path) -> Result<(), Box<CatalogError>> {
+        self.add_file(path, manifest_dir)?;
+        if let Some(c) = self.components.values_mut().find(|c| c.origin == path.display().to_string()) {
+            c.user = true;
+        }
+        Ok(())
     }
 
     /// Reads one component file; its manifest is looked up in `manifest_dir`.

@@ -55,7 +55,7 @@ pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
     for component in &inputs.config.components {
         let path = inputs.dir.join(&component.path);
         let manifests = path.parent().map(Path::to_path_buf).unwrap_or_else(|| ".".into());
-        catalog.add_file(&path, &manifests).map_err(invalid)?;
+        catalog.add_user_file(&path, &manifests).map_err(invalid)?;
     }
     catalog.check().map_err(invalid)?;
     Ok(catalog)
