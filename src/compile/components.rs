@@ -43,8 +43,13 @@ pub fn resources<'a>(
     let wanted: Vec<&Component> = catalog.components.values().filter(|c| cx.wants(&c.when)).collect();
     // A component of the user's own that this host never wants is worth a word: its gate may
     // be a typo, or the config may be on the wrong machine.
-    for c in catalog.components.values().filter(|c| c.user && !cx.wants(&c.when)) {
-        cx.warn("component-not-wanted", Some("components"), format!("your component {} is not used on this host: its `when` does not hold", c.name));
+    let unused: Vec<&Component> = catalog.components.values().filter(|c| c.user && !cx.wants(&c.when)).collect();
+    for c in unused {
+        cx.warn(
+            "component-not-wanted",
+            Some("components"),
+            format!("your component {} is not used on this host: its `when` does not hold", c.name),
+        );
     }
     let mut objects: Vec<(String, &Component, Value)> = Vec::new();
     for c in &wanted {
