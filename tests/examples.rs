@@ -74,3 +74,21 @@ fn the_cluster_is_the_only_resource_that_forces_replacement() {
     assert!(args.contains(&"--default-runtime=nvidia"));
     assert!(args.contains(&"--disable=traefik"));
 }
+
+#[test]
+fn the_baked_balloons_policy_is_skipped_unless_hybrid_or_numa_wants_it() {
+    // With the shipped catalog (which does not apply a balloons policy of its own), the
+    // node image's baked policy serves hybrid and NUMA hosts and is skipped elsewhere.
+    let catalog = Catalog::embedded().unwrap();
+    let disabled = |toml: &str, host: &str| {
+        let config = k3d_gpu::config::load_str("k3dgpu.toml", toml).unwrap();
+        let graph = compile(&config, &facts_of(host), &catalog).unwrap();
+        let cluster = graph.resources().find(|r| r.id.starts_with("k3d/cluster/")).unwrap();
+        cluster.spec["k3s_args"].as_array().unwrap().iter().any(|a| a["arg"] == "--disable=nri-balloons")
+    };
+    assert!(!disabled("", "desktop-rpl-nvidia"), "hybrid keeps it");
+    assert!(!disabled("", "xeon-2s-snc2"), "numa keeps it");
+    assert!(disabled("", "plain-laptop-amd"), "neither");
+    assert!(disabled("[placement]\nballoons = \"external\"\n", "desktop-rpl-nvidia"), "a Helm release owns it");
+    assert!(disabled("[vendors]\nexclude = [\"hybrid\"]\n", "desktop-rpl-nvidia"), "left out of the vendors");
+}

@@ -7,6 +7,9 @@ use super::{Change, CompileError, Context, DRA_NODE_LABEL, Resource, ResourceKin
 use crate::config::IntelGpuMode;
 use crate::facts::Vendor;
 
+/// The name k3s knows the node image's baked balloons policy by (`--disable=<name>`).
+const BAKED_BALLOONS: &str = "nri-balloons";
+
 /// Where the node reads the host's files for Node Feature Discovery.
 const NFD_HOST_DIR: &str = "/k3d-gpu/host";
 
@@ -41,6 +44,14 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
     // k3d-gpu applies every component itself; a copy baked into the node image would be a
     // second writer, so k3s skips it.
     let mut baked: Vec<&str> = cx.catalog.components.values().filter_map(|c| c.replaces_baked.as_deref()).collect();
+    // The node image bakes an NRI balloons policy. When k3d-gpu does not apply its own, the
+    // reference rule stands: skip the baked one when neither hybrid nor numa is active, or
+    // when another owner (a Helm release) runs the policy.
+    let balloons_wanted = (cx.is_active(Vendor::Hybrid) || cx.is_active(Vendor::Numa))
+        && cx.config.placement.balloons == crate::config::Balloons::K3s;
+    if !balloons_wanted {
+        baked.push(BAKED_BALLOONS);
+    }
     baked.sort_unstable();
     baked.dedup();
     for name in baked {

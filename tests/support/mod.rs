@@ -49,8 +49,7 @@ pub fn check_golden(path: &str, actual: &[u8]) -> Result<(), String> {
         std::fs::write(&full, actual).unwrap();
         return Ok(());
     }
-    let expected =
-        std::fs::read(&full).map_err(|e| format!("{path}: {e} (run UPDATE_GOLDEN=1 cargo test --test golden)"))?;
+    let expected = std::fs::read(&full).map_err(|e| format!("{path}: {e} (run UPDATE_GOLDEN=1 cargo test)"))?;
     if expected == actual {
         return Ok(());
     }
@@ -58,7 +57,7 @@ pub fn check_golden(path: &str, actual: &[u8]) -> Result<(), String> {
     let actual = String::from_utf8_lossy(actual);
     let first = expected.lines().zip(actual.lines()).position(|(a, b)| a != b).unwrap_or(0);
     Err(format!(
-        "{path} is stale at line {}:\n  golden: {}\n  now:    {}\n(review, then UPDATE_GOLDEN=1 cargo test --test golden)",
+        "{path} is stale at line {}:\n  golden: {}\n  now:    {}\n(review, then UPDATE_GOLDEN=1 cargo test)",
         first + 1,
         expected.lines().nth(first).unwrap_or("<end>"),
         actual.lines().nth(first).unwrap_or("<end>")
