@@ -140,7 +140,7 @@ fn capture_makes_a_fixture_host_that_detects_the_same() {
         assert!(stderr(&out).contains("captured"), "{}", stderr(&out));
         let original = k3d_gpu(&["facts", "--root", &host(name)]);
         let captured = k3d_gpu(&["facts", "--root", out_dir.to_str().unwrap()]);
-        if let Err(diff) = same_lines(&stdout(&original), &stdout(&captured)) {
+        if let Some(diff) = support::first_difference(&stdout(&original), &stdout(&captured)) {
             panic!("{name}: the capture does not detect the same: {diff}");
         }
     }
@@ -162,19 +162,6 @@ fn capture_copies_only_what_detection_reads_and_never_overwrites() {
         k3d_gpu(&["facts", "capture", "--root", &host("desktop-rpl-nvidia"), "--out", out_dir.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(2));
     assert!(stderr(&again).contains("not empty"), "{}", stderr(&again));
-}
-
-fn same_lines(expected: &str, actual: &str) -> Result<(), String> {
-    if expected == actual {
-        return Ok(());
-    }
-    let line = expected.lines().zip(actual.lines()).position(|(a, b)| a != b).unwrap_or(0);
-    Err(format!(
-        "first difference at line {}:\n  expected: {}\n  actual:   {}",
-        line + 1,
-        expected.lines().nth(line).unwrap_or("<end>"),
-        actual.lines().nth(line).unwrap_or("<end>")
-    ))
 }
 
 fn example(name: &str) -> String {
@@ -276,5 +263,8 @@ fn a_component_of_your_own_joins_the_graph() {
 #[test]
 fn schema_prints_the_committed_schema() {
     let out = k3d_gpu(&["schema"]);
-    assert_eq!(out.stdout, std::fs::read(repo().join("k3dgpu.schema.json")).unwrap());
+    assert!(
+        out.stdout == std::fs::read(repo().join("k3dgpu.schema.json")).unwrap(),
+        "schema output differs from k3dgpu.schema.json"
+    );
 }

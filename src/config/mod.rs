@@ -88,26 +88,7 @@ pub struct Vendors {
     /// `"auto"` (every vendor the host has) or a list; a listed vendor the host lacks is an error.
     pub enable: VendorSelection,
     /// Vendors to leave out even when detected.
-    #[schemars(with = "Vec<VendorName>")]
     pub exclude: Vec<crate::facts::Vendor>,
-}
-
-/// A vendor key.
-#[derive(JsonSchema)]
-#[serde(rename_all = "lowercase")]
-#[allow(dead_code)]
-enum VendorName {
-    Nvidia,
-    Intel,
-    Npu,
-    Gaudi,
-    Dsa,
-    Iaa,
-    Qat,
-    Amx,
-    Hybrid,
-    Numa,
-    Wsl,
 }
 
 /// How Intel GPUs reach pods: the device plugin (with optional sharing) or the DRA driver.
@@ -188,7 +169,6 @@ pub struct Experimental {
 #[serde(deny_unknown_fields, default)]
 pub struct Expect {
     /// Vendors that must be active.
-    #[schemars(with = "Vec<VendorName>")]
     pub vendors: Vec<crate::facts::Vendor>,
     /// Minimum device counts per Kubernetes resource, e.g. `{ "nvidia.com/gpu" = 2 }`.
     pub devices: BTreeMap<String, u32>,

@@ -8,7 +8,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::{Detected, Finding, Host, Inactive, Level};
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+/// A vendor key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Vendor {
     Nvidia,

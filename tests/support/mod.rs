@@ -53,14 +53,24 @@ pub fn check_golden(path: &str, actual: &[u8]) -> Result<(), String> {
     if expected == actual {
         return Ok(());
     }
-    let expected = String::from_utf8_lossy(&expected);
-    let actual = String::from_utf8_lossy(actual);
-    let first = expected.lines().zip(actual.lines()).position(|(a, b)| a != b).unwrap_or(0);
-    Err(format!(
-        "{path} is stale at line {}:\n  golden: {}\n  now:    {}\n(review, then UPDATE_GOLDEN=1 cargo test)",
-        first + 1,
-        expected.lines().nth(first).unwrap_or("<end>"),
-        actual.lines().nth(first).unwrap_or("<end>")
+    let diff = first_difference(&String::from_utf8_lossy(&expected), &String::from_utf8_lossy(actual))
+        .unwrap_or_else(|| "the bytes differ (line endings?)".into());
+    Err(format!("{path} is stale: {diff}\n(review, then UPDATE_GOLDEN=1 cargo test)"))
+}
+
+/// Where two texts first differ, or `None` when they are equal. A text that is a prefix of
+/// the other differs where it ends.
+pub fn first_difference(expected: &str, actual: &str) -> Option<String> {
+    if expected == actual {
+        return None;
+    }
+    let (e, a): (Vec<&str>, Vec<&str>) = (expected.lines().collect(), actual.lines().collect());
+    let line = (0..e.len().max(a.len())).find(|&i| e.get(i) != a.get(i)).unwrap_or(0);
+    Some(format!(
+        "first difference at line {}:\n  expected: {}\n  actual:   {}",
+        line + 1,
+        e.get(line).unwrap_or(&"<end>"),
+        a.get(line).unwrap_or(&"<end>")
     ))
 }
 
