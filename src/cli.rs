@@ -88,6 +88,33 @@ pub enum Command {
 
     /// Print the JSON Schema of k3dgpu.toml (for taplo / Even Better TOML).
     Schema(SchemaArgs),
+
+    /// Compare the config's graph with what exists and print the plan: each action with its
+    /// reason and a diff, a summary, and the plan hash that `apply` checks.
+    Plan(PlanArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct PlanArgs {
+    /// Write the plan/v1 document to FILE (the bytes the hash is of).
+    #[arg(long, value_name = "FILE")]
+    pub out: Option<PathBuf>,
+
+    /// Print only the plan hash (`sha256:<hex>`).
+    #[arg(long)]
+    pub hash: bool,
+
+    /// Exit 0 when there is nothing to do and 2 when there are changes (1 stays an error).
+    #[arg(long)]
+    pub detailed_exitcode: bool,
+
+    /// Compare against a saved observed/v1 document instead of the live cluster.
+    #[arg(long, value_name = "FILE", conflicts_with = "offline")]
+    pub observed: Option<PathBuf>,
+
+    /// Plan as if nothing exists yet (no Docker, no cluster needed).
+    #[arg(long)]
+    pub offline: bool,
 }
 
 #[derive(Debug, Args)]

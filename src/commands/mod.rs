@@ -6,6 +6,7 @@ mod doctor;
 mod facts;
 mod graph;
 mod inputs;
+mod plan;
 mod schema;
 mod validate;
 
@@ -29,6 +30,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Graph => graph::run(&cli.global),
         Command::Render(args) => graph::render(&cli.global, args),
         Command::Schema(args) => schema::run(args),
+        Command::Plan(args) => plan::run(&cli.global, args),
     }
 }
 

@@ -5,6 +5,8 @@
 
 mod cluster;
 mod components;
+
+pub use components::{MANAGED_BY, object_id};
 mod experimental;
 mod graph;
 mod intel;

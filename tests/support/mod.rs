@@ -96,3 +96,62 @@ pub fn copy_tree(from: &Path, to: &Path) {
         }
     }
 }
+
+/// What exists right after `apply` of `graph`: node containers that recorded the cluster
+/// spec, every label and annotation on the node, every object as the API server returns it
+/// (with fields it adds). For plan tests without Docker or a cluster.
+pub fn converged(graph: &k3d_gpu::compile::DesiredGraph) -> k3d_gpu::observe::Observed {
+    use k3d_gpu::compile::ResourceKind;
+    use k3d_gpu::observe::*;
+    let cluster = graph.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+    let name = cluster.spec["name"].as_str().unwrap().to_string();
+    let image = cluster.spec["image"].as_str().unwrap().to_string();
+    let mut node = ObservedNode { name: format!("k3d-{name}-server-0"), ready: true, ..ObservedNode::default() };
+    let mut managed = Vec::new();
+    let mut objects = Vec::new();
+    for r in graph.resources() {
+        match r.kind {
+            ResourceKind::NodeLabel => {
+                let key = r.spec["key"].as_str().unwrap().to_string();
+                node.labels.insert(key.clone(), r.spec["value"].as_str().unwrap().to_string());
+                managed.push(key);
+            }
+            ResourceKind::NodeAnnotation => {
+                node.annotations
+                    .insert(r.spec["key"].as_str().unwrap().into(), r.spec["value"].as_str().unwrap().into());
+            }
+            ResourceKind::Object => {
+                let mut object = r.spec.clone();
+                // Fields the API server adds; never drift.
+                object["metadata"]["uid"] = serde_json::json!("00000000-0000-0000-0000-000000000000");
+                object["metadata"]["resourceVersion"] = serde_json::json!("1");
+                object["status"] = serde_json::json!({});
+                objects.push(object);
+            }
+            _ => {}
+        }
+    }
+    node.labels.insert("kubernetes.io/hostname".into(), node.name.clone());
+    node.annotations.insert(MANAGED_LABELS_ANNOTATION.into(), managed.join(","));
+    Observed {
+        schema: SCHEMA.into(),
+        cluster: Some(ObservedCluster {
+            name: name.clone(),
+            configured_image_id: Some("sha256:1111".into()),
+            nodes: vec![NodeContainer {
+                name: format!("k3d-{name}-server-0"),
+                role: "server".into(),
+                image: image.clone(),
+                image_id: "sha256:1111".into(),
+                image_version: Some("0.1.0".into()),
+                k3s_args: Vec::new(),
+                mounts: Vec::new(),
+                env: Default::default(),
+                gpus: cluster.spec["gpus"].as_str().map(str::to_string),
+                running: true,
+                recorded_spec: Some(cluster.spec.clone()),
+            }],
+        }),
+        kubernetes: Some(ObservedKubernetes { nodes: vec![node], objects, resource_slices: Vec::new() }),
+    }
+}

@@ -1,0 +1,462 @@
+//! The plan: desired graph + observed state → the actions that make one into the other, each
+//! with a reason, as plan/v1 JSON whose canonical bytes hash to the plan hash. Pure.
+
+mod diff;
+pub mod mask;
+pub mod render;
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::compile::{Change, DesiredGraph, Resource, ResourceKind, Warning};
+use crate::observe::{MANAGED_LABELS_ANNOTATION, Observed};
+
+pub use diff::{changed_keys, owned_differences, project};
+
+pub const SCHEMA: &str = "k3d-gpu.plan/v1";
+
+/// Digests of everything the plan was computed from, so a refusal can say which changed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inputs {
+    pub config: String,
+    pub facts: String,
+    pub observed: String,
+    pub stdlib: String,
+    pub tool_version: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ActionKind {
+    Create,
+    Update,
+    Replace,
+    Delete,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reason {
+    pub code: String,
+    pub text: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Action {
+    pub id: String,
+    pub action: ActionKind,
+    pub reason: Reason,
+    /// For a replace: the creation-time properties that force it.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub replace_paths: Vec<String>,
+    /// For an update: the owned fields that differ.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub changed_paths: Vec<String>,
+    pub depends_on: Vec<String>,
+    pub before: Option<Value>,
+    pub after: Option<Value>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Summary {
+    pub create: usize,
+    pub update: usize,
+    pub replace: usize,
+    pub delete: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Plan {
+    pub schema: String,
+    pub inputs: Inputs,
+    pub actions: Vec<Action>,
+    /// Checks to run after the actions (only those that depend on something that changes).
+    pub verify: Vec<String>,
+    pub warnings: Vec<Warning>,
+    pub summary: Summary,
+}
+
+impl Plan {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        crate::canonical::to_bytes(self)
+    }
+
+    /// `sha256:` of the canonical bytes.
+    pub fn hash(&self) -> String {
+        crate::canonical::sha256(&self.to_bytes())
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.actions.is_empty()
+    }
+
+    pub fn replaces_cluster(&self) -> bool {
+        self.actions.iter().any(|a| a.action == ActionKind::Replace)
+    }
+}
+
+fn reason(code: &str, text: impl Into<String>) -> Reason {
+    Reason { code: code.into(), text: text.into() }
+}
+
+/// Computes the plan.
+pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
+    let mut warnings = graph.warnings.clone();
+    let mut actions: BTreeMap<String, Action> = BTreeMap::new();
+    let cluster = graph.resources().find(|r| r.kind == ResourceKind::Cluster);
+    let fresh = match cluster {
+        Some(c) => cluster_action(c, observed, &mut warnings).map(|a| {
+            let fresh = matches!(a.action, ActionKind::Create | ActionKind::Replace);
+            actions.insert(a.id.clone(), a);
+            fresh
+        }),
+        None => None,
+    }
+    .unwrap_or(false);
+
+    if fresh {
+        // A new cluster has nothing in it: everything else is created.
+        let why = if actions.values().any(|a| a.action == ActionKind::Replace) {
+            reason("cluster-replaced", "the cluster is recreated, so this is created anew")
+        } else {
+            reason("cluster-created", "created with the new cluster")
+        };
+        for r in graph.resources().filter(|r| r.change == Change::InPlace) {
+            actions.insert(r.id.clone(), create(r, why.clone()));
+        }
+    } else {
+        node_metadata_actions(graph, observed, &mut actions);
+        object_actions(graph, observed, &mut actions);
+    }
+
+    // Dependencies between actions: the nearest ancestors that also change.
+    let changed: BTreeSet<String> = actions.keys().cloned().collect();
+    for action in actions.values_mut() {
+        if graph.get(&action.id).is_some() {
+            action.depends_on = nearest_changed(graph, &action.id, &changed);
+        }
+    }
+    order_deletes(&mut actions);
+
+    let verify: Vec<String> = graph
+        .resources()
+        .filter(|r| r.change == Change::Verify)
+        .filter(|r| !nearest_changed(graph, &r.id, &changed).is_empty())
+        .map(|r| r.id.clone())
+        .collect();
+
+    let mut list: Vec<Action> = actions.into_values().collect();
+    for a in &mut list {
+        mask::mask_pair(&mut a.before, &mut a.after);
+    }
+    let mut summary = Summary::default();
+    for a in &list {
+        match a.action {
+            ActionKind::Create => summary.create += 1,
+            ActionKind::Update => summary.update += 1,
+            ActionKind::Replace => summary.replace += 1,
+            ActionKind::Delete => summary.delete += 1,
+        }
+    }
+    warnings.sort();
+    warnings.dedup();
+    Plan { schema: SCHEMA.into(), inputs, actions: list, verify, warnings, summary }
+}
+
+fn create(r: &Resource, why: Reason) -> Action {
+    Action {
+        id: r.id.clone(),
+        action: ActionKind::Create,
+        reason: why,
+        replace_paths: Vec::new(),
+        changed_paths: Vec::new(),
+        depends_on: Vec::new(),
+        before: None,
+        after: Some(r.spec.clone()),
+    }
+}
+
+/// The cluster: create, replace (a creation-time property changed), start, or nothing.
+fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Warning>) -> Option<Action> {
+    let name = desired.spec["name"].as_str().unwrap_or_default();
+    let exists = observed.cluster.as_ref().is_some_and(|c| c.name == name);
+    let Some(server) = observed.server().filter(|_| exists) else {
+        return Some(create(desired, reason("absent", format!("cluster {name} does not exist"))));
+    };
+    let image = desired.spec["image"].as_str().unwrap_or_default();
+    let mut paths = Vec::new();
+    let mut texts = Vec::new();
+    match &server.recorded_spec {
+        Some(recorded) => {
+            for key in changed_keys(&desired.spec, recorded) {
+                texts.push(match key.as_str() {
+                    "image" => format!("node image differs ({} → {image})", server.image),
+                    "k3s_args" => "k3s args changed".to_string(),
+                    "volumes" => "host mounts changed".to_string(),
+                    "gpus" => "--gpus changed".to_string(),
+                    other => format!("{other} changed"),
+                });
+                paths.push(key);
+            }
+        }
+        None => {
+            // A cluster k3d-gpu did not create: check what it needs is there.
+            if server.image != image {
+                texts.push(format!("node image differs ({} → {image})", server.image));
+                paths.push("image".into());
+            }
+            if desired.spec["gpus"].is_string() && server.gpus.is_none() {
+                texts.push("nodes were created without --gpus all".into());
+                paths.push("gpus".into());
+            }
+            for arg in desired.spec["k3s_args"].as_array().into_iter().flatten() {
+                let applies_to_server = matches!(arg["nodes"].as_str(), Some("server:*") | Some("all"));
+                let text = arg["arg"].as_str().unwrap_or_default();
+                if applies_to_server && !server.k3s_args.iter().any(|a| a == text) {
+                    texts.push(format!("k3s arg {text} added"));
+                    paths.push("k3s_args".into());
+                }
+            }
+            for volume in desired.spec["volumes"].as_array().into_iter().flatten() {
+                let mount = format!(
+                    "{}:{}{}",
+                    volume["host"].as_str().unwrap_or_default(),
+                    volume["node"].as_str().unwrap_or_default(),
+                    if volume["read_only"] == true { ":ro" } else { "" }
+                );
+                if !server.mounts.contains(&mount) {
+                    texts.push(format!("host mount {mount} added"));
+                    paths.push("volumes".into());
+                }
+            }
+        }
+    }
+    if let Some(id) = observed.cluster.as_ref().and_then(|c| c.configured_image_id.as_ref())
+        && server.image == image
+        && server.image_id != *id
+    {
+        texts.push(format!("the tag {image} now names a different local image (re-pulled)"));
+        paths.push("image".into());
+    }
+    if server.image_version.is_none() {
+        warnings.push(Warning {
+            code: "unversioned-node-image".into(),
+            text: format!(
+                "the cluster's node image {} carries no org.opencontainers.image.version label",
+                server.image
+            ),
+            key: Some("cluster.image".into()),
+        });
+    }
+    paths.sort();
+    paths.dedup();
+    if !paths.is_empty() {
+        return Some(Action {
+            id: desired.id.clone(),
+            action: ActionKind::Replace,
+            reason: reason(
+                "creation-property-changed",
+                format!(
+                    "{}: k3d fixes these at creation, so the cluster is recreated, which deletes its state",
+                    texts.join("; ")
+                ),
+            ),
+            replace_paths: paths,
+            changed_paths: Vec::new(),
+            depends_on: Vec::new(),
+            before: server.recorded_spec.clone().or_else(|| Some(json!({ "image": server.image }))),
+            after: Some(desired.spec.clone()),
+        });
+    }
+    let stopped = observed.cluster.iter().flat_map(|c| &c.nodes).any(|n| !n.running);
+    stopped.then(|| Action {
+        id: desired.id.clone(),
+        action: ActionKind::Update,
+        reason: reason("stopped", "node containers are stopped: start the cluster"),
+        replace_paths: Vec::new(),
+        changed_paths: Vec::new(),
+        depends_on: Vec::new(),
+        before: None,
+        after: None,
+    })
+}
+
+/// Node labels and annotations: compared on every node; ours are listed in an annotation so
+/// only those are ever deleted.
+fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTreeMap<String, Action>) {
+    let nodes = observed.kubernetes.as_ref().map(|k| k.nodes.as_slice()).unwrap_or_default();
+    for (kind, prefix) in [(ResourceKind::NodeLabel, "node-label/"), (ResourceKind::NodeAnnotation, "node-annotation/")]
+    {
+        let current = |n: &crate::observe::ObservedNode, key: &str| -> Option<String> {
+            if kind == ResourceKind::NodeLabel { n.labels.get(key).cloned() } else { n.annotations.get(key).cloned() }
+        };
+        let mut desired_keys = BTreeSet::new();
+        for r in graph.resources().filter(|r| r.kind == kind) {
+            let key = r.spec["key"].as_str().unwrap_or_default();
+            let value = r.spec["value"].as_str().unwrap_or_default();
+            desired_keys.insert(key.to_string());
+            let values: Vec<Option<String>> = nodes.iter().map(|n| current(n, key)).collect();
+            let action = if nodes.is_empty() || values.iter().all(Option::is_none) {
+                Some((ActionKind::Create, reason("absent", format!("{key} is not set")), None))
+            } else if let Some(other) = values.iter().flatten().find(|v| *v != value) {
+                Some((
+                    ActionKind::Update,
+                    reason("value-differs", format!("{key} is {other:?}, wanted {value:?}")),
+                    Some(json!({ "key": key, "value": other })),
+                ))
+            } else if values.iter().any(Option::is_none) {
+                Some((ActionKind::Update, reason("missing-on-a-node", format!("{key} is missing on some nodes")), None))
+            } else {
+                None
+            };
+            if let Some((kind, why, before)) = action {
+                actions.insert(
+                    r.id.clone(),
+                    Action {
+                        id: r.id.clone(),
+                        action: kind,
+                        reason: why,
+                        replace_paths: Vec::new(),
+                        changed_paths: Vec::new(),
+                        depends_on: Vec::new(),
+                        before,
+                        after: Some(r.spec.clone()),
+                    },
+                );
+            }
+        }
+        if kind != ResourceKind::NodeLabel {
+            continue;
+        }
+        let ours: BTreeSet<String> = nodes
+            .iter()
+            .filter_map(|n| n.annotations.get(MANAGED_LABELS_ANNOTATION))
+            .flat_map(|list| list.split(',').map(|k| k.trim().to_string()))
+            .filter(|k| !k.is_empty())
+            .collect();
+        for key in ours.difference(&desired_keys) {
+            if let Some(value) = nodes.iter().find_map(|n| n.labels.get(key)) {
+                let id = format!("{prefix}{key}");
+                actions.insert(
+                    id.clone(),
+                    Action {
+                        id,
+                        action: ActionKind::Delete,
+                        reason: reason(
+                            "no-longer-wanted",
+                            format!("k3d-gpu set {key}, and the config no longer asks for it"),
+                        ),
+                        replace_paths: Vec::new(),
+                        changed_paths: Vec::new(),
+                        depends_on: Vec::new(),
+                        before: Some(json!({ "key": key, "value": value })),
+                        after: None,
+                    },
+                );
+            }
+        }
+    }
+}
+
+/// Kubernetes objects: create what is missing, update what drifted on owned fields, delete
+/// what k3d-gpu manages but no longer wants.
+fn object_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTreeMap<String, Action>) {
+    let live: BTreeMap<String, &Value> =
+        observed.kubernetes.iter().flat_map(|k| &k.objects).map(|o| (crate::compile::object_id(o), o)).collect();
+    for r in graph.resources().filter(|r| r.kind == ResourceKind::Object) {
+        match live.get(&r.id) {
+            None => {
+                actions.insert(r.id.clone(), create(r, reason("absent", "does not exist")));
+            }
+            Some(current) => {
+                let paths = owned_differences(&r.spec, current);
+                if !paths.is_empty() {
+                    actions.insert(
+                        r.id.clone(),
+                        Action {
+                            id: r.id.clone(),
+                            action: ActionKind::Update,
+                            reason: reason(
+                                "drift",
+                                format!("changed outside k3d-gpu or by a new config: {}", paths.join(", ")),
+                            ),
+                            replace_paths: Vec::new(),
+                            changed_paths: paths,
+                            depends_on: Vec::new(),
+                            before: Some(project(&r.spec, current)),
+                            after: Some(r.spec.clone()),
+                        },
+                    );
+                }
+            }
+        }
+    }
+    for (id, object) in &live {
+        let ours = object["metadata"]["labels"][crate::compile::MANAGED_BY.0] == crate::compile::MANAGED_BY.1;
+        if graph.get(id).is_none() && ours {
+            actions.insert(
+                id.clone(),
+                Action {
+                    id: id.clone(),
+                    action: ActionKind::Delete,
+                    reason: reason("no-longer-wanted", "managed by k3d-gpu and no longer in the config"),
+                    replace_paths: Vec::new(),
+                    changed_paths: Vec::new(),
+                    depends_on: Vec::new(),
+                    before: Some((*object).clone()),
+                    after: None,
+                },
+            );
+        }
+    }
+}
+
+/// The nearest ancestors of `id` in the graph that have an action.
+fn nearest_changed(graph: &DesiredGraph, id: &str, changed: &BTreeSet<String>) -> Vec<String> {
+    let mut out = BTreeSet::new();
+    let mut stack: Vec<&str> =
+        graph.get(id).map(|r| r.depends_on.iter().map(String::as_str).collect()).unwrap_or_default();
+    let mut seen = BTreeSet::new();
+    while let Some(dep) = stack.pop() {
+        if !seen.insert(dep) {
+            continue;
+        }
+        if changed.contains(dep) {
+            out.insert(dep.to_string());
+        } else if let Some(r) = graph.get(dep) {
+            stack.extend(r.depends_on.iter().map(String::as_str));
+        }
+    }
+    out.into_iter().collect()
+}
+
+/// Deletes run in reverse: a namespace after what lives in it, a CRD after its objects.
+fn order_deletes(actions: &mut BTreeMap<String, Action>) {
+    let deletes: Vec<(String, Value)> = actions
+        .values()
+        .filter(|a| a.action == ActionKind::Delete && a.id.starts_with("k8s/"))
+        .filter_map(|a| a.before.clone().map(|b| (a.id.clone(), b)))
+        .collect();
+    for (id, object) in &deletes {
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let mut deps: Vec<String> = Vec::new();
+        for (other_id, other) in &deletes {
+            if other_id == id {
+                continue;
+            }
+            let inside_namespace = kind == "Namespace" && other["metadata"]["namespace"] == object["metadata"]["name"];
+            let of_this_crd = kind == "CustomResourceDefinition"
+                && other["kind"] == object["spec"]["names"]["kind"]
+                && other["apiVersion"]
+                    .as_str()
+                    .is_some_and(|a| a.starts_with(&format!("{}/", object["spec"]["group"].as_str().unwrap_or("-"))));
+            if inside_namespace || of_this_crd {
+                deps.push(other_id.clone());
+            }
+        }
+        if let Some(a) = actions.get_mut(id) {
+            a.depends_on = deps;
+        }
+    }
+}

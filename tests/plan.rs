@@ -1,0 +1,289 @@
+//! Plans: golden plans for every example in four observed states, no-op after convergence,
+//! drift, deletes of only what is ours, replacement, masking, and the hash covering every
+//! input. Regenerate goldens with `UPDATE_GOLDEN=1 cargo test --test plan`.
+
+mod support;
+
+use k3d_gpu::catalog::Catalog;
+use k3d_gpu::compile::{DesiredGraph, compile};
+use k3d_gpu::observe::Observed;
+use k3d_gpu::plan::render::{Style, text};
+use k3d_gpu::plan::{ActionKind, Inputs, Plan, plan};
+use serde_json::json;
+use support::{check_golden, converged, facts_of, repo};
+
+const EXAMPLES: &[(&str, &str)] = &[
+    ("nvidia-workstation", "desktop-rpl-nvidia"),
+    ("arc-homelab-dra", "arc-b580-xe-rpl-igpu"),
+    ("lunar-lake-npu", "lunar-lake-npu"),
+    ("hybrid-igpu-sharing", "meteor-lake-old-npu-fw"),
+    ("xeon-numa-accelerators", "xeon-2s-snc2"),
+    ("wsl2-intel", "wsl2-intel"),
+];
+
+fn graph_of(example: &str, host: &str) -> DesiredGraph {
+    let text = std::fs::read_to_string(repo().join(format!("examples/{example}.toml"))).unwrap();
+    let config = k3d_gpu::config::load_str(example, &text).unwrap();
+    compile(&config, &facts_of(host), &Catalog::embedded().unwrap()).unwrap()
+}
+
+fn inputs() -> Inputs {
+    Inputs {
+        config: "sha256:config".into(),
+        facts: "sha256:facts".into(),
+        observed: "sha256:observed".into(),
+        stdlib: "sha256:stdlib".into(),
+        tool_version: "0.0.0-test".into(),
+    }
+}
+
+/// A hand edit, a stale managed object, an unmanaged object, and a label k3d-gpu set earlier.
+fn drifted(graph: &DesiredGraph) -> Observed {
+    let mut observed = converged(graph);
+    let k8s = observed.kubernetes.as_mut().unwrap();
+    if let Some(ds) = k8s.objects.iter_mut().find(|o| o["kind"] == "DaemonSet") {
+        ds["spec"]["template"]["spec"]["containers"][0]["image"] = json!("example.invalid/edited-by-hand:1");
+    }
+    k8s.objects.push(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "left-over", "namespace": "kube-system", "labels": {"app.kubernetes.io/managed-by": "k3d-gpu"}},
+        "data": {"a": "b"}
+    }));
+    k8s.objects.push(json!({
+        "apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "someone-elses", "namespace": "kube-system", "labels": {"app.kubernetes.io/managed-by": "helm"}}
+    }));
+    let node = &mut k8s.nodes[0];
+    node.labels.insert("k3d-gpu.io/old-label".into(), "true".into());
+    let list = node.annotations.get_mut(k3d_gpu::observe::MANAGED_LABELS_ANNOTATION).unwrap();
+    list.push_str(",k3d-gpu.io/old-label");
+    observed
+}
+
+/// The cluster runs another node image.
+fn old_image(graph: &DesiredGraph) -> Observed {
+    let mut observed = converged(graph);
+    let node = &mut observed.cluster.as_mut().unwrap().nodes[0];
+    node.image = "cryptoandcoffee/k3d-gpu:0.0.9".into();
+    node.recorded_spec.as_mut().unwrap()["image"] = json!("cryptoandcoffee/k3d-gpu:0.0.9");
+    node.image_version = None;
+    observed
+}
+
+fn render(p: &Plan) -> String {
+    text(p, &p.hash(), Style { color: false })
+}
+
+#[test]
+fn golden_plans_for_every_example_and_state() {
+    let mut stale = Vec::new();
+    for (example, host) in EXAMPLES {
+        let graph = graph_of(example, host);
+        for (state, observed) in [
+            ("empty", Observed::nothing()),
+            ("converged", converged(&graph)),
+            ("drifted", drifted(&graph)),
+            ("old-image", old_image(&graph)),
+        ] {
+            let p = plan(&graph, &observed, inputs());
+            if let Err(e) = check_golden(&format!("tests/golden/plan/{example}--{state}.txt"), render(&p).as_bytes()) {
+                stale.push(e);
+            }
+        }
+    }
+    assert!(stale.is_empty(), "{}", stale.join("\n\n"));
+}
+
+#[test]
+fn a_converged_cluster_plans_nothing() {
+    for (example, host) in EXAMPLES {
+        let graph = graph_of(example, host);
+        let p = plan(&graph, &converged(&graph), inputs());
+        assert!(p.actions.is_empty(), "{example}: {:#?}", p.actions);
+        assert!(p.verify.is_empty());
+        assert!(render(&p).starts_with("No changes"));
+    }
+}
+
+#[test]
+fn drift_updates_owned_fields_and_deletes_only_what_is_ours() {
+    let graph = graph_of("hybrid-igpu-sharing", "meteor-lake-old-npu-fw");
+    let p = plan(&graph, &drifted(&graph), inputs());
+    let by_id = |id: &str| p.actions.iter().find(|a| a.id == id);
+    let ds = p.actions.iter().find(|a| a.action == ActionKind::Update && a.id.contains("DaemonSet")).unwrap();
+    assert_eq!(ds.reason.code, "drift");
+    assert_eq!(ds.changed_paths, ["spec.template.spec.containers[0].image"]);
+    assert_eq!(by_id("k8s/core/ConfigMap/kube-system/left-over").unwrap().action, ActionKind::Delete);
+    assert!(by_id("k8s/core/ConfigMap/kube-system/someone-elses").is_none(), "never delete what is not ours");
+    assert_eq!(by_id("node-label/k3d-gpu.io/old-label").unwrap().action, ActionKind::Delete);
+    assert!(by_id("node-label/kubernetes.io/hostname").is_none());
+    // The rollout of the edited DaemonSet is verified again.
+    assert!(p.verify.iter().any(|v| v.starts_with("verify/rollout/DaemonSet")));
+}
+
+#[test]
+fn a_new_node_image_replaces_the_cluster_and_says_it_deletes_state() {
+    let graph = graph_of("nvidia-workstation", "desktop-rpl-nvidia");
+    let p = plan(&graph, &old_image(&graph), inputs());
+    let replace = p.actions.iter().find(|a| a.action == ActionKind::Replace).unwrap();
+    assert_eq!(replace.id, "k3d/cluster/cuda");
+    assert_eq!(replace.replace_paths, ["image"]);
+    assert!(replace.reason.text.contains("node image differs (cryptoandcoffee/k3d-gpu:0.0.9 → "));
+    assert!(render(&p).contains("this deletes the cluster's state"));
+    assert!(p.actions.iter().filter(|a| a.id != replace.id).all(|a| a.action == ActionKind::Create));
+    assert!(p.warnings.iter().any(|w| w.code == "unversioned-node-image"));
+}
+
+#[test]
+fn a_re_pulled_tag_replaces_the_cluster() {
+    let graph = graph_of("wsl2-intel", "wsl2-intel");
+    let mut observed = converged(&graph);
+    observed.cluster.as_mut().unwrap().configured_image_id = Some("sha256:2222".into());
+    let p = plan(&graph, &observed, inputs());
+    let replace = p.actions.iter().find(|a| a.action == ActionKind::Replace).unwrap();
+    assert!(replace.reason.text.contains("now names a different local image"), "{}", replace.reason.text);
+}
+
+#[test]
+fn a_cluster_made_without_k3d_gpu_is_checked_for_what_it_needs() {
+    let graph = graph_of("nvidia-workstation", "desktop-rpl-nvidia");
+    let mut observed = converged(&graph);
+    let node = &mut observed.cluster.as_mut().unwrap().nodes[0];
+    node.recorded_spec = None;
+    node.gpus = None;
+    node.k3s_args = vec!["--tls-san=0.0.0.0".into()];
+    let p = plan(&graph, &observed, inputs());
+    let replace = p.actions.iter().find(|a| a.action == ActionKind::Replace).unwrap();
+    assert_eq!(replace.replace_paths, ["gpus", "k3s_args", "volumes"]);
+    assert!(replace.reason.text.contains("k3s arg --default-runtime=nvidia added"), "{}", replace.reason.text);
+}
+
+#[test]
+fn secrets_are_masked_in_text_and_json() {
+    let graph = graph_of("wsl2-intel", "wsl2-intel");
+    let mut observed = converged(&graph);
+    let secret = |v: &str| {
+        json!({
+            "apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "s", "namespace": "kube-system", "labels": {"app.kubernetes.io/managed-by": "k3d-gpu"}},
+            "data": {"password": v}
+        })
+    };
+    observed.kubernetes.as_mut().unwrap().objects.push(secret("c2VjcmV0LXZhbHVl"));
+    let p = plan(&graph, &observed, inputs());
+    let json = String::from_utf8(p.to_bytes()).unwrap();
+    assert!(!json.contains("c2VjcmV0LXZhbHVl") && json.contains("(sensitive"), "{json}");
+    assert!(!render(&p).contains("c2VjcmV0LXZhbHVl"));
+}
+
+#[test]
+fn the_same_inputs_give_the_same_bytes() {
+    let graph = graph_of("lunar-lake-npu", "lunar-lake-npu");
+    let a = plan(&graph, &drifted(&graph), inputs()).to_bytes();
+    let b = plan(&graph_of("lunar-lake-npu", "lunar-lake-npu"), &drifted(&graph), inputs()).to_bytes();
+    assert_eq!(a, b);
+}
+
+/// Each single change of an input changes the hash.
+#[test]
+fn every_input_change_changes_the_hash() {
+    let base_config = std::fs::read_to_string(repo().join("examples/hybrid-igpu-sharing.toml")).unwrap();
+    let host = "meteor-lake-old-npu-fw";
+    let catalog = Catalog::embedded().unwrap();
+    let hash_of = |config_text: &str,
+                   facts: &k3d_gpu::facts::Facts,
+                   catalog: &Catalog,
+                   observed: &dyn Fn(&DesiredGraph) -> Observed,
+                   version: &str| {
+        let config = k3d_gpu::config::load_str("k", config_text).unwrap();
+        let graph = compile(&config, facts, catalog).unwrap();
+        let observed = observed(&graph);
+        let inputs = Inputs {
+            config: k3d_gpu::canonical::digest(&config),
+            facts: k3d_gpu::canonical::digest(facts),
+            observed: k3d_gpu::canonical::digest(&observed),
+            stdlib: catalog.digest(),
+            tool_version: version.into(),
+        };
+        plan(&graph, &observed, inputs).hash()
+    };
+    let facts = facts_of(host);
+    let converged_state = |g: &DesiredGraph| converged(g);
+    let base = hash_of(&base_config, &facts, &catalog, &converged_state, "1.0.0");
+    assert_eq!(base, hash_of(&base_config, &facts, &catalog, &converged_state, "1.0.0"), "stable");
+
+    let mut hashes = vec![("base", base.clone())];
+    // Config values.
+    for (name, edit) in [
+        ("cluster name", ("name = \"mtl\"", "name = \"mtl2\"")),
+        ("shared", ("shared = 4", "shared = 5")),
+        ("allocation", ("allocation = \"packed\"", "allocation = \"balanced\"")),
+        ("monitoring", ("monitoring = true", "monitoring = false")),
+        ("balloons", ("balloons = \"k3s\"", "balloons = \"external\"")),
+        ("exclude", ("exclude = [\"npu\"]", "exclude = [\"npu\", \"hybrid\"]")),
+    ] {
+        assert!(base_config.contains(edit.0), "{name}");
+        hashes.push((name, hash_of(&base_config.replace(edit.0, edit.1), &facts, &catalog, &converged_state, "1.0.0")));
+    }
+    hashes.push((
+        "extra label",
+        hash_of(
+            &format!("{base_config}\n[expect]\nvendors = [\"intel\"]\n"),
+            &facts,
+            &catalog,
+            &converged_state,
+            "1.0.0",
+        ),
+    ));
+    // One fact.
+    let mut f = facts.clone();
+    f.host.kernel.release = Some("6.8.0-99-generic".into());
+    hashes.push(("kernel fact", hash_of(&base_config, &f, &catalog, &converged_state, "1.0.0")));
+    let mut f = facts.clone();
+    f.labels.insert("x".into(), "y".into());
+    hashes.push(("a label fact", hash_of(&base_config, &f, &catalog, &converged_state, "1.0.0")));
+    // One observed field.
+    let observed_edits: Vec<(&str, Box<dyn Fn(&DesiredGraph) -> Observed>)> = vec![
+        (
+            "observed node label",
+            Box::new(|g: &DesiredGraph| {
+                let mut o = converged(g);
+                o.kubernetes.as_mut().unwrap().nodes[0].labels.insert("k3d-gpu.io/hybrid-cpu".into(), "false".into());
+                o
+            }),
+        ),
+        (
+            "observed image id",
+            Box::new(|g: &DesiredGraph| {
+                let mut o = converged(g);
+                o.cluster.as_mut().unwrap().nodes[0].image_id = "sha256:9999".into();
+                o
+            }),
+        ),
+        (
+            "observed object field",
+            Box::new(|g: &DesiredGraph| {
+                let mut o = converged(g);
+                o.kubernetes.as_mut().unwrap().objects[0]["metadata"]["resourceVersion"] = json!("2");
+                o
+            }),
+        ),
+        ("nothing observed", Box::new(|_: &DesiredGraph| Observed::nothing())),
+    ];
+    for (name, edit) in &observed_edits {
+        hashes.push((name, hash_of(&base_config, &facts, &catalog, edit.as_ref(), "1.0.0")));
+    }
+    // A catalog file.
+    let mut changed_catalog = catalog.clone();
+    let nfd = changed_catalog.components.get_mut("node-feature-discovery").unwrap();
+    nfd.objects[0]["metadata"]["annotations"] = json!({"edited": "yes"});
+    hashes.push(("catalog", hash_of(&base_config, &facts, &changed_catalog, &converged_state, "1.0.0")));
+    // The tool version.
+    hashes.push(("tool version", hash_of(&base_config, &facts, &catalog, &converged_state, "1.0.1")));
+
+    for (i, (a, ha)) in hashes.iter().enumerate() {
+        for (b, hb) in &hashes[i + 1..] {
+            assert_ne!(ha, hb, "changing {a} and changing {b} give the same hash");
+        }
+    }
+}
