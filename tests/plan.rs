@@ -184,6 +184,8 @@ fn the_same_inputs_give_the_same_bytes() {
     assert_eq!(a, b);
 }
 
+type ObservedEdit = Box<dyn Fn(&DesiredGraph) -> Observed>;
+
 /// Each single change of an input changes the hash.
 #[test]
 fn every_input_change_changes_the_hash() {
@@ -243,7 +245,7 @@ fn every_input_change_changes_the_hash() {
     f.labels.insert("x".into(), "y".into());
     hashes.push(("a label fact", hash_of(&base_config, &f, &catalog, &converged_state, "1.0.0")));
     // One observed field.
-    let observed_edits: Vec<(&str, Box<dyn Fn(&DesiredGraph) -> Observed>)> = vec![
+    let observed_edits: Vec<(&str, ObservedEdit)> = vec![
         (
             "observed node label",
             Box::new(|g: &DesiredGraph| {
