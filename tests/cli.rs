@@ -268,3 +268,35 @@ fn schema_prints_the_committed_schema() {
         "schema output differs from k3dgpu.schema.json"
     );
 }
+
+#[test]
+fn plan_offline_hash_out_json_and_detailed_exit_codes() {
+    let args = ["-c", &example("wsl2-intel"), "--root", &host("wsl2-intel")];
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("plan.json");
+    let out = k3d_gpu(&[&["plan", "--offline", "--out", file.to_str().unwrap()][..], &args[..]].concat());
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("Plan: "), "{}", stdout(&out));
+    let bytes = std::fs::read(&file).unwrap();
+    let hash = k3d_gpu(&[&["plan", "--offline", "--hash"][..], &args[..]].concat());
+    assert_eq!(stdout(&hash).trim(), k3d_gpu::canonical::sha256(&bytes), "the hash is of the --out bytes");
+    let json = k3d_gpu(&[&["plan", "--offline", "--json"][..], &args[..]].concat());
+    assert_eq!(json.stdout, bytes, "--json prints the same bytes");
+    let detailed = k3d_gpu(&[&["plan", "--offline", "--detailed-exitcode"][..], &args[..]].concat());
+    assert_eq!(detailed.status.code(), Some(2), "changes");
+
+    // Against what apply would leave: nothing to do, exit 0 with --detailed-exitcode.
+    let facts = support::facts_of("wsl2-intel");
+    let config = k3d_gpu::config::load_str("x", &std::fs::read_to_string(example("wsl2-intel")).unwrap()).unwrap();
+    let graph = k3d_gpu::compile::compile(&config, &facts, &k3d_gpu::catalog::Catalog::embedded().unwrap()).unwrap();
+    let observed = dir.path().join("observed.json");
+    std::fs::write(&observed, support::converged(&graph).to_bytes()).unwrap();
+    let none =
+        k3d_gpu(&[&["plan", "--detailed-exitcode", "--observed", observed.to_str().unwrap()][..], &args[..]].concat());
+    assert_eq!(none.status.code(), Some(0), "{}", stderr(&none));
+    assert!(stdout(&none).starts_with("No changes"));
+
+    let live = k3d_gpu(&[&["plan"][..], &args[..]].concat());
+    assert_eq!(live.status.code(), Some(2), "live observation is not in this build: a clear usage error");
+    assert!(stderr(&live).contains("--offline"), "{}", stderr(&live));
+}
