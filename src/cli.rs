@@ -89,6 +89,10 @@ pub enum Command {
     /// Print the JSON Schema of k3dgpu.toml (for taplo / Even Better TOML).
     Schema(SchemaArgs),
 
+    /// What exists now: the cluster's node containers (Docker) and its nodes and managed
+    /// objects (the Kubernetes API, context k3d-<name>); --json prints observed/v1.
+    Observe,
+
     /// Compare the config's graph with what exists and print the plan: each action with its
     /// reason and a diff, a summary, and the plan hash that `apply` checks.
     Plan(PlanArgs),

@@ -12,6 +12,8 @@ fn k3d_gpu(args: &[&str]) -> Output {
         .args(args)
         .env_remove("K3D_GPU_VENDORS")
         .env_remove("K3D_GPU_ROOT")
+        // Hermetic: no test here reaches a Docker engine by accident.
+        .env("DOCKER_HOST", "unix:///nonexistent/k3d-gpu-test.sock")
         .env("NO_COLOR", "1")
         .output()
         .unwrap()
@@ -297,6 +299,6 @@ fn plan_offline_hash_out_json_and_detailed_exit_codes() {
     assert!(stdout(&none).starts_with("No changes"));
 
     let live = k3d_gpu(&[&["plan"][..], &args[..]].concat());
-    assert_eq!(live.status.code(), Some(2), "live observation is not in this build: a clear usage error");
+    assert_eq!(live.status.code(), Some(2), "Docker unreachable: a clear error naming what to check");
     assert!(stderr(&live).contains("--offline"), "{}", stderr(&live));
 }

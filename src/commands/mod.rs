@@ -31,6 +31,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Render(args) => graph::render(&cli.global, args),
         Command::Schema(args) => schema::run(args),
         Command::Plan(args) => plan::run(&cli.global, args),
+        Command::Observe => plan::observe_command(&cli.global),
     }
 }
 

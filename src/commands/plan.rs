@@ -14,7 +14,10 @@ pub fn compute(global: &Global, args: &PlanArgs) -> Result<Plan> {
     let facts = super::load_facts(global)?;
     let graph = crate::compile::compile(&inputs.config, &facts, &catalog)
         .map_err(|errors| Error::Invalid(super::inputs::compile_diagnostics(&inputs, errors)))?;
-    let observed = observed(args)?;
+    let observed = match observed_file(args)? {
+        Some(saved) => saved,
+        None => observe_live(&inputs, &catalog)?,
+    };
     let digests = Inputs {
         config: crate::canonical::digest(&inputs.config),
         facts: crate::canonical::digest(&facts),
@@ -25,16 +28,12 @@ pub fn compute(global: &Global, args: &PlanArgs) -> Result<Plan> {
     Ok(plan::plan(&graph, &observed, digests))
 }
 
-fn observed(args: &PlanArgs) -> Result<Observed> {
+/// `--offline` or `--observed FILE`; `None` means observe the live cluster.
+fn observed_file(args: &PlanArgs) -> Result<Option<Observed>> {
     if args.offline {
-        return Ok(Observed::nothing());
+        return Ok(Some(Observed::nothing()));
     }
-    let Some(path) = &args.observed else {
-        return Err(Error::Usage {
-            message: "this build plans against a saved observation or none: live observation of Docker and Kubernetes is not in it yet".into(),
-            help: Some("use --offline (nothing exists yet) or --observed FILE (an observed/v1 document)".into()),
-        });
-    };
+    let Some(path) = &args.observed else { return Ok(None) };
     let input = |reason: String| Error::Input {
         what: "observed document",
         path: path.display().to_string(),
@@ -46,7 +45,80 @@ fn observed(args: &PlanArgs) -> Result<Observed> {
     if observed.schema != crate::observe::SCHEMA {
         return Err(input(format!("schema is {:?}, expected {:?}", observed.schema, crate::observe::SCHEMA)));
     }
-    Ok(observed)
+    Ok(Some(observed))
+}
+
+/// Where to look for this config's cluster: Docker from the environment, the kubeconfig
+/// from KUBECONFIG (its first file) or ~/.kube/config, and every kind the catalog can create.
+pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> crate::observe::Target {
+    let env = |k: &str| std::env::var(k).ok();
+    let kubeconfig = env("KUBECONFIG")
+        .and_then(|v| v.split(':').find(|p| !p.is_empty()).map(std::path::PathBuf::from))
+        .or_else(|| env("HOME").map(|h| std::path::PathBuf::from(h).join(".kube/config")))
+        .unwrap_or_else(|| ".kube/config".into());
+    let mut kinds: std::collections::BTreeSet<(String, String)> = catalog
+        .components
+        .values()
+        .flat_map(|c| &c.objects)
+        .filter_map(|o| Some((o["apiVersion"].as_str()?.to_string(), o["kind"].as_str()?.to_string())))
+        .collect();
+    kinds.insert(("v1".into(), "ConfigMap".into()));
+    crate::observe::Target {
+        docker: crate::observe::docker::endpoint(&env, None),
+        kubeconfig,
+        cluster: inputs.config.cluster.name.clone(),
+        image: inputs.config.cluster.image.clone(),
+        kinds,
+    }
+}
+
+fn observe_live(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> Result<Observed> {
+    let target = target(inputs, catalog);
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Output { path: "tokio runtime".into(), reason: e.to_string() })?;
+    runtime
+        .block_on(crate::observe::observe(&target))
+        .map_err(|e| Error::Usage { help: Some(e.help()), message: e.to_string() })
+}
+
+/// `k3d-gpu observe`.
+pub fn observe_command(global: &Global) -> Result<u8> {
+    let inputs = super::load_config(global)?;
+    let catalog = super::load_catalog(global, &inputs)?;
+    let observed = observe_live(&inputs, &catalog)?;
+    if global.json {
+        super::print_bytes(&observed.to_bytes());
+        return Ok(EXIT_OK);
+    }
+    let mut out = String::new();
+    match &observed.cluster {
+        None => out.push_str(&format!("cluster {}: does not exist\n", inputs.config.cluster.name)),
+        Some(c) => {
+            out.push_str(&format!("cluster {}: {} node container(s)\n", c.name, c.nodes.len()));
+            for n in &c.nodes {
+                out.push_str(&format!(
+                    "  {:<28} {:<12} {} ({}){}\n",
+                    n.name,
+                    n.role,
+                    n.image,
+                    n.image_version.as_deref().unwrap_or("unversioned"),
+                    if n.running { "" } else { "  stopped" }
+                ));
+            }
+        }
+    }
+    if let Some(k) = &observed.kubernetes {
+        out.push_str(&format!(
+            "kubernetes: {} node(s), {} managed object(s), {} ResourceSlice(s)\n",
+            k.nodes.len(),
+            k.objects.len(),
+            k.resource_slices.len()
+        ));
+    }
+    super::print_bytes(out.as_bytes());
+    Ok(EXIT_OK)
 }
 
 pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {

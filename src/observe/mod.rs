@@ -3,9 +3,60 @@
 //! only, so every later stage runs on a saved one (`plan --observed FILE`) or on nothing
 //! (`plan --offline`).
 
-use std::collections::BTreeMap;
+pub mod docker;
+pub mod kubernetes;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
+
+/// Why the world could not be observed. Each names what to check, and `--offline`.
+#[derive(Debug, thiserror::Error)]
+pub enum ObserveError {
+    #[error("cannot reach Docker at {} ({}): {reason}", endpoint.host, endpoint.source)]
+    DockerUnreachable { endpoint: docker::Endpoint, reason: String },
+    #[error("cannot reach the Kubernetes API through context {context}: {reason}")]
+    KubernetesUnreachable { context: String, reason: String },
+}
+
+impl ObserveError {
+    pub fn help(&self) -> String {
+        match self {
+            ObserveError::DockerUnreachable { .. } => {
+                "check that dockerd runs and that DOCKER_HOST / the Docker context point at it; or plan with --offline"
+                    .into()
+            }
+            ObserveError::KubernetesUnreachable { context, .. } => format!(
+                "check that the cluster's nodes run (`docker ps`) and that your kubeconfig has context {context} (`k3d kubeconfig merge`); or plan with --offline"
+            ),
+        }
+    }
+}
+
+/// Where to look: the Docker endpoint, the kubeconfig, the cluster and its node image, and
+/// the kinds of objects the catalog can create.
+pub struct Target {
+    pub docker: docker::Endpoint,
+    pub kubeconfig: PathBuf,
+    pub cluster: String,
+    pub image: String,
+    pub kinds: BTreeSet<(String, String)>,
+}
+
+/// Observes Docker, then (when the cluster exists) Kubernetes.
+pub async fn observe(target: &Target) -> Result<Observed, ObserveError> {
+    let engine = docker::connect(&target.docker)?;
+    let cluster = docker::observe_cluster(&engine, &target.docker, &target.cluster, &target.image).await?;
+    let kubernetes = match &cluster {
+        None => None,
+        Some(_) => {
+            let client = kubernetes::client(&target.kubeconfig, &target.cluster).await?;
+            Some(kubernetes::observe(client, &target.cluster, &target.kinds).await?)
+        }
+    };
+    Ok(Observed { schema: SCHEMA.into(), cluster, kubernetes })
+}
 
 pub const SCHEMA: &str = "k3d-gpu.observed/v1";
 

@@ -1,6 +1,8 @@
 //! Shared helpers for the integration tests: fixture hosts and golden files.
 #![allow(dead_code)]
 
+pub mod fake_apiserver;
+
 use std::path::{Path, PathBuf};
 
 use k3d_gpu::facts::{Facts, VendorFilter};
@@ -81,6 +83,7 @@ pub fn copy_host(host: &str) -> tempfile::TempDir {
     dir
 }
 
+#[allow(dead_code)]
 pub fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {

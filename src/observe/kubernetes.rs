@@ -1,0 +1,153 @@
+//! The Kubernetes side of observe, through kube-rs: always the context `k3d-<cluster>`, never
+//! whatever context is current. Nodes, then one LIST per kind the catalog uses (by the
+//! managed-by label), then ResourceSlices: O(kinds) requests, never one per object.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DynamicObject, ListParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::core::{ApiResource, GroupVersionKind};
+use kube::{Client, Config};
+
+use super::{ObserveError, ObservedKubernetes, ObservedNode};
+use crate::compile::MANAGED_BY;
+
+pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The kubeconfig context for a cluster (k3d's naming).
+pub fn context_name(cluster: &str) -> String {
+    format!("k3d-{cluster}")
+}
+
+/// A client for the cluster's own context in `kubeconfig`.
+pub async fn client(kubeconfig: &Path, cluster: &str) -> Result<Client, ObserveError> {
+    let context = context_name(cluster);
+    let unreachable = |reason: String| ObserveError::KubernetesUnreachable { context: context.clone(), reason };
+    let file = Kubeconfig::read_from(kubeconfig).map_err(|e| unreachable(format!("{}: {e}", kubeconfig.display())))?;
+    let options = KubeConfigOptions { context: Some(context.clone()), ..Default::default() };
+    let mut config = Config::from_custom_kubeconfig(file, &options).await.map_err(|e| unreachable(e.to_string()))?;
+    config.connect_timeout = Some(CALL_TIMEOUT);
+    config.read_timeout = Some(CALL_TIMEOUT);
+    Client::try_from(config).map_err(|e| unreachable(e.to_string()))
+}
+
+/// `DaemonSet` → `daemonsets`, `RuntimeClass` → `runtimeclasses`, `Policy` → `policies`:
+/// the API's plural for every kind the catalog uses.
+pub fn plural(kind: &str) -> String {
+    let lower = kind.to_ascii_lowercase();
+    if lower.ends_with('s') || lower.ends_with('x') {
+        format!("{lower}es")
+    } else if let Some(stem) = lower.strip_suffix('y').filter(|s| !s.ends_with(['a', 'e', 'i', 'o', 'u'])) {
+        format!("{stem}ies")
+    } else {
+        format!("{lower}s")
+    }
+}
+
+async fn timed<T>(
+    context: &str,
+    what: &str,
+    call: impl std::future::Future<Output = Result<T, kube::Error>>,
+) -> Result<Result<T, kube::Error>, ObserveError> {
+    tokio::time::timeout(CALL_TIMEOUT, call).await.map_err(|_| ObserveError::KubernetesUnreachable {
+        context: context.to_string(),
+        reason: format!("{what}: no answer within {}s", CALL_TIMEOUT.as_secs()),
+    })
+}
+
+/// Nodes, managed objects of the given kinds (`(apiVersion, kind)`), and ResourceSlices.
+pub async fn observe(
+    client: Client,
+    cluster: &str,
+    kinds: &BTreeSet<(String, String)>,
+) -> Result<ObservedKubernetes, ObserveError> {
+    let context = context_name(cluster);
+    let failed = |what: &str, e: kube::Error| ObserveError::KubernetesUnreachable {
+        context: context.clone(),
+        reason: format!("{what}: {e}"),
+    };
+
+    let nodes = timed(&context, "list nodes", Api::<Node>::all(client.clone()).list(&ListParams::default()))
+        .await?
+        .map_err(|e| failed("list nodes", e))?;
+    let mut observed = ObservedKubernetes::default();
+    for node in nodes.items {
+        let meta = node.metadata;
+        let status = node.status.unwrap_or_default();
+        observed.nodes.push(ObservedNode {
+            name: meta.name.unwrap_or_default(),
+            labels: meta.labels.unwrap_or_default(),
+            annotations: meta.annotations.unwrap_or_default(),
+            allocatable: status.allocatable.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect(),
+            ready: status.conditions.unwrap_or_default().iter().any(|c| c.type_ == "Ready" && c.status == "True"),
+        });
+    }
+    observed.nodes.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
+    for (api_version, kind) in kinds {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version.as_str()));
+        let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural(kind));
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        match timed(&context, "list", api.list(&ListParams::default().labels(&selector))).await? {
+            Ok(list) => {
+                for item in list.items {
+                    let mut value = serde_json::to_value(&item).unwrap_or_default();
+                    value["apiVersion"] = serde_json::json!(api_version);
+                    value["kind"] = serde_json::json!(kind);
+                    // Server-side apply bookkeeping: noise in a plan, and large.
+                    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
+                        meta.remove("managedFields");
+                    }
+                    observed.objects.push(value);
+                }
+            }
+            // A kind whose CRD is not installed yet has no objects.
+            Err(kube::Error::Api(status)) if status.code == 404 => {}
+            Err(e) => return Err(failed(&format!("list {kind}"), e)),
+        }
+    }
+    observed.objects.sort_by_key(crate::compile::object_id);
+
+    let slices = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("resource.k8s.io", "v1", "ResourceSlice"),
+        "resourceslices",
+    );
+    match timed(
+        &context,
+        "list ResourceSlices",
+        Api::<DynamicObject>::all_with(client, &slices).list(&ListParams::default()),
+    )
+    .await?
+    {
+        Ok(list) => {
+            observed.resource_slices = list.items.iter().map(|s| serde_json::to_value(s).unwrap_or_default()).collect()
+        }
+        Err(kube::Error::Api(status)) if status.code == 404 => {}
+        Err(e) => return Err(failed("list ResourceSlices", e)),
+    }
+    Ok(observed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plural;
+
+    #[test]
+    fn plurals_of_the_catalog_kinds() {
+        for (kind, want) in [
+            ("DaemonSet", "daemonsets"),
+            ("RuntimeClass", "runtimeclasses"),
+            ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
+            ("CustomResourceDefinition", "customresourcedefinitions"),
+            ("NodeFeatureRule", "nodefeaturerules"),
+            ("Namespace", "namespaces"),
+            ("Gateway", "gateways"),
+        ] {
+            assert_eq!(plural(kind), want);
+        }
+    }
+}

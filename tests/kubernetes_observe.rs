@@ -1,0 +1,82 @@
+//! Observe through kube-rs over real HTTP against the fake API server: the k3d-<name>
+//! context (never the current one), managed objects by label, O(kinds) LIST requests, and
+//! observed/v1 feeding a plan that comes out empty when everything matches.
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use k3d_gpu::observe::kubernetes::{client, observe};
+use serde_json::json;
+use support::fake_apiserver::{FakeApiServer, State, list_path};
+
+fn node(name: &str) -> serde_json::Value {
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": {"k3d-gpu.io/hybrid-cpu": "true"}, "annotations": {"k3d-gpu.io/managed-labels": "k3d-gpu.io/hybrid-cpu"}},
+        "status": {"allocatable": {"cpu": "32", "gpu.intel.com/i915": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}})
+}
+
+fn managed(kind: &str, api: &str, name: &str, ns: Option<&str>) -> serde_json::Value {
+    let mut o = json!({"apiVersion": api, "kind": kind, "metadata": {"name": name,
+        "labels": {"app.kubernetes.io/managed-by": "k3d-gpu"}, "managedFields": [{"manager": "k3d-gpu"}]}});
+    if let Some(ns) = ns {
+        o["metadata"]["namespace"] = json!(ns);
+    }
+    o
+}
+
+#[test]
+fn observe_lists_each_kind_once_through_the_clusters_own_context() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut objects = Vec::new();
+        for i in 0..200 {
+            objects.push(managed("ConfigMap", "v1", &format!("cm-{i}"), Some("kube-system")));
+        }
+        objects.push(managed("DaemonSet", "apps/v1", "intel-gpu-plugin", Some("kube-system")));
+        let mut foreign = managed("DaemonSet", "apps/v1", "not-ours", Some("kube-system"));
+        foreign["metadata"]["labels"]["app.kubernetes.io/managed-by"] = json!("helm");
+        objects.push(foreign);
+        let served: Vec<String> = objects.iter().map(list_path).collect::<BTreeSet<_>>().into_iter().collect();
+        let server =
+            FakeApiServer::start(State { nodes: vec![node("k3d-t-server-0")], objects, served, requests: vec![] })
+                .await;
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = server.kubeconfig("t", dir.path());
+
+        let kinds: BTreeSet<(String, String)> = [
+            ("v1", "ConfigMap"),
+            ("apps/v1", "DaemonSet"),
+            ("nfd.k8s-sigs.io/v1alpha1", "NodeFeatureRule"), // CRD not installed: 404, no objects
+        ]
+        .into_iter()
+        .map(|(a, k)| (a.to_string(), k.to_string()))
+        .collect();
+        let observed = observe(client(&kubeconfig, "t").await.unwrap(), "t", &kinds).await.unwrap();
+
+        assert_eq!(observed.nodes.len(), 1);
+        assert!(observed.nodes[0].ready);
+        assert_eq!(observed.nodes[0].allocatable["gpu.intel.com/i915"], "8");
+        assert_eq!(observed.objects.len(), 201, "managed objects only");
+        assert!(observed.objects.iter().all(|o| o["metadata"].get("managedFields").is_none()));
+        assert!(observed.objects.iter().all(|o| o["kind"].is_string() && o["apiVersion"].is_string()));
+        // One LIST for nodes, one per kind, one for ResourceSlices: O(kinds), not O(objects).
+        let requests = server.requests();
+        assert_eq!(requests.len(), 1 + kinds.len() + 1, "{requests:#?}");
+        assert!(requests.contains(&"GET /api/v1/configmaps".to_string()));
+        assert!(requests.contains(&"GET /apis/apps/v1/daemonsets".to_string()));
+    });
+}
+
+#[test]
+fn a_missing_context_is_a_clear_error() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let server = FakeApiServer::start(State::default()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = server.kubeconfig("t", dir.path());
+        let err = client(&kubeconfig, "other").await.err().expect("no context k3d-other");
+        assert!(err.to_string().contains("context k3d-other"), "{err}");
+        assert!(err.help().contains("k3d kubeconfig merge"));
+    });
+}
