@@ -17,6 +17,7 @@ pub mod error;
 pub mod facts;
 pub mod host;
 pub mod hwdb;
+pub mod input_file;
 pub mod observe;
 pub mod parse;
 pub mod plan;

@@ -216,7 +216,9 @@ fn graph_prints_dot_or_json_and_render_writes_a_kustomization() {
     assert!(stdout(&dot).starts_with("digraph k3d_gpu {"));
     let json = k3d_gpu(&[&["graph", "--json"][..], &args[..]].concat());
     let golden = std::fs::read(repo().join("tests/golden/graph/lunar-lake-npu--lunar-lake-npu.json")).unwrap();
-    assert_eq!(json.stdout, golden, "graph --json is the golden graph");
+    if let Some(diff) = support::first_difference(&String::from_utf8_lossy(&golden), &stdout(&json)) {
+        panic!("graph --json is not the golden graph: {diff}");
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("rendered");
@@ -301,4 +303,23 @@ fn plan_offline_hash_out_json_and_detailed_exit_codes() {
     let live = k3d_gpu(&[&["plan"][..], &args[..]].concat());
     assert_eq!(live.status.code(), Some(2), "Docker unreachable: a clear error naming what to check");
     assert!(stderr(&live).contains("--offline"), "{}", stderr(&live));
+}
+
+#[test]
+fn devices_and_fifos_given_as_inputs_are_refused_at_once() {
+    let start = std::time::Instant::now();
+    for args in [vec!["validate", "-c", "/dev/zero", "--root", "x"], vec!["detect", "--facts", "/dev/zero"]] {
+        let out = k3d_gpu(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(stderr(&out).contains("not a regular file"), "{}", stderr(&out));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("mine.kdl");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[[components]]\npath = \"mine.kdl\"\n").unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert!(stderr(&out).contains("not a regular file"), "{}", stderr(&out));
+    assert!(start.elapsed() < std::time::Duration::from_secs(10));
 }

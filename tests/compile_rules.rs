@@ -203,3 +203,60 @@ fn expect_checks_the_machine() {
     assert!(codes(&ok, "desktop-rpl-nvidia").is_empty());
     assert_eq!(codes(&ok, "arc-b580-xe-rpl-igpu"), ["expect-vendor", "expect-devices", "expect-fingerprint"]);
 }
+
+#[test]
+fn dra_mode_without_a_driver_in_the_catalog_is_an_error() {
+    let mut catalog = catalog();
+    catalog.components.remove("intel-gpu-dra");
+    let config = load_str("k", "[sharing]\nmode = \"dra\"\n").unwrap();
+    let errors = compile(&config, &facts_of("arc-b580-xe-rpl-igpu"), &catalog).unwrap_err();
+    assert_eq!(errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["dra-without-driver"]);
+}
+
+#[test]
+fn never_both_intel_gpu_paths_whatever_the_catalog_holds() {
+    let mut catalog = catalog();
+    catalog.components.retain(|name, _| name == "base");
+    for (toml, skipped) in
+        [("", "--disable=intel-gpu-dra"), ("[sharing]\nmode = \"dra\"\n", "--disable=intel-gpu-plugin")]
+    {
+        let config = load_str("k", toml).unwrap();
+        // No Intel GPU on this host, so DRA mode needs no driver here; the flag still goes in.
+        let g = compile(&config, &facts_of("plain-laptop-amd"), &catalog).unwrap();
+        assert!(k3s_args(&g).contains(&skipped.to_string()), "{toml:?}: {:?}", k3s_args(&g));
+    }
+}
+
+#[test]
+fn dra_mode_ignores_the_plugins_selection_keys() {
+    let g = graph("[sharing]\nmode = \"dra\"\ngpus = \"discrete\"\nallow_ids = [\"56a0\"]\n", "arc-b580-xe-rpl-igpu");
+    assert_eq!(g.get("verify/resourceslices/gpu.intel.com").unwrap().spec["min_devices"], 2, "every GPU");
+    let mut w = warnings(&g);
+    w.sort();
+    assert_eq!(w, ["ignored-in-dra-mode", "ignored-in-dra-mode"]);
+}
+
+#[test]
+fn a_long_list_of_bad_ids_is_one_error_per_key() {
+    let ids: Vec<String> = (0..2000).map(|i| format!("\"{:04x}\"", 0x1000 + i)).collect();
+    let toml = format!("[sharing]\ndeny_ids = [{}]\n", ids.join(", "));
+    let start = std::time::Instant::now();
+    let errors = build(&toml, "arc-b580-xe-rpl-igpu").unwrap_err();
+    assert_eq!(errors.len(), 1);
+    assert!(errors[0].message.contains("and 1995 more"), "{}", errors[0].message);
+    assert!(start.elapsed() < std::time::Duration::from_secs(5));
+}
+
+#[test]
+fn cluster_values_are_checked() {
+    for (toml, code) in [
+        ("[cluster]\nimage = \"\"\n", "bad-image"),
+        ("[cluster]\napi_port = 0\n", "bad-api-port"),
+        ("[cluster]\nservers = 4000000000\n", "bad-servers"),
+        ("[cluster]\nk3s_args = [\"\"]\n", "bad-k3s-arg"),
+    ] {
+        assert_eq!(codes(toml, "plain-laptop-amd"), [code], "{toml}");
+    }
+    let g = graph("[vendors]\nenable = [\"nvidia\"]\nexclude = [\"nvidia\"]\n", "desktop-rpl-nvidia");
+    assert!(warnings(&g).contains(&"enabled-and-excluded".to_string()));
+}

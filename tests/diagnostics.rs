@@ -106,7 +106,7 @@ fn component_images_must_be_pinned_and_match_the_manifest() {
     );
     let err = parse_component("mine.kdl", &kdl, &|_| Ok(manifest.to_string())).unwrap_err();
     assert!(
-        render(&*err).contains("share/m.yml uses image busybox:1.37, which component mine does not list"),
+        render(&*err).contains("m.yml uses image busybox:1.37, which component mine does not list"),
         "{}",
         render(&*err)
     );
@@ -136,4 +136,39 @@ fn the_shipped_catalog_loads() {
     for c in catalog.components.values() {
         assert!(!c.objects.is_empty(), "{} has no objects", c.name);
     }
+}
+
+#[test]
+fn component_files_are_strict() {
+    let base = "component mine {\n    summary \"x\"\n    upstream x version=v1\n    manifest m.yml\n";
+    let manifest = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: m, namespace: default}\n";
+    let cases = [
+        ("    upstream y version=v2\n", "`upstream` is given twice"),
+        ("    provides resource=\"a/b\" label=\"c\"\n", "`provides` takes"),
+        ("    when\n", "an empty `when` would always hold"),
+        ("    replaces-baked \"\"\n", "is not a k3s manifest name"),
+        ("    rollout DaemonSet \"/\"\n", "must be NAMESPACE/NAME"),
+        ("    after other {\n        x\n    }\n", "`after` takes no children"),
+        ("    upstream2 y version=v2\n", "unknown node `upstream2`"),
+    ];
+    for (extra, expected) in cases {
+        let kdl = format!("{base}{extra}}}\n");
+        let err = parse_component("mine.kdl", &kdl, &|_| Ok(manifest.to_string())).unwrap_err();
+        let text = render(&*err);
+        assert!(text.contains(expected), "{extra:?}: {text}");
+    }
+    let version_typo = format!("{}}}\n", base.replace("version=v1", "vesion=v1"));
+    let text = render(&*parse_component("mine.kdl", &version_typo, &|_| Ok(manifest.to_string())).unwrap_err());
+    assert!(text.contains("`upstream` has no property `vesion`"), "{text}");
+    let outside = base.replace("manifest m.yml", "manifest \"../../etc/passwd\"") + "}\n";
+    let text = render(&*parse_component("mine.kdl", &outside, &|_| Ok(manifest.to_string())).unwrap_err());
+    assert!(text.contains("must be a file name beside the component"), "{text}");
+    let reserved = base.replace("component mine", "component kustomization") + "}\n";
+    assert!(
+        render(&*parse_component("k.kdl", &reserved, &|_| Ok(manifest.to_string())).unwrap_err())
+            .contains("is reserved")
+    );
+    let slashed = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a/b, namespace: default}\n";
+    let text = render(&*parse_component("mine.kdl", &format!("{base}}}\n"), &|_| Ok(slashed.to_string())).unwrap_err());
+    assert!(text.contains("metadata.name \"a/b\" is not a valid name"), "{text}");
 }

@@ -20,6 +20,23 @@ const NODES: &[&str] = &[
     "replaces-baked",
 ];
 
+/// Per node: (arguments it takes, properties it allows, may appear more than once).
+fn shape(node: &str) -> (usize, &'static [&'static str], bool) {
+    match node {
+        "summary" | "manifest" | "replaces-baked" => (1, &[], false),
+        "upstream" => (1, &["version"], false),
+        "image" | "after" => (1, &[], true),
+        "when" => (0, &["vendor", "intel-gpu-mode", "balloons"], true),
+        "provides" => (0, &["resource", "label"], true),
+        "rollout" => (2, &[], true),
+        "configure" => (1, &["container"], true),
+        _ => (0, &[], true),
+    }
+}
+
+/// Names a component may not take: `render` writes `<name>.yaml` beside these.
+const RESERVED: &[&str] = &["kustomization", "k3d-gpu"];
+
 struct File<'a> {
     origin: &'a str,
     text: &'a str,
@@ -98,6 +115,14 @@ pub fn parse_component(
             None,
         ));
     }
+    if RESERVED.contains(&name.as_str()) {
+        return Err(file.error(
+            root.span(),
+            format!("component name {name} is reserved"),
+            "here",
+            Some("pick another name".into()),
+        ));
+    }
     let mut c = Component {
         name,
         summary: String::new(),
@@ -117,8 +142,37 @@ pub fn parse_component(
         user: false,
     };
     let children = root.children().map(|d| d.nodes()).unwrap_or_default();
+    let mut seen: Vec<&str> = Vec::new();
     for node in children {
         let kind = node.name().value();
+        if NODES.contains(&kind) {
+            let (args, props, repeatable) = shape(kind);
+            if !repeatable && seen.contains(&kind) {
+                return Err(file.error(node.span(), format!("`{kind}` is given twice"), "again here", None));
+            }
+            seen.push(kind);
+            let given_args = node.entries().iter().filter(|e| e.name().is_none()).count();
+            if given_args != args {
+                return Err(file.error(
+                    node.span(),
+                    format!("`{kind}` takes {args} argument(s), found {given_args}"),
+                    "here",
+                    None,
+                ));
+            }
+            if let Some(bad) = node.entries().iter().filter_map(|e| e.name()).find(|k| !props.contains(&k.value())) {
+                let allowed = if props.is_empty() { "none".to_string() } else { props.join(", ") };
+                return Err(file.error(
+                    bad.span(),
+                    format!("`{kind}` has no property `{}`", bad.value()),
+                    "unknown property",
+                    Some(format!("allowed: {allowed}")),
+                ));
+            }
+            if node.children().is_some() {
+                return Err(file.error(node.span(), format!("`{kind}` takes no children"), "here", None));
+            }
+        }
         match kind {
             "summary" => c.summary = file.arg(node, 0, "a one-line summary")?,
             "upstream" => {
@@ -132,7 +186,13 @@ pub fn parse_component(
                     )
                 })?;
             }
-            "manifest" => c.manifest = file.arg(node, 0, "a file name in share/")?,
+            "manifest" => {
+                c.manifest = file.arg(node, 0, "a file name in share/")?;
+                if c.manifest.contains('/') || c.manifest == ".." || c.manifest == "." || c.manifest.is_empty() {
+                    let message = format!("manifest {:?} must be a file name beside the component", c.manifest);
+                    return Err(file.error(node.span(), message, "here", None));
+                }
+            }
             "image" => {
                 let image = file.arg(node, 0, "an image reference")?;
                 if !is_pinned(&image) {
@@ -145,9 +205,23 @@ pub fn parse_component(
                 }
                 c.images.push(image);
             }
-            "when" => c.when.push(conditions(&file, node)?),
+            "when" => {
+                let line = conditions(&file, node)?;
+                if line.is_empty() {
+                    return Err(file.error(
+                        node.span(),
+                        "an empty `when` would always hold; drop it instead",
+                        "here",
+                        None,
+                    ));
+                }
+                c.when.push(line);
+            }
             "after" => c.after.push(file.arg(node, 0, "a component name")?),
             "provides" => {
+                if node.entries().len() != 1 {
+                    return Err(file.error(node.span(), "`provides` takes one of resource=… or label=…", "here", None));
+                }
                 if let Some(r) = file.prop(node, "resource")? {
                     c.provides_resources.push(r);
                 } else if let Some(l) = file.prop(node, "label")? {
@@ -167,7 +241,9 @@ pub fn parse_component(
                     ));
                 }
                 let at = file.arg(node, 1, "NAMESPACE/NAME")?;
-                let Some((namespace, name)) = at.split_once('/') else {
+                let Some((namespace, name)) =
+                    at.split_once('/').filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
+                else {
                     return Err(file.error(
                         node.span(),
                         format!("rollout target {at:?} must be NAMESPACE/NAME"),
@@ -192,7 +268,14 @@ pub fn parse_component(
                     .ok_or_else(|| file.error(node.span(), "`configure` needs container=…", "here", None))?;
                 c.configure.push(Configure { hook, container });
             }
-            "replaces-baked" => c.replaces_baked = Some(file.arg(node, 0, "the baked manifest's name")?),
+            "replaces-baked" => {
+                let baked = file.arg(node, 0, "the baked manifest's name")?;
+                if baked.is_empty() || baked.contains(['/', ' ', '=']) {
+                    let message = format!("baked manifest name {baked:?} is not a k3s manifest name");
+                    return Err(file.error(node.span(), message, "here", None));
+                }
+                c.replaces_baked = Some(baked);
+            }
             other => {
                 let hint = crate::suggest::closest(other, NODES.iter().copied());
                 return Err(file.error(
@@ -213,9 +296,20 @@ pub fn parse_component(
     }
     let manifest_text = load_manifest(&c.manifest)
         .map_err(|e| file.error(root.span(), format!("component {}: {e}", c.name), "here", None))?;
-    c.objects = parse_manifest(&c.manifest, &manifest_text)?;
+    c.objects = parse_manifest(&manifest_label(origin, &c.manifest), &manifest_text)?;
     check_images(&file, root, &c)?;
     Ok(c)
+}
+
+/// How messages name a manifest: `share/NAME` for the catalog, the file beside a user's own
+/// component otherwise.
+fn manifest_label(origin: &str, manifest: &str) -> String {
+    if origin.starts_with("stdlib/") {
+        format!("share/{manifest}")
+    } else {
+        let dir = std::path::Path::new(origin).parent().map(|p| p.display().to_string()).unwrap_or_default();
+        if dir.is_empty() { manifest.to_string() } else { format!("{dir}/{manifest}") }
+    }
 }
 
 fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<CatalogError>> {
@@ -281,7 +375,11 @@ fn check_images(file: &File, root: &KdlNode, c: &Component) -> Result<(), Box<Ca
         if !listed.contains(image) {
             return Err(file.error(
                 root.span(),
-                format!("share/{} uses image {image}, which component {} does not list", c.manifest, c.name),
+                format!(
+                    "{} uses image {image}, which component {} does not list",
+                    manifest_label(&c.origin, &c.manifest),
+                    c.name
+                ),
                 "here",
                 Some("add an `image` line (pinned by digest)".into()),
             ));
@@ -291,7 +389,11 @@ fn check_images(file: &File, root: &KdlNode, c: &Component) -> Result<(), Box<Ca
         if !in_manifest.contains(image) {
             return Err(file.error(
                 root.span(),
-                format!("component {} lists image {image}, which share/{} does not use", c.name, c.manifest),
+                format!(
+                    "component {} lists image {image}, which {} does not use",
+                    c.name,
+                    manifest_label(&c.origin, &c.manifest)
+                ),
                 "here",
                 None,
             ));

@@ -140,21 +140,14 @@ impl Catalog {
 
     /// Reads one of the config's own component files (`[[components]]`).
     pub fn add_user_file(&mut self, path: &Path, manifest_dir: &Path) -> Result<(), Box<CatalogError>> {
-        self.add_file(path, manifest_dir)?;
-        if let Some(c) = self.components.values_mut().find(|c| c.origin == path.display().to_string()) {
-            c.user = true;
-        }
-        Ok(())
+        let mut component = read_component(path, manifest_dir)?;
+        component.user = true;
+        self.insert(component)
     }
 
     /// Reads one component file; its manifest is looked up in `manifest_dir`.
     pub fn add_file(&mut self, path: &Path, manifest_dir: &Path) -> Result<(), Box<CatalogError>> {
-        let text = std::fs::read_to_string(path)
-            .map_err(|e| CatalogError::plain(format!("cannot read component {}: {e}", path.display()), None))?;
-        let component = parse_component(&path.display().to_string(), &text, &|name| {
-            let file = manifest_dir.join(name);
-            std::fs::read_to_string(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))
-        })?;
+        let component = read_component(path, manifest_dir)?;
         self.insert(component)
     }
 
@@ -241,4 +234,13 @@ impl Catalog {
         let all: Vec<View> = self.components.values().map(|c| View { component: c, objects: &c.objects }).collect();
         crate::canonical::digest(&all)
     }
+}
+
+fn read_component(path: &Path, manifest_dir: &Path) -> Result<Component, Box<CatalogError>> {
+    let text = crate::input_file::read_text(path)
+        .map_err(|e| CatalogError::plain(format!("cannot read component {}: {e}", path.display()), None))?;
+    parse_component(&path.display().to_string(), &text, &|name| {
+        let file = manifest_dir.join(name);
+        crate::input_file::read_text(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))
+    })
 }

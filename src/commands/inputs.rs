@@ -27,18 +27,16 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
         Some(p) => (p.clone(), true),
         None => (PathBuf::from(DEFAULT_CONFIG), false),
     };
-    let text = match std::fs::read_to_string(&path) {
-        Ok(text) => text,
-        // No config at all is the reference launcher's defaults, like an empty file.
-        Err(e) if !explicit && e.kind() == std::io::ErrorKind::NotFound => String::new(),
-        Err(e) => {
-            return Err(Error::Input {
-                what: "config",
-                path: path.display().to_string(),
-                reason: e.to_string(),
-                help: Some("pass -c FILE, or run where k3dgpu.toml is".into()),
-            });
-        }
+    // No config at all is the reference launcher's defaults, like an empty file.
+    let text = if !explicit && crate::input_file::is_missing(&path) {
+        String::new()
+    } else {
+        crate::input_file::read_text(&path).map_err(|reason| Error::Input {
+            what: "config",
+            path: path.display().to_string(),
+            reason,
+            help: Some("pass -c FILE, or run where k3dgpu.toml is".into()),
+        })?
     };
     let name = path.display().to_string();
     let config = load_str(&name, &text).map_err(|e| Error::Invalid(vec![miette::Report::new(*e)]))?;

@@ -86,7 +86,7 @@ pub fn read_facts_file(path: &Path) -> Result<Facts> {
         reason,
         help: Some("write one with `k3d-gpu facts --out FILE`".into()),
     };
-    let bytes = std::fs::read(path).map_err(|e| input(e.to_string()))?;
+    let bytes = crate::input_file::read_bytes(path).map_err(input)?;
     let facts: Facts = serde_json::from_slice(&bytes).map_err(|e| input(e.to_string()))?;
     if facts.schema != crate::facts::SCHEMA {
         return Err(input(format!("schema is {:?}, expected {:?}", facts.schema, crate::facts::SCHEMA)));

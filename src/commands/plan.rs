@@ -40,7 +40,7 @@ fn observed_file(args: &PlanArgs) -> Result<Option<Observed>> {
         reason,
         help: Some("an observed/v1 JSON document".into()),
     };
-    let bytes = std::fs::read(path).map_err(|e| input(e.to_string()))?;
+    let bytes = crate::input_file::read_bytes(path).map_err(input)?;
     let observed: Observed = serde_json::from_slice(&bytes).map_err(|e| input(e.to_string()))?;
     if observed.schema != crate::observe::SCHEMA {
         return Err(input(format!("schema is {:?}, expected {:?}", observed.schema, crate::observe::SCHEMA)));

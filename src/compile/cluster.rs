@@ -7,6 +7,9 @@ use super::{Change, CompileError, Context, DRA_NODE_LABEL, Resource, ResourceKin
 use crate::config::IntelGpuMode;
 use crate::facts::Vendor;
 
+/// More nodes than a single machine's k3d cluster sensibly runs is a typo.
+const MAX_NODES: u32 = 16;
+
 /// The name k3s knows the node image's baked balloons policy by (`--disable=<name>`).
 const BAKED_BALLOONS: &str = "nri-balloons";
 
@@ -16,8 +19,45 @@ const NFD_HOST_DIR: &str = "/k3d-gpu/host";
 /// The cluster resource; returns its id.
 pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource>) -> String {
     let cluster = &cx.config.cluster;
-    if cluster.servers == 0 {
-        cx.error(CompileError::new("no-servers", &["cluster", "servers"], "a cluster needs at least one server", None));
+    if cluster.servers == 0 || cluster.servers > MAX_NODES {
+        cx.error(CompileError::new(
+            "bad-servers",
+            &["cluster", "servers"],
+            format!("servers must be 1 to {MAX_NODES}"),
+            None,
+        ));
+    }
+    if cluster.agents > MAX_NODES {
+        cx.error(CompileError::new(
+            "bad-agents",
+            &["cluster", "agents"],
+            format!("agents must be 0 to {MAX_NODES}"),
+            None,
+        ));
+    }
+    if cluster.image.trim().is_empty() || cluster.image.contains(char::is_whitespace) {
+        cx.error(CompileError::new(
+            "bad-image",
+            &["cluster", "image"],
+            format!("{:?} is not an image reference", cluster.image),
+            None,
+        ));
+    }
+    if cluster.api_port == Some(0) {
+        cx.error(CompileError::new(
+            "bad-api-port",
+            &["cluster", "api_port"],
+            "api_port 0 is not a port; leave it unset to let k3d pick",
+            None,
+        ));
+    }
+    if cluster.k3s_args.iter().any(|a| a.trim().is_empty() || !a.starts_with('-')) {
+        cx.error(CompileError::new(
+            "bad-k3s-arg",
+            &["cluster", "k3s_args"],
+            "every k3s arg is a flag such as \"--disable=traefik\"",
+            None,
+        ));
     }
     let name_ok = !cluster.name.is_empty()
         && cluster.name.len() <= 32
@@ -52,6 +92,12 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
     if !balloons_wanted {
         baked.push(BAKED_BALLOONS);
     }
+    // Never both Intel GPU paths, whatever the catalog holds: k3s skips the baked copy of the
+    // one this mode does not use.
+    baked.push(match cx.intel_mode() {
+        IntelGpuMode::Dra => "intel-gpu-plugin",
+        IntelGpuMode::Plugin => "intel-gpu-dra",
+    });
     baked.sort_unstable();
     baked.dedup();
     for name in baked {
@@ -81,8 +127,17 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
         mount("/dev/char".into(), "/dev/char".into(), false);
     }
     mount("/lib/modules".into(), format!("{NFD_HOST_DIR}/lib/modules"), true);
-    if let Some(release) = &cx.facts.host.kernel.release {
-        mount(format!("/boot/config-{release}"), format!("{NFD_HOST_DIR}/boot/config-{release}"), true);
+    match cx.facts.host.kernel.release.as_deref() {
+        // A release is one path component; anything else came from a tampered facts document.
+        Some(release) if !release.is_empty() && !release.contains('/') && release != ".." && release != "." => {
+            mount(format!("/boot/config-{release}"), format!("{NFD_HOST_DIR}/boot/config-{release}"), true);
+        }
+        Some(release) => cx.warn(
+            "bad-kernel-release",
+            None,
+            format!("kernel release {release:?} is not a file name; /boot/config is not mounted"),
+        ),
+        None => {}
     }
     mount("/etc/os-release".into(), format!("{NFD_HOST_DIR}/etc/os-release"), true);
 

@@ -76,7 +76,9 @@ pub fn kubernetes_version(image: &str) -> Option<(u32, u32)> {
     if image == crate::config::DEFAULT_IMAGE || image.starts_with("cryptoandcoffee/k3d-gpu:") {
         return Some(NODE_IMAGE_KUBERNETES);
     }
-    let tag = image.rsplit_once(':')?.1;
+    // `repo:tag@sha256:…`: the tag is before the digest.
+    let reference = image.split_once('@').map_or(image, |(r, _)| r);
+    let tag = reference.rsplit_once(':')?.1;
     let rest = tag.strip_prefix('v')?;
     let mut parts = rest.split(['.', '-', '+']);
     let major = parts.next()?.parse().ok()?;
@@ -156,6 +158,7 @@ mod tests {
     fn kubernetes_versions_from_image_tags() {
         assert_eq!(kubernetes_version("rancher/k3s:v1.33.1-k3s1"), Some((1, 33)));
         assert_eq!(kubernetes_version(crate::config::DEFAULT_IMAGE), Some(NODE_IMAGE_KUBERNETES));
+        assert_eq!(kubernetes_version(&format!("rancher/k3s:v1.33.1-k3s1@sha256:{}", "a".repeat(64))), Some((1, 33)));
         assert_eq!(kubernetes_version("my/image:latest"), None);
         assert_eq!(kubernetes_version("my/image"), None);
     }

@@ -47,30 +47,66 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
     }
     let usable: Vec<&IntelGpu> = cx.facts.host.intel_gpus.iter().filter(|g| g.render_node.is_some()).collect();
 
+    // DRA mode: the driver publishes every GPU; the plugin's keys do nothing, so they are
+    // neither applied nor checked, only named.
+    if sharing.mode == IntelGpuMode::Dra {
+        out.gpus = usable.iter().map(|g| g.pci_address.clone()).collect();
+        let explicitly_set = [
+            (sharing.shared != Shared::Auto, "sharing.shared"),
+            (sharing.allocation.is_some(), "sharing.allocation"),
+            (sharing.monitoring, "sharing.monitoring"),
+            (sharing.gpus != GpuSet::All, "sharing.gpus"),
+            (!sharing.allow_ids.is_empty(), "sharing.allow_ids"),
+            (!sharing.deny_ids.is_empty(), "sharing.deny_ids"),
+        ];
+        for key in explicitly_set.into_iter().filter(|(set, _)| *set).map(|(_, key)| key) {
+            cx.warn(
+                "ignored-in-dra-mode",
+                Some(key),
+                format!("{key} configures the device plugin and is ignored in DRA mode"),
+            );
+        }
+        return out;
+    }
+
     // Which GPUs: the set first, then allow/deny ids, each checked against the facts.
+    // One error per key, however many ids are wrong: a long list must not make a long report.
     let mut ids = |list: &[String], key: &'static str| -> Vec<String> {
-        let mut out = Vec::new();
+        let mut good = Vec::new();
+        let mut malformed = Vec::new();
+        let mut unmatched = Vec::new();
         for raw in list {
             match normalise_id(raw) {
-                None => cx.error(CompileError::new(
-                    "bad-pci-id",
-                    &["sharing", key],
-                    format!("{raw:?} is not a PCI device id"),
-                    Some("write four hex digits, e.g. \"e20b\"".to_string()),
-                )),
-                Some(id) if !usable.iter().any(|g| id_of(g) == id) => {
-                    let have: Vec<String> = usable.iter().map(|g| id_of(g)).collect();
-                    cx.error(CompileError::new(
-                        "pci-id-matches-nothing",
-                        &["sharing", key],
-                        format!("{key} {id} matches no Intel GPU on this host"),
-                        Some(format!("this host's Intel GPU ids: {}", have.join(", "))),
-                    ));
-                }
-                Some(id) => out.push(id),
+                None => malformed.push(format!("{raw:?}")),
+                Some(id) if !usable.iter().any(|g| id_of(g) == id) => unmatched.push(id),
+                Some(id) => good.push(id),
             }
         }
-        out
+        let shown = |items: &[String]| {
+            let mut text = items.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+            if items.len() > 5 {
+                text.push_str(&format!(" and {} more", items.len() - 5));
+            }
+            text
+        };
+        if !malformed.is_empty() {
+            cx.error(CompileError::new(
+                "bad-pci-id",
+                &["sharing", key],
+                format!("{key}: {} is not a PCI device id", shown(&malformed)),
+                Some("write four hex digits, e.g. \"e20b\"".to_string()),
+            ));
+        }
+        if !unmatched.is_empty() {
+            let have: Vec<String> = usable.iter().map(|g| id_of(g)).collect();
+            cx.error(CompileError::new(
+                "pci-id-matches-nothing",
+                &["sharing", key],
+                format!("{key} {} matches no Intel GPU on this host", shown(&unmatched)),
+                Some(format!("this host's Intel GPU ids: {}", have.join(", "))),
+            ));
+        }
+        good
     };
     let allow = ids(&sharing.allow_ids, "allow_ids");
     let deny = ids(&sharing.deny_ids, "deny_ids");
@@ -114,26 +150,6 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         return out;
     }
     out.gpus = selected.iter().map(|g| g.pci_address.clone()).collect();
-
-    if sharing.mode == IntelGpuMode::Dra {
-        let explicitly_set = [
-            (sharing.shared != Shared::Auto, "sharing.shared"),
-            (sharing.allocation.is_some(), "sharing.allocation"),
-            (sharing.monitoring, "sharing.monitoring"),
-            (
-                !sharing.allow_ids.is_empty() || !sharing.deny_ids.is_empty() || sharing.gpus != GpuSet::All,
-                "sharing.gpus",
-            ),
-        ];
-        for key in explicitly_set.into_iter().filter(|(set, _)| *set).map(|(_, key)| key) {
-            cx.warn(
-                "ignored-in-dra-mode",
-                Some(key),
-                format!("{key} configures the device plugin and is ignored in DRA mode"),
-            );
-        }
-        return out;
-    }
 
     // The plugin's id flags: an explicit allow list, else everything outside the set is denied.
     if !allow.is_empty() {

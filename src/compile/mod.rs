@@ -18,6 +18,9 @@ use crate::facts::{Detected, Facts, Vendor};
 
 pub use graph::{Change, DesiredGraph, Resource, ResourceKind, Warning};
 
+/// Enough to fix a config; more would only bury the first.
+const MAX_ERRORS: usize = 50;
+
 /// A reason the config cannot be compiled for these facts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CompileError {
@@ -93,7 +96,13 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
     let wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
     verify::resources(&mut cx, &wanted, &intel, &mut resources);
     if !cx.errors.is_empty() {
-        return Err(cx.errors);
+        let mut errors = cx.errors;
+        if errors.len() > MAX_ERRORS {
+            let more = errors.len() - MAX_ERRORS;
+            errors.truncate(MAX_ERRORS);
+            errors.push(CompileError::new("more-errors", &[], format!("… and {more} more errors"), None));
+        }
+        return Err(errors);
     }
     DesiredGraph::build(resources, cx.warnings).map_err(|text| {
         vec![CompileError::new(
@@ -108,6 +117,15 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
 /// The config's vendor selection applied to what the host has.
 fn select_vendors(cx: &mut Context) {
     let excluded = &cx.config.vendors.exclude;
+    if let VendorSelection::Only(list) = &cx.config.vendors.enable
+        && let Some(both) = list.iter().find(|v| excluded.contains(v))
+    {
+        cx.warnings.push(Warning {
+            code: "enabled-and-excluded".into(),
+            text: format!("vendor {both} is both enabled and excluded; exclude wins"),
+            key: Some("vendors.exclude".into()),
+        });
+    }
     let mut active: Vec<Detected> =
         cx.facts.detected.iter().filter(|d| !excluded.contains(&d.vendor)).cloned().collect();
     if let VendorSelection::Only(list) = &cx.config.vendors.enable {

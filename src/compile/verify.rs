@@ -74,6 +74,18 @@ pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &m
     if dra && cx.is_active(Vendor::Intel) {
         let providers: Vec<&Wanted> =
             wanted.iter().filter(|w| w.component.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL)).collect();
+        if providers.is_empty() {
+            cx.error(super::CompileError::new(
+                "dra-without-driver",
+                &["sharing", "mode"],
+                "DRA mode is set, but no component in the catalog provides the Intel GPU DRA driver",
+                Some(format!(
+                    "add a component that provides label={} (docs/stdlib.md), or use mode = \"plugin\"",
+                    super::DRA_NODE_LABEL
+                )),
+            ));
+            return;
+        }
         let mut deps = dependencies(&providers, &rollout_ids);
         deps.push(format!("node-label/{}", super::DRA_NODE_LABEL));
         deps.sort();

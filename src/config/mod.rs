@@ -97,8 +97,8 @@ pub struct Vendors {
 pub struct Sharing {
     /// `plugin` (default) or `dra` (Intel GPU DRA driver, Kubernetes 1.36+). (K3D_GPU_DRA)
     pub mode: IntelGpuMode,
-    /// Pods that may share one Intel GPU: `"auto"` (8 when every Intel GPU is integrated, else
-    /// exclusive) or a number. (K3D_GPU_INTEL_SHARED)
+    /// Pods that may share one Intel GPU: `"auto"` (8 when every Intel GPU the cluster gets is
+    /// integrated, else exclusive) or a number. (K3D_GPU_INTEL_SHARED)
     pub shared: Shared,
     /// Which GPU a shared pod lands on; only meaningful when shared. Default balanced.
     /// (K3D_GPU_INTEL_ALLOCATION)

@@ -5,14 +5,18 @@ use std::ops::Range;
 
 use toml::de::{DeTable, DeValue};
 
-/// The byte span of the value at `path` (e.g. `["sharing", "allocation"]`); `None` when the
-/// key is absent or the text does not parse.
+/// The byte span of the value at `path` (e.g. `["sharing", "allocation"]`), or of the closest
+/// table on the way when the key is absent; `None` when nothing matches or the text does not
+/// parse.
 pub fn span_of(source: &str, path: &[&str]) -> Option<Range<usize>> {
     let doc = DeTable::parse(source).ok()?;
     let mut table = doc.get_ref();
     let mut best: Option<Range<usize>> = None;
     for (i, key) in path.iter().enumerate() {
-        let (k, value) = table.iter().find(|(k, _)| k.get_ref().as_ref() == *key)?;
+        // An absent key points at the closest table on the way (e.g. its [section] header).
+        let Some((k, value)) = table.iter().find(|(k, _)| k.get_ref().as_ref() == *key) else {
+            return best;
+        };
         best = Some(if i + 1 == path.len() { value.span() } else { k.span() });
         match value.get_ref() {
             DeValue::Table(inner) => table = inner,
@@ -32,7 +36,9 @@ mod tests {
         let text = "[cluster]\nname = \"gpu\"\n\n[sharing]\nallocation = \"packed\"\n";
         let span = span_of(text, &["sharing", "allocation"]).unwrap();
         assert_eq!(&text[span], "\"packed\"");
-        assert!(span_of(text, &["sharing", "nothing"]).is_none());
+        let closest = span_of(text, &["sharing", "nothing"]).unwrap();
+        assert_eq!(&text[closest], "sharing");
+        assert!(span_of(text, &["placement", "balloons"]).is_none());
         assert!(span_of("not = [toml", &["a"]).is_none());
     }
 }
