@@ -21,4 +21,5 @@ pub mod input_file;
 pub mod observe;
 pub mod parse;
 pub mod plan;
+pub mod secrets;
 pub mod suggest;

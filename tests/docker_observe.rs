@@ -149,7 +149,11 @@ fn observe_reads_k3d_shaped_node_containers() {
         assert_eq!(server.image_version.as_deref(), Some("9.9.9"));
         assert_eq!(server.k3s_args, ["--disable=traefik", "--default-runtime=nvidia"]);
         assert_eq!(server.mounts, ["/etc/os-release:/k3d-gpu/host/etc/os-release:ro"]);
-        assert_eq!(server.env.get("K3S_TOKEN").map(String::as_str), Some("t0ken"));
+        assert_eq!(
+            server.env.get("K3S_TOKEN").map(String::as_str),
+            Some("(sensitive)"),
+            "the token is masked at the source"
+        );
         assert!(server.running);
         assert_eq!(server.gpus, None);
         assert_eq!(server.recorded_spec.as_ref().unwrap()["name"], "obs");

@@ -140,6 +140,14 @@ pub async fn observe_cluster(
                 .unwrap_or_default()
                 .into_iter()
                 .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
+                // The cluster token and the like never reach a printed document.
+                .map(|(k, v)| {
+                    if crate::secrets::is_sensitive_name(&k) {
+                        (k, crate::secrets::SENSITIVE.to_string())
+                    } else {
+                        (k, v)
+                    }
+                })
                 .collect(),
             gpus,
             running: c.state.and_then(|s| s.running).unwrap_or(false),

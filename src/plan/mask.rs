@@ -3,16 +3,8 @@
 
 use serde_json::{Value, json};
 
-pub const SENSITIVE: &str = "(sensitive)";
+pub use crate::secrets::SENSITIVE;
 pub const SENSITIVE_CHANGED: &str = "(sensitive, changed)";
-
-/// Env var names whose values are masked.
-fn sensitive_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["PASSWORD", "PASSWD", "TOKEN", "SECRET", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"]
-        .iter()
-        .any(|w| upper.contains(w))
-}
 
 /// Masks `after` (and `before`) in place; a masked value that differs reads "(sensitive, changed)".
 pub fn mask_pair(before: &mut Option<Value>, after: &mut Option<Value>) {
@@ -64,7 +56,7 @@ fn mask_env(object: &mut Value, other: Option<&Value>) {
         let Some(env) = container.get_mut("env").and_then(Value::as_array_mut) else { continue };
         for var in env.iter_mut() {
             let Some(var_name) = var["name"].as_str() else { continue };
-            if !sensitive_name(var_name) || var.get("value").is_none() {
+            if !crate::secrets::is_sensitive_name(var_name) || var.get("value").is_none() {
                 continue;
             }
             let before = other_env
