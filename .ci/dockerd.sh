@@ -7,7 +7,7 @@ cmd=${1:?start|stop}
 dir=${2:?state directory}
 case "$cmd" in
 start)
-    if ! command -v dockerd >/dev/null; then
+    if ! command -v dockerd >/dev/null || [ ! -x /bin/busybox ]; then
         apt-get update -qq >&2 && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq docker.io busybox-static >&2
     fi
     mkdir -p "$dir"
