@@ -5,6 +5,7 @@
 //! document (pure), [`parse`] holds the pure text parsers, [`cli`] and [`commands`] are the
 //! edge that prints and exits.
 
+pub mod apply;
 pub mod canonical;
 pub mod catalog;
 pub mod cli;

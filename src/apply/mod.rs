@@ -1,0 +1,6 @@
+//! Apply: run a plan — only if it still hashes the same — in dependency order, then verify.
+//! The executor is generic over a [`executor::Runner`]; the providers (k3d, Kubernetes,
+//! verify) are the only code that changes the world.
+
+pub mod executor;
+pub mod lock;
