@@ -93,9 +93,48 @@ pub enum Command {
     /// objects (the Kubernetes API, context k3d-<name>); --json prints observed/v1.
     Observe,
 
+    /// Run a plan: only if it still hashes the same (PLANFILE or --plan-hash), in dependency
+    /// order, then verify. A plan that recreates the cluster needs --allow-replace (or a typed
+    /// confirmation on a terminal). Exits 1 when refused or when an action or check fails.
+    Apply(ApplyArgs),
+
+    /// Delete the cluster this config manages (and with it everything in it), through the same
+    /// gate: prints the plan and its hash; runs only with --plan-hash of that plan.
+    Destroy(DestroyArgs),
+
     /// Compare the config's graph with what exists and print the plan: each action with its
     /// reason and a diff, a summary, and the plan hash that `apply` checks.
     Plan(PlanArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ApplyArgs {
+    /// A plan saved with `plan --out`; it runs only if a fresh plan has the same bytes.
+    #[arg(value_name = "PLANFILE", conflicts_with = "plan_hash")]
+    pub plan_file: Option<PathBuf>,
+
+    /// Run only if a fresh plan hashes to this (`sha256:…`, as `plan --hash` prints).
+    #[arg(long, value_name = "HASH")]
+    pub plan_hash: Option<String>,
+
+    /// Consent to recreating the cluster, which deletes its state.
+    #[arg(long)]
+    pub allow_replace: bool,
+
+    /// At most this many actions at once.
+    #[arg(long, value_name = "N", default_value_t = crate::apply::executor::DEFAULT_PARALLEL)]
+    pub parallel: usize,
+
+    /// Seconds each verify check may take.
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::apply::verify::DEFAULT_TIMEOUT.as_secs())]
+    pub verify_timeout: u64,
+}
+
+#[derive(Debug, Args)]
+pub struct DestroyArgs {
+    /// Run only if the destroy plan hashes to this (`destroy` without it prints the hash).
+    #[arg(long, value_name = "HASH")]
+    pub plan_hash: Option<String>,
 }
 
 #[derive(Debug, Args)]

@@ -3,4 +3,8 @@
 //! verify) are the only code that changes the world.
 
 pub mod executor;
+pub mod k3d;
+pub mod kubernetes;
 pub mod lock;
+pub mod providers;
+pub mod verify;

@@ -1,6 +1,7 @@
 //! Command implementations: the edge that loads inputs, calls the pure stages and prints.
 //! stdout carries data (tables, JSON); stderr carries progress and diagnostics.
 
+mod apply;
 mod detect;
 mod doctor;
 mod facts;
@@ -32,6 +33,8 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Schema(args) => schema::run(args),
         Command::Plan(args) => plan::run(&cli.global, args),
         Command::Observe => plan::observe_command(&cli.global),
+        Command::Apply(args) => apply::run(&cli.global, args),
+        Command::Destroy(args) => apply::destroy(&cli.global, args),
     }
 }
 

@@ -8,7 +8,14 @@ use crate::observe::Observed;
 use crate::plan::{self, Inputs, Plan};
 
 /// Everything `plan` and `apply` compute from the inputs.
-pub fn compute(global: &Global, args: &PlanArgs) -> Result<Plan> {
+pub struct Computed {
+    pub plan: Plan,
+    pub graph: crate::compile::DesiredGraph,
+    pub inputs: super::Inputs,
+    pub catalog: crate::catalog::Catalog,
+}
+
+pub fn compute(global: &Global, args: &PlanArgs) -> Result<Computed> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
     let facts = super::load_facts(global)?;
@@ -25,7 +32,8 @@ pub fn compute(global: &Global, args: &PlanArgs) -> Result<Plan> {
         stdlib: catalog.digest(),
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    Ok(plan::plan(&graph, &observed, digests))
+    let plan = plan::plan(&graph, &observed, digests);
+    Ok(Computed { plan, graph, inputs, catalog })
 }
 
 /// `--offline` or `--observed FILE`; `None` means observe the live cluster.
@@ -122,7 +130,7 @@ pub fn observe_command(global: &Global) -> Result<u8> {
 }
 
 pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
-    let plan = compute(global, args)?;
+    let plan = compute(global, args)?.plan;
     let bytes = plan.to_bytes();
     let hash = crate::canonical::sha256(&bytes);
     if let Some(path) = &args.out {

@@ -1,0 +1,126 @@
+//! The k3d provider: creates, deletes and starts the cluster by running the `k3d` binary with
+//! one generated config file (SimpleConfig `k3d.io/v1alpha5`), so what we pass is a single
+//! document a person can review. The file is JSON, which is YAML, so k3d reads it as is.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::observe::CLUSTER_SPEC_LABEL;
+
+/// How long `k3d cluster create` may take: pulling the node image on a slow line is minutes.
+pub const CREATE_TIMEOUT: Duration = Duration::from_secs(900);
+
+fn node_filters(nodes: &str) -> Vec<&'static str> {
+    match nodes {
+        "server:*" => vec!["server:*"],
+        "agent:*" => vec!["agent:*"],
+        _ => vec!["server:*", "agent:*"],
+    }
+}
+
+/// The k3d SimpleConfig for a cluster spec (the graph's `k3d/cluster/...` resource).
+pub fn simple_config(spec: &Value) -> Value {
+    let extra_args: Vec<Value> = spec["k3s_args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| json!({ "arg": a["arg"], "nodeFilters": node_filters(a["nodes"].as_str().unwrap_or("all")) }))
+        .collect();
+    let volumes: Vec<Value> = spec["volumes"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|v| {
+            let ro = if v["read_only"] == true { ":ro" } else { "" };
+            json!({
+                "volume": format!("{}:{}{ro}", v["host"].as_str().unwrap_or_default(), v["node"].as_str().unwrap_or_default()),
+                "nodeFilters": ["server:*", "agent:*"],
+            })
+        })
+        .collect();
+    let mut runtime = json!({
+        // What apply created, recorded on every node so a later plan compares exactly.
+        "labels": [{ "label": format!("{CLUSTER_SPEC_LABEL}={}", canonical_compact(spec)), "nodeFilters": ["server:*", "agent:*"] }],
+    });
+    if let Some(gpus) = spec["gpus"].as_str() {
+        runtime["gpuRequest"] = json!(gpus);
+    }
+    let mut config = json!({
+        "apiVersion": "k3d.io/v1alpha5",
+        "kind": "Simple",
+        "metadata": { "name": spec["name"] },
+        "servers": spec["servers"],
+        "agents": spec["agents"],
+        "image": spec["image"],
+        "volumes": volumes,
+        "options": {
+            "k3s": { "extraArgs": extra_args },
+            "runtime": runtime,
+            "kubeconfig": { "updateDefaultKubeconfig": true, "switchCurrentContext": false },
+        },
+    });
+    if let Some(port) = spec["api_port"].as_u64() {
+        config["kubeAPI"] = json!({ "hostPort": port.to_string() });
+    }
+    config
+}
+
+/// The spec as one line of sorted JSON (a container label value).
+fn canonical_compact(spec: &Value) -> String {
+    let sorted: Value = serde_json::from_slice(&crate::canonical::to_bytes(spec)).unwrap_or(Value::Null);
+    sorted.to_string()
+}
+
+/// Runs `k3d` with a deadline; its last lines become the error.
+pub async fn run_k3d(binary: &Path, args: &[&str], timeout: Duration) -> Result<(), String> {
+    let mut command = tokio::process::Command::new(binary);
+    command.args(args).stdin(std::process::Stdio::null()).kill_on_drop(true);
+    let output = match tokio::time::timeout(timeout, command.output()).await {
+        Err(_) => return Err(format!("`k3d {}` did not finish within {}s", args.join(" "), timeout.as_secs())),
+        Ok(Err(e)) => {
+            return Err(format!("cannot run {}: {e} (is k3d installed? `k3d-gpu doctor` checks)", binary.display()));
+        }
+        Ok(Ok(output)) => output,
+    };
+    if output.status.success() {
+        return Ok(());
+    }
+    let text = String::from_utf8_lossy(&output.stderr).into_owned() + &String::from_utf8_lossy(&output.stdout);
+    let tail: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).rev().take(5).collect();
+    Err(format!("`k3d {}` failed: {}", args.join(" "), tail.into_iter().rev().collect::<Vec<_>>().join(" | ")))
+}
+
+/// The k3d binary: `K3D_GPU_K3D` if set, else `k3d` on PATH.
+pub fn binary(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    env("K3D_GPU_K3D").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("k3d"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_config_carries_everything_fixed_at_creation() {
+        let spec = json!({
+            "name": "gpu", "image": "img:1", "servers": 1, "agents": 1, "gpus": "all", "api_port": 6443,
+            "k3s_args": [{"arg": "--default-runtime=nvidia", "nodes": "server:*"}, {"arg": "--kubelet-arg=x", "nodes": "all"}],
+            "volumes": [{"host": "/usr/lib/wsl", "node": "/usr/lib/wsl", "read_only": true}],
+        });
+        let config = simple_config(&spec);
+        assert_eq!(config["apiVersion"], "k3d.io/v1alpha5");
+        assert_eq!(config["options"]["runtime"]["gpuRequest"], "all");
+        assert_eq!(
+            config["options"]["k3s"]["extraArgs"][0],
+            json!({"arg": "--default-runtime=nvidia", "nodeFilters": ["server:*"]})
+        );
+        assert_eq!(config["options"]["k3s"]["extraArgs"][1]["nodeFilters"], json!(["server:*", "agent:*"]));
+        assert_eq!(config["volumes"][0]["volume"], "/usr/lib/wsl:/usr/lib/wsl:ro");
+        assert_eq!(config["kubeAPI"]["hostPort"], "6443");
+        let label = config["options"]["runtime"]["labels"][0]["label"].as_str().unwrap();
+        let recorded: Value = serde_json::from_str(label.strip_prefix("k3d-gpu.io/cluster-spec=").unwrap()).unwrap();
+        assert_eq!(recorded, spec, "a later plan reads back exactly the spec");
+        assert_eq!(config["options"]["kubeconfig"]["switchCurrentContext"], false, "never touch the current context");
+    }
+}

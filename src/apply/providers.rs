@@ -1,0 +1,109 @@
+//! Dispatches each plan action to the provider that owns it: k3d for the cluster, the
+//! Kubernetes API for node metadata and objects.
+
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+
+use kube::Client;
+use serde_json::Value;
+use tokio::sync::{Mutex, OnceCell};
+
+use super::executor::Runner;
+use super::{k3d, kubernetes};
+use crate::plan::{Action, ActionKind};
+
+pub struct Providers {
+    pub k3d: PathBuf,
+    /// Where the generated k3d config files are written (kept for review).
+    pub workdir: PathBuf,
+    pub kubeconfig: PathBuf,
+    pub cluster: String,
+    client: OnceCell<Client>,
+    /// Node metadata patches read and rewrite the managed-labels annotation: one at a time.
+    nodes: Mutex<()>,
+}
+
+impl Providers {
+    pub fn new(k3d: PathBuf, workdir: PathBuf, kubeconfig: PathBuf, cluster: String) -> Providers {
+        Providers { k3d, workdir, kubeconfig, cluster, client: OnceCell::new(), nodes: Mutex::new(()) }
+    }
+
+    /// The cluster's client, made on first use (after k3d wrote the kubeconfig).
+    pub async fn client(&self) -> Result<&Client, String> {
+        self.client
+            .get_or_try_init(|| async {
+                crate::observe::kubernetes::client(&self.kubeconfig, &self.cluster).await.map_err(|e| e.to_string())
+            })
+            .await
+    }
+
+    async fn cluster(&self, action: &Action) -> Result<(), String> {
+        let name = self.cluster.as_str();
+        let create = |spec: &Value| -> Result<PathBuf, String> {
+            std::fs::create_dir_all(&self.workdir).map_err(|e| format!("{}: {e}", self.workdir.display()))?;
+            let file = self.workdir.join(format!("{name}.k3d.json"));
+            let text = serde_json::to_string_pretty(&k3d::simple_config(spec)).unwrap_or_default() + "\n";
+            std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+            Ok(file)
+        };
+        match action.action {
+            ActionKind::Create | ActionKind::Replace => {
+                let spec = action.after.as_ref().ok_or("no desired spec")?;
+                let file = create(spec)?;
+                if action.action == ActionKind::Replace {
+                    k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT).await?;
+                }
+                k3d::run_k3d(
+                    &self.k3d,
+                    &["cluster", "create", "--config", &file.display().to_string()],
+                    k3d::CREATE_TIMEOUT,
+                )
+                .await
+            }
+            ActionKind::Update => k3d::run_k3d(&self.k3d, &["cluster", "start", name], k3d::CREATE_TIMEOUT).await,
+            ActionKind::Delete => k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT).await,
+        }
+    }
+
+    async fn node_metadata(&self, action: &Action, label: bool) -> Result<(), String> {
+        let client = self.client().await?;
+        let _one_at_a_time = self.nodes.lock().await;
+        let spec = action.after.as_ref().or(action.before.as_ref()).ok_or("no key")?;
+        let key = spec["key"].as_str().ok_or("no key")?;
+        let value = match action.action {
+            ActionKind::Delete => None,
+            _ => Some(spec["value"].as_str().unwrap_or_default()),
+        };
+        kubernetes::node_metadata(client, label, key, value).await
+    }
+
+    async fn object(&self, action: &Action) -> Result<(), String> {
+        let client = self.client().await?;
+        match action.action {
+            ActionKind::Delete => {
+                kubernetes::delete(client, action.before.as_ref().ok_or("nothing observed to delete")?).await
+            }
+            _ => kubernetes::apply(client, action.after.as_ref().ok_or("no desired object")?).await,
+        }
+    }
+}
+
+impl Runner for Providers {
+    fn run<'a>(&'a self, action: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+        Box::pin(async move {
+            let id = action.id.as_str();
+            if id.starts_with("k3d/cluster/") {
+                self.cluster(action).await
+            } else if id.starts_with("node-label/") {
+                self.node_metadata(action, true).await
+            } else if id.starts_with("node-annotation/") {
+                self.node_metadata(action, false).await
+            } else if id.starts_with("k8s/") {
+                self.object(action).await
+            } else {
+                Err(format!("no provider for {id}"))
+            }
+        })
+    }
+}

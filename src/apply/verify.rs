@@ -1,0 +1,189 @@
+//! Verify: after apply, wait — with watches, not sleep loops — for what the graph says must
+//! hold: a resource allocatable on some node, a workload rolled out, ResourceSlices published.
+//! Each check has its own deadline; a failure names the likely cause and where to look.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::Client;
+use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::Value;
+
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(180);
+
+/// Whether `spec` (a verify resource's spec) holds for one object.
+pub fn holds(spec: &Value, object: &Value) -> bool {
+    match spec["check"].as_str() {
+        Some("allocatable") => {
+            let resource = spec["resource"].as_str().unwrap_or_default();
+            let quantity = object["status"]["allocatable"][resource].as_str().unwrap_or("0");
+            quantity.trim().parse::<f64>().is_ok_and(|n| n >= spec["min"].as_f64().unwrap_or(1.0))
+        }
+        Some("rollout") => {
+            let status = &object["status"];
+            let generation_seen = status["observedGeneration"].as_i64().unwrap_or(0)
+                >= object["metadata"]["generation"].as_i64().unwrap_or(0);
+            match spec["kind"].as_str() {
+                Some("DaemonSet") => {
+                    let desired = status["desiredNumberScheduled"].as_i64().unwrap_or(0);
+                    generation_seen
+                        && desired > 0
+                        && status["numberReady"].as_i64() == Some(desired)
+                        && status["updatedNumberScheduled"].as_i64() == Some(desired)
+                }
+                _ => {
+                    let wanted = object["spec"]["replicas"].as_i64().unwrap_or(1);
+                    generation_seen
+                        && status["availableReplicas"].as_i64().unwrap_or(0) >= wanted
+                        && status["updatedReplicas"].as_i64().unwrap_or(0) >= wanted
+                }
+            }
+        }
+        _ => false,
+    }
+}
+
+/// What to tell the user when a check times out.
+pub fn diagnosis(spec: &Value, cluster: &str) -> String {
+    let context = format!("--context k3d-{cluster}");
+    match spec["check"].as_str() {
+        Some("allocatable") => {
+            let resource = spec["resource"].as_str().unwrap_or_default();
+            let mut text = format!(
+                "no node advertises {resource}: the device plugin is not running or cannot see the device. Look: kubectl {context} get pods -A -l app.kubernetes.io/managed-by=k3d-gpu; kubectl {context} describe nodes | grep -A8 Allocatable"
+            );
+            if resource == "nvidia.com/gpu" {
+                text.push_str(&format!("; kubectl {context} -n kube-system logs ds/nvidia-device-plugin-daemonset; docker exec k3d-{cluster}-server-0 nvidia-smi"));
+            }
+            text
+        }
+        Some("rollout") => format!(
+            "{} {}/{} did not roll out. Look: kubectl {context} -n {} describe {} {}; kubectl {context} -n {} logs {}/{}",
+            spec["kind"].as_str().unwrap_or_default(),
+            spec["namespace"].as_str().unwrap_or_default(),
+            spec["name"].as_str().unwrap_or_default(),
+            spec["namespace"].as_str().unwrap_or_default(),
+            spec["kind"].as_str().unwrap_or_default().to_lowercase(),
+            spec["name"].as_str().unwrap_or_default(),
+            spec["namespace"].as_str().unwrap_or_default(),
+            if spec["kind"] == "DaemonSet" { "ds" } else { "deploy" },
+            spec["name"].as_str().unwrap_or_default(),
+        ),
+        Some("resourceslices") => format!(
+            "the Intel GPU DRA driver published no ResourceSlices. Look: kubectl {context} -n intel-gpu-resource-driver logs ds/intel-gpu-resource-driver-kubelet-plugin; kubectl {context} get resourceslices"
+        ),
+        _ => "unknown check".into(),
+    }
+}
+
+/// Watches until `spec` holds or `timeout` passes.
+pub async fn wait_for(client: &Client, spec: &Value, cluster: &str, timeout: Duration) -> Result<(), String> {
+    match tokio::time::timeout(timeout, watch_until(client, spec)).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(format!("{e}; {}", diagnosis(spec, cluster))),
+        Err(_) => Err(format!("not true after {}s: {}", timeout.as_secs(), diagnosis(spec, cluster))),
+    }
+}
+
+async fn watch_until(client: &Client, spec: &Value) -> Result<(), String> {
+    let check = spec["check"].as_str().unwrap_or_default();
+    if check == "resourceslices" {
+        return watch_slices(client, spec).await;
+    }
+    let (api, field_selector): (Api<DynamicObject>, Option<String>) = match check {
+        "allocatable" => {
+            let ar = ApiResource::erase::<Node>(&());
+            (Api::all_with(client.clone(), &ar), None)
+        }
+        "rollout" => {
+            let kind = spec["kind"].as_str().unwrap_or_default();
+            let ar = ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("apps", "v1", kind),
+                &crate::observe::kubernetes::plural(kind),
+            );
+            let ns = spec["namespace"].as_str().unwrap_or_default();
+            (
+                Api::namespaced_with(client.clone(), ns, &ar),
+                Some(format!("metadata.name={}", spec["name"].as_str().unwrap_or_default())),
+            )
+        }
+        other => return Err(format!("unknown check {other}")),
+    };
+    loop {
+        let mut params = WatchParams::default().timeout(290);
+        if let Some(f) = &field_selector {
+            params = params.fields(f);
+        }
+        // resourceVersion "0": the current state first (as ADDED events), then changes.
+        let mut stream = api.watch(&params, "0").await.map_err(|e| format!("watch: {e}"))?.boxed();
+        while let Some(event) = stream.next().await {
+            match event.map_err(|e| format!("watch: {e}"))? {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                    if holds(spec, &serde_json::to_value(&o).unwrap_or_default()) {
+                        return Ok(());
+                    }
+                }
+                WatchEvent::Error(e) => return Err(format!("watch: {}", e.message)),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// DRA: enough devices of the driver across ResourceSlices.
+async fn watch_slices(client: &Client, spec: &Value) -> Result<(), String> {
+    let ar = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("resource.k8s.io", "v1", "ResourceSlice"),
+        "resourceslices",
+    );
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+    let driver = spec["driver"].as_str().unwrap_or_default().to_string();
+    let want = spec["min_devices"].as_u64().unwrap_or(1).max(1) as usize;
+    let mut devices: std::collections::BTreeMap<String, usize> = Default::default();
+    loop {
+        let mut stream =
+            api.watch(&WatchParams::default().timeout(290), "0").await.map_err(|e| format!("watch: {e}"))?.boxed();
+        while let Some(event) = stream.next().await {
+            match event.map_err(|e| format!("watch: {e}"))? {
+                WatchEvent::Added(o) | WatchEvent::Modified(o) => {
+                    let v = serde_json::to_value(&o).unwrap_or_default();
+                    if v["spec"]["driver"] == driver.as_str() {
+                        let count = v["spec"]["devices"].as_array().map_or(0, Vec::len);
+                        devices.insert(v["metadata"]["name"].as_str().unwrap_or_default().to_string(), count);
+                    }
+                }
+                WatchEvent::Deleted(o) => {
+                    devices.remove(&o.metadata.name.unwrap_or_default());
+                }
+                WatchEvent::Error(e) => return Err(format!("watch: {}", e.message)),
+                _ => {}
+            }
+            if devices.values().sum::<usize>() >= want {
+                return Ok(());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn rollout_and_allocatable_conditions() {
+        let spec = json!({"check": "rollout", "kind": "DaemonSet", "namespace": "kube-system", "name": "p"});
+        let mut ds = json!({"metadata": {"generation": 2}, "status": {"observedGeneration": 2, "desiredNumberScheduled": 1, "numberReady": 0, "updatedNumberScheduled": 1}});
+        assert!(!holds(&spec, &ds));
+        ds["status"]["numberReady"] = json!(1);
+        assert!(holds(&spec, &ds));
+        ds["metadata"]["generation"] = json!(3);
+        assert!(!holds(&spec, &ds), "an old generation's status does not count");
+        let spec = json!({"check": "allocatable", "resource": "nvidia.com/gpu", "min": 1});
+        assert!(!holds(&spec, &json!({"status": {"allocatable": {"nvidia.com/gpu": "0"}}})));
+        assert!(holds(&spec, &json!({"status": {"allocatable": {"nvidia.com/gpu": "2"}}})));
+        assert!(diagnosis(&spec, "gpu").contains("docker exec k3d-gpu-server-0 nvidia-smi"));
+    }
+}

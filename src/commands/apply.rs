@@ -1,0 +1,313 @@
+//! `k3d-gpu apply` and `destroy`: the gate (same hash, consent to replace, one apply at a
+//! time), then the executor and verify, with one line per event (JSON lines with --json).
+
+use std::io::{BufRead, IsTerminal, Write};
+use std::time::Instant;
+
+use crate::apply::executor::{Event, Outcome, execute};
+use crate::apply::lock::{Lock, state_dir};
+use crate::apply::providers::Providers;
+use crate::apply::verify;
+use crate::cli::{ApplyArgs, DestroyArgs, Global, PlanArgs};
+use crate::error::{EXIT_FAILED, EXIT_OK, Error, Result};
+use crate::plan::{Action, ActionKind, Inputs, Plan};
+
+fn refused(message: String, help: String) -> Error {
+    Error::Usage { message, help: Some(help) }
+}
+
+fn interactive() -> bool {
+    std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
+}
+
+fn ask(question: &str) -> String {
+    eprint!("{question} ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    answer.trim().to_string()
+}
+
+/// Which inputs differ between a saved plan and a fresh one.
+fn changed_inputs(saved: &Inputs, now: &Inputs) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    for (name, a, b) in [
+        ("config", &saved.config, &now.config),
+        ("host facts", &saved.facts, &now.facts),
+        ("observed state (the cluster or its node containers changed)", &saved.observed, &now.observed),
+        ("component catalog", &saved.stdlib, &now.stdlib),
+        ("k3d-gpu version", &saved.tool_version, &now.tool_version),
+    ] {
+        if a != b {
+            out.push(name);
+        }
+    }
+    out
+}
+
+/// The actions as they run: `after` from the graph, not the plan (whose secrets are masked).
+fn executable(plan: &Plan, graph: &crate::compile::DesiredGraph) -> Vec<Action> {
+    plan.actions
+        .iter()
+        .map(|a| {
+            let mut a = a.clone();
+            if a.action != ActionKind::Delete
+                && let Some(r) = graph.get(&a.id)
+            {
+                a.after = Some(r.spec.clone());
+            }
+            a
+        })
+        .collect()
+}
+
+struct Reporter {
+    json: bool,
+    started: Instant,
+}
+
+impl Reporter {
+    fn event(&self, event: &Event) {
+        if self.json {
+            eprintln!("{}", serde_json::to_string(event).unwrap_or_default());
+            return;
+        }
+        let t = self.started.elapsed().as_secs_f64();
+        match event {
+            Event::Started { id } => eprintln!("[{t:7.1}s] start  {id}"),
+            Event::Done { id, elapsed_ms } => eprintln!("[{t:7.1}s] done   {id} ({:.1}s)", *elapsed_ms as f64 / 1e3),
+            Event::Failed { id, elapsed_ms, error } => {
+                eprintln!("[{t:7.1}s] FAILED {id} ({:.1}s): {error}", *elapsed_ms as f64 / 1e3)
+            }
+            Event::Skipped { id, because } => eprintln!("[{t:7.1}s] skip   {id}: {because} failed"),
+        }
+    }
+}
+
+fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Output { path: "tokio runtime".into(), reason: e.to_string() })
+}
+
+fn providers(computed: &super::plan::Computed) -> Providers {
+    let env = |k: &str| std::env::var(k).ok();
+    let target = super::plan::target(&computed.inputs, &computed.catalog);
+    Providers::new(
+        crate::apply::k3d::binary(&env),
+        state_dir(&env),
+        target.kubeconfig,
+        computed.inputs.config.cluster.name.clone(),
+    )
+}
+
+fn summary(outcome: &Outcome, verify_failed: &[(String, String)]) -> String {
+    let mut text = format!(
+        "\nApply: {} done, {} failed, {} not started.",
+        outcome.done.len(),
+        outcome.failed.len(),
+        outcome.not_started.len()
+    );
+    for (id, error) in &outcome.failed {
+        text.push_str(&format!("\n  failed: {id}: {error}"));
+    }
+    for id in &outcome.not_started {
+        text.push_str(&format!("\n  not started: {id}"));
+    }
+    for (id, error) in verify_failed {
+        text.push_str(&format!("\n  verify failed: {id}: {error}"));
+    }
+    if !outcome.ok() || !verify_failed.is_empty() {
+        text.push_str("\nRe-plan (`k3d-gpu plan`) to see what is left; applying again continues from there.");
+    }
+    text
+}
+
+pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
+    let computed = super::plan::compute(
+        global,
+        &PlanArgs { out: None, hash: false, detailed_exitcode: false, observed: None, offline: false },
+    )?;
+    let plan = &computed.plan;
+    let bytes = plan.to_bytes();
+    let hash = crate::canonical::sha256(&bytes);
+
+    // The gate: the plan that runs is the plan that was reviewed.
+    match (&args.plan_file, &args.plan_hash) {
+        (Some(file), _) => {
+            let saved_bytes = crate::input_file::read_bytes(file).map_err(|reason| Error::Input {
+                what: "plan",
+                path: file.display().to_string(),
+                reason,
+                help: Some("write one with `k3d-gpu plan --out FILE`".into()),
+            })?;
+            if saved_bytes != bytes {
+                let saved: Option<Plan> = serde_json::from_slice(&saved_bytes).ok();
+                let what = saved
+                    .map(|s| changed_inputs(&s.inputs, &plan.inputs))
+                    .filter(|c| !c.is_empty())
+                    .map(|c| format!("changed since it was made: {}", c.join(", ")))
+                    .unwrap_or_else(|| "it is not the plan these inputs give".into());
+                return Err(Error::CheckFailed(refusal(&format!(
+                    "the plan in {} no longer matches: {what}",
+                    file.display()
+                ))));
+            }
+        }
+        (None, Some(wanted)) => {
+            if *wanted != hash {
+                return Err(Error::CheckFailed(refusal(&format!(
+                    "the plan now hashes to {hash}, not {wanted}: something changed since it was reviewed"
+                ))));
+            }
+        }
+        (None, None) => {
+            super::print_bytes(
+                crate::plan::render::text(plan, &hash, crate::plan::render::Style { color: false }).as_bytes(),
+            );
+            if plan.is_empty() {
+                return Ok(EXIT_OK);
+            }
+            if !interactive() {
+                return Err(refused(
+                    "apply without a plan file or --plan-hash needs a terminal to confirm".into(),
+                    format!("review the plan above, then run: k3d-gpu apply --plan-hash {hash}"),
+                ));
+            }
+            if ask("Apply this plan? [y/N]").to_ascii_lowercase() != "y" {
+                return Err(Error::CheckFailed("not applied".into()));
+            }
+        }
+    }
+    if plan.is_empty() {
+        eprintln!("No changes: the cluster matches the config.");
+        return Ok(EXIT_OK);
+    }
+    let name = &computed.inputs.config.cluster.name;
+    if plan.replaces_cluster() && !args.allow_replace {
+        let consent = interactive()
+            && ask(&format!("This recreates cluster {name} and deletes its state. Type the cluster name to confirm:"))
+                == *name;
+        if !consent {
+            return Err(refused(
+                format!("the plan recreates cluster {name}, which deletes its state; not done without consent"),
+                "back up what you need, then pass --allow-replace (on a terminal, type the cluster name)".into(),
+            ));
+        }
+    }
+
+    let env = |k: &str| std::env::var(k).ok();
+    let lock = Lock::acquire(&state_dir(&env), name, std::process::id())
+        .map_err(|e| refused(e.to_string(), "wait for the other apply to finish".into()))?;
+    if let Some(pid) = lock.took_over_from {
+        eprintln!("note: took over the lock left by pid {pid}, which is no longer running");
+    }
+    let providers = providers(&computed);
+    let actions = executable(plan, &computed.graph);
+    let reporter = Reporter { json: global.json, started: Instant::now() };
+    let rt = runtime()?;
+    let outcome = rt.block_on(execute(&actions, &providers, args.parallel, &mut |e| reporter.event(e)));
+    let mut verify_failed = Vec::new();
+    if outcome.ok() && !plan.verify.is_empty() {
+        let timeout = std::time::Duration::from_secs(args.verify_timeout);
+        let results: Vec<(String, std::result::Result<(), String>)> = rt.block_on(async {
+            let client = match providers.client().await {
+                Ok(c) => c,
+                Err(e) => return plan.verify.iter().map(|id| (id.clone(), Err(e.clone()))).collect(),
+            };
+            let reporter = &reporter;
+            let checks = plan.verify.iter().map(|id| {
+                let spec = computed.graph.get(id).map(|r| r.spec.clone()).unwrap_or_default();
+                async move {
+                    reporter.event(&Event::Started { id: id.clone() });
+                    let began = Instant::now();
+                    let result = verify::wait_for(client, &spec, name, timeout).await;
+                    let elapsed_ms = began.elapsed().as_millis() as u64;
+                    match &result {
+                        Ok(()) => reporter.event(&Event::Done { id: id.clone(), elapsed_ms }),
+                        Err(error) => {
+                            reporter.event(&Event::Failed { id: id.clone(), elapsed_ms, error: error.clone() })
+                        }
+                    }
+                    (id.clone(), result)
+                }
+            });
+            futures_util::future::join_all(checks).await
+        });
+        verify_failed = results.into_iter().filter_map(|(id, r)| r.err().map(|e| (id, e))).collect();
+    }
+    eprintln!("{}", summary(&outcome, &verify_failed));
+    drop(lock);
+    Ok(if outcome.ok() && verify_failed.is_empty() { EXIT_OK } else { EXIT_FAILED })
+}
+
+fn refusal(why: &str) -> String {
+    let text =
+        format!("refused: {why}\nre-plan: k3d-gpu plan --out plan.json, review it, then k3d-gpu apply plan.json");
+    eprintln!("{text}");
+    text
+}
+
+/// The destroy plan: delete the cluster if it exists.
+fn destroy_plan(computed: &super::plan::Computed) -> Plan {
+    let mut plan = computed.plan.clone();
+    let name = &computed.inputs.config.cluster.name;
+    let id = format!("k3d/cluster/{name}");
+    let exists = !computed.plan.actions.iter().any(|a| a.id == id && a.action == ActionKind::Create);
+    plan.actions = if exists {
+        vec![Action {
+            id,
+            action: ActionKind::Delete,
+            reason: crate::plan::Reason {
+                code: "destroy".into(),
+                text: format!("k3d-gpu destroy: delete cluster {name} and everything in it"),
+            },
+            replace_paths: vec![],
+            changed_paths: vec![],
+            depends_on: vec![],
+            before: computed.graph.get(&format!("k3d/cluster/{name}")).map(|r| r.spec.clone()),
+            after: None,
+        }]
+    } else {
+        vec![]
+    };
+    plan.verify = vec![];
+    plan.summary = crate::plan::Summary { delete: plan.actions.len(), ..Default::default() };
+    plan
+}
+
+pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
+    let computed = super::plan::compute(
+        global,
+        &PlanArgs { out: None, hash: false, detailed_exitcode: false, observed: None, offline: false },
+    )?;
+    let plan = destroy_plan(&computed);
+    let hash = plan.hash();
+    let Some(wanted) = &args.plan_hash else {
+        super::print_bytes(
+            crate::plan::render::text(&plan, &hash, crate::plan::render::Style { color: false }).as_bytes(),
+        );
+        if !plan.is_empty() {
+            eprintln!("to run it: k3d-gpu destroy --plan-hash {hash}");
+        }
+        return Ok(EXIT_OK);
+    };
+    if *wanted != hash {
+        return Err(Error::CheckFailed(refusal(&format!("the destroy plan now hashes to {hash}, not {wanted}"))));
+    }
+    if plan.is_empty() {
+        eprintln!("Nothing to destroy.");
+        return Ok(EXIT_OK);
+    }
+    let env = |k: &str| std::env::var(k).ok();
+    let name = &computed.inputs.config.cluster.name;
+    let _lock = Lock::acquire(&state_dir(&env), name, std::process::id())
+        .map_err(|e| refused(e.to_string(), "wait for the other apply to finish".into()))?;
+    let providers = providers(&computed);
+    let reporter = Reporter { json: global.json, started: Instant::now() };
+    let outcome = runtime()?.block_on(execute(&plan.actions, &providers, 1, &mut |e| reporter.event(e)));
+    eprintln!("{}", summary(&outcome, &[]));
+    Ok(if outcome.ok() { EXIT_OK } else { EXIT_FAILED })
+}
