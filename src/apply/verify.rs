@@ -120,10 +120,10 @@ async fn watch_until(client: &Client, spec: &Value) -> Result<(), String> {
         let mut stream = api.watch(&params, "0").await.map_err(|e| format!("watch: {e}"))?.boxed();
         while let Some(event) = stream.next().await {
             match event.map_err(|e| format!("watch: {e}"))? {
-                WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                    if holds(spec, &serde_json::to_value(&o).unwrap_or_default()) {
-                        return Ok(());
-                    }
+                WatchEvent::Added(o) | WatchEvent::Modified(o)
+                    if holds(spec, &serde_json::to_value(&o).unwrap_or_default()) =>
+                {
+                    return Ok(());
                 }
                 WatchEvent::Error(e) => return Err(format!("watch: {}", e.message)),
                 _ => {}

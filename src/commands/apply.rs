@@ -176,7 +176,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
                     format!("review the plan above, then run: k3d-gpu apply --plan-hash {hash}"),
                 ));
             }
-            if ask("Apply this plan? [y/N]").to_ascii_lowercase() != "y" {
+            if !ask("Apply this plan? [y/N]").eq_ignore_ascii_case("y") {
                 return Err(Error::CheckFailed("not applied".into()));
             }
         }
