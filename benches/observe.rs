@@ -37,7 +37,7 @@ fn main() {
         }
         let served: Vec<String> = objects.iter().map(list_path).collect::<BTreeSet<_>>().into_iter().collect();
         let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n"}, "status": {}});
-        let server = FakeApiServer::start(State { nodes: vec![node], objects, served, requests: vec![] }).await;
+        let server = FakeApiServer::start(State { nodes: vec![node], objects, served, ..State::default() }).await;
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = server.kubeconfig("bench", dir.path());
         let kinds: BTreeSet<(String, String)> =

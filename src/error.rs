@@ -40,6 +40,15 @@ pub enum Error {
     #[diagnostic(code(k3d_gpu::invalid))]
     Invalid(Vec<miette::Report>),
 
+    /// The gate said no (a stale plan, a replacement without consent, another apply running).
+    #[error("{message}")]
+    #[diagnostic(code(k3d_gpu::refused))]
+    Refused {
+        message: String,
+        #[help]
+        help: Option<String>,
+    },
+
     /// A check the command exists to make failed; the report was already printed.
     #[error("{0}")]
     #[diagnostic(code(k3d_gpu::check_failed))]
@@ -50,7 +59,7 @@ impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
             Error::Usage { .. } | Error::Input { .. } => EXIT_USAGE,
-            Error::Output { .. } | Error::CheckFailed(_) | Error::Invalid(_) => EXIT_FAILED,
+            Error::Output { .. } | Error::CheckFailed(_) | Error::Invalid(_) | Error::Refused { .. } => EXIT_FAILED,
         }
     }
 }

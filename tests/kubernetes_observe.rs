@@ -39,7 +39,7 @@ fn observe_lists_each_kind_once_through_the_clusters_own_context() {
         objects.push(foreign);
         let served: Vec<String> = objects.iter().map(list_path).collect::<BTreeSet<_>>().into_iter().collect();
         let server =
-            FakeApiServer::start(State { nodes: vec![node("k3d-t-server-0")], objects, served, requests: vec![] })
+            FakeApiServer::start(State { nodes: vec![node("k3d-t-server-0")], objects, served, ..State::default() })
                 .await;
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = server.kubeconfig("t", dir.path());

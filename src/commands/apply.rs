@@ -13,7 +13,7 @@ use crate::error::{EXIT_FAILED, EXIT_OK, Error, Result};
 use crate::plan::{Action, ActionKind, Inputs, Plan};
 
 fn refused(message: String, help: String) -> Error {
-    Error::Usage { message, help: Some(help) }
+    Error::Refused { message, help: Some(help) }
 }
 
 fn interactive() -> bool {
@@ -150,17 +150,14 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
                     .filter(|c| !c.is_empty())
                     .map(|c| format!("changed since it was made: {}", c.join(", ")))
                     .unwrap_or_else(|| "it is not the plan these inputs give".into());
-                return Err(Error::CheckFailed(refusal(&format!(
-                    "the plan in {} no longer matches: {what}",
-                    file.display()
-                ))));
+                return Err(refusal(&format!("the plan in {} no longer matches: {what}", file.display())));
             }
         }
         (None, Some(wanted)) => {
             if *wanted != hash {
-                return Err(Error::CheckFailed(refusal(&format!(
+                return Err(refusal(&format!(
                     "the plan now hashes to {hash}, not {wanted}: something changed since it was reviewed"
-                ))));
+                )));
             }
         }
         (None, None) => {
@@ -243,11 +240,11 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     Ok(if outcome.ok() && verify_failed.is_empty() { EXIT_OK } else { EXIT_FAILED })
 }
 
-fn refusal(why: &str) -> String {
-    let text =
-        format!("refused: {why}\nre-plan: k3d-gpu plan --out plan.json, review it, then k3d-gpu apply plan.json");
-    eprintln!("{text}");
-    text
+fn refusal(why: &str) -> Error {
+    refused(
+        format!("refused: {why}"),
+        "re-plan: k3d-gpu plan --out plan.json, review it, then k3d-gpu apply plan.json".into(),
+    )
 }
 
 /// The destroy plan: delete the cluster if it exists.
@@ -295,7 +292,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         return Ok(EXIT_OK);
     };
     if *wanted != hash {
-        return Err(Error::CheckFailed(refusal(&format!("the destroy plan now hashes to {hash}, not {wanted}"))));
+        return Err(refusal(&format!("the destroy plan now hashes to {hash}, not {wanted}")));
     }
     if plan.is_empty() {
         eprintln!("Nothing to destroy.");

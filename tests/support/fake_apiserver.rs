@@ -1,13 +1,38 @@
 //! A small Kubernetes API server over real HTTP for kube-rs tests: the real REST paths and
-//! List JSON for the kinds we use, label-selector filtering, 404 Status for kinds whose CRD is
-//! not installed. It counts requests so tests can prove O(kinds) LIST calls. It has no
-//! behaviour the real API server lacks; it lacks much of what the real one has.
+//! object JSON for the kinds we use — list (with label and field selectors), get, watch
+//! (chunked WatchEvents, the current state first), server-side apply, merge patch and delete —
+//! with resourceVersion and generation, 404 Status for kinds that are not served (a CRD that
+//! is not installed; applying a CRD serves its kind). It counts requests so tests can prove
+//! O(kinds). It has no behaviour the real API server lacks: no controllers (tests play those
+//! through [`FakeApiServer::change`]), no admission, no defaulting.
 
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
+use tokio::sync::Notify;
+
+/// Paths of the built-in kinds a k3s v1.37 API server serves.
+pub const BUILT_IN: &[&str] = &[
+    "/api/v1/namespaces",
+    "/api/v1/configmaps",
+    "/api/v1/secrets",
+    "/api/v1/serviceaccounts",
+    "/api/v1/services",
+    "/apis/apps/v1/daemonsets",
+    "/apis/apps/v1/deployments",
+    "/apis/rbac.authorization.k8s.io/v1/clusterroles",
+    "/apis/rbac.authorization.k8s.io/v1/clusterrolebindings",
+    "/apis/rbac.authorization.k8s.io/v1/roles",
+    "/apis/rbac.authorization.k8s.io/v1/rolebindings",
+    "/apis/node.k8s.io/v1/runtimeclasses",
+    "/apis/resource.k8s.io/v1/deviceclasses",
+    "/apis/resource.k8s.io/v1/resourceslices",
+    "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
+    "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+    "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
+];
 
 #[derive(Default)]
 pub struct State {
@@ -16,14 +41,29 @@ pub struct State {
     /// Resources the server knows, as `/api/v1/<plural>` or `/apis/<group>/<version>/<plural>`.
     pub served: Vec<String>,
     pub requests: Vec<String>,
+    pub version: u64,
+    /// Object names whose next PATCH fails with 500 (an API server hiccup, a killed apply).
+    pub fail_once: Vec<String>,
+}
+
+impl State {
+    /// A server with the built-in kinds served.
+    pub fn k3s() -> State {
+        State { served: BUILT_IN.iter().map(|s| s.to_string()).collect(), ..State::default() }
+    }
+
+    fn bump(&mut self, object: &mut Value) {
+        self.version += 1;
+        object["metadata"]["resourceVersion"] = json!(self.version.to_string());
+    }
 }
 
 pub struct FakeApiServer {
     pub url: String,
     pub state: Arc<Mutex<State>>,
+    changed: Arc<Notify>,
 }
 
-/// `"a%2Fb%3Dc"` → `"a/b=c"`.
 fn percent_decode(text: &str) -> String {
     let bytes = text.as_bytes();
     let mut out = Vec::new();
@@ -43,49 +83,208 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn matches_selector(object: &Value, selector: &str) -> bool {
-    selector.split(',').filter(|s| !s.is_empty()).all(|term| match term.split_once('=') {
+fn matches_selector(object: &Value, selector: &str, field: &str) -> bool {
+    let labels_ok = selector.split(',').filter(|s| !s.is_empty()).all(|term| match term.split_once('=') {
         Some((k, v)) => object["metadata"]["labels"][k.trim_end_matches('=')] == v,
         None => object["metadata"]["labels"].get(term).is_some(),
-    })
+    });
+    let fields_ok = field.split(',').filter(|s| !s.is_empty()).all(|term| match term.split_once('=') {
+        Some(("metadata.name", v)) => object["metadata"]["name"] == v,
+        Some(("metadata.namespace", v)) => object["metadata"]["namespace"] == v,
+        _ => true,
+    });
+    labels_ok && fields_ok
 }
 
-/// The path a List of `object` is served at.
+fn plural(kind: &str) -> String {
+    k3d_gpu::observe::kubernetes::plural(kind)
+}
+
+/// The collection path of `object` (without namespace).
 pub fn list_path(object: &Value) -> String {
     let api = object["apiVersion"].as_str().unwrap_or_default();
-    let plural = k3d_gpu::observe::kubernetes::plural(object["kind"].as_str().unwrap_or_default());
+    let plural = plural(object["kind"].as_str().unwrap_or_default());
     if api.contains('/') { format!("/apis/{api}/{plural}") } else { format!("/api/{api}/{plural}") }
 }
 
-fn respond(state: &Mutex<State>, method: &str, target: &str) -> (u16, Value) {
+/// A parsed request path: collection, optional namespace, optional name.
+struct Target {
+    collection: String,
+    namespace: Option<String>,
+    name: Option<String>,
+}
+
+fn parse_path(path: &str) -> Option<Target> {
+    let parts: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    let (prefix, rest) = match *parts.first()? {
+        "api" if parts.len() >= 3 => (format!("/api/{}", parts[1]), &parts[2..]),
+        "apis" if parts.len() >= 4 => (format!("/apis/{}/{}", parts[1], parts[2]), &parts[3..]),
+        _ => return None,
+    };
+    let t = |plural: &str, namespace: Option<&str>, name: Option<&str>| Target {
+        collection: format!("{prefix}/{plural}"),
+        namespace: namespace.map(str::to_string),
+        name: name.map(str::to_string),
+    };
+    Some(match rest {
+        [plural] => t(plural, None, None),
+        ["namespaces", ns, plural] => t(plural, Some(ns), None),
+        ["namespaces", ns, plural, name] => t(plural, Some(ns), Some(name)),
+        [plural, name] => t(plural, None, Some(name)),
+        _ => return None,
+    })
+}
+
+fn status(code: u16, reason: &str, message: String) -> (u16, Value) {
+    (
+        code,
+        json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message, "reason": reason, "code": code}),
+    )
+}
+
+/// RFC 7386 JSON merge patch.
+fn merge_patch(target: &mut Value, patch: &Value) {
+    match patch {
+        Value::Object(p) => {
+            if !target.is_object() {
+                *target = json!({});
+            }
+            let t = target.as_object_mut().unwrap();
+            for (k, v) in p {
+                if v.is_null() {
+                    t.remove(k);
+                } else {
+                    merge_patch(t.entry(k.clone()).or_insert(Value::Null), v);
+                }
+            }
+        }
+        other => *target = other.clone(),
+    }
+}
+
+enum Reply {
+    Once(u16, Value),
+    Watch { collection: String, namespace: Option<String>, labels: String, fields: String },
+}
+
+fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, body: &[u8]) -> Reply {
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
-    let selector =
-        query.split('&').find_map(|kv| kv.strip_prefix("labelSelector=")).map(percent_decode).unwrap_or_default();
+    let param = |name: &str| {
+        query.split('&').find_map(|kv| kv.strip_prefix(&format!("{name}="))).map(percent_decode).unwrap_or_default()
+    };
     let mut state = state.lock().unwrap();
     state.requests.push(format!("{method} {path}"));
-    if method != "GET" {
-        return (
-            405,
-            json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 405, "reason": "MethodNotAllowed"}),
-        );
+    let Some(t) = parse_path(path) else {
+        return Reply::Once(404, status(404, "NotFound", format!("no route {path}")).1);
+    };
+    let nodes = t.collection == "/api/v1/nodes";
+    if !nodes && !state.served.contains(&t.collection) {
+        let (c, v) = status(404, "NotFound", format!("the server could not find the requested resource ({path})"));
+        return Reply::Once(c, v);
     }
-    if path == "/api/v1/nodes" {
-        let items: Vec<Value> = state.nodes.iter().filter(|n| matches_selector(n, &selector)).cloned().collect();
-        return (
-            200,
-            json!({"apiVersion": "v1", "kind": "NodeList", "metadata": {"resourceVersion": "1"}, "items": items}),
-        );
+    let watch = matches!(param("watch").as_str(), "1" | "true");
+    let in_scope = |o: &Value| {
+        (nodes || list_path(o) == t.collection)
+            && t.namespace.as_deref().is_none_or(|ns| o["metadata"]["namespace"] == ns)
+    };
+    match (method, &t.name) {
+        ("GET", None) if watch => Reply::Watch {
+            collection: t.collection.clone(),
+            namespace: t.namespace.clone(),
+            labels: param("labelSelector"),
+            fields: param("fieldSelector"),
+        },
+        ("GET", None) => {
+            let pool = if nodes { &state.nodes } else { &state.objects };
+            let items: Vec<Value> = pool
+                .iter()
+                .filter(|o| in_scope(o) && matches_selector(o, &param("labelSelector"), &param("fieldSelector")))
+                .cloned()
+                .collect();
+            Reply::Once(
+                200,
+                json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": state.version.to_string()}, "items": items}),
+            )
+        }
+        (_, Some(name)) => {
+            let is_named = |o: &&mut Value| in_scope(o) && o["metadata"]["name"] == name.as_str();
+            let patch: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+            let state_ref = &mut *state;
+            let found = if nodes {
+                state_ref.nodes.iter_mut().position(|o| is_named(&o))
+            } else {
+                state_ref.objects.iter_mut().position(|o| is_named(&o))
+            };
+            match method {
+                "GET" => match found {
+                    Some(i) => {
+                        Reply::Once(200, if nodes { state_ref.nodes[i].clone() } else { state_ref.objects[i].clone() })
+                    }
+                    None => Reply::Once(404, status(404, "NotFound", format!("{name} not found")).1),
+                },
+                "DELETE" => match found {
+                    Some(i) => {
+                        let gone = state_ref.objects.remove(i);
+                        state_ref.version += 1;
+                        changed.notify_waiters();
+                        Reply::Once(200, gone)
+                    }
+                    None => Reply::Once(404, status(404, "NotFound", format!("{name} not found")).1),
+                },
+                "PATCH" if state_ref.fail_once.contains(name) => {
+                    state_ref.fail_once.retain(|n| n != name);
+                    let (c, v) = status(500, "InternalError", format!("injected failure for {name}"));
+                    Reply::Once(c, v)
+                }
+                "PATCH" => {
+                    let mut object = match found {
+                        Some(i) => {
+                            if nodes {
+                                state_ref.nodes[i].clone()
+                            } else {
+                                state_ref.objects[i].clone()
+                            }
+                        }
+                        None if nodes => {
+                            return Reply::Once(404, status(404, "NotFound", format!("node {name} not found")).1);
+                        }
+                        None => json!({"metadata": {"name": name, "uid": format!("uid-{name}"), "generation": 0}}),
+                    };
+                    let before_spec = object["spec"].clone();
+                    // Server-side apply and merge patch both overlay the fields given; lists are replaced.
+                    merge_patch(&mut object, &patch);
+                    if let Some(ns) = &t.namespace {
+                        object["metadata"]["namespace"] = json!(ns);
+                    }
+                    if !nodes && (found.is_none() || object["spec"] != before_spec) {
+                        let g = object["metadata"]["generation"].as_i64().unwrap_or(0);
+                        object["metadata"]["generation"] = json!(g + 1);
+                    }
+                    if object["kind"] == "CustomResourceDefinition" {
+                        let group = object["spec"]["group"].as_str().unwrap_or_default().to_string();
+                        let plural = object["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string();
+                        for v in object["spec"]["versions"].as_array().cloned().unwrap_or_default() {
+                            let path = format!("/apis/{group}/{}/{plural}", v["name"].as_str().unwrap_or_default());
+                            if !state_ref.served.contains(&path) {
+                                state_ref.served.push(path);
+                            }
+                        }
+                    }
+                    state_ref.bump(&mut object);
+                    let reply = object.clone();
+                    let pool = if nodes { &mut state_ref.nodes } else { &mut state_ref.objects };
+                    match found {
+                        Some(i) => pool[i] = object,
+                        None => pool.push(object),
+                    }
+                    changed.notify_waiters();
+                    Reply::Once(if found.is_some() { 200 } else { 201 }, reply)
+                }
+                _ => Reply::Once(405, status(405, "MethodNotAllowed", method.to_string()).1),
+            }
+        }
+        _ => Reply::Once(405, status(405, "MethodNotAllowed", method.to_string()).1),
     }
-    if !state.served.iter().any(|p| p == path) {
-        return (
-            404,
-            json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": format!("the server could not find the requested resource ({path})"), "reason": "NotFound", "code": 404}),
-        );
-    }
-    let items: Vec<Value> =
-        state.objects.iter().filter(|o| list_path(o) == path && matches_selector(o, &selector)).cloned().collect();
-    (200, json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": "1"}, "items": items}))
 }
 
 impl FakeApiServer {
@@ -94,72 +293,164 @@ impl FakeApiServer {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(state));
-        let shared = state.clone();
+        let changed = Arc::new(Notify::new());
+        let (shared, notify) = (state.clone(), changed.clone());
         tokio::spawn(async move {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { return };
-                let state = shared.clone();
-                tokio::spawn(async move {
-                    let (read, mut write) = stream.into_split();
-                    let mut reader = BufReader::new(read);
-                    loop {
-                        let mut request_line = String::new();
-                        if reader.read_line(&mut request_line).await.unwrap_or(0) == 0 {
-                            return;
-                        }
-                        let mut content_length = 0usize;
-                        loop {
-                            let mut header = String::new();
-                            if reader.read_line(&mut header).await.unwrap_or(0) == 0 {
-                                return;
-                            }
-                            if header == "\r\n" {
-                                break;
-                            }
-                            if let Some((name, value)) = header.split_once(':')
-                                && name.eq_ignore_ascii_case("content-length")
-                            {
-                                content_length = value.trim().parse().unwrap_or(0);
-                            }
-                        }
-                        let mut body = vec![0u8; content_length];
-                        use tokio::io::AsyncReadExt;
-                        if reader.read_exact(&mut body).await.is_err() {
-                            return;
-                        }
-                        let mut parts = request_line.split_whitespace();
-                        let method = parts.next().unwrap_or_default().to_string();
-                        let target = parts.next().unwrap_or_default().to_string();
-                        let (code, value) = respond(&state, &method, &target);
-                        let body = value.to_string();
-                        let reason = if code == 200 { "OK" } else { "Error" };
-                        let response = format!(
-                            "HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                            body.len()
-                        );
-                        if write.write_all(response.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                });
+                let (state, changed) = (shared.clone(), notify.clone());
+                tokio::spawn(async move { serve_connection(stream, state, changed).await });
             }
         });
-        FakeApiServer { url, state }
+        FakeApiServer { url, state, changed }
+    }
+
+    /// Starts on its own thread and runtime, for tests whose main thread blocks (on a child
+    /// process running the real binary).
+    pub fn start_in_background(state: State) -> FakeApiServer {
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+            rt.block_on(async move {
+                let server = FakeApiServer::start(state).await;
+                tx.send((server.url.clone(), server.state.clone(), server.changed.clone())).unwrap();
+                std::future::pending::<()>().await;
+            });
+        });
+        let (url, state, changed) = rx.recv().unwrap();
+        FakeApiServer { url, state, changed }
+    }
+
+    /// Another handle on the same server (for a thread playing a controller).
+    pub fn handle(&self) -> FakeApiServer {
+        FakeApiServer { url: self.url.clone(), state: self.state.clone(), changed: self.changed.clone() }
+    }
+
+    /// Changes the state as a controller or kubelet would (status, allocatable), and wakes
+    /// the watches.
+    pub fn change(&self, edit: impl FnOnce(&mut State)) {
+        let mut state = self.state.lock().unwrap();
+        edit(&mut state);
+        state.version += 1;
+        let v = state.version.to_string();
+        let State { objects, nodes, .. } = &mut *state;
+        for o in objects.iter_mut().chain(nodes.iter_mut()) {
+            if o["metadata"]["resourceVersion"].is_null() {
+                o["metadata"]["resourceVersion"] = json!(v);
+            }
+        }
+        drop(state);
+        self.changed.notify_waiters();
     }
 
     /// A kubeconfig whose context `k3d-<cluster>` points here and whose *current* context
     /// points at a dead port, so a client that ignores our context choice fails.
     pub fn kubeconfig(&self, cluster: &str, dir: &std::path::Path) -> std::path::PathBuf {
         let path = dir.join("kubeconfig");
-        let text = format!(
-            "apiVersion: v1\nkind: Config\ncurrent-context: elsewhere\nclusters:\n- name: fake\n  cluster:\n    server: {}\n- name: dead\n  cluster:\n    server: http://127.0.0.1:9\ncontexts:\n- name: k3d-{cluster}\n  context:\n    cluster: fake\n    user: nobody\n- name: elsewhere\n  context:\n    cluster: dead\n    user: nobody\nusers:\n- name: nobody\n  user: {{}}\n",
-            self.url
-        );
-        std::fs::write(&path, text).unwrap();
+        std::fs::write(&path, kubeconfig_text(&self.url, cluster)).unwrap();
         path
     }
 
     pub fn requests(&self) -> Vec<String> {
         self.state.lock().unwrap().requests.clone()
+    }
+}
+
+pub fn kubeconfig_text(url: &str, cluster: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: elsewhere\nclusters:\n- name: fake\n  cluster:\n    server: {url}\n- name: dead\n  cluster:\n    server: http://127.0.0.1:9\ncontexts:\n- name: k3d-{cluster}\n  context:\n    cluster: fake\n    user: nobody\n- name: elsewhere\n  context:\n    cluster: dead\n    user: nobody\nusers:\n- name: nobody\n  user: {{}}\n"
+    )
+}
+
+async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>>, changed: Arc<Notify>) {
+    let (read, mut write) = stream.into_split();
+    let mut reader = BufReader::new(read);
+    loop {
+        let mut request_line = String::new();
+        if reader.read_line(&mut request_line).await.unwrap_or(0) == 0 {
+            return;
+        }
+        let mut content_length = 0usize;
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).await.unwrap_or(0) == 0 {
+                return;
+            }
+            if header == "\r\n" {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                content_length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0u8; content_length];
+        if reader.read_exact(&mut body).await.is_err() {
+            return;
+        }
+        let mut parts = request_line.split_whitespace();
+        let method = parts.next().unwrap_or_default().to_string();
+        let target = parts.next().unwrap_or_default().to_string();
+        match respond(&state, &changed, &method, &target, &body) {
+            Reply::Once(code, value) => {
+                let body = value.to_string();
+                let reason = if code < 300 { "OK" } else { "Error" };
+                let response = format!(
+                    "HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if write.write_all(response.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            Reply::Watch { collection, namespace, labels, fields } => {
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
+                if write.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                // The current state first, then every change; ends when the client goes.
+                let mut sent: std::collections::BTreeMap<String, String> = Default::default();
+                loop {
+                    // Registered before reading the state, so no change falls between.
+                    let notified = changed.notified();
+                    tokio::pin!(notified);
+                    notified.as_mut().enable();
+                    let events: Vec<String> = {
+                        let state = state.lock().unwrap();
+                        let pool = if collection == "/api/v1/nodes" { &state.nodes } else { &state.objects };
+                        pool.iter()
+                            .filter(|o| collection == "/api/v1/nodes" || list_path(o) == collection)
+                            .filter(|o| namespace.as_deref().is_none_or(|ns| o["metadata"]["namespace"] == ns))
+                            .filter(|o| matches_selector(o, &labels, &fields))
+                            .filter_map(|o| {
+                                let key = format!(
+                                    "{}/{}",
+                                    o["metadata"]["namespace"].as_str().unwrap_or(""),
+                                    o["metadata"]["name"].as_str().unwrap_or("")
+                                );
+                                let rv = o["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string();
+                                let kind = if sent.contains_key(&key) { "MODIFIED" } else { "ADDED" };
+                                (sent.get(&key) != Some(&rv)).then(|| {
+                                    sent.insert(key, rv);
+                                    json!({"type": kind, "object": o}).to_string()
+                                })
+                            })
+                            .collect()
+                    };
+                    for event in events {
+                        let line = event + "\n";
+                        let chunk = format!("{:x}\r\n{line}\r\n", line.len());
+                        if write.write_all(chunk.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                    if write.flush().await.is_err() {
+                        return;
+                    }
+                    notified.await;
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,355 @@
+//! End to end on a real Docker engine: `plan → apply → plan` converges, `destroy` removes what
+//! k3d-gpu manages and nothing else, the gate refuses stale plans (naming the input), a
+//! replacement without consent, and a second apply; an apply that fails half-way resumes; a
+//! verify that never holds fails with its diagnosis. k3d is `tests/support/k3d-stub` (it makes
+//! the containers k3d would); the Kubernetes API is the fake server, with this test playing
+//! the controllers (rollout status) and the device plugin (allocatable).
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::json;
+use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
+use support::{hosts_dir, repo};
+
+const IMAGE: &str = "k3d-gpu-test/node:e2e";
+const HOST: &str = "lunar-lake-npu";
+
+fn docker_ready() -> bool {
+    let required = std::env::var("K3D_GPU_TEST_DOCKER").is_ok_and(|v| v == "1");
+    let ok = std::env::var("DOCKER_HOST").is_ok()
+        && Command::new("docker").arg("version").output().is_ok_and(|o| o.status.success());
+    assert!(ok || !required, "K3D_GPU_TEST_DOCKER=1 but no Docker engine answers");
+    if !ok {
+        eprintln!("skipped: no Docker engine (run .ci/dockerd.sh)");
+    }
+    ok
+}
+
+/// The node image: busybox whose entrypoint sleeps, so `server …` args are just its $0 $@.
+fn import_image(reference: &str) {
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("rootfs/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy("/bin/busybox", bin.join("busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", bin.join("sh")).unwrap();
+    std::os::unix::fs::symlink("busybox", bin.join("sleep")).unwrap();
+    let tar = dir.path().join("rootfs.tar");
+    assert!(
+        Command::new("tar")
+            .args(["-C", dir.path().join("rootfs").to_str().unwrap(), "-cf", tar.to_str().unwrap(), "."])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let out = Command::new("docker")
+        .args([
+            "import",
+            "--change",
+            r#"ENTRYPOINT ["/bin/sh", "-c", "sleep 3600"]"#,
+            "--change",
+            "LABEL org.opencontainers.image.version=0.1.0",
+            tar.to_str().unwrap(),
+            reference,
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+}
+
+struct World {
+    dir: tempfile::TempDir,
+    server: FakeApiServer,
+    cluster: String,
+    config: PathBuf,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let ids = Command::new("docker")
+            .args(["ps", "-aq", "--filter", &format!("label=k3d.cluster={}", self.cluster)])
+            .output()
+            .unwrap();
+        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
+            let _ = Command::new("docker").args(["rm", "-f", id]).output();
+        }
+    }
+}
+
+/// A fake API server with one ready node, and a thread playing the controllers: workloads
+/// report rolled out, and (when `plugin` is set) the node advertises the Intel GPU.
+fn world(cluster: &str, plugin: bool) -> World {
+    import_image(IMAGE);
+    let node = json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": format!("k3d-{cluster}-server-0"), "labels": {"kubernetes.io/hostname": format!("k3d-{cluster}-server-0")}},
+        "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+    let server = FakeApiServer::start_in_background(State { nodes: vec![node], ..State::k3s() });
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let controllers = server.handle();
+    std::thread::spawn(move || {
+        while !flag.load(Ordering::SeqCst) {
+            controllers.change(|s| {
+                let mut version = s.version;
+                for o in s.objects.iter_mut() {
+                    let generation = o["metadata"]["generation"].clone();
+                    let status = match o["kind"].as_str() {
+                        Some("DaemonSet") => json!({"observedGeneration": generation, "desiredNumberScheduled": 1, "numberReady": 1, "updatedNumberScheduled": 1}),
+                        Some("Deployment") => json!({"observedGeneration": generation, "replicas": 1, "availableReplicas": 1, "updatedReplicas": 1}),
+                        _ => continue,
+                    };
+                    if o["status"] != status {
+                        o["status"] = status;
+                        version += 1;
+                        o["metadata"]["resourceVersion"] = json!(version.to_string());
+                    }
+                }
+                if plugin {
+                    for n in s.nodes.iter_mut() {
+                        if n["status"]["allocatable"]["gpu.intel.com/xe"].is_null() && s.objects.iter().any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "intel-gpu-plugin") {
+                            n["status"]["allocatable"]["gpu.intel.com/xe"] = json!("8");
+                            version += 1;
+                            n["metadata"]["resourceVersion"] = json!(version.to_string());
+                        }
+                    }
+                }
+                s.version = version;
+            });
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, format!("[cluster]\nname = \"{cluster}\"\nimage = \"{IMAGE}\"\n")).unwrap();
+    World { dir, server, cluster: cluster.into(), config, stop }
+}
+
+impl World {
+    fn run(&self, args: &[&str]) -> Output {
+        self.run_on(HOST, args)
+    }
+
+    fn run_on(&self, host: &str, args: &[&str]) -> Output {
+        let root = hosts_dir().join(host);
+        Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+            .args(args)
+            .args(["-c", self.config.to_str().unwrap(), "--root", root.to_str().unwrap()])
+            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
+            .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&self.server.url, &self.cluster))
+            .env("XDG_STATE_HOME", self.dir.path().join("state"))
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    }
+
+    fn path(&self, name: &str) -> String {
+        self.dir.path().join(name).display().to_string()
+    }
+
+    fn containers(&self) -> usize {
+        let out = Command::new("docker")
+            .args(["ps", "-q", "--filter", &format!("label=k3d.cluster={}", self.cluster)])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).split_whitespace().count()
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn hash_of(out: &Output) -> String {
+    text(out).lines().find_map(|l| l.strip_prefix("plan hash: ")).expect("a plan hash").to_string()
+}
+
+#[test]
+fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
+    if !docker_ready() {
+        return;
+    }
+    let w = world("e2e-converge", true);
+    // Neighbours that are not ours: a container and an object.
+    let _ = Command::new("docker").args(["rm", "-f", "bystander-e2e"]).output();
+    assert!(
+        Command::new("docker")
+            .args(["run", "-d", "--name", "bystander-e2e", "--network", "none", IMAGE])
+            .output()
+            .unwrap()
+            .status
+            .success()
+    );
+    w.server.change(|s| s.objects.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "not-ours", "namespace": "kube-system", "labels": {"app.kubernetes.io/managed-by": "helm"}}})));
+
+    let planned = w.run(&["plan", "--out", &w.path("plan.json")]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    let applied = w.run(&["apply", &w.path("plan.json")]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    let log = text(&applied);
+    assert!(log.contains("done   k3d/cluster/e2e-converge"), "{log}");
+    assert!(log.contains("done   verify/allocatable/gpu.intel.com/xe"), "{log}");
+    assert!(
+        std::fs::read_to_string(w.dir.path().join("state/k3d-gpu/e2e-converge.k3d.json"))
+            .unwrap()
+            .contains("k3d.io/v1alpha5")
+    );
+
+    let again = w.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(again.status.code(), Some(0), "plan after apply is a no-op:\n{}", text(&again));
+    assert!(text(&again).contains("No changes"));
+
+    let shown = w.run(&["destroy"]);
+    let hash = text(&shown)
+        .lines()
+        .find_map(|l| l.strip_prefix("to run it: k3d-gpu destroy --plan-hash "))
+        .expect("destroy prints its hash")
+        .to_string();
+    assert_eq!(w.containers(), 1, "destroy without the hash changes nothing");
+    let destroyed = w.run(&["destroy", "--plan-hash", &hash]);
+    assert_eq!(destroyed.status.code(), Some(0), "{}", text(&destroyed));
+    assert_eq!(w.containers(), 0);
+    let bystander =
+        Command::new("docker").args(["inspect", "-f", "{{.State.Running}}", "bystander-e2e"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&bystander.stdout).trim(), "true", "an unmanaged container survives");
+    assert!(w.server.state.lock().unwrap().objects.iter().any(|o| o["metadata"]["name"] == "not-ours"));
+    let _ = Command::new("docker").args(["rm", "-f", "bystander-e2e"]).output();
+}
+
+#[test]
+fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply() {
+    if !docker_ready() {
+        return;
+    }
+    let w = world("e2e-gate", true);
+    let first = w.run(&["plan", "--out", &w.path("p.json")]);
+    assert_eq!(w.run(&["apply", &w.path("p.json")]).status.code(), Some(0), "{}", text(&first));
+
+    // A plan made now, then each input changes under it.
+    std::fs::write(
+        &w.config,
+        format!("[cluster]\nname = \"e2e-gate\"\nimage = \"{IMAGE}\"\nnode_labels = {{ team = \"ml\" }}\n"),
+    )
+    .unwrap();
+    assert_eq!(w.run(&["plan", "--out", &w.path("labels.json")]).status.code(), Some(0));
+    let cases: [(&dyn Fn(), &str, &str); 3] = [
+        (
+            &|| {
+                std::fs::write(
+                    &w.config,
+                    format!("[cluster]\nname = \"e2e-gate\"\nimage = \"{IMAGE}\"\nnode_labels = {{ team = \"ai\" }}\n"),
+                )
+                .unwrap()
+            },
+            HOST,
+            "config",
+        ),
+        (
+            &|| {
+                std::fs::write(
+                    &w.config,
+                    format!("[cluster]\nname = \"e2e-gate\"\nimage = \"{IMAGE}\"\nnode_labels = {{ team = \"ml\" }}\n"),
+                )
+                .unwrap()
+            },
+            "arc-b580-xe-rpl-igpu",
+            "host facts",
+        ),
+        (&|| w.server.change(|s| s.nodes[0]["metadata"]["labels"]["team"] = json!("hand-set")), HOST, "observed state"),
+    ];
+    let saved = w.path("labels.json");
+    for (edit, host, input) in cases {
+        edit();
+        let out = w.run_on(host, &["apply", &saved]);
+        assert_eq!(out.status.code(), Some(1), "{input}: {}", text(&out));
+        assert!(text(&out).contains(&format!("changed since it was made: {input}")), "{input}: {}", text(&out));
+    }
+    w.server.change(|s| {
+        s.nodes[0]["metadata"]["labels"].as_object_mut().unwrap().remove("team");
+    });
+    let catalog =
+        w.run(&["apply", &w.path("labels.json"), "--stdlib", repo().join("tests/fixtures/catalog").to_str().unwrap()]);
+    assert!(text(&catalog).contains("component catalog"), "{}", text(&catalog));
+
+    // A new node image: replacement, refused without consent, done with it.
+    assert!(Command::new("docker").args(["tag", IMAGE, "k3d-gpu-test/node:e2e-next"]).status().unwrap().success());
+    std::fs::write(&w.config, "[cluster]\nname = \"e2e-gate\"\nimage = \"k3d-gpu-test/node:e2e-next\"\n").unwrap();
+    let planned = w.run(&["plan"]);
+    assert!(text(&planned).contains("this deletes the cluster's state"), "{}", text(&planned));
+    let hash = hash_of(&planned);
+    let refused = w.run(&["apply", "--plan-hash", &hash]);
+    assert_eq!(refused.status.code(), Some(1));
+    assert!(text(&refused).contains("recreates cluster e2e-gate"), "{}", text(&refused));
+
+    // Another apply holds the lock (pid 1 is always alive).
+    std::fs::create_dir_all(w.dir.path().join("state/k3d-gpu")).unwrap();
+    std::fs::write(w.dir.path().join("state/k3d-gpu/e2e-gate.lock"), "1\n").unwrap();
+    let locked = w.run(&["apply", "--plan-hash", &hash, "--allow-replace"]);
+    assert_eq!(locked.status.code(), Some(1));
+    assert!(text(&locked).contains("another apply holds the lock for cluster e2e-gate: pid 1"), "{}", text(&locked));
+    std::fs::remove_file(w.dir.path().join("state/k3d-gpu/e2e-gate.lock")).unwrap();
+
+    let replaced = w.run(&["apply", "--plan-hash", &hash, "--allow-replace"]);
+    assert_eq!(replaced.status.code(), Some(0), "{}", text(&replaced));
+    let image =
+        Command::new("docker").args(["inspect", "-f", "{{.Config.Image}}", "k3d-e2e-gate-server-0"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&image.stdout).trim(), "k3d-gpu-test/node:e2e-next");
+}
+
+#[test]
+fn an_apply_that_fails_half_way_resumes_and_converges() {
+    if !docker_ready() {
+        return;
+    }
+    let w = world("e2e-resume", true);
+    w.server.change(|s| s.fail_once.push("intel-gpu-plugin".into()));
+    let first = w.run(&["plan", "--out", &w.path("p.json")]);
+    assert_eq!(first.status.code(), Some(0));
+    let failed = w.run(&["apply", &w.path("p.json")]);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed));
+    let log = text(&failed);
+    assert!(log.contains("FAILED k8s/apps/DaemonSet/kube-system/intel-gpu-plugin"), "{log}");
+    assert!(
+        log.contains("done   k8s/apps/DaemonSet/node-feature-discovery/nfd-worker"),
+        "unrelated branches finish: {log}"
+    );
+    assert!(log.contains("1 failed"), "{log}");
+
+    let rest = w.run(&["plan"]);
+    let rest_text = text(&rest);
+    assert!(rest_text.contains("+ k8s/apps/DaemonSet/kube-system/intel-gpu-plugin"), "{rest_text}");
+    assert!(
+        rest_text.contains("Plan: 1 to create, 0 to update, 0 to replace, 0 to delete."),
+        "only what is left: {rest_text}"
+    );
+    let resumed = w.run(&["apply", "--plan-hash", &hash_of(&rest)]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert!(text(&w.run(&["plan"])).contains("No changes"));
+}
+
+#[test]
+fn a_verify_that_never_holds_fails_with_its_diagnosis_in_time() {
+    if !docker_ready() {
+        return;
+    }
+    let w = world("e2e-verify", false);
+    let planned = w.run(&["plan"]);
+    let start = std::time::Instant::now();
+    let out = w.run(&["apply", "--plan-hash", &hash_of(&planned), "--verify-timeout", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let log = text(&out);
+    assert!(
+        log.contains(
+            "verify failed: verify/allocatable/gpu.intel.com/xe: not true after 2s: no node advertises gpu.intel.com/xe"
+        ),
+        "{log}"
+    );
+    assert!(start.elapsed() < std::time::Duration::from_secs(60));
+}
