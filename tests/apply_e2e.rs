@@ -96,30 +96,20 @@ fn world(cluster: &str, plugin: bool) -> World {
     std::thread::spawn(move || {
         while !flag.load(Ordering::SeqCst) {
             controllers.change(|s| {
-                let mut version = s.version;
+                let plugin_applied = s.objects.iter().any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "intel-gpu-plugin");
                 for o in s.objects.iter_mut() {
                     let generation = o["metadata"]["generation"].clone();
-                    let status = match o["kind"].as_str() {
+                    o["status"] = match o["kind"].as_str() {
                         Some("DaemonSet") => json!({"observedGeneration": generation, "desiredNumberScheduled": 1, "numberReady": 1, "updatedNumberScheduled": 1}),
                         Some("Deployment") => json!({"observedGeneration": generation, "replicas": 1, "availableReplicas": 1, "updatedReplicas": 1}),
                         _ => continue,
                     };
-                    if o["status"] != status {
-                        o["status"] = status;
-                        version += 1;
-                        o["metadata"]["resourceVersion"] = json!(version.to_string());
-                    }
                 }
-                if plugin {
+                if plugin && plugin_applied {
                     for n in s.nodes.iter_mut() {
-                        if n["status"]["allocatable"]["gpu.intel.com/xe"].is_null() && s.objects.iter().any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "intel-gpu-plugin") {
-                            n["status"]["allocatable"]["gpu.intel.com/xe"] = json!("8");
-                            version += 1;
-                            n["metadata"]["resourceVersion"] = json!(version.to_string());
-                        }
+                        n["status"]["allocatable"]["gpu.intel.com/xe"] = json!("8");
                     }
                 }
-                s.version = version;
             });
             std::thread::sleep(std::time::Duration::from_millis(20));
         }

@@ -80,3 +80,23 @@ fn a_missing_context_is_a_clear_error() {
         assert!(err.help().contains("k3d kubeconfig merge"));
     });
 }
+
+#[test]
+fn verify_watches_and_notices_a_change_without_polling() {
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "resourceVersion": "1"}, "status": {"allocatable": {"cpu": "8"}}});
+    let server = FakeApiServer::start_in_background(State { nodes: vec![node], ..State::k3s() });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = server.kubeconfig("t", dir.path());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client = runtime.block_on(client(&kubeconfig, "t")).unwrap();
+    let spec = json!({"check": "allocatable", "resource": "gpu.intel.com/xe", "min": 1});
+    let waiting = runtime.spawn(async move {
+        k3d_gpu::apply::verify::wait_for(&client, &spec, "t", std::time::Duration::from_secs(10)).await
+    });
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    assert!(!waiting.is_finished(), "the condition is false so far");
+    server.change(|s| s.nodes[0]["status"]["allocatable"]["gpu.intel.com/xe"] = json!("8"));
+    runtime.block_on(waiting).unwrap().unwrap();
+    // One watch request for the whole wait: a poll would have made many.
+    assert_eq!(server.requests(), ["GET /api/v1/nodes"]);
+}

@@ -53,7 +53,14 @@ impl State {
     }
 
     fn bump(&mut self, object: &mut Value) {
-        self.version += 1;
+        let newest = self
+            .objects
+            .iter()
+            .chain(self.nodes.iter())
+            .filter_map(|o| o["metadata"]["resourceVersion"].as_str()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        self.version = self.version.max(newest) + 1;
         object["metadata"]["resourceVersion"] = json!(self.version.to_string());
     }
 }
@@ -326,21 +333,36 @@ impl FakeApiServer {
         FakeApiServer { url: self.url.clone(), state: self.state.clone(), changed: self.changed.clone() }
     }
 
-    /// Changes the state as a controller or kubelet would (status, allocatable), and wakes
-    /// the watches.
+    /// Changes the state as a controller or kubelet would (status, allocatable): every object
+    /// the edit changed gets a new resourceVersion, and the watches wake.
     pub fn change(&self, edit: impl FnOnce(&mut State)) {
         let mut state = self.state.lock().unwrap();
+        let key = |o: &Value| format!("{}|{}|{}", o["kind"], o["metadata"]["namespace"], o["metadata"]["name"]);
+        let before: std::collections::BTreeMap<String, Value> =
+            state.objects.iter().chain(state.nodes.iter()).map(|o| (key(o), o.clone())).collect();
         edit(&mut state);
-        state.version += 1;
-        let v = state.version.to_string();
+        // Newer than any resourceVersion a test wrote by hand.
+        let newest = state
+            .objects
+            .iter()
+            .chain(state.nodes.iter())
+            .filter_map(|o| o["metadata"]["resourceVersion"].as_str()?.parse::<u64>().ok())
+            .max()
+            .unwrap_or(0);
+        state.version = state.version.max(newest) + 1;
+        let v = json!(state.version.to_string());
         let State { objects, nodes, .. } = &mut *state;
+        let mut changed = false;
         for o in objects.iter_mut().chain(nodes.iter_mut()) {
-            if o["metadata"]["resourceVersion"].is_null() {
-                o["metadata"]["resourceVersion"] = json!(v);
+            if before.get(&key(o)) != Some(o) {
+                o["metadata"]["resourceVersion"] = v.clone();
+                changed = true;
             }
         }
         drop(state);
-        self.changed.notify_waiters();
+        if changed {
+            self.changed.notify_waiters();
+        }
     }
 
     /// A kubeconfig whose context `k3d-<cluster>` points here and whose *current* context
