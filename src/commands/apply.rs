@@ -61,25 +61,87 @@ fn executable(plan: &Plan, graph: &crate::compile::DesiredGraph) -> Vec<Action> 
         .collect()
 }
 
+/// Progress: JSON lines with --json; on a terminal a live line (indicatif) that counts
+/// running and finished actions, with each event printed above it; plain lines otherwise.
 struct Reporter {
     json: bool,
     started: Instant,
+    live: Option<indicatif::ProgressBar>,
+    running: std::sync::Mutex<std::collections::BTreeSet<String>>,
+    finished: std::sync::atomic::AtomicUsize,
+    total: usize,
 }
 
 impl Reporter {
+    fn new(json: bool, total: usize) -> Reporter {
+        let live = (!json && std::io::stderr().is_terminal()).then(|| {
+            let bar = indicatif::ProgressBar::new_spinner();
+            bar.set_style(
+                indicatif::ProgressStyle::with_template("{spinner} [{elapsed_precise}] {msg}")
+                    .unwrap_or_else(|_| indicatif::ProgressStyle::default_spinner()),
+            );
+            bar.enable_steady_tick(std::time::Duration::from_millis(120));
+            bar
+        });
+        Reporter {
+            json,
+            started: Instant::now(),
+            live,
+            running: Default::default(),
+            finished: Default::default(),
+            total,
+        }
+    }
+
     fn event(&self, event: &Event) {
         if self.json {
             eprintln!("{}", serde_json::to_string(event).unwrap_or_default());
             return;
         }
         let t = self.started.elapsed().as_secs_f64();
-        match event {
-            Event::Started { id } => eprintln!("[{t:7.1}s] start  {id}"),
-            Event::Done { id, elapsed_ms } => eprintln!("[{t:7.1}s] done   {id} ({:.1}s)", *elapsed_ms as f64 / 1e3),
+        let line = match event {
+            Event::Started { id } => format!("[{t:7.1}s] start  {id}"),
+            Event::Done { id, elapsed_ms } => format!("[{t:7.1}s] done   {id} ({:.1}s)", *elapsed_ms as f64 / 1e3),
             Event::Failed { id, elapsed_ms, error } => {
-                eprintln!("[{t:7.1}s] FAILED {id} ({:.1}s): {error}", *elapsed_ms as f64 / 1e3)
+                format!("[{t:7.1}s] FAILED {id} ({:.1}s): {error}", *elapsed_ms as f64 / 1e3)
             }
-            Event::Skipped { id, because } => eprintln!("[{t:7.1}s] skip   {id}: {because} failed"),
+            Event::Skipped { id, because } => format!("[{t:7.1}s] skip   {id}: {because} failed"),
+        };
+        let Some(bar) = &self.live else {
+            eprintln!("{line}");
+            return;
+        };
+        let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
+        match event {
+            Event::Started { id } => {
+                running.insert(id.clone());
+            }
+            Event::Done { id, .. } | Event::Failed { id, .. } => {
+                running.remove(id);
+                self.finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+            Event::Skipped { .. } => {
+                self.finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            }
+        }
+        if !matches!(event, Event::Started { .. }) {
+            bar.println(line);
+        }
+        let now: Vec<&str> = running.iter().map(String::as_str).take(3).collect();
+        let more = running.len().saturating_sub(3);
+        bar.set_message(format!(
+            "{}/{} finished, {} running: {}{}",
+            self.finished.load(std::sync::atomic::Ordering::SeqCst),
+            self.total,
+            running.len(),
+            now.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
+        ));
+    }
+
+    fn finish(&self) {
+        if let Some(bar) = &self.live {
+            bar.finish_and_clear();
         }
     }
 }
@@ -203,7 +265,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     }
     let providers = providers(&computed);
     let actions = executable(plan, &computed.graph);
-    let reporter = Reporter { json: global.json, started: Instant::now() };
+    let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
     let rt = runtime()?;
     let outcome = rt.block_on(execute(&actions, &providers, args.parallel, &mut |e| reporter.event(e)));
     let mut verify_failed = Vec::new();
@@ -235,6 +297,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         });
         verify_failed = results.into_iter().filter_map(|(id, r)| r.err().map(|e| (id, e))).collect();
     }
+    reporter.finish();
     eprintln!("{}", summary(&outcome, &verify_failed));
     drop(lock);
     Ok(if outcome.ok() && verify_failed.is_empty() { EXIT_OK } else { EXIT_FAILED })
@@ -303,8 +366,9 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let _lock = Lock::acquire(&state_dir(&env), name, std::process::id())
         .map_err(|e| refused(e.to_string(), "wait for the other apply to finish".into()))?;
     let providers = providers(&computed);
-    let reporter = Reporter { json: global.json, started: Instant::now() };
+    let reporter = Reporter::new(global.json, plan.actions.len());
     let outcome = runtime()?.block_on(execute(&plan.actions, &providers, 1, &mut |e| reporter.event(e)));
+    reporter.finish();
     eprintln!("{}", summary(&outcome, &[]));
     Ok(if outcome.ok() { EXIT_OK } else { EXIT_FAILED })
 }
