@@ -16,7 +16,6 @@ use serde_json::json;
 use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
 use support::{hosts_dir, repo};
 
-const IMAGE: &str = "k3d-gpu-test/node:e2e";
 const HOST: &str = "lunar-lake-npu";
 
 fn docker_ready() -> bool {
@@ -63,6 +62,9 @@ fn import_image(reference: &str) {
 
 struct World {
     dir: tempfile::TempDir,
+    /// Each test imports its own tag: a re-import of a shared tag is exactly the re-pulled-tag
+    /// case the plan detects, and would show up in the other tests' plans.
+    image: String,
     server: FakeApiServer,
     cluster: String,
     config: PathBuf,
@@ -85,7 +87,8 @@ impl Drop for World {
 /// A fake API server with one ready node, and a thread playing the controllers: workloads
 /// report rolled out, and (when `plugin` is set) the node advertises the Intel GPU.
 fn world(cluster: &str, plugin: bool) -> World {
-    import_image(IMAGE);
+    let image = format!("k3d-gpu-test/node:{cluster}");
+    import_image(&image);
     let node = json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": format!("k3d-{cluster}-server-0"), "labels": {"kubernetes.io/hostname": format!("k3d-{cluster}-server-0")}},
         "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}});
@@ -116,8 +119,8 @@ fn world(cluster: &str, plugin: bool) -> World {
     });
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("k3dgpu.toml");
-    std::fs::write(&config, format!("[cluster]\nname = \"{cluster}\"\nimage = \"{IMAGE}\"\n")).unwrap();
-    World { dir, server, cluster: cluster.into(), config, stop }
+    std::fs::write(&config, format!("[cluster]\nname = \"{cluster}\"\nimage = \"{image}\"\n")).unwrap();
+    World { dir, image, server, cluster: cluster.into(), config, stop }
 }
 
 impl World {
@@ -170,7 +173,7 @@ fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
     let _ = Command::new("docker").args(["rm", "-f", "bystander-e2e"]).output();
     assert!(
         Command::new("docker")
-            .args(["run", "-d", "--name", "bystander-e2e", "--network", "none", IMAGE])
+            .args(["run", "-d", "--name", "bystander-e2e", "--network", "none", &w.image])
             .output()
             .unwrap()
             .status
@@ -225,7 +228,7 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
     // A plan made now, then each input changes under it.
     std::fs::write(
         &w.config,
-        format!("[cluster]\nname = \"e2e-gate\"\nimage = \"{IMAGE}\"\nnode_labels = {{ team = \"ml\" }}\n"),
+        format!("[cluster]\nname = \"e2e-gate\"\nimage = \"{}\"\nnode_labels = {{ team = \"ml\" }}\n", w.image),
     )
     .unwrap();
     assert_eq!(w.run(&["plan", "--out", &w.path("labels.json")]).status.code(), Some(0));
@@ -234,7 +237,10 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
             &|| {
                 std::fs::write(
                     &w.config,
-                    format!("[cluster]\nname = \"e2e-gate\"\nimage = \"{IMAGE}\"\nnode_labels = {{ team = \"ai\" }}\n"),
+                    format!(
+                        "[cluster]\nname = \"e2e-gate\"\nimage = \"{}\"\nnode_labels = {{ team = \"ai\" }}\n",
+                        w.image
+                    ),
                 )
                 .unwrap()
             },
@@ -245,7 +251,10 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
             &|| {
                 std::fs::write(
                     &w.config,
-                    format!("[cluster]\nname = \"e2e-gate\"\nimage = \"{IMAGE}\"\nnode_labels = {{ team = \"ml\" }}\n"),
+                    format!(
+                        "[cluster]\nname = \"e2e-gate\"\nimage = \"{}\"\nnode_labels = {{ team = \"ml\" }}\n",
+                        w.image
+                    ),
                 )
                 .unwrap()
             },
@@ -269,7 +278,7 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
     assert!(text(&catalog).contains("component catalog"), "{}", text(&catalog));
 
     // A new node image: replacement, refused without consent, done with it.
-    assert!(Command::new("docker").args(["tag", IMAGE, "k3d-gpu-test/node:e2e-next"]).status().unwrap().success());
+    assert!(Command::new("docker").args(["tag", &w.image, "k3d-gpu-test/node:e2e-next"]).status().unwrap().success());
     std::fs::write(&w.config, "[cluster]\nname = \"e2e-gate\"\nimage = \"k3d-gpu-test/node:e2e-next\"\n").unwrap();
     let planned = w.run(&["plan"]);
     assert!(text(&planned).contains("this deletes the cluster's state"), "{}", text(&planned));
@@ -342,4 +351,59 @@ fn a_verify_that_never_holds_fails_with_its_diagnosis_in_time() {
         "{log}"
     );
     assert!(start.elapsed() < std::time::Duration::from_secs(60));
+}
+
+#[test]
+fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
+    if !docker_ready() {
+        return;
+    }
+    let w = world("e2e-killed", true);
+    let planned = w.run(&["plan"]);
+    let total: usize = text(&planned)
+        .lines()
+        .find_map(|l| l.strip_prefix("Plan: ").and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()))
+        .unwrap();
+    w.server.change(|s| s.patch_delay_ms = 150);
+    let root = hosts_dir().join(HOST);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .args([
+            "apply",
+            "--plan-hash",
+            &hash_of(&planned),
+            "-c",
+            w.config.to_str().unwrap(),
+            "--root",
+            root.to_str().unwrap(),
+        ])
+        .env("KUBECONFIG", w.dir.path().join("kubeconfig"))
+        .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
+        .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&w.server.url, &w.cluster))
+        .env("XDG_STATE_HOME", w.dir.path().join("state"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kill it once the cluster exists and a few objects are in: after action k.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while w.server.requests().iter().filter(|r| r.starts_with("PATCH")).count() < 3 {
+        assert!(std::time::Instant::now() < deadline, "apply never got going");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(w.dir.path().join("state/k3d-gpu/e2e-killed.lock").exists(), "a killed apply leaves its lock");
+
+    w.server.change(|s| s.patch_delay_ms = 0);
+    let rest = w.run(&["plan"]);
+    let left: usize = text(&rest)
+        .lines()
+        .find_map(|l| l.strip_prefix("Plan: ").and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()))
+        .unwrap();
+    assert!(left > 0 && left < total, "only what is left: {left} of {total}\n{}", text(&rest));
+    assert!(!text(&rest).contains("k3d/cluster/e2e-killed  (create)"), "the cluster is not made again");
+    let resumed = w.run(&["apply", "--plan-hash", &hash_of(&rest)]);
+    assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    assert!(text(&resumed).contains("took over the lock left by pid"), "{}", text(&resumed));
+    assert!(text(&w.run(&["plan"])).contains("No changes"));
 }

@@ -44,6 +44,8 @@ pub struct State {
     pub version: u64,
     /// Object names whose next PATCH fails with 500 (an API server hiccup, a killed apply).
     pub fail_once: Vec<String>,
+    /// Milliseconds every PATCH takes (a slow API server, to kill an apply half-way).
+    pub patch_delay_ms: u64,
 }
 
 impl State {
@@ -414,6 +416,10 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or_default().to_string();
         let target = parts.next().unwrap_or_default().to_string();
+        let delay = state.lock().unwrap().patch_delay_ms;
+        if method == "PATCH" && delay > 0 {
+            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+        }
         match respond(&state, &changed, &method, &target, &body) {
             Reply::Once(code, value) => {
                 let body = value.to_string();
