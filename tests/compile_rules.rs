@@ -260,3 +260,68 @@ fn cluster_values_are_checked() {
     let g = graph("[vendors]\nenable = [\"nvidia\"]\nexclude = [\"nvidia\"]\n", "desktop-rpl-nvidia");
     assert!(warnings(&g).contains(&"enabled-and-excluded".to_string()));
 }
+
+const DRA: &str = "[sharing]\nmode = \"dra\"\n";
+
+fn claim_selectors(g: &DesiredGraph, id: &str) -> Vec<String> {
+    let t = g.get(id).unwrap_or_else(|| panic!("{id} not in the graph"));
+    let request = &t.spec["spec"]["spec"]["devices"]["requests"][0]["exactly"];
+    request["selectors"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| s["cel"]["expression"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn claims_compile_to_resource_claim_templates_with_cel() {
+    let g = graph(&format!("{DRA}[[claims]]\nname = \"arc\"\ngpus = \"discrete\"\n"), "arc-b580-xe-rpl-igpu");
+    let id = "k8s/resource.k8s.io/ResourceClaimTemplate/default/arc";
+    assert_eq!(claim_selectors(&g, id), ["device.attributes[\"gpu.intel.com\"].pciId in [\"0xe20b\"]"]);
+    let exactly = &g.get(id).unwrap().spec["spec"]["spec"]["devices"]["requests"][0]["exactly"];
+    assert_eq!((exactly["deviceClassName"].as_str(), exactly["count"].as_u64()), (Some("gpu.intel.com"), Some(1)));
+
+    let g = graph(
+        &format!(
+            "{DRA}[[claims]]\nname = \"bmg\"\nmodel = \"battlemage\"\nmin_memory = \"12Gi\"\nnamespace = \"llm\"\n"
+        ),
+        "arc-b580-xe-rpl-igpu",
+    );
+    let id = "k8s/resource.k8s.io/ResourceClaimTemplate/llm/bmg";
+    assert_eq!(
+        claim_selectors(&g, id),
+        [
+            "device.attributes[\"gpu.intel.com\"].pciId in [\"0xe20b\"]",
+            "device.capacity[\"gpu.intel.com\"].memory.compareTo(quantity(\"12Gi\")) >= 0"
+        ]
+    );
+    assert!(g.get(id).unwrap().depends_on.contains(&"k8s/core/Namespace/llm".to_string()), "its namespace first");
+    assert!(warnings(&g).contains(&"claim-memory-unchecked".to_string()));
+
+    // Every GPU, no narrowing: no selector at all.
+    let g = graph(&format!("{DRA}[[claims]]\nname = \"any\"\ncount = 2\n"), "arc-b580-xe-rpl-igpu");
+    assert!(claim_selectors(&g, "k8s/resource.k8s.io/ResourceClaimTemplate/default/any").is_empty());
+}
+
+#[test]
+fn claims_are_checked_against_the_facts() {
+    assert_eq!(
+        codes(&format!("{DRA}[[claims]]\nname = \"tp\"\ncount = 2\ngpus = \"discrete\"\n"), "arc-b580-xe-rpl-igpu"),
+        ["claim-unsatisfiable"]
+    );
+    assert_eq!(
+        codes(&format!("{DRA}[[claims]]\nname = \"x\"\nmodel = \"Alchemist\"\n"), "arc-b580-xe-rpl-igpu"),
+        ["claim-unsatisfiable"]
+    );
+    assert_eq!(codes("[[claims]]\nname = \"x\"\n", "arc-b580-xe-rpl-igpu"), ["claims-without-dra"]);
+    assert_eq!(
+        codes(&format!("{DRA}[[claims]]\nname = \"x\"\nmin_memory = \"12GB\"\n"), "arc-b580-xe-rpl-igpu"),
+        ["bad-quantity"]
+    );
+    assert_eq!(codes(&format!("{DRA}[[claims]]\nname = \"Bad\"\n"), "arc-b580-xe-rpl-igpu"), ["bad-claim-name"]);
+    assert_eq!(
+        codes(&format!("{DRA}[[claims]]\nname = \"a\"\n[[claims]]\nname = \"a\"\n"), "arc-b580-xe-rpl-igpu"),
+        ["claim-twice"]
+    );
+}

@@ -172,3 +172,18 @@ fn component_files_are_strict() {
     let text = render(&*parse_component("mine.kdl", &format!("{base}}}\n"), &|_| Ok(slashed.to_string())).unwrap_err());
     assert!(text.contains("metadata.name \"a/b\" is not a valid name"), "{text}");
 }
+
+#[test]
+fn a_claim_the_host_cannot_satisfy() {
+    let toml = "[sharing]\nmode = \"dra\"\n\n[[claims]]\nname = \"tp\"\ncount = 2\ngpus = \"discrete\"\n";
+    let config = load_str("k3dgpu.toml", toml).unwrap();
+    let errors =
+        k3d_gpu::compile::compile(&config, &support::facts_of("arc-b580-xe-rpl-igpu"), &Catalog::embedded().unwrap())
+            .unwrap_err();
+    assert_eq!(errors.len(), 1);
+    assert_eq!(errors[0].message, "claim tp wants 2 GPU(s), and 1 on this host match its selectors");
+    assert_eq!(
+        errors[0].help.as_deref(),
+        Some("this host's Intel GPUs: a780 Raptor Lake-S (integrated), e20b Arc Battlemage (BMG) (discrete)")
+    );
+}

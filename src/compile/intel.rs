@@ -25,7 +25,7 @@ fn id_of(gpu: &IntelGpu) -> String {
 }
 
 /// Normalises a user's PCI id (`"0xE20B"`, `"e20b"`, `"8086:e20b"`) to four hex digits.
-fn normalise_id(text: &str) -> Option<String> {
+pub(super) fn normalise_id(text: &str) -> Option<String> {
     let t = text.trim().to_ascii_lowercase();
     let t = t.strip_prefix("8086:").unwrap_or(&t);
     let t = t.strip_prefix("0x").unwrap_or(t);

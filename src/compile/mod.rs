@@ -3,6 +3,7 @@
 //! Every problem is collected, not just the first, so `validate` reports them all at once.
 //! Errors name the config key they are about; the command edge turns that into a span.
 
+mod claims;
 mod cluster;
 mod components;
 
@@ -94,6 +95,7 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
     let cluster_id = cluster::resource(&mut cx, &features, &mut resources);
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);
     let wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
+    claims::resources(&mut cx, &cluster_id, &mut resources);
     verify::resources(&mut cx, &wanted, &intel, &mut resources);
     if !cx.errors.is_empty() {
         let mut errors = cx.errors;

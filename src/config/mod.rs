@@ -42,6 +42,43 @@ pub struct Config {
     pub addons: BTreeMap<String, toml::Table>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
+    /// DRA claim templates: pods reference them by name to get Intel GPUs through the DRA
+    /// driver (`[sharing] mode = "dra"`).
+    pub claims: Vec<Claim>,
+}
+
+/// A `ResourceClaimTemplate` compiled from a few selectors into CEL, checked against the
+/// host's GPUs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Claim {
+    /// The template's name (pods use it as `resourceClaimTemplateName`).
+    pub name: String,
+    /// Namespace of the template; created when it is not a built-in one.
+    #[serde(default = "default_namespace")]
+    pub namespace: String,
+    /// How many GPUs one claim gets (tensor parallelism across GPUs).
+    #[serde(default = "one")]
+    #[schemars(range(min = 1))]
+    pub count: u32,
+    /// Which GPUs may serve it.
+    #[serde(default)]
+    pub gpus: GpuSet,
+    /// Only GPUs whose platform name contains this (e.g. `"Battlemage"`, `"Arc"`).
+    pub model: Option<String>,
+    /// Only these PCI device ids (hex, e.g. `"e20b"`).
+    #[serde(default)]
+    pub pci_ids: Vec<String>,
+    /// Only devices with at least this much memory (a Kubernetes quantity, e.g. `"12Gi"`).
+    pub min_memory: Option<String>,
+}
+
+fn default_namespace() -> String {
+    "default".into()
+}
+
+fn one() -> u32 {
+    1
 }
 
 /// The k3d cluster. Everything here is fixed when k3d creates the cluster: changing it means

@@ -1,0 +1,227 @@
+//! `[[claims]]`: DRA claim templates from a few selectors. Each becomes a
+//! `ResourceClaimTemplate` (resource.k8s.io/v1) whose CEL selects the host's matching GPUs by
+//! the Intel driver's `pciId` attribute, checked against the facts first: a claim the host
+//! cannot satisfy is an error here, not a Pending pod later.
+
+use serde_json::{Value, json};
+
+use super::components::{COMPONENT_LABEL, MANAGED_BY, object_id};
+use super::intel::normalise_id;
+use super::{Change, CompileError, Context, Resource, ResourceKind};
+use crate::config::{Claim, GpuSet, IntelGpuMode};
+use crate::facts::{IntelGpu, Vendor};
+
+/// The Intel GPU DRA driver's DeviceClass and attribute domain.
+const DRIVER: &str = "gpu.intel.com";
+
+const BUILT_IN_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
+
+fn dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
+/// A Kubernetes quantity such as `12Gi`, `8G` or `512Mi`.
+fn quantity(text: &str) -> bool {
+    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+    let suffix = &text[digits.len()..];
+    !digits.is_empty()
+        && digits.chars().all(|c| c.is_ascii_digit())
+        && ["", "Ki", "Mi", "Gi", "Ti", "K", "M", "G", "T"].contains(&suffix)
+}
+
+fn id_of(gpu: &IntelGpu) -> String {
+    format!("{:04x}", gpu.device_id)
+}
+
+pub fn resources(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) {
+    let claims = cx.config.claims.clone();
+    if claims.is_empty() {
+        return;
+    }
+    if !cx.is_active(Vendor::Intel) || cx.intel_mode() != IntelGpuMode::Dra {
+        cx.error(CompileError::new(
+            "claims-without-dra",
+            &["claims"],
+            "[[claims]] are served by the Intel GPU DRA driver, which is not in use here",
+            Some("set [sharing] mode = \"dra\" on a host with an active Intel GPU".to_string()),
+        ));
+        return;
+    }
+    let usable: Vec<IntelGpu> = cx.facts.host.intel_gpus.iter().filter(|g| g.render_node.is_some()).cloned().collect();
+    let device_class = format!("k8s/resource.k8s.io/DeviceClass/{DRIVER}");
+    let has_device_class = out.iter().any(|r| r.id == device_class);
+    let mut seen = std::collections::BTreeSet::new();
+    for claim in &claims {
+        if let Some(resource) =
+            one(cx, claim, &usable, cluster_id, has_device_class.then_some(device_class.as_str()), out)
+        {
+            if !seen.insert(resource.id.clone()) {
+                cx.error(CompileError::new(
+                    "claim-twice",
+                    &["claims"],
+                    format!("claim {} in {} is declared twice", claim.name, claim.namespace),
+                    None,
+                ));
+                continue;
+            }
+            out.push(resource);
+        }
+    }
+}
+
+fn one(
+    cx: &mut Context,
+    claim: &Claim,
+    usable: &[IntelGpu],
+    cluster_id: &str,
+    device_class: Option<&str>,
+    out: &mut Vec<Resource>,
+) -> Option<Resource> {
+    let name = &claim.name;
+    let bad =
+        |code: &'static str, message: String, help: Option<String>| CompileError::new(code, &["claims"], message, help);
+    if !dns_label(name) || !dns_label(&claim.namespace) {
+        cx.error(bad(
+            "bad-claim-name",
+            format!("claim {name:?} in namespace {:?}: not a valid name", claim.namespace),
+            Some("lowercase letters, digits and '-', at most 63".into()),
+        ));
+        return None;
+    }
+    if claim.count == 0 {
+        cx.error(bad("bad-claim-count", format!("claim {name}: count must be 1 or more"), None));
+        return None;
+    }
+    let mut ids = Vec::new();
+    for raw in &claim.pci_ids {
+        match normalise_id(raw) {
+            Some(id) => ids.push(id),
+            None => {
+                cx.error(bad(
+                    "bad-pci-id",
+                    format!("claim {name}: {raw:?} is not a PCI device id"),
+                    Some("four hex digits, e.g. \"e20b\"".into()),
+                ));
+                return None;
+            }
+        }
+    }
+    let matching: Vec<&IntelGpu> = usable
+        .iter()
+        .filter(|g| match claim.gpus {
+            GpuSet::All => true,
+            GpuSet::Discrete => !g.integrated,
+            GpuSet::Integrated => g.integrated,
+        })
+        .filter(|g| {
+            claim
+                .model
+                .as_ref()
+                .is_none_or(|m| g.platform.as_deref().is_some_and(|p| p.to_lowercase().contains(&m.to_lowercase())))
+        })
+        .filter(|g| ids.is_empty() || ids.contains(&id_of(g)))
+        .collect();
+    if (matching.len() as u32) < claim.count {
+        let have: Vec<String> = usable
+            .iter()
+            .map(|g| {
+                format!(
+                    "{} {} ({})",
+                    id_of(g),
+                    g.platform.as_deref().unwrap_or("unknown"),
+                    if g.integrated { "integrated" } else { "discrete" }
+                )
+            })
+            .collect();
+        cx.error(bad(
+            "claim-unsatisfiable",
+            format!(
+                "claim {name} wants {} GPU(s), and {} on this host match its selectors",
+                claim.count,
+                matching.len()
+            ),
+            Some(format!("this host's Intel GPUs: {}", have.join(", "))),
+        ));
+        return None;
+    }
+    let mut selectors = Vec::new();
+    let narrowed = claim.gpus != GpuSet::All || claim.model.is_some() || !ids.is_empty();
+    if narrowed {
+        let mut pci: Vec<String> = matching.iter().map(|g| format!("\"0x{}\"", id_of(g))).collect();
+        pci.sort();
+        pci.dedup();
+        selectors.push(json!({ "cel": { "expression": format!("device.attributes[\"{DRIVER}\"].pciId in [{}]", pci.join(", ")) } }));
+    }
+    if let Some(memory) = &claim.min_memory {
+        if !quantity(memory) {
+            cx.error(bad(
+                "bad-quantity",
+                format!("claim {name}: min_memory {memory:?} is not a quantity"),
+                Some("e.g. \"12Gi\"".into()),
+            ));
+            return None;
+        }
+        cx.warn(
+            "claim-memory-unchecked",
+            Some("claims"),
+            format!("claim {name}: min_memory cannot be checked against the host facts; the driver decides"),
+        );
+        selectors.push(json!({ "cel": { "expression": format!("device.capacity[\"{DRIVER}\"].memory.compareTo(quantity(\"{memory}\")) >= 0") } }));
+    }
+    let mut exactly = json!({ "deviceClassName": DRIVER, "allocationMode": "ExactCount", "count": claim.count });
+    if !selectors.is_empty() {
+        exactly["selectors"] = Value::Array(selectors);
+    }
+    let object = json!({
+        "apiVersion": "resource.k8s.io/v1",
+        "kind": "ResourceClaimTemplate",
+        "metadata": {
+            "name": name,
+            "namespace": claim.namespace,
+            "labels": { MANAGED_BY.0: MANAGED_BY.1, COMPONENT_LABEL: "claims" },
+        },
+        "spec": { "spec": { "devices": { "requests": [ { "name": "gpu", "exactly": exactly } ] } } },
+    });
+    let mut depends_on = vec![cluster_id.to_string()];
+    depends_on.extend(device_class.map(str::to_string));
+    if !BUILT_IN_NAMESPACES.contains(&claim.namespace.as_str()) {
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": claim.namespace, "labels": { MANAGED_BY.0: MANAGED_BY.1, COMPONENT_LABEL: "claims" }}});
+        let ns_id = object_id(&ns);
+        if !out.iter().any(|r| r.id == ns_id) {
+            out.push(Resource {
+                id: ns_id.clone(),
+                kind: ResourceKind::Object,
+                change: Change::InPlace,
+                component: Some("claims".into()),
+                spec: ns,
+                depends_on: vec![cluster_id.to_string()],
+            });
+        }
+        depends_on.push(ns_id);
+    }
+    depends_on.sort();
+    Some(Resource {
+        id: object_id(&object),
+        kind: ResourceKind::Object,
+        change: Change::InPlace,
+        component: Some("claims".into()),
+        spec: object,
+        depends_on,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantities_and_names() {
+        assert!(quantity("12Gi") && quantity("8G") && quantity("512"));
+        assert!(!quantity("12 Gi") && !quantity("Gi") && !quantity("1.5Gi") && !quantity("12GB"));
+        assert!(dns_label("tp-2") && !dns_label("TP") && !dns_label("-x"));
+    }
+}
