@@ -11,8 +11,18 @@ pub fn schema_bytes() -> Vec<u8> {
     crate::canonical::to_bytes(&schema)
 }
 
-const SECTIONS: &[&str] =
-    &["cluster", "vendors", "sharing", "placement", "experimental", "expect", "agent", "addons", "components"];
+const SECTIONS: &[&str] = &[
+    "cluster",
+    "vendors",
+    "sharing",
+    "placement",
+    "experimental",
+    "expect",
+    "agent",
+    "addons",
+    "components",
+    "claims",
+];
 
 /// docs/config.md.
 pub fn markdown() -> String {
