@@ -57,7 +57,8 @@ pub fn markdown() -> String {
         for (key, value) in props {
             let text = description(value, defs).unwrap_or_default().replace('\n', " ");
             let (meaning, env) = split_env(&text);
-            let default = match &defaults[section][key] {
+            // The schema's own default where it states one (array items), else the config's.
+            let default = match value.get("default").unwrap_or(&defaults[section][key]) {
                 Value::Null => "unset".to_string(),
                 v => format!("`{}`", serde_json::to_string(v).unwrap_or_default()),
             };
