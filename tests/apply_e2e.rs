@@ -212,7 +212,8 @@ fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
     let bystander =
         Command::new("docker").args(["inspect", "-f", "{{.State.Running}}", "bystander-e2e"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&bystander.stdout).trim(), "true", "an unmanaged container survives");
-    assert!(w.server.state.lock().unwrap().objects.iter().any(|o| o["metadata"]["name"] == "not-ours"));
+    // Deleting the cluster is k3d's job; destroy sends the API server no deletes of its own.
+    assert!(!w.server.requests().iter().any(|r| r.starts_with("DELETE")), "{:?}", w.server.requests());
     let _ = Command::new("docker").args(["rm", "-f", "bystander-e2e"]).output();
 }
 
@@ -287,13 +288,27 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
     assert_eq!(refused.status.code(), Some(1));
     assert!(text(&refused).contains("recreates cluster e2e-gate"), "{}", text(&refused));
 
-    // Another apply holds the lock (pid 1 is always alive).
-    std::fs::create_dir_all(w.dir.path().join("state/k3d-gpu")).unwrap();
-    std::fs::write(w.dir.path().join("state/k3d-gpu/e2e-gate.lock"), "1\n").unwrap();
+    // Another apply holds the lock: this test takes it, as a running apply would.
+    let lock_path = w.dir.path().join("state/k3d-gpu/e2e-gate.lock");
+    std::fs::create_dir_all(lock_path.parent().unwrap()).unwrap();
+    std::fs::write(&lock_path, "4242\n").unwrap();
+    let held = std::fs::OpenOptions::new().read(true).write(true).open(&lock_path).unwrap();
+    held.try_lock().unwrap();
     let locked = w.run(&["apply", "--plan-hash", &hash, "--allow-replace"]);
     assert_eq!(locked.status.code(), Some(1));
-    assert!(text(&locked).contains("another apply holds the lock for cluster e2e-gate: pid 1"), "{}", text(&locked));
-    std::fs::remove_file(w.dir.path().join("state/k3d-gpu/e2e-gate.lock")).unwrap();
+    assert!(text(&locked).contains("another apply holds the lock for cluster e2e-gate: pid 4242"), "{}", text(&locked));
+    drop(held);
+
+    // A stale hash and a bare apply without a terminal are refused too.
+    let stale = w.run(&["apply", "--plan-hash", "sha256:0000", "--allow-replace"]);
+    assert_eq!(stale.status.code(), Some(1));
+    assert!(text(&stale).contains("not sha256:0000: something changed since it was reviewed"), "{}", text(&stale));
+    let bare = w.run(&["apply"]);
+    assert_eq!(bare.status.code(), Some(1));
+    assert!(text(&bare).contains("needs a terminal to confirm") && text(&bare).contains(&hash), "{}", text(&bare));
+    let wrong_destroy = w.run(&["destroy", "--plan-hash", "sha256:0000"]);
+    assert_eq!(wrong_destroy.status.code(), Some(1));
+    assert_eq!(w.containers(), 1, "nothing destroyed");
 
     let replaced = w.run(&["apply", "--plan-hash", &hash, "--allow-replace"]);
     assert_eq!(replaced.status.code(), Some(0), "{}", text(&replaced));
@@ -404,6 +419,35 @@ fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
     assert!(!text(&rest).contains("k3d/cluster/e2e-killed  (create)"), "the cluster is not made again");
     let resumed = w.run(&["apply", "--plan-hash", &hash_of(&rest)]);
     assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
-    assert!(text(&resumed).contains("took over the lock left by pid"), "{}", text(&resumed));
+    assert!(text(&resumed).contains("took over the lock of pid"), "{}", text(&resumed));
     assert!(text(&w.run(&["plan"])).contains("No changes"));
+}
+
+#[test]
+fn create_never_takes_over_an_object_someone_else_made() {
+    if !docker_ready() {
+        return;
+    }
+    let w = world("e2e-foreign", true);
+    // Someone already runs an intel-gpu-plugin DaemonSet (a Helm release, say).
+    w.server.change(|s| {
+        s.objects.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "intel-gpu-plugin", "namespace": "kube-system", "labels": {"app.kubernetes.io/managed-by": "Helm"}},
+            "spec": {"template": {"spec": {"containers": [{"name": "x", "image": "theirs:1"}]}}}}))
+    });
+    let planned = w.run(&["plan"]);
+    let out = w.run(&["apply", "--plan-hash", &hash_of(&planned)]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("intel-gpu-plugin already exists and is not managed by k3d-gpu"), "{}", text(&out));
+    let theirs = w
+        .server
+        .state
+        .lock()
+        .unwrap()
+        .objects
+        .iter()
+        .find(|o| o["metadata"]["name"] == "intel-gpu-plugin")
+        .cloned()
+        .unwrap();
+    assert_eq!(theirs["spec"]["template"]["spec"]["containers"][0]["image"], "theirs:1", "left as it was");
 }

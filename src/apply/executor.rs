@@ -63,25 +63,30 @@ pub async fn execute(
     let mut done: BTreeSet<&str> = BTreeSet::new();
     let mut failed: BTreeMap<&str, String> = BTreeMap::new();
     let mut blocked: BTreeMap<&str, String> = BTreeMap::new();
-    let mut running = futures_unordered();
+    let mut running: Running = Vec::new();
     let parallel = parallel.max(1);
 
     loop {
-        // Anything that depends on a failure will never run.
-        let doomed: Vec<&str> = pending
-            .iter()
-            .copied()
-            .filter(|id| deps[id].iter().any(|d| failed.contains_key(d) || blocked.contains_key(d)))
-            .collect();
-        for id in doomed {
-            let because = deps[id]
+        // Anything that depends on a failure will never run, nor what depends on that.
+        loop {
+            let doomed: Vec<&str> = pending
                 .iter()
-                .find(|d| failed.contains_key(*d) || blocked.contains_key(*d))
                 .copied()
-                .unwrap_or_default();
-            pending.remove(id);
-            blocked.insert(id, because.to_string());
-            report(&Event::Skipped { id: id.to_string(), because: because.to_string() });
+                .filter(|id| deps[id].iter().any(|d| failed.contains_key(d) || blocked.contains_key(d)))
+                .collect();
+            if doomed.is_empty() {
+                break;
+            }
+            for id in doomed {
+                let because = deps[id]
+                    .iter()
+                    .find(|d| failed.contains_key(*d) || blocked.contains_key(*d))
+                    .copied()
+                    .unwrap_or_default();
+                pending.remove(id);
+                blocked.insert(id, because.to_string());
+                report(&Event::Skipped { id: id.to_string(), because: because.to_string() });
+            }
         }
         let ready: Vec<&str> = pending
             .iter()
@@ -123,11 +128,8 @@ pub async fn execute(
     }
 }
 
+/// The actions in flight; polled in turn by [`next`] (a handful, so no heap is needed).
 type Running<'a> = Vec<Pin<Box<dyn Future<Output = (&'a str, Result<(), String>, Duration)> + Send + 'a>>>;
-
-fn futures_unordered<'a>() -> Running<'a> {
-    Vec::new()
-}
 
 /// Waits for whichever running future finishes first.
 async fn next<'a>(running: &mut Running<'a>) -> Option<(&'a str, Result<(), String>, Duration)> {
@@ -218,7 +220,11 @@ mod tests {
         assert_eq!(outcome.failed, [("a".to_string(), "boom".to_string())]);
         assert_eq!(outcome.done, ["x", "y"]);
         assert_eq!(outcome.not_started, ["b", "c"]);
-        assert!(events.contains(&Event::Skipped { id: "c".into(), because: "b".into() }));
+        assert!(events.contains(&Event::Skipped { id: "b".into(), because: "a".into() }));
+        assert!(
+            events.contains(&Event::Skipped { id: "c".into(), because: "b".into() }),
+            "the whole chain is reported"
+        );
     }
 
     #[test]

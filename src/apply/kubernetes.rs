@@ -54,24 +54,53 @@ where
     }
 }
 
-/// Server-side apply of one object, forcing ownership of the fields we set.
-pub async fn apply(client: &Client, object: &Value) -> Result<(), String> {
+/// How long to wait for a kind to be served (a CRD applied a moment ago is not Established yet).
+const KIND_READY: Duration = Duration::from_secs(60);
+
+/// Server-side apply of one object, forcing ownership of the fields we set. A `create` never
+/// takes over an object someone else made: if one exists without our label, it fails.
+pub async fn apply(client: &Client, object: &Value, create: bool) -> Result<(), String> {
     let (api, name) = api_for(client, object)?;
+    if create {
+        match patient(|| api.get_opt(&name)).await {
+            Ok(Some(existing))
+                if existing.metadata.labels.as_ref().and_then(|l| l.get(MANAGED_BY.0)).map(String::as_str)
+                    != Some(MANAGED_BY.1) =>
+            {
+                return Err(format!(
+                    "{name} already exists and is not managed by k3d-gpu; remove it, or label it {}={} to hand it over",
+                    MANAGED_BY.0, MANAGED_BY.1
+                ));
+            }
+            _ => {}
+        }
+    }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let patch = Patch::Apply(object);
-    patient(|| api.patch(&name, &params, &patch))
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("server-side apply of {name}: {e}"))
+    let start = Instant::now();
+    loop {
+        match patient(|| api.patch(&name, &params, &patch)).await {
+            Ok(_) => return Ok(()),
+            // The kind is not served yet: its CRD was applied a moment ago.
+            Err(kube::Error::Api(status)) if status.code == 404 && start.elapsed() < KIND_READY => {
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            Err(e) => return Err(format!("server-side apply of {name}: {e}")),
+        }
+    }
 }
 
-/// Deletes an object — only if what we observed carries our managed-by label.
+/// Deletes an object — only if what we observed carries our managed-by label, and only that
+/// very object (its uid), not one recreated under the same name since.
 pub async fn delete(client: &Client, observed: &Value) -> Result<(), String> {
     if observed["metadata"]["labels"][MANAGED_BY.0] != MANAGED_BY.1 {
         return Err("refusing to delete an object that k3d-gpu does not manage".into());
     }
     let (api, name) = api_for(client, observed)?;
-    let params = DeleteParams::default();
+    let mut params = DeleteParams::default();
+    if let Some(uid) = observed["metadata"]["uid"].as_str() {
+        params.preconditions = Some(kube::api::Preconditions { uid: Some(uid.to_string()), resource_version: None });
+    }
     match patient(|| api.delete(&name, &params)).await {
         Ok(_) => Ok(()),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
@@ -79,9 +108,17 @@ pub async fn delete(client: &Client, observed: &Value) -> Result<(), String> {
     }
 }
 
-/// Sets (`Some`) or removes (`None`) a label or annotation on every node. Labels k3d-gpu sets
-/// are recorded in an annotation, so a later plan deletes only its own.
-pub async fn node_metadata(client: &Client, label: bool, key: &str, value: Option<&str>) -> Result<(), String> {
+/// Sets (`Some`) or removes (`None`) a label or annotation on every node. A label k3d-gpu
+/// creates is recorded in an annotation (`claim`), so a later plan deletes only its own; an
+/// update does not claim a label someone else set, and a delete removes it only where it was
+/// recorded as ours.
+pub async fn node_metadata(
+    client: &Client,
+    label: bool,
+    key: &str,
+    value: Option<&str>,
+    claim: bool,
+) -> Result<(), String> {
     let nodes: Api<Node> = Api::all(client.clone());
     let all = ListParams::default();
     let list = patient(|| nodes.list(&all)).await.map_err(|e| format!("list nodes: {e}"))?;
@@ -90,23 +127,34 @@ pub async fn node_metadata(client: &Client, label: bool, key: &str, value: Optio
     }
     for node in list.items {
         let name = node.metadata.name.clone().unwrap_or_default();
+        let mut ours: BTreeSet<String> = node
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(MANAGED_LABELS_ANNOTATION))
+            .map(|v| v.split(',').filter(|k| !k.is_empty()).map(str::to_string).collect())
+            .unwrap_or_default();
+        if label && value.is_none() && !ours.contains(key) {
+            continue;
+        }
         let mut patch = json!({ "metadata": {} });
         let field = if label { "labels" } else { "annotations" };
         patch["metadata"][field] = json!({ key: value });
         if label {
-            let mut ours: BTreeSet<String> = node
-                .metadata
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(MANAGED_LABELS_ANNOTATION))
-                .map(|v| v.split(',').filter(|k| !k.is_empty()).map(str::to_string).collect())
-                .unwrap_or_default();
+            let before = ours.clone();
             match value {
-                Some(_) => ours.insert(key.to_string()),
-                None => ours.remove(key),
-            };
-            patch["metadata"]["annotations"] =
-                json!({ MANAGED_LABELS_ANNOTATION: ours.into_iter().collect::<Vec<_>>().join(",") });
+                Some(_) if claim => {
+                    ours.insert(key.to_string());
+                }
+                Some(_) => {}
+                None => {
+                    ours.remove(key);
+                }
+            }
+            if ours != before {
+                let list = (!ours.is_empty()).then(|| ours.iter().cloned().collect::<Vec<_>>().join(","));
+                patch["metadata"]["annotations"] = json!({ MANAGED_LABELS_ANNOTATION: list });
+            }
         }
         let params = PatchParams::default();
         let merge = Patch::Merge(&patch);

@@ -1,22 +1,25 @@
-//! One apply at a time per cluster: a lock file under `$XDG_STATE_HOME/k3d-gpu/` (default
-//! `~/.local/state/k3d-gpu/`) holding the holder's pid. A second apply fails at once naming
-//! the holder; a lock left by a dead process is taken over, and we say so.
+//! One apply at a time per cluster: an advisory lock (`flock`) on a file under
+//! `$XDG_STATE_HOME/k3d-gpu/` (default `~/.local/state/k3d-gpu/`). The kernel releases it when
+//! the holder dies, however it dies, so a stale lock cannot exist; the pid written into the
+//! file only names the holder, or the apply that ended without finishing.
 
-use std::io::Write;
+use std::fs::File;
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug)]
 pub struct Lock {
+    file: File,
     path: PathBuf,
-    /// Set when a stale lock was taken over: the dead holder's pid.
+    /// The pid found in the file when we took it: an apply that did not finish (killed).
     pub took_over_from: Option<u32>,
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("another apply holds the lock for cluster {cluster}: pid {pid} ({path})")]
-    Held { cluster: String, pid: u32, path: String },
-    #[error("cannot create the lock {path}: {reason}")]
+    #[error("another apply holds the lock for cluster {cluster}: {holder} ({path})")]
+    Held { cluster: String, holder: String, path: String },
+    #[error("cannot take the lock {path}: {reason}")]
     Io { path: String, reason: String },
 }
 
@@ -28,51 +31,40 @@ pub fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     }
 }
 
-fn alive(pid: u32) -> bool {
-    Path::new(&format!("/proc/{pid}")).exists()
-}
-
 impl Lock {
-    /// Takes the lock for `cluster` in `dir`, for process `pid`.
+    /// Takes the lock for `cluster` in `dir` for process `pid`, or fails at once.
     pub fn acquire(dir: &Path, cluster: &str, pid: u32) -> Result<Lock, LockError> {
-        let io =
-            |path: &Path, e: std::io::Error| LockError::Io { path: path.display().to_string(), reason: e.to_string() };
-        std::fs::create_dir_all(dir).map_err(|e| io(dir, e))?;
         let path = dir.join(format!("{cluster}.lock"));
-        let mut took_over_from = None;
-        for _ in 0..2 {
-            match std::fs::OpenOptions::new().write(true).create_new(true).open(&path) {
-                Ok(mut file) => {
-                    file.write_all(format!("{pid}\n").as_bytes()).map_err(|e| io(&path, e))?;
-                    return Ok(Lock { path, took_over_from });
-                }
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
-                    let holder = std::fs::read_to_string(&path).ok().and_then(|t| t.trim().parse::<u32>().ok());
-                    match holder {
-                        Some(h) if alive(h) && h != pid => {
-                            return Err(LockError::Held {
-                                cluster: cluster.into(),
-                                pid: h,
-                                path: path.display().to_string(),
-                            });
-                        }
-                        // A dead holder (or an unreadable lock): take it over.
-                        _ => {
-                            took_over_from = holder;
-                            std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
-                        }
-                    }
-                }
-                Err(e) => return Err(io(&path, e)),
-            }
+        let io = |e: std::io::Error| LockError::Io { path: path.display().to_string(), reason: e.to_string() };
+        std::fs::create_dir_all(dir).map_err(io)?;
+        let mut file =
+            std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
+        let mut previous = String::new();
+        let _ = file.read_to_string(&mut previous);
+        let previous = previous.trim().parse::<u32>().ok();
+        if let Err(e) = file.try_lock() {
+            return Err(match e {
+                std::fs::TryLockError::WouldBlock => LockError::Held {
+                    cluster: cluster.into(),
+                    holder: previous.map_or_else(|| "a process".to_string(), |p| format!("pid {p}")),
+                    path: path.display().to_string(),
+                },
+                std::fs::TryLockError::Error(e) => io(e),
+            });
         }
-        Err(LockError::Io { path: path.display().to_string(), reason: "lost a race for the lock twice".into() })
+        file.set_len(0).map_err(io)?;
+        file.rewind().map_err(io)?;
+        file.write_all(format!("{pid}\n").as_bytes()).map_err(io)?;
+        Ok(Lock { file, path, took_over_from: previous.filter(|p| *p != pid) })
     }
 }
 
 impl Drop for Lock {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        // Empty means "released cleanly"; a pid left behind means the apply did not finish.
+        let _ = self.file.set_len(0);
+        let _ = self.file.unlock();
+        let _ = &self.path;
     }
 }
 
@@ -81,20 +73,44 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_second_holder_is_refused_and_a_dead_one_taken_over() {
+    fn a_held_lock_is_refused_and_a_dead_holders_lock_taken_over() {
         let dir = tempfile::tempdir().unwrap();
-        let me = std::process::id();
-        let first = Lock::acquire(dir.path(), "gpu", me).unwrap();
-        // pid 1 is always alive: another apply holds it.
-        std::fs::write(dir.path().join("other.lock"), "1\n").unwrap();
-        let err = Lock::acquire(dir.path(), "other", me).unwrap_err();
-        assert!(err.to_string().contains("pid 1"), "{err}");
-        // A pid that cannot exist: the lock is stale.
-        std::fs::write(dir.path().join("stale.lock"), "4194399\n").unwrap();
-        let taken = Lock::acquire(dir.path(), "stale", me).unwrap();
-        assert_eq!(taken.took_over_from, Some(4194399));
+        let first = Lock::acquire(dir.path(), "gpu", 111).unwrap();
+        let err = Lock::acquire(dir.path(), "gpu", 222).unwrap_err();
+        assert!(err.to_string().contains("another apply holds the lock for cluster gpu: pid 111"), "{err}");
+        // A holder that dies without cleaning up: its pid stays, the kernel's lock does not.
         drop(first);
-        assert!(!dir.path().join("gpu.lock").exists(), "released on drop");
+        std::fs::write(dir.path().join("gpu.lock"), "4194399\n").unwrap();
+        let taken = Lock::acquire(dir.path(), "gpu", 333).unwrap();
+        assert_eq!(taken.took_over_from, Some(4194399));
+        drop(taken);
+        let clean = Lock::acquire(dir.path(), "gpu", 444).unwrap();
+        assert_eq!(clean.took_over_from, None, "a clean release leaves nothing to take over");
+    }
+
+    #[test]
+    fn two_takers_never_both_hold_it() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().to_path_buf();
+        let held = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let threads: Vec<_> = (0..8)
+            .map(|i| {
+                let (path, held) = (path.clone(), held.clone());
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        if let Ok(lock) = Lock::acquire(&path, "race", 1000 + i) {
+                            let now = held.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                            assert_eq!(now, 0, "two holders at once");
+                            held.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+                            drop(lock);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
     }
 
     #[test]

@@ -38,13 +38,27 @@ impl Providers {
             .await
     }
 
+    /// A client for verify's watches, which may be quiet for longer than a read deadline.
+    pub async fn watch_client(&self) -> Result<Client, String> {
+        crate::observe::kubernetes::watch_client(&self.kubeconfig, &self.cluster).await.map_err(|e| e.to_string())
+    }
+
     async fn cluster(&self, action: &Action) -> Result<(), String> {
         let name = self.cluster.as_str();
         let create = |spec: &Value| -> Result<PathBuf, String> {
             std::fs::create_dir_all(&self.workdir).map_err(|e| format!("{}: {e}", self.workdir.display()))?;
             let file = self.workdir.join(format!("{name}.k3d.json"));
             let text = serde_json::to_string_pretty(&k3d::simple_config(spec)).unwrap_or_default() + "\n";
-            std::fs::write(&file, text).map_err(|e| format!("{}: {e}", file.display()))?;
+            // It can hold a k3s token or datastore credentials: readable by its owner only.
+            use std::os::unix::fs::OpenOptionsExt;
+            let mut out = std::fs::OpenOptions::new()
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .mode(0o600)
+                .open(&file)
+                .map_err(|e| format!("{}: {e}", file.display()))?;
+            std::io::Write::write_all(&mut out, text.as_bytes()).map_err(|e| format!("{}: {e}", file.display()))?;
             Ok(file)
         };
         match action.action {
@@ -75,7 +89,7 @@ impl Providers {
             ActionKind::Delete => None,
             _ => Some(spec["value"].as_str().unwrap_or_default()),
         };
-        kubernetes::node_metadata(client, label, key, value).await
+        kubernetes::node_metadata(client, label, key, value, action.action == ActionKind::Create).await
     }
 
     async fn object(&self, action: &Action) -> Result<(), String> {
@@ -84,7 +98,10 @@ impl Providers {
             ActionKind::Delete => {
                 kubernetes::delete(client, action.before.as_ref().ok_or("nothing observed to delete")?).await
             }
-            _ => kubernetes::apply(client, action.after.as_ref().ok_or("no desired object")?).await,
+            kind => {
+                kubernetes::apply(client, action.after.as_ref().ok_or("no desired object")?, kind == ActionKind::Create)
+                    .await
+            }
         }
     }
 }

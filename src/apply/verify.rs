@@ -35,9 +35,12 @@ pub fn holds(spec: &Value, object: &Value) -> bool {
                 }
                 _ => {
                     let wanted = object["spec"]["replicas"].as_i64().unwrap_or(1);
+                    // kubectl's rule: every replica updated, no old ones left, all available.
+                    let updated = status["updatedReplicas"].as_i64().unwrap_or(0);
                     generation_seen
+                        && updated >= wanted
+                        && status["replicas"].as_i64().unwrap_or(0) <= updated
                         && status["availableReplicas"].as_i64().unwrap_or(0) >= wanted
-                        && status["updatedReplicas"].as_i64().unwrap_or(0) >= wanted
                 }
             }
         }
@@ -116,10 +119,15 @@ async fn watch_until(client: &Client, spec: &Value) -> Result<(), String> {
         if let Some(f) = &field_selector {
             params = params.fields(f);
         }
-        // resourceVersion "0": the current state first (as ADDED events), then changes.
-        let mut stream = api.watch(&params, "0").await.map_err(|e| format!("watch: {e}"))?.boxed();
-        while let Some(event) = stream.next().await {
-            match event.map_err(|e| format!("watch: {e}"))? {
+        // resourceVersion "0": the current state first (as ADDED events), then changes. A
+        // broken stream is watched again; only the check's deadline ends the wait.
+        let Ok(stream) = api.watch(&params, "0").await else {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            continue;
+        };
+        let mut stream = stream.boxed();
+        while let Some(Ok(event)) = stream.next().await {
+            match event {
                 WatchEvent::Added(o) | WatchEvent::Modified(o)
                     if holds(spec, &serde_json::to_value(&o).unwrap_or_default()) =>
                 {
@@ -181,6 +189,13 @@ mod tests {
         assert!(holds(&spec, &ds));
         ds["metadata"]["generation"] = json!(3);
         assert!(!holds(&spec, &ds), "an old generation's status does not count");
+        let spec = json!({"check": "rollout", "kind": "Deployment", "namespace": "n", "name": "d"});
+        let old_pod_left = json!({"metadata": {"generation": 2}, "spec": {"replicas": 1},
+            "status": {"observedGeneration": 2, "replicas": 2, "updatedReplicas": 1, "availableReplicas": 1}});
+        assert!(!holds(&spec, &old_pod_left), "the old pod still serves");
+        let mut done = old_pod_left.clone();
+        done["status"]["replicas"] = json!(1);
+        assert!(holds(&spec, &done));
         let spec = json!({"check": "allocatable", "resource": "nvidia.com/gpu", "min": 1});
         assert!(!holds(&spec, &json!({"status": {"allocatable": {"nvidia.com/gpu": "0"}}})));
         assert!(holds(&spec, &json!({"status": {"allocatable": {"nvidia.com/gpu": "2"}}})));

@@ -187,7 +187,27 @@ fn summary(outcome: &Outcome, verify_failed: &[(String, String)]) -> String {
     text
 }
 
+/// Takes the cluster's apply lock before anything is planned, so nothing can change the
+/// cluster between the check of the plan and its actions.
+fn lock_cluster(global: &Global) -> Result<Lock> {
+    let inputs = super::load_config(global)?;
+    let env = |k: &str| std::env::var(k).ok();
+    let lock = Lock::acquire(&state_dir(&env), &inputs.config.cluster.name, std::process::id())
+        .map_err(|e| refused(e.to_string(), "wait for the other apply to finish".into()))?;
+    if let Some(pid) = lock.took_over_from {
+        let text =
+            format!("took over the lock of pid {pid}, an apply that did not finish; re-planning shows what it left");
+        if global.json {
+            eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+        } else {
+            eprintln!("note: {text}");
+        }
+    }
+    Ok(lock)
+}
+
 pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
+    let lock = lock_cluster(global)?;
     let computed = super::plan::compute(
         global,
         &PlanArgs { out: None, hash: false, detailed_exitcode: false, observed: None, offline: false },
@@ -257,12 +277,6 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         }
     }
 
-    let env = |k: &str| std::env::var(k).ok();
-    let lock = Lock::acquire(&state_dir(&env), name, std::process::id())
-        .map_err(|e| refused(e.to_string(), "wait for the other apply to finish".into()))?;
-    if let Some(pid) = lock.took_over_from {
-        eprintln!("note: took over the lock left by pid {pid}, which is no longer running");
-    }
     let providers = providers(&computed);
     let actions = executable(plan, &computed.graph);
     let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
@@ -272,7 +286,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     if outcome.ok() && !plan.verify.is_empty() {
         let timeout = std::time::Duration::from_secs(args.verify_timeout);
         let results: Vec<(String, std::result::Result<(), String>)> = rt.block_on(async {
-            let client = match providers.client().await {
+            let client = &match providers.watch_client().await {
                 Ok(c) => c,
                 Err(e) => return plan.verify.iter().map(|id| (id.clone(), Err(e.clone()))).collect(),
             };
@@ -298,7 +312,12 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         verify_failed = results.into_iter().filter_map(|(id, r)| r.err().map(|e| (id, e))).collect();
     }
     reporter.finish();
-    eprintln!("{}", summary(&outcome, &verify_failed));
+    if global.json {
+        let failed: Vec<_> = verify_failed.iter().map(|(id, e)| serde_json::json!({ "id": id, "error": e })).collect();
+        eprintln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
+    } else {
+        eprintln!("{}", summary(&outcome, &verify_failed));
+    }
     drop(lock);
     Ok(if outcome.ok() && verify_failed.is_empty() { EXIT_OK } else { EXIT_FAILED })
 }
@@ -339,6 +358,7 @@ fn destroy_plan(computed: &super::plan::Computed) -> Plan {
 }
 
 pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
+    let _lock = lock_cluster(global)?;
     let computed = super::plan::compute(
         global,
         &PlanArgs { out: None, hash: false, detailed_exitcode: false, observed: None, offline: false },
@@ -361,10 +381,6 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         eprintln!("Nothing to destroy.");
         return Ok(EXIT_OK);
     }
-    let env = |k: &str| std::env::var(k).ok();
-    let name = &computed.inputs.config.cluster.name;
-    let _lock = Lock::acquire(&state_dir(&env), name, std::process::id())
-        .map_err(|e| refused(e.to_string(), "wait for the other apply to finish".into()))?;
     let providers = providers(&computed);
     let reporter = Reporter::new(global.json, plan.actions.len());
     let outcome = runtime()?.block_on(execute(&plan.actions, &providers, 1, &mut |e| reporter.event(e)));

@@ -97,7 +97,7 @@ pub fn observe_command(global: &Global) -> Result<u8> {
     let catalog = super::load_catalog(global, &inputs)?;
     let observed = observe_live(&inputs, &catalog)?;
     if global.json {
-        super::print_bytes(&observed.to_bytes());
+        super::print_bytes(&observed.masked().to_bytes());
         return Ok(EXIT_OK);
     }
     let mut out = String::new();

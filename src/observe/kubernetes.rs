@@ -22,15 +22,30 @@ pub fn context_name(cluster: &str) -> String {
     format!("k3d-{cluster}")
 }
 
-/// A client for the cluster's own context in `kubeconfig`.
+/// A client for the cluster's own context in `kubeconfig`; each read answers within
+/// [`CALL_TIMEOUT`].
 pub async fn client(kubeconfig: &Path, cluster: &str) -> Result<Client, ObserveError> {
+    client_with(kubeconfig, cluster, Some(CALL_TIMEOUT)).await
+}
+
+/// The same, for watches: a watch is quiet for as long as nothing changes, so only the caller's
+/// own deadline bounds it.
+pub async fn watch_client(kubeconfig: &Path, cluster: &str) -> Result<Client, ObserveError> {
+    client_with(kubeconfig, cluster, None).await
+}
+
+async fn client_with(
+    kubeconfig: &Path,
+    cluster: &str,
+    read_timeout: Option<std::time::Duration>,
+) -> Result<Client, ObserveError> {
     let context = context_name(cluster);
     let unreachable = |reason: String| ObserveError::KubernetesUnreachable { context: context.clone(), reason };
     let file = Kubeconfig::read_from(kubeconfig).map_err(|e| unreachable(format!("{}: {e}", kubeconfig.display())))?;
     let options = KubeConfigOptions { context: Some(context.clone()), ..Default::default() };
     let mut config = Config::from_custom_kubeconfig(file, &options).await.map_err(|e| unreachable(e.to_string()))?;
     config.connect_timeout = Some(CALL_TIMEOUT);
-    config.read_timeout = Some(CALL_TIMEOUT);
+    config.read_timeout = read_timeout;
     Client::try_from(config).map_err(|e| unreachable(e.to_string()))
 }
 

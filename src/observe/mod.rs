@@ -50,6 +50,8 @@ pub async fn observe(target: &Target) -> Result<Observed, ObserveError> {
     let cluster = docker::observe_cluster(&engine, &target.docker, &target.cluster, &target.image).await?;
     let kubernetes = match &cluster {
         None => None,
+        // Stopped nodes serve no API; the plan starts them and re-applies (idempotently).
+        Some(c) if !c.nodes.iter().any(|n| n.running && n.role == "server") => None,
         Some(_) => {
             let client = kubernetes::client(&target.kubeconfig, &target.cluster).await?;
             Some(kubernetes::observe(client, &target.cluster, &target.kinds).await?)
@@ -135,6 +137,21 @@ impl Observed {
 
     pub fn to_bytes(&self) -> Vec<u8> {
         crate::canonical::to_bytes(self)
+    }
+
+    /// The document as printed: secrets in k3s args (also in the recorded spec) masked. The
+    /// unmasked one stays internal, where the plan compares it.
+    pub fn masked(&self) -> Observed {
+        let mut copy = self.clone();
+        for node in copy.cluster.iter_mut().flat_map(|c| c.nodes.iter_mut()) {
+            for arg in &mut node.k3s_args {
+                *arg = crate::secrets::mask_arg(arg);
+            }
+            if let Some(spec) = node.recorded_spec.as_mut() {
+                crate::plan::mask::mask_cluster_args(spec);
+            }
+        }
+        copy
     }
 
     /// The first server node, whose labels and containers stand for the cluster.

@@ -8,6 +8,9 @@ pub const SENSITIVE_CHANGED: &str = "(sensitive, changed)";
 
 /// Masks `after` (and `before`) in place; a masked value that differs reads "(sensitive, changed)".
 pub fn mask_pair(before: &mut Option<Value>, after: &mut Option<Value>) {
+    for spec in [before.as_mut(), after.as_mut()].into_iter().flatten() {
+        mask_cluster_args(spec);
+    }
     let kind = after.as_ref().or(before.as_ref()).and_then(|o| o["kind"].as_str()).unwrap_or_default().to_string();
     if kind == "Secret" {
         for field in ["data", "stringData"] {
@@ -28,6 +31,15 @@ pub fn mask_pair(before: &mut Option<Value>, after: &mut Option<Value>) {
     }
     if let Some(o) = before.as_mut() {
         mask_env(o, a.as_ref());
+    }
+}
+
+/// A cluster spec's k3s args (`--token=…`, credentials in a datastore URL).
+pub fn mask_cluster_args(spec: &mut Value) {
+    for arg in spec.get_mut("k3s_args").and_then(Value::as_array_mut).into_iter().flatten() {
+        if let Some(text) = arg.get("arg").and_then(Value::as_str) {
+            arg["arg"] = json!(crate::secrets::mask_arg(text));
+        }
     }
 }
 
