@@ -52,7 +52,7 @@ fn main() {
         observed["status"] = json!({"readyReplicas": 1});
         live.push(observed);
     }
-    let graph = DesiredGraph::build(resources, vec![]).unwrap();
+    let graph = DesiredGraph::build(resources, vec![], None).unwrap();
     let observed = Observed {
         schema: SCHEMA.into(),
         cluster: Some(ObservedCluster {

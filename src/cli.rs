@@ -102,6 +102,10 @@ pub enum Command {
     /// gate: prints the plan and its hash; runs only with --plan-hash of that plan.
     Destroy(DestroyArgs),
 
+    /// Where the agent (the LLM server) would run on this host, and why: backend, device,
+    /// resource, placement. Without an [agent] table it explains the defaults.
+    Agent,
+
     /// Compare the config's graph with what exists and print the plan: each action with its
     /// reason and a diff, a summary, and the plan hash that `apply` checks.
     Plan(PlanArgs),

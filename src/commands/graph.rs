@@ -21,6 +21,44 @@ pub fn compiled(global: &Global) -> Result<DesiredGraph> {
     Ok(graph)
 }
 
+/// `k3d-gpu agent`: the agent's placement decision.
+pub fn agent(global: &Global) -> Result<u8> {
+    let mut inputs = super::load_config(global)?;
+    let explained_defaults = inputs.config.agent.is_none();
+    inputs.config.agent.get_or_insert_with(Default::default);
+    let catalog = super::load_catalog(global, &inputs)?;
+    let facts = super::load_facts(global)?;
+    let graph = compile::compile(&inputs.config, &facts, &catalog)
+        .map_err(|errors| Error::Invalid(compile_diagnostics(&inputs, errors)))?;
+    let Some(plan) = &graph.agent else { return Ok(EXIT_OK) };
+    if global.json {
+        super::print_bytes(&crate::canonical::to_bytes(plan));
+        return Ok(EXIT_OK);
+    }
+    let mut out = String::new();
+    if explained_defaults {
+        out.push_str("(no [agent] in the config: this is what the defaults would do)\n");
+    }
+    out.push_str(&format!("backend   {}\ndevice    {}\nwhy       {}\n", plan.backend, plan.device, plan.reason));
+    out.push_str(&format!("resource  {}\napi       {}\n", plan.resource.as_deref().unwrap_or("none (CPU)"), plan.api));
+    out.push_str(&format!("requests  {} CPU, {} memory\n", plan.cpu_request, plan.memory));
+    for (k, v) in &plan.pod_labels {
+        out.push_str(&format!("pod label {k}={v}\n"));
+    }
+    for (k, v) in &plan.node_selector {
+        out.push_str(&format!("node      {k}={v}\n"));
+    }
+    if !plan.supplemental_groups.is_empty() {
+        let groups: Vec<String> = plan.supplemental_groups.iter().map(u32::to_string).collect();
+        out.push_str(&format!("groups    {}\n", groups.join(", ")));
+    }
+    for w in graph.warnings.iter().filter(|w| w.code.starts_with("agent")) {
+        out.push_str(&format!("warning   {}\n", w.text));
+    }
+    super::print_bytes(out.as_bytes());
+    Ok(EXIT_OK)
+}
+
 pub fn run(global: &Global) -> Result<u8> {
     let graph = compiled(global)?;
     if global.json {

@@ -33,6 +33,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Schema(args) => schema::run(args),
         Command::Plan(args) => plan::run(&cli.global, args),
         Command::Observe => plan::observe_command(&cli.global),
+        Command::Agent => graph::agent(&cli.global),
         Command::Apply(args) => apply::run(&cli.global, args),
         Command::Destroy(args) => apply::destroy(&cli.global, args),
     }

@@ -54,11 +54,15 @@ pub struct DesiredGraph {
     pub graph: DiGraph<Resource, ()>,
     pub index: BTreeMap<String, NodeIndex>,
     pub warnings: Vec<Warning>,
+    /// Where the agent runs and why, when the config has one.
+    pub agent: Option<super::agent::AgentPlan>,
 }
 
 #[derive(Serialize)]
 struct GraphDocument<'a> {
     schema: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    agent: Option<&'a super::agent::AgentPlan>,
     resources: Vec<&'a Resource>,
     warnings: &'a [Warning],
 }
@@ -66,7 +70,11 @@ struct GraphDocument<'a> {
 impl DesiredGraph {
     /// Builds the graph; an edge runs from a dependency to its dependent. Dangling ids and
     /// cycles are compiler bugs or bad user components, reported as `Err(text)`.
-    pub fn build(mut resources: Vec<Resource>, mut warnings: Vec<Warning>) -> Result<DesiredGraph, String> {
+    pub fn build(
+        mut resources: Vec<Resource>,
+        mut warnings: Vec<Warning>,
+        agent: Option<super::agent::AgentPlan>,
+    ) -> Result<DesiredGraph, String> {
         resources.sort_by(|a, b| a.id.cmp(&b.id));
         let mut graph = DiGraph::new();
         let mut index = BTreeMap::new();
@@ -91,7 +99,7 @@ impl DesiredGraph {
         }
         warnings.sort();
         warnings.dedup();
-        Ok(DesiredGraph { graph, index, warnings })
+        Ok(DesiredGraph { graph, index, warnings, agent })
     }
 
     pub fn get(&self, id: &str) -> Option<&Resource> {
@@ -107,6 +115,7 @@ impl DesiredGraph {
     pub fn to_json(&self) -> Vec<u8> {
         crate::canonical::to_bytes(&GraphDocument {
             schema: "k3d-gpu.graph/v1",
+            agent: self.agent.as_ref(),
             resources: self.resources().collect(),
             warnings: &self.warnings,
         })

@@ -3,6 +3,7 @@
 //! Every problem is collected, not just the first, so `validate` reports them all at once.
 //! Errors name the config key they are about; the command edge turns that into a span.
 
+pub mod agent;
 mod claims;
 mod cluster;
 mod components;
@@ -96,6 +97,7 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);
     let wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
+    let agent = agent::plan(&mut cx);
     verify::resources(&mut cx, &wanted, &intel, &mut resources);
     if !cx.errors.is_empty() {
         let mut errors = cx.errors;
@@ -106,7 +108,7 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
         }
         return Err(errors);
     }
-    DesiredGraph::build(resources, cx.warnings).map_err(|text| {
+    DesiredGraph::build(resources, cx.warnings, agent).map_err(|text| {
         vec![CompileError::new(
             "graph",
             &["components"],

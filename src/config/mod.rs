@@ -34,9 +34,9 @@ pub struct Config {
     pub placement: Placement,
     pub experimental: Experimental,
     pub expect: Expect,
-    /// The OpenAI-compatible LLM agent. Parsed and kept; its rules arrive with the agent stage.
-    #[schemars(with = "BTreeMap<String, serde_json::Value>")]
-    pub agent: Option<toml::Table>,
+    /// The OpenAI-compatible LLM agent; present means wanted. `k3d-gpu agent` explains where it
+    /// runs and why.
+    pub agent: Option<Agent>,
     /// Add-ons beside the agent (`[addons.vlm]`, `[addons.stt]`, ...). Parsed and kept.
     #[schemars(with = "BTreeMap<String, BTreeMap<String, serde_json::Value>>")]
     pub addons: BTreeMap<String, toml::Table>,
@@ -45,6 +45,46 @@ pub struct Config {
     /// DRA claim templates: pods reference them by name to get Intel GPUs through the DRA
     /// driver (`[sharing] mode = "dra"`).
     pub claims: Vec<Claim>,
+}
+
+/// The LLM server. Its device follows what the cluster will advertise, by the reference rules.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Agent {
+    /// `auto` (OpenVINO Model Server; vLLM on a Gaudi), `ovms`, `vllm` or `llm-scaler`.
+    /// (K3D_GPU_AGENT_BACKEND)
+    pub backend: AgentBackend,
+    /// `auto` (a Gaudi, else an Intel GPU only on an XMX node, else CPU), or force `cpu`,
+    /// `gpu`, `npu` or `hpu`. (K3D_GPU_AGENT_DEVICE)
+    pub device: AgentDevice,
+    /// Model to serve (Hugging Face id). (K3D_GPU_AGENT_MODEL)
+    pub model: Option<String>,
+    /// CPU request, which sizes the P-core balloon on hybrid nodes. (K3D_GPU_AGENT_CPUS)
+    pub cpus: Option<u32>,
+    /// Memory request, e.g. `"6Gi"`. (K3D_GPU_AGENT_MEMORY)
+    pub memory: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum AgentBackend {
+    #[default]
+    Auto,
+    Ovms,
+    Vllm,
+    LlmScaler,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AgentDevice {
+    #[default]
+    Auto,
+    Cpu,
+    Gpu,
+    Npu,
+    #[serde(alias = "gaudi")]
+    Hpu,
 }
 
 /// A `ResourceClaimTemplate` compiled from a few selectors into CEL, checked against the

@@ -1,0 +1,230 @@
+//! The agent's placement by the reference rules: which backend and device the LLM server gets
+//! from what the cluster will advertise (not from the host alone), the firmware gatekeeper's
+//! verdict, and the P-core/AMX/group details of its pod. Pure: the decision is data in the
+//! graph (`agent`), and `k3d-gpu agent` explains it.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use super::{CompileError, Context};
+use crate::config::{Agent, AgentBackend, AgentDevice, IntelGpuMode};
+use crate::facts::targets::TargetKind;
+use crate::facts::{IntelGpu, Vendor};
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AgentPlan {
+    pub backend: &'static str,
+    pub device: &'static str,
+    /// Why this device, in a sentence (the measured reason when the GPU is passed over).
+    pub reason: String,
+    /// The extended resource the pod requests (none on the CPU).
+    pub resource: Option<String>,
+    /// In-cluster OpenAI-compatible base URL.
+    pub api: String,
+    pub cpu_request: u32,
+    pub memory: String,
+    pub pod_labels: BTreeMap<String, String>,
+    pub node_selector: BTreeMap<String, String>,
+    pub supplemental_groups: Vec<u32>,
+}
+
+const XMX_REASON: &str = "the Intel GPU has no XMX matrix engines, and the P-cores are faster for an LLM without them (Qwen3-4B int4 on a UHD 770: 15.7 vs 9.9 tokens/s decode, 172 vs 66 tokens/s prefill)";
+
+fn device_error(cx: &mut Context, key: &'static str, message: String, fix: String) {
+    cx.error(CompileError::new("agent-device", &["agent", key], message, Some(fix)));
+}
+
+pub fn plan(cx: &mut Context) -> Option<AgentPlan> {
+    let agent: Agent = cx.config.agent.clone()?;
+    let gaudi = cx.is_active(Vendor::Gaudi) && cx.facts.targets.iter().any(|t| t.kind == TargetKind::Gaudi && t.usable);
+    let npu = cx.is_active(Vendor::Npu) && cx.facts.targets.iter().any(|t| t.kind == TargetKind::Npu && t.usable);
+    let npu_refusal = cx.facts.targets.iter().find(|t| t.kind == TargetKind::Npu && !t.usable).cloned();
+    // Intel GPUs the cluster advertises as gpu.intel.com/xe|i915: the plugin path only.
+    let dra = cx.intel_mode() == IntelGpuMode::Dra;
+    let advertised: Vec<IntelGpu> = if cx.is_active(Vendor::Intel) && !dra {
+        cx.facts.host.intel_gpus.iter().filter(|g| g.render_node.is_some()).cloned().collect()
+    } else {
+        Vec::new()
+    };
+    let refusal = |g: &IntelGpu| {
+        cx.facts.targets.iter().find(|t| t.id == format!("intel-gpu/{}", g.pci_address) && !t.usable).cloned()
+    };
+    let usable: Vec<&IntelGpu> = advertised.iter().filter(|g| refusal(g).is_none()).collect();
+    let (labels, _) = crate::facts::labels::node_labels(&cx.facts.host, &cx.active);
+    let xmx_node = labels.get("gpu.intel.com/xmx").is_some_and(|v| v == "true");
+
+    let backend = match (agent.backend, agent.device) {
+        (AgentBackend::Auto, AgentDevice::Hpu) => "vllm",
+        (AgentBackend::Auto, AgentDevice::Auto) if gaudi => "vllm",
+        (AgentBackend::Auto | AgentBackend::Ovms, _) => "ovms",
+        (AgentBackend::Vllm, _) => "vllm",
+        (AgentBackend::LlmScaler, _) => "llm-scaler",
+    };
+    let gpu_only = backend != "ovms";
+    // vLLM and llm-scaler serve from a GPU (or a Gaudi, handled first); OVMS only when forced.
+    let wants_gpu = agent.device == AgentDevice::Gpu || (agent.device == AgentDevice::Auto && gpu_only && !gaudi);
+    let reason;
+    let device = match agent.device {
+        AgentDevice::Hpu if backend != "vllm" => {
+            device_error(
+                cx,
+                "device",
+                format!("{backend} does not run on a Gaudi"),
+                "use backend = \"vllm\" (or \"auto\") for the HPU".into(),
+            );
+            return None;
+        }
+        AgentDevice::Cpu | AgentDevice::Npu if gpu_only => {
+            device_error(
+                cx,
+                "device",
+                format!("{backend} runs on an Intel GPU or a Gaudi only"),
+                "use backend = \"ovms\" for the CPU or the NPU".into(),
+            );
+            return None;
+        }
+        AgentDevice::Hpu | AgentDevice::Auto if backend == "vllm" && gaudi => {
+            reason = "the cluster advertises habana.ai/gaudi: vLLM on the Gaudi".into();
+            "HPU"
+        }
+        AgentDevice::Hpu => {
+            device_error(
+                cx,
+                "device",
+                "device = \"hpu\" but the cluster will advertise no usable Gaudi".into(),
+                "load Intel's habanalabs driver (`k3d-gpu doctor`), or use device = \"auto\"".into(),
+            );
+            return None;
+        }
+        AgentDevice::Npu if npu => {
+            reason = "forced: OVMS on the NPU (stateful pipeline, static prompt shapes)".into();
+            "NPU"
+        }
+        AgentDevice::Npu => {
+            let fix = npu_refusal
+                .and_then(|t| t.fix)
+                .unwrap_or_else(|| "load intel_vpu on a kernel that supports the NPU".into());
+            device_error(cx, "device", "device = \"npu\" but the cluster will advertise no usable NPU".into(), fix);
+            return None;
+        }
+        _ if wants_gpu => {
+            if let Some(_gpu) = usable.first() {
+                reason = if agent.device == AgentDevice::Gpu {
+                    "forced: any allocatable Intel GPU, XMX or not".into()
+                } else {
+                    format!("{backend} runs on the Intel GPU")
+                };
+                "GPU"
+            } else {
+                let refused = advertised.iter().find_map(&refusal);
+                let (message, fix) = match (refused, dra, advertised.is_empty()) {
+                    (Some(t), _, _) => (
+                        format!("the Intel GPU is refused: {}", t.reason.unwrap_or_default()),
+                        t.fix.unwrap_or_default(),
+                    ),
+                    (None, true, _) => (
+                        "DRA mode does not advertise gpu.intel.com/xe or i915, which the agent requests".to_string(),
+                        "use [sharing] mode = \"plugin\" for the agent's GPU".to_string(),
+                    ),
+                    _ => ("the cluster will advertise no Intel GPU".to_string(), "check `k3d-gpu detect`".to_string()),
+                };
+                device_error(cx, if agent.device == AgentDevice::Gpu { "device" } else { "backend" }, message, fix);
+                return None;
+            }
+        }
+        AgentDevice::Auto if !usable.is_empty() && xmx_node => {
+            reason = "an Intel GPU with XMX on the node: the model runs there".into();
+            "GPU"
+        }
+        _ => {
+            reason = if agent.device == AgentDevice::Cpu {
+                "forced: the CPU".into()
+            } else if let Some(t) = advertised.iter().find_map(&refusal) {
+                let why = format!(
+                    "the Intel GPU is refused by the firmware gatekeeper ({}); fix: {}",
+                    t.reason.unwrap_or_default(),
+                    t.fix.unwrap_or_default()
+                );
+                cx.warn("agent-gpu-refused", Some("agent.device"), format!("the agent runs on the CPU because {why}"));
+                why
+            } else if dra && cx.is_active(Vendor::Intel) {
+                "DRA mode does not advertise gpu.intel.com/xe or i915, which the agent requests".into()
+            } else if !advertised.is_empty() {
+                XMX_REASON.into()
+            } else {
+                "no accelerator the agent can use is advertised".into()
+            };
+            "CPU"
+        }
+    };
+
+    let resource = match device {
+        "GPU" => Some(
+            if usable.iter().any(|g| g.driver.as_deref() == Some("xe")) {
+                "gpu.intel.com/xe"
+            } else {
+                "gpu.intel.com/i915"
+            }
+            .to_string(),
+        ),
+        "NPU" => Some("npu.intel.com/accel".to_string()),
+        "HPU" => Some("habana.ai/gaudi".to_string()),
+        _ => None,
+    };
+    if gpu_only
+        && device == "GPU"
+        && !usable.iter().any(|g| g.platform.as_deref().is_some_and(|p| p.contains("Battlemage")))
+    {
+        cx.warn(
+            "agent-not-battlemage",
+            Some("agent.backend"),
+            format!("{backend} is validated on Arc Battlemage; this Intel GPU is not one"),
+        );
+    }
+    let hybrid = cx.is_active(Vendor::Hybrid);
+    let cpu_request = agent.cpus.unwrap_or_else(|| match device {
+        "CPU" if hybrid => crate::parse::parse_cpulist(&cx.facts.host.cpu.p_cores).map_or(1, |c| c.len() as u32).max(1),
+        "CPU" => (cx.facts.host.cpu.online_count / 2).max(1),
+        _ => 2,
+    });
+    let mut pod_labels = BTreeMap::new();
+    if hybrid {
+        pod_labels.insert("k3d-gpu.io/cores".into(), "performance".into());
+    }
+    let mut node_selector = BTreeMap::new();
+    if device == "GPU" && agent.device == AgentDevice::Auto && !gpu_only {
+        node_selector.insert("gpu.intel.com/xmx".into(), "true".into());
+    }
+    if device == "CPU" && cx.is_active(Vendor::Amx) {
+        node_selector.insert("feature.node.kubernetes.io/cpu-cpuid.AMXTILE".into(), "true".into());
+    }
+    let mut supplemental_groups: Vec<u32> = match device {
+        "GPU" => usable
+            .iter()
+            .flat_map(|g| g.device_nodes.iter().filter(|n| n.path.contains("/renderD")).map(|n| n.gid))
+            .collect(),
+        "NPU" => cx.facts.host.npus.iter().filter_map(|n| n.device_node.as_ref().map(|d| d.gid)).collect(),
+        _ => Vec::new(),
+    };
+    supplemental_groups.sort_unstable();
+    supplemental_groups.dedup();
+    let (service, path) = if backend == "ovms" { ("ovms", "v3") } else { ("vllm", "v1") };
+    let memory = agent.memory.unwrap_or_else(|| match (backend, device) {
+        ("vllm", "HPU") => "16Gi".into(),
+        ("ovms", _) => "6Gi".into(),
+        _ => "8Gi".into(),
+    });
+    Some(AgentPlan {
+        backend,
+        device,
+        reason,
+        resource,
+        api: format!("http://{service}.k3d-gpu-agent.svc:8000/{path}"),
+        cpu_request,
+        memory,
+        pod_labels,
+        node_selector,
+        supplemental_groups,
+    })
+}

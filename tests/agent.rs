@@ -1,0 +1,134 @@
+//! The agent's device by the reference rules, on the fixture hosts: each device path, each
+//! refusal with its diagnostic, and the pod's placement details.
+
+mod support;
+
+use k3d_gpu::catalog::Catalog;
+use k3d_gpu::compile::agent::AgentPlan;
+use k3d_gpu::compile::{CompileError, compile};
+use k3d_gpu::config::load_str;
+use support::facts_of;
+
+fn decide(toml: &str, host: &str) -> Result<(AgentPlan, Vec<String>), Vec<CompileError>> {
+    let config = load_str("k3dgpu.toml", &format!("[agent]\n{toml}")).unwrap_or_else(|e| panic!("{e:?}"));
+    let graph = compile(&config, &facts_of(host), &Catalog::embedded().unwrap())?;
+    let warnings = graph.warnings.iter().filter(|w| w.code.starts_with("agent")).map(|w| w.code.clone()).collect();
+    Ok((graph.agent.expect("an [agent] table gives a plan"), warnings))
+}
+
+fn ok(toml: &str, host: &str) -> (AgentPlan, Vec<String>) {
+    decide(toml, host).unwrap_or_else(|e| panic!("{host}: {e:#?}"))
+}
+
+fn refused(toml: &str, host: &str) -> CompileError {
+    match decide(toml, host) {
+        Ok((plan, _)) => panic!("{host}: expected a refusal, got {plan:?}"),
+        Err(mut errors) => errors.remove(0),
+    }
+}
+
+#[test]
+fn auto_picks_a_gaudi_then_an_xmx_gpu_then_the_cpu() {
+    let (p, _) = ok("", "gaudi3-server");
+    assert_eq!((p.backend, p.device, p.resource.as_deref()), ("vllm", "HPU", Some("habana.ai/gaudi")));
+    assert_eq!(p.api, "http://vllm.k3d-gpu-agent.svc:8000/v1");
+    assert_eq!(p.memory, "16Gi");
+
+    let (p, _) = ok("", "lunar-lake-npu");
+    assert_eq!((p.backend, p.device, p.resource.as_deref()), ("ovms", "GPU", Some("gpu.intel.com/xe")));
+    assert_eq!(p.node_selector.get("gpu.intel.com/xmx").map(String::as_str), Some("true"));
+    assert_eq!(p.supplemental_groups, [992], "the render node's group");
+    assert_eq!(p.cpu_request, 2);
+    assert_eq!(p.api, "http://ovms.k3d-gpu-agent.svc:8000/v3");
+
+    // A UHD 770 has no XMX: the P-cores serve, all of them.
+    let (p, _) = ok("", "desktop-rpl-nvidia");
+    assert_eq!((p.device, p.cpu_request), ("CPU", 16));
+    assert!(p.reason.contains("15.7 vs 9.9 tokens/s"), "{}", p.reason);
+    assert_eq!(p.pod_labels.get("k3d-gpu.io/cores").map(String::as_str), Some("performance"));
+
+    // No GPU, AMX: half the CPUs, pinned to the AMX node.
+    let (p, _) = ok("", "xeon-2s-snc2");
+    assert_eq!((p.device, p.cpu_request), ("CPU", 112));
+    assert_eq!(p.node_selector.get("feature.node.kubernetes.io/cpu-cpuid.AMXTILE").map(String::as_str), Some("true"));
+    assert!(p.pod_labels.is_empty(), "not hybrid");
+}
+
+#[test]
+fn the_gatekeeper_sends_auto_to_the_cpu_and_refuses_a_forced_gpu() {
+    let (p, warnings) = ok("", "rpl-guc-too-old");
+    assert_eq!(p.device, "CPU");
+    assert!(p.reason.contains("refused by the firmware gatekeeper"), "{}", p.reason);
+    assert!(p.reason.contains("install linux-firmware with i915/tgl_guc_70.bin 70.5.1 or newer"));
+    assert_eq!(warnings, ["agent-gpu-refused"]);
+    let e = refused("device = \"gpu\"\n", "rpl-guc-too-old");
+    assert!(e.message.starts_with("the Intel GPU is refused: "), "{}", e.message);
+    assert_eq!(e.key, ["agent", "device"]);
+}
+
+#[test]
+fn forced_devices_must_exist() {
+    let (p, _) = ok("device = \"gpu\"\n", "desktop-rpl-nvidia");
+    assert_eq!((p.device, p.resource.as_deref()), ("GPU", Some("gpu.intel.com/i915")));
+    assert!(p.node_selector.is_empty(), "forced GPU: XMX or not");
+    let (p, _) = ok("device = \"npu\"\n", "lunar-lake-npu");
+    assert_eq!(
+        (p.device, p.resource.as_deref(), p.supplemental_groups.as_slice()),
+        ("NPU", Some("npu.intel.com/accel"), &[992][..])
+    );
+    let e = refused("device = \"npu\"\n", "meteor-lake-old-npu-fw");
+    assert!(e.help.unwrap().contains("v1.35.0"), "the firmware fix");
+    let e = refused("device = \"hpu\"\n", "gaudi3-no-driver");
+    assert!(e.message.contains("no usable Gaudi"));
+    let e = refused("device = \"gpu\"\n", "xeon-2s-snc2");
+    assert_eq!(e.message, "the cluster will advertise no Intel GPU");
+}
+
+#[test]
+fn backend_and_device_combinations_the_reference_refuses() {
+    assert_eq!(
+        refused("backend = \"ovms\"\ndevice = \"hpu\"\n", "gaudi3-server").message,
+        "ovms does not run on a Gaudi"
+    );
+    assert_eq!(
+        refused("backend = \"llm-scaler\"\ndevice = \"hpu\"\n", "gaudi3-server").message,
+        "llm-scaler does not run on a Gaudi"
+    );
+    assert_eq!(
+        refused("backend = \"vllm\"\ndevice = \"cpu\"\n", "arc-b580-xe-rpl-igpu").message,
+        "vllm runs on an Intel GPU or a Gaudi only"
+    );
+    assert_eq!(
+        refused("backend = \"vllm\"\ndevice = \"npu\"\n", "lunar-lake-npu").message,
+        "vllm runs on an Intel GPU or a Gaudi only"
+    );
+    // An explicit ovms never picks the Gaudi.
+    let (p, _) = ok("backend = \"ovms\"\n", "gaudi3-server");
+    assert_eq!((p.backend, p.device), ("ovms", "CPU"));
+    // vLLM takes the Intel GPU with no XMX gate; off Battlemage it warns.
+    let (p, w) = ok("backend = \"vllm\"\n", "arc-b580-xe-rpl-igpu");
+    assert_eq!((p.device, p.resource.as_deref(), w.len()), ("GPU", Some("gpu.intel.com/xe"), 0));
+    let (p, w) = ok("backend = \"llm-scaler\"\n", "desktop-rpl-nvidia");
+    assert_eq!((p.device, w.as_slice()), ("GPU", &["agent-not-battlemage".to_string()][..]));
+}
+
+#[test]
+fn dra_mode_advertises_no_gpu_resource_for_the_agent() {
+    let (p, _) = ok("", "lunar-lake-npu");
+    assert_eq!(p.device, "GPU");
+    let config = "[sharing]\nmode = \"dra\"\n[agent]\n";
+    let cfg = load_str("k", config).unwrap();
+    let graph = compile(&cfg, &facts_of("lunar-lake-npu"), &Catalog::embedded().unwrap()).unwrap();
+    let p = graph.agent.unwrap();
+    assert_eq!(p.device, "CPU");
+    assert!(p.reason.starts_with("DRA mode does not advertise"), "{}", p.reason);
+    let cfg = load_str("k", "[sharing]\nmode = \"dra\"\n[agent]\ndevice = \"gpu\"\n").unwrap();
+    let errors = compile(&cfg, &facts_of("lunar-lake-npu"), &Catalog::embedded().unwrap()).unwrap_err();
+    assert!(errors[0].message.starts_with("DRA mode does not advertise"));
+}
+
+#[test]
+fn explicit_cpus_and_memory_win() {
+    let (p, _) = ok("cpus = 4\nmemory = \"10Gi\"\n", "desktop-rpl-nvidia");
+    assert_eq!((p.cpu_request, p.memory.as_str()), (4, "10Gi"));
+}
