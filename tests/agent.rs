@@ -132,3 +132,58 @@ fn explicit_cpus_and_memory_win() {
     let (p, _) = ok("cpus = 4\nmemory = \"10Gi\"\n", "desktop-rpl-nvidia");
     assert_eq!((p.cpu_request, p.memory.as_str()), (4, "10Gi"));
 }
+
+fn with_addons(toml: &str, facts: &k3d_gpu::facts::Facts) -> Result<AgentPlan, Vec<CompileError>> {
+    let config = load_str("k3dgpu.toml", toml).unwrap_or_else(|e| panic!("{e:?}"));
+    Ok(compile(&config, facts, &Catalog::embedded().unwrap())?.agent.unwrap())
+}
+
+fn placement(p: &AgentPlan) -> Vec<(String, &'static str)> {
+    p.addons.iter().map(|a| (format!("{:?}", a.name).to_lowercase(), a.device)).collect()
+}
+
+const ALL_THREE: &str = "[agent]\n[addons.vlm]\n[addons.stt]\n[addons.video]\n";
+
+#[test]
+fn add_ons_without_xmx_and_with_an_npu_follow_the_reference() {
+    // Meteor Lake: iGPU without XMX, and (with current firmware) a usable NPU; one pod per GPU.
+    let f = facts_of("meteor-lake-old-npu-fw");
+    let mut host = f.host.clone();
+    host.npus[0].firmware.as_mut().unwrap().build_date = Some("2026-07-01".into());
+    let facts = k3d_gpu::facts::build(host, vec![], &k3d_gpu::facts::VendorFilter::Auto);
+    let p = with_addons(&format!("[sharing]\nshared = 1\n{ALL_THREE}"), &facts).unwrap();
+    assert_eq!(p.device, "CPU", "the LLM on the P-cores");
+    assert_eq!(placement(&p), [("vlm".into(), "CPU"), ("stt".into(), "NPU"), ("video".into(), "GPU")]);
+    let vlm = &p.addons[0];
+    assert!(vlm.reason.contains("vlm falls back to the CPU: no free GPU unit"), "{}", vlm.reason);
+    assert_eq!(vlm.cores, Some("performance"), "CPU add-ons on P-cores");
+    assert_eq!(p.addons[2].cores, Some("efficient"), "accelerator add-ons on E-cores");
+    assert_eq!(p.addons[2].resource.as_deref(), Some("gpu.intel.com/i915"));
+}
+
+#[test]
+fn one_xmx_gpu_stays_with_the_llm_and_video_decodes_on_the_cpu() {
+    let p = with_addons(&format!("[sharing]\nshared = 1\n{ALL_THREE}"), &facts_of("lunar-lake-npu")).unwrap();
+    assert_eq!(p.device, "GPU");
+    assert_eq!(placement(&p), [("vlm".into(), "CPU"), ("stt".into(), "NPU"), ("video".into(), "CPU")]);
+    // With the iGPU's sharing default (8 pods) there is room for all of them on it.
+    let p = with_addons(ALL_THREE, &facts_of("lunar-lake-npu")).unwrap();
+    assert_eq!(placement(&p), [("vlm".into(), "GPU"), ("stt".into(), "NPU"), ("video".into(), "GPU")]);
+}
+
+#[test]
+fn add_on_refusals() {
+    let lnl = facts_of("lunar-lake-npu");
+    let err = |toml: &str| with_addons(toml, &lnl).unwrap_err().remove(0);
+    let e = err("[sharing]\nshared = 1\n[agent]\n[addons.vlm]\ndevice = \"gpu\"\n");
+    assert_eq!(e.message, "vlm asks for the GPU, and no GPU unit is free (the LLM runs on the GPU)");
+    let e = err("[agent]\n[addons.video]\nsource = \"/home/me/cam.mp4\"\n");
+    assert_eq!(e.code, "video-source-local");
+    assert_eq!(err("[agent]\n[addons.video]\nsource = \"file:///cam.mp4\"\n").code, "video-source-local");
+    assert_eq!(
+        err("[agent]\n[addons.video]\ndevice = \"npu\"\n").message,
+        "video never runs on the NPU: only the GPU has media engines"
+    );
+    assert_eq!(err("[addons.stt]\n").code, "addons-without-agent");
+    assert!(with_addons("[agent]\n[addons.video]\nsource = \"rtsp://cam.local/stream\"\n", &lnl).is_ok());
+}

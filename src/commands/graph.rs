@@ -52,7 +52,16 @@ pub fn agent(global: &Global) -> Result<u8> {
         let groups: Vec<String> = plan.supplemental_groups.iter().map(u32::to_string).collect();
         out.push_str(&format!("groups    {}\n", groups.join(", ")));
     }
-    for w in graph.warnings.iter().filter(|w| w.code.starts_with("agent")) {
+    for a in &plan.addons {
+        out.push_str(&format!(
+            "add-on    {:?} on the {}{}: {}\n",
+            a.name,
+            a.device,
+            a.cores.map(|c| format!(" ({c} cores)")).unwrap_or_default(),
+            a.reason
+        ));
+    }
+    for w in graph.warnings.iter().filter(|w| w.code.starts_with("agent") || w.code.starts_with("addon")) {
         out.push_str(&format!("warning   {}\n", w.text));
     }
     super::print_bytes(out.as_bytes());

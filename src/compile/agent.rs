@@ -7,8 +7,9 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::intel::IntelPlan;
 use super::{CompileError, Context};
-use crate::config::{Agent, AgentBackend, AgentDevice, IntelGpuMode};
+use crate::config::{AddonDevice, AddonName, Agent, AgentBackend, AgentDevice, IntelGpuMode};
 use crate::facts::targets::TargetKind;
 use crate::facts::{IntelGpu, Vendor};
 
@@ -27,6 +28,19 @@ pub struct AgentPlan {
     pub pod_labels: BTreeMap<String, String>,
     pub node_selector: BTreeMap<String, String>,
     pub supplemental_groups: Vec<u32>,
+    /// The add-ons, placed on what the LLM leaves free.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub addons: Vec<AddonPlan>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AddonPlan {
+    pub name: AddonName,
+    pub device: &'static str,
+    pub resource: Option<String>,
+    /// `k3d-gpu.io/cores` on hybrid nodes: E-cores beside an accelerator, P-cores on the CPU.
+    pub cores: Option<&'static str>,
+    pub reason: String,
 }
 
 const XMX_REASON: &str = "the Intel GPU has no XMX matrix engines, and the P-cores are faster for an LLM without them (Qwen3-4B int4 on a UHD 770: 15.7 vs 9.9 tokens/s decode, 172 vs 66 tokens/s prefill)";
@@ -35,8 +49,18 @@ fn device_error(cx: &mut Context, key: &'static str, message: String, fix: Strin
     cx.error(CompileError::new("agent-device", &["agent", key], message, Some(fix)));
 }
 
-pub fn plan(cx: &mut Context) -> Option<AgentPlan> {
-    let agent: Agent = cx.config.agent.clone()?;
+pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
+    let Some(agent): Option<Agent> = cx.config.agent.clone() else {
+        if !cx.config.addons.is_empty() {
+            cx.error(CompileError::new(
+                "addons-without-agent",
+                &["addons"],
+                "add-ons run beside the agent, and the config has no [agent]",
+                Some("add an [agent] table (an empty one takes the defaults)".to_string()),
+            ));
+        }
+        return None;
+    };
     let gaudi = cx.is_active(Vendor::Gaudi) && cx.facts.targets.iter().any(|t| t.kind == TargetKind::Gaudi && t.usable);
     let npu = cx.is_active(Vendor::Npu) && cx.facts.targets.iter().any(|t| t.kind == TargetKind::Npu && t.usable);
     let npu_refusal = cx.facts.targets.iter().find(|t| t.kind == TargetKind::Npu && !t.usable).cloned();
@@ -215,7 +239,13 @@ pub fn plan(cx: &mut Context) -> Option<AgentPlan> {
         ("ovms", _) => "6Gi".into(),
         _ => "8Gi".into(),
     });
+    let gpu_resource = resource
+        .clone()
+        .filter(|_| device == "GPU")
+        .or_else(|| usable.first().map(|g| format!("gpu.intel.com/{}", g.driver.as_deref().unwrap_or("i915"))));
+    let addons = place_addons(cx, intel, device, usable.len(), gpu_resource, npu, hybrid);
     Some(AgentPlan {
+        addons,
         backend,
         device,
         reason,
@@ -227,4 +257,133 @@ pub fn plan(cx: &mut Context) -> Option<AgentPlan> {
         node_selector,
         supplemental_groups,
     })
+}
+
+/// Free units per engine after the LLM: each Intel GPU gives its sharing count (1 when
+/// exclusive), each NPU one. Explicit requests first, then auto in the reference's order.
+fn place_addons(
+    cx: &mut Context,
+    intel: &IntelPlan,
+    llm: &str,
+    gpus: usize,
+    gpu_resource: Option<String>,
+    npu: bool,
+    hybrid: bool,
+) -> Vec<AddonPlan> {
+    let addons = cx.config.addons.clone();
+    if addons.is_empty() {
+        return Vec::new();
+    }
+    let mut free_gpu = gpus as u32 * intel.shared.unwrap_or(1);
+    let mut free_npu = u32::from(npu) * cx.facts.host.npus.iter().filter(|n| n.device_node.is_some()).count() as u32;
+    match llm {
+        "GPU" => free_gpu = free_gpu.saturating_sub(1),
+        "NPU" => free_npu = free_npu.saturating_sub(1),
+        _ => {}
+    }
+    if let Some(video) = addons.get(&AddonName::Video)
+        && let Some(source) = &video.source
+        && (source.starts_with("file:") || !source.contains("://"))
+    {
+        cx.error(CompileError::new(
+            "video-source-local",
+            &["addons", "video", "source"],
+            format!("video source {source:?} is a host path: the pod cannot see the host's files"),
+            Some("give a stream URI (rtsp://…, https://…), or leave it unset for the sample clip".to_string()),
+        ));
+    }
+    let preferences = |name: AddonName| -> &'static [&'static str] {
+        match name {
+            AddonName::Video => &["GPU", "CPU"],
+            AddonName::Vlm => &["GPU", "CPU"],
+            AddonName::Stt => &["NPU", "GPU", "CPU"],
+        }
+    };
+    let mut placed: Vec<AddonPlan> = Vec::new();
+    let take = |device: &str, free_gpu: &mut u32, free_npu: &mut u32| -> bool {
+        match device {
+            "GPU" if *free_gpu > 0 => {
+                *free_gpu -= 1;
+                true
+            }
+            "NPU" if *free_npu > 0 => {
+                *free_npu -= 1;
+                true
+            }
+            "CPU" => true,
+            _ => false,
+        }
+    };
+    let explicit: Vec<(AddonName, &'static str)> = addons
+        .iter()
+        .filter_map(|(name, a)| match a.device {
+            AddonDevice::Auto => None,
+            AddonDevice::Gpu => Some((*name, "GPU")),
+            AddonDevice::Npu => Some((*name, "NPU")),
+            AddonDevice::Cpu => Some((*name, "CPU")),
+        })
+        .collect();
+    for (name, device) in explicit {
+        if name == AddonName::Video && device == "NPU" {
+            cx.error(CompileError::new(
+                "addon-device",
+                &["addons"],
+                "video never runs on the NPU: only the GPU has media engines".to_string(),
+                None,
+            ));
+            continue;
+        }
+        if !take(device, &mut free_gpu, &mut free_npu) {
+            cx.error(CompileError::new(
+                "addon-device",
+                &["addons"],
+                format!(
+                    "{} asks for the {device}, and no {device} unit is free (the LLM runs on the {llm})",
+                    name_of(name)
+                ),
+                Some(
+                    "set [sharing] shared = <n> to share the GPU, or let the add-on choose (device = \"auto\")"
+                        .to_string(),
+                ),
+            ));
+            continue;
+        }
+        placed.push(AddonPlan { name, device, resource: None, cores: None, reason: format!("asked for the {device}") });
+    }
+    for name in [AddonName::Video, AddonName::Vlm, AddonName::Stt] {
+        let Some(a) = addons.get(&name) else { continue };
+        if a.device != AddonDevice::Auto {
+            continue;
+        }
+        let wants = preferences(name);
+        let device = wants.iter().copied().find(|d| take(d, &mut free_gpu, &mut free_npu)).unwrap_or("CPU");
+        let reason = if device == wants[0] {
+            format!("the {device} suits it best and has a free unit")
+        } else {
+            let why = format!("{} falls back to the {device}: no free {} unit", name_of(name), wants[0]);
+            cx.warn("addon-fallback", Some("addons"), why.clone());
+            why
+        };
+        placed.push(AddonPlan { name, device, resource: None, cores: None, reason });
+    }
+    for p in &mut placed {
+        p.resource = match p.device {
+            "GPU" => gpu_resource.clone(),
+            "NPU" => Some("npu.intel.com/accel".to_string()),
+            _ => None,
+        };
+        if hybrid {
+            p.cores = Some(if p.device == "CPU" { "performance" } else { "efficient" });
+        }
+    }
+    placed.sort_by_key(|p| p.name);
+    placed
+}
+
+fn name_of(name: AddonName) -> &'static str {
+    match name {
+        AddonName::Vlm => "vlm",
+        AddonName::Stt => "stt",
+        AddonName::Video => "video",
+    }
 }

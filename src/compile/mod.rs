@@ -97,7 +97,7 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);
     let wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
-    let agent = agent::plan(&mut cx);
+    let agent = agent::plan(&mut cx, &intel);
     verify::resources(&mut cx, &wanted, &intel, &mut resources);
     if !cx.errors.is_empty() {
         let mut errors = cx.errors;

@@ -37,9 +37,9 @@ pub struct Config {
     /// The OpenAI-compatible LLM agent; present means wanted. `k3d-gpu agent` explains where it
     /// runs and why.
     pub agent: Option<Agent>,
-    /// Add-ons beside the agent (`[addons.vlm]`, `[addons.stt]`, ...). Parsed and kept.
-    #[schemars(with = "BTreeMap<String, BTreeMap<String, serde_json::Value>>")]
-    pub addons: BTreeMap<String, toml::Table>,
+    /// Add-ons beside the agent: `[addons.vlm]`, `[addons.stt]`, `[addons.video]` are placed
+    /// on the engines the LLM leaves free (`k3d-gpu agent` shows where).
+    pub addons: BTreeMap<AddonName, Addon>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
     /// DRA claim templates: pods reference them by name to get Intel GPUs through the DRA
@@ -85,6 +85,39 @@ pub enum AgentDevice {
     Npu,
     #[serde(alias = "gaudi")]
     Hpu,
+}
+
+/// The add-ons k3d-gpu places.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AddonName {
+    /// Vision-language model (OVMS, Qwen3-VL).
+    Vlm,
+    /// Speech to text (OVMS, Whisper).
+    Stt,
+    /// Video analytics (DL Streamer).
+    Video,
+}
+
+/// One add-on. (K3D_GPU_AGENT_VLM_DEVICE, _STT_DEVICE, _VIDEO_DEVICE, _VIDEO_SOURCE)
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Addon {
+    /// `auto` or an explicit `gpu`, `npu` or `cpu`; explicit requests are served first and
+    /// fail when nothing is free.
+    pub device: AddonDevice,
+    /// Video only: a stream URI (`rtsp://…`, `https://…`); host paths and `file://` are refused.
+    pub source: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum AddonDevice {
+    #[default]
+    Auto,
+    Gpu,
+    Npu,
+    Cpu,
 }
 
 /// A `ResourceClaimTemplate` compiled from a few selectors into CEL, checked against the
