@@ -1,0 +1,131 @@
+//! Every manifest in share/ is a valid Kubernetes object of its kind: each object deserialises
+//! into the k8s-openapi type for its kind (v1.37) and serialises back to the same JSON, so a
+//! misspelt field (which the typed structs drop) or a wrong type fails here, not at apply.
+//! Custom resources (NFD's NodeFeatureRule, the balloons policy) have no typed struct and are
+//! checked only for apiVersion/kind/metadata.
+
+mod support;
+
+use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
+use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
+use k8s_openapi::api::node::v1::RuntimeClass;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
+use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use serde_json::Value;
+
+fn round_trip<T: serde::de::DeserializeOwned + serde::Serialize>(object: &Value) -> Result<Value, String> {
+    let typed: T = serde_json::from_value(object.clone()).map_err(|e| e.to_string())?;
+    serde_json::to_value(&typed).map_err(|e| e.to_string())
+}
+
+/// Drops nulls and empty maps the typed side omits, so only real differences remain.
+fn normal(v: &Value) -> Value {
+    match v {
+        Value::Object(m) => Value::Object(
+            m.iter()
+                .filter(|(_, v)| !v.is_null())
+                .map(|(k, v)| (k.clone(), normal(v)))
+                .filter(|(_, v)| !matches!(v, Value::Object(m) if m.is_empty()))
+                .collect(),
+        ),
+        Value::Array(a) => Value::Array(a.iter().map(normal).collect()),
+        other => other.clone(),
+    }
+}
+
+/// The typed round trip for `object`, or `None` for kinds without a typed struct.
+fn check(object: &Value) -> Option<Result<Value, String>> {
+    Some(match object["kind"].as_str().unwrap_or_default() {
+        "Namespace" => round_trip::<Namespace>(object),
+        "ServiceAccount" => round_trip::<ServiceAccount>(object),
+        "ConfigMap" => round_trip::<ConfigMap>(object),
+        "Secret" => round_trip::<Secret>(object),
+        "Service" => round_trip::<Service>(object),
+        "ClusterRole" => round_trip::<ClusterRole>(object),
+        "ClusterRoleBinding" => round_trip::<ClusterRoleBinding>(object),
+        "Role" => round_trip::<Role>(object),
+        "RoleBinding" => round_trip::<RoleBinding>(object),
+        "DaemonSet" => round_trip::<DaemonSet>(object),
+        "Deployment" => round_trip::<Deployment>(object),
+        "RuntimeClass" => round_trip::<RuntimeClass>(object),
+        "DeviceClass" => round_trip::<DeviceClass>(object),
+        "ResourceClaimTemplate" => round_trip::<ResourceClaimTemplate>(object),
+        "ValidatingAdmissionPolicy" => round_trip::<ValidatingAdmissionPolicy>(object),
+        "ValidatingAdmissionPolicyBinding" => round_trip::<ValidatingAdmissionPolicyBinding>(object),
+        "CustomResourceDefinition" => round_trip::<CustomResourceDefinition>(object),
+        _ => return None,
+    })
+}
+
+fn problem(name: &str, object: &Value, back: Result<Value, String>) -> Option<String> {
+    match back {
+        Err(e) => Some(format!("{name}: {e}")),
+        Ok(back) if normal(&back) != normal(object) => {
+            let a = serde_json::to_string_pretty(&normal(object)).unwrap();
+            let b = serde_json::to_string_pretty(&normal(&back)).unwrap();
+            Some(format!(
+                "{name}: fields the type does not know:\n{}",
+                support::first_difference(&a, &b).unwrap_or_default()
+            ))
+        }
+        Ok(_) => None,
+    }
+}
+
+/// What the compiler emits (hooks applied, labels added, claims) is valid too.
+#[test]
+fn every_object_the_examples_compile_to_is_valid() {
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let mut problems = Vec::new();
+    for (example, host) in [
+        ("arc-homelab-dra", "arc-b580-xe-rpl-igpu"),
+        ("hybrid-igpu-sharing", "meteor-lake-old-npu-fw"),
+        ("lunar-lake-npu", "lunar-lake-npu"),
+        ("nvidia-workstation", "desktop-rpl-nvidia"),
+    ] {
+        let text = std::fs::read_to_string(support::repo().join(format!("examples/{example}.toml"))).unwrap();
+        let config = k3d_gpu::config::load_str(example, &text).unwrap();
+        let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog).unwrap();
+        for r in graph.resources().filter(|r| r.kind == k3d_gpu::compile::ResourceKind::Object) {
+            if let Some(back) = check(&r.spec) {
+                problems.extend(problem(&format!("{example}: {}", r.id), &r.spec, back));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+#[test]
+fn every_share_manifest_is_a_valid_object_of_its_kind() {
+    let share = support::repo().join("share");
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    let mut files: Vec<_> = std::fs::read_dir(&share)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|x| x == "yml"))
+        .collect();
+    files.sort();
+    for file in files {
+        let text = std::fs::read_to_string(&file).unwrap();
+        let objects =
+            k3d_gpu::catalog::parse_manifest(&file.display().to_string(), &text).unwrap_or_else(|e| panic!("{e:?}"));
+        for object in objects {
+            let kind = object["kind"].as_str().unwrap_or_default().to_string();
+            let Some(back) = check(&object) else {
+                assert!(object["metadata"]["name"].is_string(), "{kind} without a name");
+                continue;
+            };
+            let name =
+                format!("{}: {kind} {}", file.file_name().unwrap().to_string_lossy(), object["metadata"]["name"]);
+            match problem(&name, &object, back) {
+                Some(p) => problems.push(p),
+                None => checked += 1,
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+    assert!(checked > 30, "only {checked} objects checked");
+}
