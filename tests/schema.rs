@@ -18,18 +18,7 @@ fn committed_schema_and_config_reference_are_current() {
 #[test]
 fn the_schema_knows_every_section_and_rejects_unknown_keys() {
     let schema: serde_json::Value = serde_json::from_slice(&k3d_gpu::config::docs::schema_bytes()).unwrap();
-    for section in [
-        "cluster",
-        "vendors",
-        "sharing",
-        "placement",
-        "experimental",
-        "expect",
-        "agent",
-        "addons",
-        "components",
-        "claims",
-    ] {
+    for section in k3d_gpu::config::docs::SECTIONS {
         assert!(schema["properties"][section].is_object(), "{section} missing");
     }
     assert_eq!(schema["additionalProperties"], false);

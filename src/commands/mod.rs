@@ -84,18 +84,25 @@ pub fn load_facts(global: &Global) -> Result<Facts> {
 }
 
 pub fn read_facts_file(path: &Path) -> Result<Facts> {
-    let input = |reason: String| Error::Input {
-        what: "facts document",
-        path: path.display().to_string(),
-        reason,
-        help: Some("write one with `k3d-gpu facts --out FILE`".into()),
-    };
+    read_document(path, "facts document", crate::facts::SCHEMA, "write one with `k3d-gpu facts --out FILE`")
+}
+
+/// A saved JSON document of ours (facts/v1, observed/v1): read bounded, parsed, and its
+/// `schema` checked, with errors that say which file and what to do.
+pub fn read_document<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    what: &'static str,
+    schema: &str,
+    help: &str,
+) -> Result<T> {
+    let input =
+        |reason: String| Error::Input { what, path: path.display().to_string(), reason, help: Some(help.to_string()) };
     let bytes = crate::input_file::read_bytes(path).map_err(input)?;
-    let facts: Facts = serde_json::from_slice(&bytes).map_err(|e| input(e.to_string()))?;
-    if facts.schema != crate::facts::SCHEMA {
-        return Err(input(format!("schema is {:?}, expected {:?}", facts.schema, crate::facts::SCHEMA)));
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| input(e.to_string()))?;
+    if value["schema"] != schema {
+        return Err(input(format!("schema is {}, expected {schema:?}", value["schema"])));
     }
-    Ok(facts)
+    serde_json::from_value(value).map_err(|e| input(e.to_string()))
 }
 
 /// Writes bytes to stdout, ignoring a closed pipe (`k3d-gpu facts | head`).

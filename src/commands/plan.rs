@@ -42,18 +42,8 @@ fn observed_file(args: &PlanArgs) -> Result<Option<Observed>> {
         return Ok(Some(Observed::nothing()));
     }
     let Some(path) = &args.observed else { return Ok(None) };
-    let input = |reason: String| Error::Input {
-        what: "observed document",
-        path: path.display().to_string(),
-        reason,
-        help: Some("an observed/v1 JSON document".into()),
-    };
-    let bytes = crate::input_file::read_bytes(path).map_err(input)?;
-    let observed: Observed = serde_json::from_slice(&bytes).map_err(|e| input(e.to_string()))?;
-    if observed.schema != crate::observe::SCHEMA {
-        return Err(input(format!("schema is {:?}, expected {:?}", observed.schema, crate::observe::SCHEMA)));
-    }
-    Ok(Some(observed))
+    let help = "write one with `k3d-gpu observe --json`";
+    super::read_document(path, "observed document", crate::observe::SCHEMA, help).map(Some)
 }
 
 /// Where to look for this config's cluster: Docker from the environment, the kubeconfig

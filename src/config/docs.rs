@@ -11,7 +11,8 @@ pub fn schema_bytes() -> Vec<u8> {
     crate::canonical::to_bytes(&schema)
 }
 
-const SECTIONS: &[&str] = &[
+/// The config's sections, in the order the reference lists them.
+pub const SECTIONS: &[&str] = &[
     "cluster",
     "vendors",
     "sharing",
