@@ -99,7 +99,9 @@ pub enum Command {
     Apply(ApplyArgs),
 
     /// Delete the cluster this config manages (and with it everything in it), through the same
-    /// gate: prints the plan and its hash; runs only with --plan-hash of that plan.
+    /// gate: prints the plan and its hash; runs only with --plan-hash of that plan. Reads only
+    /// the config and Docker, so it works when the host no longer fits the config; refuses a
+    /// cluster whose nodes k3d-gpu did not create.
     Destroy(DestroyArgs),
 
     /// Where the agent (the LLM server) would run on this host, and why: backend, device,

@@ -451,3 +451,47 @@ fn create_never_takes_over_an_object_someone_else_made() {
         .unwrap();
     assert_eq!(theirs["spec"]["template"]["spec"]["containers"][0]["image"], "theirs:1", "left as it was");
 }
+
+#[test]
+fn destroy_needs_no_facts_and_refuses_a_cluster_k3d_gpu_did_not_create() {
+    if !docker_ready() {
+        return;
+    }
+    // A cluster k3d-gpu created, destroyed from a host whose facts no longer fit the config:
+    // the GPU the config asks for is gone, so `plan` fails, yet destroy still works.
+    let w = world("e2e-nofacts", true);
+    let planned = w.run(&["plan"]);
+    let applied = w.run(&["apply", "--plan-hash", &hash_of(&planned)]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    std::fs::write(
+        &w.config,
+        format!("[cluster]\nname = \"e2e-nofacts\"\nimage = \"{}\"\n\n[vendors]\nenable = [\"intel\"]\n", w.image),
+    )
+    .unwrap();
+    let gone = w.run_on("plain-laptop-amd", &["plan"]);
+    assert_ne!(gone.status.code(), Some(0), "the config no longer fits this host: {}", text(&gone));
+    let shown = w.run_on("plain-laptop-amd", &["destroy"]);
+    assert_eq!(shown.status.code(), Some(0), "{}", text(&shown));
+    let hash = text(&shown)
+        .lines()
+        .find_map(|l| l.strip_prefix("to run it: k3d-gpu destroy --plan-hash "))
+        .expect("destroy prints its hash")
+        .to_string();
+    let destroyed = w.run_on("plain-laptop-amd", &["destroy", "--plan-hash", &hash]);
+    assert_eq!(destroyed.status.code(), Some(0), "{}", text(&destroyed));
+    assert_eq!(w.containers(), 0);
+
+    // A cluster of the same name that someone made with k3d by hand: not ours to delete.
+    let foreign = world("e2e-foreign", false);
+    let made = Command::new("docker")
+        .args(["run", "-d", "--name", "k3d-e2e-foreign-server-0", "--label", "app=k3d"])
+        .args(["--label", "k3d.cluster=e2e-foreign", "--label", "k3d.role=server", &foreign.image])
+        .output()
+        .unwrap();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let refused = foreign.run(&["destroy"]);
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    assert!(text(&refused).contains("was not created by k3d-gpu"), "{}", text(&refused));
+    assert!(text(&refused).contains("delete it yourself with"), "{}", text(&refused));
+    assert_eq!(foreign.containers(), 1, "nothing destroyed");
+}

@@ -329,15 +329,35 @@ fn refusal(why: &str) -> Error {
     )
 }
 
-/// The destroy plan: delete the cluster if it exists.
-fn destroy_plan(computed: &super::plan::Computed) -> Plan {
-    let mut plan = computed.plan.clone();
-    let name = &computed.inputs.config.cluster.name;
-    let id = format!("k3d/cluster/{name}");
-    let exists = !computed.plan.actions.iter().any(|a| a.id == id && a.action == ActionKind::Create);
-    plan.actions = if exists {
-        vec![Action {
-            id,
+/// The destroy plan, from the config's cluster name and Docker alone: it must work when the
+/// host's facts no longer satisfy the config (a GPU gone). It deletes only a cluster k3d-gpu
+/// created (its nodes carry the recorded spec).
+fn destroy_plan(inputs: &super::Inputs) -> Result<Plan> {
+    let name = inputs.config.cluster.name.clone();
+    let env = |k: &str| std::env::var(k).ok();
+    let endpoint = crate::observe::docker::endpoint(&env, None);
+    let observe_error = |e: crate::observe::ObserveError| Error::Usage { help: Some(e.help()), message: e.to_string() };
+    let cluster = runtime()?
+        .block_on(async {
+            let docker = crate::observe::docker::connect(&endpoint)?;
+            crate::observe::docker::observe_cluster(&docker, &endpoint, &name, &inputs.config.cluster.image).await
+        })
+        .map_err(observe_error)?;
+    let observed = crate::observe::Observed { schema: crate::observe::SCHEMA.into(), cluster, kubernetes: None };
+    let recorded = observed.cluster.iter().flat_map(|c| &c.nodes).find_map(|n| n.recorded_spec.clone());
+    let actions = match (&observed.cluster, recorded) {
+        (None, _) => Vec::new(),
+        (Some(_), None) => {
+            return Err(refused(
+                format!(
+                    "cluster {name} was not created by k3d-gpu (its nodes carry no {} label)",
+                    crate::observe::CLUSTER_SPEC_LABEL
+                ),
+                format!("k3d-gpu deletes only what it manages; delete it yourself with `k3d cluster delete {name}`"),
+            ));
+        }
+        (Some(_), Some(spec)) => vec![Action {
+            id: format!("k3d/cluster/{name}"),
             action: ActionKind::Delete,
             reason: crate::plan::Reason {
                 code: "destroy".into(),
@@ -346,24 +366,34 @@ fn destroy_plan(computed: &super::plan::Computed) -> Plan {
             replace_paths: vec![],
             changed_paths: vec![],
             depends_on: vec![],
-            before: computed.graph.get(&format!("k3d/cluster/{name}")).map(|r| r.spec.clone()),
+            before: Some(spec),
             after: None,
-        }]
-    } else {
-        vec![]
+        }],
     };
-    plan.verify = vec![];
-    plan.summary = crate::plan::Summary { delete: plan.actions.len(), ..Default::default() };
-    plan
+    let mut plan = Plan {
+        schema: crate::plan::SCHEMA.into(),
+        inputs: Inputs {
+            config: crate::canonical::digest(&inputs.config),
+            facts: "none: destroy reads no facts".into(),
+            observed: crate::canonical::digest(&observed),
+            stdlib: "none: destroy uses no component".into(),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        },
+        summary: crate::plan::Summary { delete: actions.len(), ..Default::default() },
+        actions,
+        verify: vec![],
+        warnings: vec![],
+    };
+    for a in &mut plan.actions {
+        crate::plan::mask::mask_pair(&mut a.before, &mut a.after);
+    }
+    Ok(plan)
 }
 
 pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let _lock = lock_cluster(global)?;
-    let computed = super::plan::compute(
-        global,
-        &PlanArgs { out: None, hash: false, detailed_exitcode: false, observed: None, offline: false },
-    )?;
-    let plan = destroy_plan(&computed);
+    let inputs = super::load_config(global)?;
+    let plan = destroy_plan(&inputs)?;
     let hash = plan.hash();
     let Some(wanted) = &args.plan_hash else {
         super::print_bytes(
@@ -381,7 +411,13 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         eprintln!("Nothing to destroy.");
         return Ok(EXIT_OK);
     }
-    let providers = providers(&computed);
+    let env = |k: &str| std::env::var(k).ok();
+    let providers = Providers::new(
+        crate::apply::k3d::binary(&env),
+        state_dir(&env),
+        super::plan::kubeconfig_path(),
+        inputs.config.cluster.name.clone(),
+    );
     let reporter = Reporter::new(global.json, plan.actions.len());
     let outcome = runtime()?.block_on(execute(&plan.actions, &providers, 1, &mut |e| reporter.event(e)));
     reporter.finish();

@@ -46,14 +46,20 @@ fn observed_file(args: &PlanArgs) -> Result<Option<Observed>> {
     super::read_document(path, "observed document", crate::observe::SCHEMA, help).map(Some)
 }
 
+/// KUBECONFIG's first file, else ~/.kube/config.
+pub fn kubeconfig_path() -> std::path::PathBuf {
+    let env = |k: &str| std::env::var(k).ok();
+    env("KUBECONFIG")
+        .and_then(|v| v.split(':').find(|p| !p.is_empty()).map(std::path::PathBuf::from))
+        .or_else(|| env("HOME").map(|h| std::path::PathBuf::from(h).join(".kube/config")))
+        .unwrap_or_else(|| ".kube/config".into())
+}
+
 /// Where to look for this config's cluster: Docker from the environment, the kubeconfig
 /// from KUBECONFIG (its first file) or ~/.kube/config, and every kind the catalog can create.
 pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> crate::observe::Target {
     let env = |k: &str| std::env::var(k).ok();
-    let kubeconfig = env("KUBECONFIG")
-        .and_then(|v| v.split(':').find(|p| !p.is_empty()).map(std::path::PathBuf::from))
-        .or_else(|| env("HOME").map(|h| std::path::PathBuf::from(h).join(".kube/config")))
-        .unwrap_or_else(|| ".kube/config".into());
+    let kubeconfig = kubeconfig_path();
     let mut kinds: std::collections::BTreeSet<(String, String)> = catalog
         .components
         .values()
