@@ -289,3 +289,23 @@ fn every_input_change_changes_the_hash() {
         }
     }
 }
+
+#[test]
+fn destroy_deletes_only_a_cluster_k3d_gpu_made_and_masks_its_spec() {
+    let graph = graph_of("nvidia-workstation", "desktop-rpl-nvidia");
+    let mut observed = converged(&graph);
+    let node = &mut observed.cluster.as_mut().unwrap().nodes[0];
+    node.recorded_spec.as_mut().unwrap()["k3s_args"] = json!([{"arg": "--token=hunter2"}]);
+
+    let p = k3d_gpu::plan::destroy(&observed, inputs()).unwrap();
+    assert_eq!(p.actions.len(), 1);
+    let delete = &p.actions[0];
+    assert_eq!((delete.id.as_str(), delete.action), ("k3d/cluster/cuda", ActionKind::Delete));
+    assert_eq!(p.summary.delete, 1);
+    assert!(p.verify.is_empty());
+    assert!(!String::from_utf8(p.to_bytes()).unwrap().contains("hunter2"), "the recorded token is masked");
+
+    assert!(k3d_gpu::plan::destroy(&Observed::nothing(), inputs()).unwrap().is_empty(), "no cluster, nothing to do");
+    observed.cluster.as_mut().unwrap().nodes[0].recorded_spec = None;
+    assert_eq!(k3d_gpu::plan::destroy(&observed, inputs()), Err(k3d_gpu::plan::NotManaged));
+}

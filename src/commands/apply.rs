@@ -146,23 +146,9 @@ impl Reporter {
     }
 }
 
-fn runtime() -> Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Output { path: "tokio runtime".into(), reason: e.to_string() })
-}
-
-fn providers(computed: &super::plan::Computed) -> Providers {
+fn providers(cluster: &str) -> Providers {
     let env = |k: &str| std::env::var(k).ok();
-    let target = super::plan::target(&computed.inputs, &computed.catalog);
-    Providers::new(
-        crate::apply::k3d::binary(&env),
-        state_dir(&env),
-        target.kubeconfig,
-        computed.inputs.config.cluster.name.clone(),
-    )
+    Providers::new(crate::apply::k3d::binary(&env), state_dir(&env), super::plan::kubeconfig_path(), cluster.into())
 }
 
 fn summary(outcome: &Outcome, verify_failed: &[(String, String)]) -> String {
@@ -189,10 +175,9 @@ fn summary(outcome: &Outcome, verify_failed: &[(String, String)]) -> String {
 
 /// Takes the cluster's apply lock before anything is planned, so nothing can change the
 /// cluster between the check of the plan and its actions.
-fn lock_cluster(global: &Global) -> Result<Lock> {
-    let inputs = super::load_config(global)?;
+fn lock_cluster(global: &Global, cluster: &str) -> Result<Lock> {
     let env = |k: &str| std::env::var(k).ok();
-    let lock = Lock::acquire(&state_dir(&env), &inputs.config.cluster.name, std::process::id())
+    let lock = Lock::acquire(&state_dir(&env), cluster, std::process::id())
         .map_err(|e| refused(e.to_string(), "wait for the other apply to finish".into()))?;
     if let Some(pid) = lock.took_over_from {
         let text =
@@ -207,9 +192,11 @@ fn lock_cluster(global: &Global) -> Result<Lock> {
 }
 
 pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
-    let lock = lock_cluster(global)?;
+    let inputs = super::load_config(global)?;
+    let lock = lock_cluster(global, &inputs.config.cluster.name)?;
     let computed = super::plan::compute(
         global,
+        inputs,
         &PlanArgs { out: None, hash: false, detailed_exitcode: false, observed: None, offline: false },
     )?;
     let plan = &computed.plan;
@@ -277,10 +264,10 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         }
     }
 
-    let providers = providers(&computed);
+    let providers = providers(name);
     let actions = executable(plan, &computed.graph);
     let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
-    let rt = runtime()?;
+    let rt = super::runtime()?;
     let outcome = rt.block_on(execute(&actions, &providers, args.parallel, &mut |e| reporter.event(e)));
     let mut verify_failed = Vec::new();
     if outcome.ok() && !plan.verify.is_empty() {
@@ -329,71 +316,41 @@ fn refusal(why: &str) -> Error {
     )
 }
 
-/// The destroy plan, from the config's cluster name and Docker alone: it must work when the
-/// host's facts no longer satisfy the config (a GPU gone). It deletes only a cluster k3d-gpu
-/// created (its nodes carry the recorded spec).
-fn destroy_plan(inputs: &super::Inputs) -> Result<Plan> {
-    let name = inputs.config.cluster.name.clone();
+/// The destroy plan, from the config's cluster name and Docker alone (no facts, no compile).
+fn destroy_plan(inputs: &super::Inputs, rt: &tokio::runtime::Runtime) -> Result<Plan> {
+    let name = &inputs.config.cluster.name;
     let env = |k: &str| std::env::var(k).ok();
     let endpoint = crate::observe::docker::endpoint(&env, None);
-    let observe_error = |e: crate::observe::ObserveError| Error::Usage { help: Some(e.help()), message: e.to_string() };
-    let cluster = runtime()?
+    let cluster = rt
         .block_on(async {
             let docker = crate::observe::docker::connect(&endpoint)?;
-            crate::observe::docker::observe_cluster(&docker, &endpoint, &name, &inputs.config.cluster.image).await
+            crate::observe::docker::observe_cluster(&docker, &endpoint, name, &inputs.config.cluster.image).await
         })
-        .map_err(observe_error)?;
+        .map_err(super::observe_failed)?;
     let observed = crate::observe::Observed { schema: crate::observe::SCHEMA.into(), cluster, kubernetes: None };
-    let recorded = observed.cluster.iter().flat_map(|c| &c.nodes).find_map(|n| n.recorded_spec.clone());
-    let actions = match (&observed.cluster, recorded) {
-        (None, _) => Vec::new(),
-        (Some(_), None) => {
-            return Err(refused(
-                format!(
-                    "cluster {name} was not created by k3d-gpu (its nodes carry no {} label)",
-                    crate::observe::CLUSTER_SPEC_LABEL
-                ),
-                format!("k3d-gpu deletes only what it manages; delete it yourself with `k3d cluster delete {name}`"),
-            ));
-        }
-        (Some(_), Some(spec)) => vec![Action {
-            id: format!("k3d/cluster/{name}"),
-            action: ActionKind::Delete,
-            reason: crate::plan::Reason {
-                code: "destroy".into(),
-                text: format!("k3d-gpu destroy: delete cluster {name} and everything in it"),
-            },
-            replace_paths: vec![],
-            changed_paths: vec![],
-            depends_on: vec![],
-            before: Some(spec),
-            after: None,
-        }],
+    let digests = Inputs {
+        config: crate::canonical::digest(&inputs.config),
+        facts: "none: destroy reads no facts".into(),
+        observed: crate::canonical::digest(&observed),
+        stdlib: "none: destroy uses no component".into(),
+        tool_version: env!("CARGO_PKG_VERSION").to_string(),
     };
-    let mut plan = Plan {
-        schema: crate::plan::SCHEMA.into(),
-        inputs: Inputs {
-            config: crate::canonical::digest(&inputs.config),
-            facts: "none: destroy reads no facts".into(),
-            observed: crate::canonical::digest(&observed),
-            stdlib: "none: destroy uses no component".into(),
-            tool_version: env!("CARGO_PKG_VERSION").to_string(),
-        },
-        summary: crate::plan::Summary { delete: actions.len(), ..Default::default() },
-        actions,
-        verify: vec![],
-        warnings: vec![],
-    };
-    for a in &mut plan.actions {
-        crate::plan::mask::mask_pair(&mut a.before, &mut a.after);
-    }
-    Ok(plan)
+    crate::plan::destroy(&observed, digests).map_err(|crate::plan::NotManaged| {
+        refused(
+            format!(
+                "cluster {name} was not created by k3d-gpu (its nodes carry no {} label)",
+                crate::observe::CLUSTER_SPEC_LABEL
+            ),
+            format!("k3d-gpu deletes only what it manages; delete it yourself with `k3d cluster delete {name}`"),
+        )
+    })
 }
 
 pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
-    let _lock = lock_cluster(global)?;
     let inputs = super::load_config(global)?;
-    let plan = destroy_plan(&inputs)?;
+    let _lock = lock_cluster(global, &inputs.config.cluster.name)?;
+    let rt = super::runtime()?;
+    let plan = destroy_plan(&inputs, &rt)?;
     let hash = plan.hash();
     let Some(wanted) = &args.plan_hash else {
         super::print_bytes(
@@ -411,15 +368,9 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         eprintln!("Nothing to destroy.");
         return Ok(EXIT_OK);
     }
-    let env = |k: &str| std::env::var(k).ok();
-    let providers = Providers::new(
-        crate::apply::k3d::binary(&env),
-        state_dir(&env),
-        super::plan::kubeconfig_path(),
-        inputs.config.cluster.name.clone(),
-    );
+    let providers = providers(&inputs.config.cluster.name);
     let reporter = Reporter::new(global.json, plan.actions.len());
-    let outcome = runtime()?.block_on(execute(&plan.actions, &providers, 1, &mut |e| reporter.event(e)));
+    let outcome = rt.block_on(execute(&plan.actions, &providers, 1, &mut |e| reporter.event(e)));
     reporter.finish();
     eprintln!("{}", summary(&outcome, &[]));
     Ok(if outcome.ok() { EXIT_OK } else { EXIT_FAILED })

@@ -105,6 +105,22 @@ pub fn read_document<T: serde::de::DeserializeOwned>(
     serde_json::from_value(value).map_err(|e| input(e.to_string()))
 }
 
+/// The async runtime for the commands that talk to Docker and Kubernetes; two workers are
+/// enough for an executor whose actions mostly wait on I/O.
+pub fn runtime() -> Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .map_err(|e| Error::Output { path: "tokio runtime".into(), reason: e.to_string() })
+}
+
+/// An observation that could not be made: bad usage of the environment (an engine or API
+/// server not reachable), with what to check.
+pub fn observe_failed(e: crate::observe::ObserveError) -> Error {
+    Error::Usage { help: Some(e.help()), message: e.to_string() }
+}
+
 /// Writes bytes to stdout, ignoring a closed pipe (`k3d-gpu facts | head`).
 pub fn print_bytes(bytes: &[u8]) {
     use std::io::Write;

@@ -12,11 +12,9 @@ pub struct Computed {
     pub plan: Plan,
     pub graph: crate::compile::DesiredGraph,
     pub inputs: super::Inputs,
-    pub catalog: crate::catalog::Catalog,
 }
 
-pub fn compute(global: &Global, args: &PlanArgs) -> Result<Computed> {
-    let inputs = super::load_config(global)?;
+pub fn compute(global: &Global, inputs: super::Inputs, args: &PlanArgs) -> Result<Computed> {
     let catalog = super::load_catalog(global, &inputs)?;
     let facts = super::load_facts(global)?;
     let graph = crate::compile::compile(&inputs.config, &facts, &catalog)
@@ -33,7 +31,7 @@ pub fn compute(global: &Global, args: &PlanArgs) -> Result<Computed> {
         tool_version: env!("CARGO_PKG_VERSION").to_string(),
     };
     let plan = plan::plan(&graph, &observed, digests);
-    Ok(Computed { plan, graph, inputs, catalog })
+    Ok(Computed { plan, graph, inputs })
 }
 
 /// `--offline` or `--observed FILE`; `None` means observe the live cluster.
@@ -78,13 +76,7 @@ pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> crat
 
 fn observe_live(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> Result<Observed> {
     let target = target(inputs, catalog);
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .map_err(|e| Error::Output { path: "tokio runtime".into(), reason: e.to_string() })?;
-    runtime
-        .block_on(crate::observe::observe(&target))
-        .map_err(|e| Error::Usage { help: Some(e.help()), message: e.to_string() })
+    super::runtime()?.block_on(crate::observe::observe(&target)).map_err(super::observe_failed)
 }
 
 /// `k3d-gpu observe`.
@@ -126,7 +118,7 @@ pub fn observe_command(global: &Global) -> Result<u8> {
 }
 
 pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
-    let plan = compute(global, args)?.plan;
+    let plan = compute(global, super::load_config(global)?, args)?.plan;
     let bytes = plan.to_bytes();
     let hash = crate::canonical::sha256(&bytes);
     if let Some(path) = &args.out {

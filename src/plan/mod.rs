@@ -146,12 +146,46 @@ pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
         .map(|r| r.id.clone())
         .collect();
 
-    let mut list: Vec<Action> = actions.into_values().collect();
-    for a in &mut list {
+    assemble(inputs, actions.into_values().collect(), verify, warnings)
+}
+
+/// `destroy` will not delete a cluster whose nodes carry no recorded spec: k3d-gpu did not
+/// create it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotManaged;
+
+/// The plan `destroy` runs: delete the observed cluster, if there is one and k3d-gpu created
+/// it. It needs no graph, so a host whose facts no longer fit the config can still destroy.
+pub fn destroy(observed: &Observed, inputs: Inputs) -> Result<Plan, NotManaged> {
+    let actions = match &observed.cluster {
+        None => Vec::new(),
+        Some(cluster) => {
+            let recorded = cluster.nodes.iter().find_map(|n| n.recorded_spec.clone()).ok_or(NotManaged)?;
+            vec![Action {
+                id: format!("k3d/cluster/{}", cluster.name),
+                action: ActionKind::Delete,
+                reason: reason(
+                    "destroy",
+                    format!("k3d-gpu destroy: delete cluster {} and everything in it", cluster.name),
+                ),
+                replace_paths: Vec::new(),
+                changed_paths: Vec::new(),
+                depends_on: Vec::new(),
+                before: Some(recorded),
+                after: None,
+            }]
+        }
+    };
+    Ok(assemble(inputs, actions, Vec::new(), Vec::new()))
+}
+
+/// The plan document from its actions: secrets masked, counts summed, warnings sorted.
+fn assemble(inputs: Inputs, mut actions: Vec<Action>, verify: Vec<String>, mut warnings: Vec<Warning>) -> Plan {
+    for a in &mut actions {
         mask::mask_pair(&mut a.before, &mut a.after);
     }
     let mut summary = Summary::default();
-    for a in &list {
+    for a in &actions {
         match a.action {
             ActionKind::Create => summary.create += 1,
             ActionKind::Update => summary.update += 1,
@@ -161,7 +195,7 @@ pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
     }
     warnings.sort();
     warnings.dedup();
-    Plan { schema: SCHEMA.into(), inputs, actions: list, verify, warnings, summary }
+    Plan { schema: SCHEMA.into(), inputs, actions, verify, warnings, summary }
 }
 
 fn create(r: &Resource, why: Reason) -> Action {
