@@ -54,23 +54,16 @@ pub fn kubeconfig_path() -> std::path::PathBuf {
 }
 
 /// Where to look for this config's cluster: Docker from the environment, the kubeconfig
-/// from KUBECONFIG (its first file) or ~/.kube/config, and every kind the catalog can create.
+/// from KUBECONFIG (its first file) or ~/.kube/config, and every kind a plan can hold.
 pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> crate::observe::Target {
     let env = |k: &str| std::env::var(k).ok();
     let kubeconfig = kubeconfig_path();
-    let mut kinds: std::collections::BTreeSet<(String, String)> = catalog
-        .components
-        .values()
-        .flat_map(|c| &c.objects)
-        .filter_map(|o| Some((o["apiVersion"].as_str()?.to_string(), o["kind"].as_str()?.to_string())))
-        .collect();
-    kinds.insert(("v1".into(), "ConfigMap".into()));
     crate::observe::Target {
         docker: crate::observe::docker::endpoint(&env, None),
         kubeconfig,
         cluster: inputs.config.cluster.name.clone(),
         image: inputs.config.cluster.image.clone(),
-        kinds,
+        kinds: crate::compile::object_kinds(catalog),
     }
 }
 

@@ -195,3 +195,18 @@ fn expect(cx: &mut Context) {
 
 /// A label the balloons policy or the DRA driver needs, owned by the compiler.
 pub const DRA_NODE_LABEL: &str = "k3d-gpu.io/intel-gpu-dra";
+
+/// Every `(apiVersion, kind)` a graph compiled with this catalog can hold: the kinds the
+/// components define, and those the compiler writes itself (claim templates and their
+/// namespaces, the npu-turbo ConfigMap). Observe lists exactly these, so an object of any of
+/// them that the config no longer wants is still seen, and deleted.
+pub fn object_kinds(catalog: &Catalog) -> std::collections::BTreeSet<(String, String)> {
+    const WRITTEN_BY_THE_COMPILER: [(&str, &str); 3] =
+        [("v1", "ConfigMap"), ("v1", "Namespace"), ("resource.k8s.io/v1", "ResourceClaimTemplate")];
+    let from_components = catalog
+        .components
+        .values()
+        .flat_map(|c| &c.objects)
+        .filter_map(|o| Some((o["apiVersion"].as_str()?.to_string(), o["kind"].as_str()?.to_string())));
+    WRITTEN_BY_THE_COMPILER.iter().map(|(a, k)| (a.to_string(), k.to_string())).chain(from_components).collect()
+}
