@@ -5,7 +5,10 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
-use std::time::{Duration, Instant};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use serde::Serialize;
 
@@ -63,7 +66,7 @@ pub async fn execute(
     let mut done: BTreeSet<&str> = BTreeSet::new();
     let mut failed: BTreeMap<&str, String> = BTreeMap::new();
     let mut blocked: BTreeMap<&str, String> = BTreeMap::new();
-    let mut running: Running = Vec::new();
+    let mut running = FuturesUnordered::new();
     let parallel = parallel.max(1);
 
     loop {
@@ -98,13 +101,13 @@ pub async fn execute(
             pending.remove(id);
             report(&Event::Started { id: id.to_string() });
             let action = by_id[id];
-            running.push(Box::pin(async move {
+            running.push(async move {
                 let began = Instant::now();
                 let result = runner.run(action).await;
                 (action.id.as_str(), result, began.elapsed())
-            }));
+            });
         }
-        let Some((id, result, took)) = next(&mut running).await else { break };
+        let Some((id, result, took)) = running.next().await else { break };
         let elapsed_ms = took.as_millis() as u64;
         match result {
             Ok(()) => {
@@ -126,26 +129,6 @@ pub async fn execute(
         not_started,
         elapsed_ms: start.elapsed().as_millis() as u64,
     }
-}
-
-/// The actions in flight; polled in turn by [`next`] (a handful, so no heap is needed).
-type Running<'a> = Vec<Pin<Box<dyn Future<Output = (&'a str, Result<(), String>, Duration)> + Send + 'a>>>;
-
-/// Waits for whichever running future finishes first.
-async fn next<'a>(running: &mut Running<'a>) -> Option<(&'a str, Result<(), String>, Duration)> {
-    if running.is_empty() {
-        return None;
-    }
-    std::future::poll_fn(|cx| {
-        for i in 0..running.len() {
-            if let std::task::Poll::Ready(out) = running[i].as_mut().poll(cx) {
-                drop(running.swap_remove(i));
-                return std::task::Poll::Ready(Some(out));
-            }
-        }
-        std::task::Poll::Pending
-    })
-    .await
 }
 
 #[cfg(test)]
@@ -182,7 +165,7 @@ mod tests {
                 let now = self.live.fetch_add(1, SeqCst) + 1;
                 self.peak.fetch_max(now, SeqCst);
                 self.log.lock().unwrap().push(action.id.clone());
-                tokio::time::sleep(Duration::from_millis(self.ms)).await;
+                tokio::time::sleep(std::time::Duration::from_millis(self.ms)).await;
                 self.live.fetch_sub(1, SeqCst);
                 if self.fail.contains(&action.id.as_str()) { Err("boom".into()) } else { Ok(()) }
             })

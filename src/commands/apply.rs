@@ -8,7 +8,7 @@ use crate::apply::executor::{Event, Outcome, execute};
 use crate::apply::lock::{Lock, state_dir};
 use crate::apply::providers::Providers;
 use crate::apply::verify;
-use crate::cli::{ApplyArgs, DestroyArgs, Global, PlanArgs};
+use crate::cli::{ApplyArgs, DestroyArgs, Global};
 use crate::error::{EXIT_FAILED, EXIT_OK, Error, Result};
 use crate::plan::{Action, ActionKind, Inputs, Plan};
 
@@ -151,6 +151,16 @@ fn providers(cluster: &str) -> Providers {
     Providers::new(crate::apply::k3d::binary(&env), state_dir(&env), super::plan::kubeconfig_path(), cluster.into())
 }
 
+/// The last line(s) on stderr: a `summary` event with `--json`, else text.
+fn print_summary(json: bool, outcome: &Outcome, verify_failed: &[(String, String)]) {
+    if json {
+        let failed: Vec<_> = verify_failed.iter().map(|(id, e)| serde_json::json!({ "id": id, "error": e })).collect();
+        eprintln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
+    } else {
+        eprintln!("{}", summary(outcome, verify_failed));
+    }
+}
+
 fn summary(outcome: &Outcome, verify_failed: &[(String, String)]) -> String {
     let mut text = format!(
         "\nApply: {} done, {} failed, {} not started.",
@@ -194,11 +204,8 @@ fn lock_cluster(global: &Global, cluster: &str) -> Result<Lock> {
 pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let lock = lock_cluster(global, &inputs.config.cluster.name)?;
-    let computed = super::plan::compute(
-        global,
-        inputs,
-        &PlanArgs { out: None, hash: false, detailed_exitcode: false, observed: None, offline: false },
-    )?;
+    let rt = super::runtime()?;
+    let computed = super::plan::compute(global, inputs, super::plan::Observation::Live(&rt))?;
     let plan = &computed.plan;
     let bytes = plan.to_bytes();
     let hash = crate::canonical::sha256(&bytes);
@@ -267,7 +274,6 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     let providers = providers(name);
     let actions = executable(plan, &computed.graph);
     let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
-    let rt = super::runtime()?;
     let outcome = rt.block_on(execute(&actions, &providers, args.parallel, &mut |e| reporter.event(e)));
     let mut verify_failed = Vec::new();
     if outcome.ok() && !plan.verify.is_empty() {
@@ -299,12 +305,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         verify_failed = results.into_iter().filter_map(|(id, r)| r.err().map(|e| (id, e))).collect();
     }
     reporter.finish();
-    if global.json {
-        let failed: Vec<_> = verify_failed.iter().map(|(id, e)| serde_json::json!({ "id": id, "error": e })).collect();
-        eprintln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
-    } else {
-        eprintln!("{}", summary(&outcome, &verify_failed));
-    }
+    print_summary(global.json, &outcome, &verify_failed);
     drop(lock);
     Ok(if outcome.ok() && verify_failed.is_empty() { EXIT_OK } else { EXIT_FAILED })
 }
@@ -372,6 +373,6 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let reporter = Reporter::new(global.json, plan.actions.len());
     let outcome = rt.block_on(execute(&plan.actions, &providers, 1, &mut |e| reporter.event(e)));
     reporter.finish();
-    eprintln!("{}", summary(&outcome, &[]));
+    print_summary(global.json, &outcome, &[]);
     Ok(if outcome.ok() { EXIT_OK } else { EXIT_FAILED })
 }

@@ -14,14 +14,22 @@ pub struct Computed {
     pub inputs: super::Inputs,
 }
 
-pub fn compute(global: &Global, inputs: super::Inputs, args: &PlanArgs) -> Result<Computed> {
+/// Where the plan's picture of the cluster comes from.
+pub enum Observation<'a> {
+    /// `--observed FILE` or `--offline`.
+    Saved(Observed),
+    /// Docker and the Kubernetes API, now.
+    Live(&'a tokio::runtime::Runtime),
+}
+
+pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation) -> Result<Computed> {
     let catalog = super::load_catalog(global, &inputs)?;
     let facts = super::load_facts(global)?;
     let graph = crate::compile::compile(&inputs.config, &facts, &catalog)
         .map_err(|errors| Error::Invalid(super::inputs::compile_diagnostics(&inputs, errors)))?;
-    let observed = match observed_file(args)? {
-        Some(saved) => saved,
-        None => observe_live(&inputs, &catalog)?,
+    let observed = match observation {
+        Observation::Saved(saved) => saved,
+        Observation::Live(rt) => observe_live(&inputs, &catalog, rt)?,
     };
     let digests = Inputs {
         config: crate::canonical::digest(&inputs.config),
@@ -67,16 +75,19 @@ pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> crat
     }
 }
 
-fn observe_live(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> Result<Observed> {
-    let target = target(inputs, catalog);
-    super::runtime()?.block_on(crate::observe::observe(&target)).map_err(super::observe_failed)
+fn observe_live(
+    inputs: &super::Inputs,
+    catalog: &crate::catalog::Catalog,
+    rt: &tokio::runtime::Runtime,
+) -> Result<Observed> {
+    rt.block_on(crate::observe::observe(&target(inputs, catalog))).map_err(super::observe_failed)
 }
 
 /// `k3d-gpu observe`.
 pub fn observe_command(global: &Global) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
-    let observed = observe_live(&inputs, &catalog)?;
+    let observed = observe_live(&inputs, &catalog, &super::runtime()?)?;
     if global.json {
         super::print_bytes(&observed.masked().to_bytes());
         return Ok(EXIT_OK);
@@ -111,7 +122,12 @@ pub fn observe_command(global: &Global) -> Result<u8> {
 }
 
 pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
-    let plan = compute(global, super::load_config(global)?, args)?.plan;
+    let inputs = super::load_config(global)?;
+    let plan = match observed_file(args)? {
+        Some(saved) => compute(global, inputs, Observation::Saved(saved))?,
+        None => compute(global, inputs, Observation::Live(&super::runtime()?))?,
+    }
+    .plan;
     let bytes = plan.to_bytes();
     let hash = crate::canonical::sha256(&bytes);
     if let Some(path) = &args.out {
