@@ -3,15 +3,28 @@
 
 mod support;
 
+use std::sync::LazyLock;
+
 use k3d_gpu::catalog::Catalog;
 use k3d_gpu::compile::agent::AgentPlan;
-use k3d_gpu::compile::{CompileError, compile};
+use k3d_gpu::compile::{CompileError, DesiredGraph, compile};
 use k3d_gpu::config::load_str;
+use k3d_gpu::facts::Facts;
 use support::facts_of;
 
+/// The shipped catalog, parsed once for the whole test binary.
+static CATALOG: LazyLock<Catalog> = LazyLock::new(|| Catalog::embedded().unwrap());
+
+/// `toml` as a whole k3dgpu.toml, compiled for `facts`.
+fn compile_toml(toml: &str, facts: &Facts) -> Result<DesiredGraph, Vec<CompileError>> {
+    let config = load_str("k3dgpu.toml", toml).unwrap_or_else(|e| panic!("{e:?}"));
+    compile(&config, facts, &CATALOG)
+}
+
+/// `toml` (more keys of `[agent]`, then any other sections) on fixture host `host`: the agent's
+/// plan and its warnings.
 fn decide(toml: &str, host: &str) -> Result<(AgentPlan, Vec<String>), Vec<CompileError>> {
-    let config = load_str("k3dgpu.toml", &format!("[agent]\n{toml}")).unwrap_or_else(|e| panic!("{e:?}"));
-    let graph = compile(&config, &facts_of(host), &Catalog::embedded().unwrap())?;
+    let graph = compile_toml(&format!("[agent]\n{toml}"), &facts_of(host))?;
     let warnings = graph.warnings.iter().filter(|w| w.code.starts_with("agent")).map(|w| w.code.clone()).collect();
     Ok((graph.agent.expect("an [agent] table gives a plan"), warnings))
 }
@@ -86,22 +99,14 @@ fn forced_devices_must_exist() {
 
 #[test]
 fn backend_and_device_combinations_the_reference_refuses() {
-    assert_eq!(
-        refused("backend = \"ovms\"\ndevice = \"hpu\"\n", "gaudi3-server").message,
-        "ovms does not run on a Gaudi"
-    );
-    assert_eq!(
-        refused("backend = \"llm-scaler\"\ndevice = \"hpu\"\n", "gaudi3-server").message,
-        "llm-scaler does not run on a Gaudi"
-    );
-    assert_eq!(
-        refused("backend = \"vllm\"\ndevice = \"cpu\"\n", "arc-b580-xe-rpl-igpu").message,
-        "vllm runs on an Intel GPU or a Gaudi only"
-    );
-    assert_eq!(
-        refused("backend = \"vllm\"\ndevice = \"npu\"\n", "lunar-lake-npu").message,
-        "vllm runs on an Intel GPU or a Gaudi only"
-    );
+    for (toml, host, message) in [
+        ("backend = \"ovms\"\ndevice = \"hpu\"\n", "gaudi3-server", "ovms does not run on a Gaudi"),
+        ("backend = \"llm-scaler\"\ndevice = \"hpu\"\n", "gaudi3-server", "llm-scaler does not run on a Gaudi"),
+        ("backend = \"vllm\"\ndevice = \"cpu\"\n", "arc-b580-xe-rpl-igpu", "vllm runs on an Intel GPU or a Gaudi only"),
+        ("backend = \"vllm\"\ndevice = \"npu\"\n", "lunar-lake-npu", "vllm runs on an Intel GPU or a Gaudi only"),
+    ] {
+        assert_eq!(refused(toml, host).message, message, "{toml:?} on {host}");
+    }
     // An explicit ovms never picks the Gaudi.
     let (p, _) = ok("backend = \"ovms\"\n", "gaudi3-server");
     assert_eq!((p.backend, p.device), ("ovms", "CPU"));
@@ -116,15 +121,11 @@ fn backend_and_device_combinations_the_reference_refuses() {
 fn dra_mode_advertises_no_gpu_resource_for_the_agent() {
     let (p, _) = ok("", "lunar-lake-npu");
     assert_eq!(p.device, "GPU");
-    let config = "[sharing]\nmode = \"dra\"\n[agent]\n";
-    let cfg = load_str("k", config).unwrap();
-    let graph = compile(&cfg, &facts_of("lunar-lake-npu"), &Catalog::embedded().unwrap()).unwrap();
-    let p = graph.agent.unwrap();
+    let (p, _) = ok("[sharing]\nmode = \"dra\"\n", "lunar-lake-npu");
     assert_eq!(p.device, "CPU");
     assert!(p.reason.starts_with("DRA mode does not advertise"), "{}", p.reason);
-    let cfg = load_str("k", "[sharing]\nmode = \"dra\"\n[agent]\ndevice = \"gpu\"\n").unwrap();
-    let errors = compile(&cfg, &facts_of("lunar-lake-npu"), &Catalog::embedded().unwrap()).unwrap_err();
-    assert!(errors[0].message.starts_with("DRA mode does not advertise"));
+    let e = refused("device = \"gpu\"\n[sharing]\nmode = \"dra\"\n", "lunar-lake-npu");
+    assert!(e.message.starts_with("DRA mode does not advertise"), "{}", e.message);
 }
 
 #[test]
@@ -133,9 +134,8 @@ fn explicit_cpus_and_memory_win() {
     assert_eq!((p.cpu_request, p.memory.as_str()), (4, "10Gi"));
 }
 
-fn with_addons(toml: &str, facts: &k3d_gpu::facts::Facts) -> Result<AgentPlan, Vec<CompileError>> {
-    let config = load_str("k3dgpu.toml", toml).unwrap_or_else(|e| panic!("{e:?}"));
-    Ok(compile(&config, facts, &Catalog::embedded().unwrap())?.agent.unwrap())
+fn with_addons(toml: &str, facts: &Facts) -> Result<AgentPlan, Vec<CompileError>> {
+    Ok(compile_toml(toml, facts)?.agent.unwrap())
 }
 
 fn placement(p: &AgentPlan) -> Vec<(String, &'static str)> {

@@ -14,51 +14,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::json;
 use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
-use support::{hosts_dir, repo};
+use support::{docker_ready, hosts_dir, import_image, repo};
 
 const HOST: &str = "lunar-lake-npu";
-
-fn docker_ready() -> bool {
-    let required = std::env::var("K3D_GPU_TEST_DOCKER").is_ok_and(|v| v == "1");
-    let ok = std::env::var("DOCKER_HOST").is_ok()
-        && Command::new("docker").arg("version").output().is_ok_and(|o| o.status.success());
-    assert!(ok || !required, "K3D_GPU_TEST_DOCKER=1 but no Docker engine answers");
-    if !ok {
-        eprintln!("skipped: no Docker engine (run .ci/dockerd.sh)");
-    }
-    ok
-}
-
-/// The node image: busybox whose entrypoint sleeps, so `server …` args are just its $0 $@.
-fn import_image(reference: &str) {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("rootfs/bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::copy("/bin/busybox", bin.join("busybox")).unwrap();
-    std::os::unix::fs::symlink("busybox", bin.join("sh")).unwrap();
-    std::os::unix::fs::symlink("busybox", bin.join("sleep")).unwrap();
-    let tar = dir.path().join("rootfs.tar");
-    assert!(
-        Command::new("tar")
-            .args(["-C", dir.path().join("rootfs").to_str().unwrap(), "-cf", tar.to_str().unwrap(), "."])
-            .status()
-            .unwrap()
-            .success()
-    );
-    let out = Command::new("docker")
-        .args([
-            "import",
-            "--change",
-            r#"ENTRYPOINT ["/bin/sh", "-c", "sleep 3600"]"#,
-            "--change",
-            "LABEL org.opencontainers.image.version=0.1.0",
-            tar.to_str().unwrap(),
-            reference,
-        ])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-}
 
 struct World {
     dir: tempfile::TempDir,
@@ -85,10 +43,14 @@ impl Drop for World {
 }
 
 /// A fake API server with one ready node, and a thread playing the controllers: workloads
-/// report rolled out, and (when `plugin` is set) the node advertises the Intel GPU.
-fn world(cluster: &str, plugin: bool) -> World {
+/// report rolled out, and (when `plugin` is set) the node advertises the Intel GPU. `None`
+/// (the test skips) without a Docker engine.
+fn world(cluster: &str, plugin: bool) -> Option<World> {
+    if !docker_ready() {
+        return None;
+    }
     let image = format!("k3d-gpu-test/node:{cluster}");
-    import_image(&image);
+    import_image(&image, "0.1.0");
     let node = json!({"apiVersion": "v1", "kind": "Node",
         "metadata": {"name": format!("k3d-{cluster}-server-0"), "labels": {"kubernetes.io/hostname": format!("k3d-{cluster}-server-0")}},
         "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}});
@@ -120,7 +82,7 @@ fn world(cluster: &str, plugin: bool) -> World {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("k3dgpu.toml");
     std::fs::write(&config, format!("[cluster]\nname = \"{cluster}\"\nimage = \"{image}\"\n")).unwrap();
-    World { dir, image, server, cluster: cluster.into(), config, stop }
+    Some(World { dir, image, server, cluster: cluster.into(), config, stop })
 }
 
 impl World {
@@ -129,17 +91,23 @@ impl World {
     }
 
     fn run_on(&self, host: &str, args: &[&str]) -> Output {
+        self.command_on(host, args).output().unwrap()
+    }
+
+    /// `k3d-gpu ARGS` against this world's config, state, fake API server and k3d stub, on
+    /// fixture host `host`.
+    fn command_on(&self, host: &str, args: &[&str]) -> Command {
         let root = hosts_dir().join(host);
-        Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
+        command
             .args(args)
             .args(["-c", self.config.to_str().unwrap(), "--root", root.to_str().unwrap()])
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
             .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
             .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&self.server.url, &self.cluster))
             .env("XDG_STATE_HOME", self.dir.path().join("state"))
-            .env("NO_COLOR", "1")
-            .output()
-            .unwrap()
+            .env("NO_COLOR", "1");
+        command
     }
 
     fn path(&self, name: &str) -> String {
@@ -163,12 +131,26 @@ fn hash_of(out: &Output) -> String {
     text(out).lines().find_map(|l| l.strip_prefix("plan hash: ")).expect("a plan hash").to_string()
 }
 
+/// The hash `destroy` (without one) prints for the run that would really destroy.
+fn destroy_hash_of(out: &Output) -> String {
+    text(out)
+        .lines()
+        .find_map(|l| l.strip_prefix("to run it: k3d-gpu destroy --plan-hash "))
+        .expect("destroy prints its hash")
+        .to_string()
+}
+
+/// N in the plan's "Plan: N to create, …" line.
+fn to_create(out: &Output) -> usize {
+    text(out)
+        .lines()
+        .find_map(|l| l.strip_prefix("Plan: ")?.split(' ').next()?.parse().ok())
+        .unwrap_or_else(|| panic!("no Plan: line in\n{}", text(out)))
+}
+
 #[test]
 fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
-    if !docker_ready() {
-        return;
-    }
-    let w = world("e2e-converge", true);
+    let Some(w) = world("e2e-converge", true) else { return };
     // Neighbours that are not ours: a container and an object.
     let _ = Command::new("docker").args(["rm", "-f", "bystander-e2e"]).output();
     assert!(
@@ -200,11 +182,7 @@ fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
     assert!(text(&again).contains("No changes"));
 
     let shown = w.run(&["destroy"]);
-    let hash = text(&shown)
-        .lines()
-        .find_map(|l| l.strip_prefix("to run it: k3d-gpu destroy --plan-hash "))
-        .expect("destroy prints its hash")
-        .to_string();
+    let hash = destroy_hash_of(&shown);
     assert_eq!(w.containers(), 1, "destroy without the hash changes nothing");
     let destroyed = w.run(&["destroy", "--plan-hash", &hash]);
     assert_eq!(destroyed.status.code(), Some(0), "{}", text(&destroyed));
@@ -219,12 +197,11 @@ fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
 
 #[test]
 fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply() {
-    if !docker_ready() {
-        return;
-    }
-    let w = world("e2e-gate", true);
+    let Some(w) = world("e2e-gate", true) else { return };
     let first = w.run(&["plan", "--out", &w.path("p.json")]);
-    assert_eq!(w.run(&["apply", &w.path("p.json")]).status.code(), Some(0), "{}", text(&first));
+    assert_eq!(first.status.code(), Some(0), "{}", text(&first));
+    let applied = w.run(&["apply", &w.path("p.json")]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
 
     // A plan made now, then each input changes under it.
     std::fs::write(
@@ -319,10 +296,7 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
 
 #[test]
 fn an_apply_that_fails_half_way_resumes_and_converges() {
-    if !docker_ready() {
-        return;
-    }
-    let w = world("e2e-resume", true);
+    let Some(w) = world("e2e-resume", true) else { return };
     w.server.change(|s| s.fail_once.push("intel-gpu-plugin".into()));
     let first = w.run(&["plan", "--out", &w.path("p.json")]);
     assert_eq!(first.status.code(), Some(0));
@@ -350,10 +324,7 @@ fn an_apply_that_fails_half_way_resumes_and_converges() {
 
 #[test]
 fn a_verify_that_never_holds_fails_with_its_diagnosis_in_time() {
-    if !docker_ready() {
-        return;
-    }
-    let w = world("e2e-verify", false);
+    let Some(w) = world("e2e-verify", false) else { return };
     let planned = w.run(&["plan"]);
     let start = std::time::Instant::now();
     let out = w.run(&["apply", "--plan-hash", &hash_of(&planned), "--verify-timeout", "2"]);
@@ -370,31 +341,12 @@ fn a_verify_that_never_holds_fails_with_its_diagnosis_in_time() {
 
 #[test]
 fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
-    if !docker_ready() {
-        return;
-    }
-    let w = world("e2e-killed", true);
+    let Some(w) = world("e2e-killed", true) else { return };
     let planned = w.run(&["plan"]);
-    let total: usize = text(&planned)
-        .lines()
-        .find_map(|l| l.strip_prefix("Plan: ").and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()))
-        .unwrap();
+    let total = to_create(&planned);
     w.server.change(|s| s.patch_delay_ms = 150);
-    let root = hosts_dir().join(HOST);
-    let mut child = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args([
-            "apply",
-            "--plan-hash",
-            &hash_of(&planned),
-            "-c",
-            w.config.to_str().unwrap(),
-            "--root",
-            root.to_str().unwrap(),
-        ])
-        .env("KUBECONFIG", w.dir.path().join("kubeconfig"))
-        .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
-        .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&w.server.url, &w.cluster))
-        .env("XDG_STATE_HOME", w.dir.path().join("state"))
+    let mut child = w
+        .command_on(HOST, &["apply", "--plan-hash", &hash_of(&planned)])
         .stdout(std::process::Stdio::null())
         .stderr(std::process::Stdio::null())
         .spawn()
@@ -407,28 +359,25 @@ fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
     }
     child.kill().unwrap();
     child.wait().unwrap();
-    assert!(w.dir.path().join("state/k3d-gpu/e2e-killed.lock").exists(), "a killed apply leaves its lock");
+    // A clean release empties the lock file; a killed apply leaves its pid there.
+    let lock = std::fs::read_to_string(w.dir.path().join("state/k3d-gpu/e2e-killed.lock")).unwrap();
+    assert_eq!(lock.trim().parse::<u32>().ok(), Some(child.id()), "a killed apply leaves its pid: {lock:?}");
 
     w.server.change(|s| s.patch_delay_ms = 0);
     let rest = w.run(&["plan"]);
-    let left: usize = text(&rest)
-        .lines()
-        .find_map(|l| l.strip_prefix("Plan: ").and_then(|r| r.split(' ').next()).and_then(|n| n.parse().ok()))
-        .unwrap();
+    let left = to_create(&rest);
     assert!(left > 0 && left < total, "only what is left: {left} of {total}\n{}", text(&rest));
     assert!(!text(&rest).contains("k3d/cluster/e2e-killed  (create)"), "the cluster is not made again");
     let resumed = w.run(&["apply", "--plan-hash", &hash_of(&rest)]);
     assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
-    assert!(text(&resumed).contains("took over the lock of pid"), "{}", text(&resumed));
+    let took_over = format!("took over the lock of pid {}", child.id());
+    assert!(text(&resumed).contains(&took_over), "{}", text(&resumed));
     assert!(text(&w.run(&["plan"])).contains("No changes"));
 }
 
 #[test]
 fn create_never_takes_over_an_object_someone_else_made() {
-    if !docker_ready() {
-        return;
-    }
-    let w = world("e2e-foreign", true);
+    let Some(w) = world("e2e-foreign", true) else { return };
     // Someone already runs an intel-gpu-plugin DaemonSet (a Helm release, say).
     w.server.change(|s| {
         s.objects.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
@@ -454,12 +403,9 @@ fn create_never_takes_over_an_object_someone_else_made() {
 
 #[test]
 fn destroy_needs_no_facts_and_refuses_a_cluster_k3d_gpu_did_not_create() {
-    if !docker_ready() {
-        return;
-    }
     // A cluster k3d-gpu created, destroyed from a host whose facts no longer fit the config:
     // the GPU the config asks for is gone, so `plan` fails, yet destroy still works.
-    let w = world("e2e-nofacts", true);
+    let Some(w) = world("e2e-nofacts", true) else { return };
     let planned = w.run(&["plan"]);
     let applied = w.run(&["apply", "--plan-hash", &hash_of(&planned)]);
     assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
@@ -472,20 +418,16 @@ fn destroy_needs_no_facts_and_refuses_a_cluster_k3d_gpu_did_not_create() {
     assert_ne!(gone.status.code(), Some(0), "the config no longer fits this host: {}", text(&gone));
     let shown = w.run_on("plain-laptop-amd", &["destroy"]);
     assert_eq!(shown.status.code(), Some(0), "{}", text(&shown));
-    let hash = text(&shown)
-        .lines()
-        .find_map(|l| l.strip_prefix("to run it: k3d-gpu destroy --plan-hash "))
-        .expect("destroy prints its hash")
-        .to_string();
+    let hash = destroy_hash_of(&shown);
     let destroyed = w.run_on("plain-laptop-amd", &["destroy", "--plan-hash", &hash]);
     assert_eq!(destroyed.status.code(), Some(0), "{}", text(&destroyed));
     assert_eq!(w.containers(), 0);
 
     // A cluster of the same name that someone made with k3d by hand: not ours to delete.
-    let foreign = world("e2e-foreign", false);
+    let foreign = world("e2e-byhand", false).expect("Docker answered above");
     let made = Command::new("docker")
-        .args(["run", "-d", "--name", "k3d-e2e-foreign-server-0", "--label", "app=k3d"])
-        .args(["--label", "k3d.cluster=e2e-foreign", "--label", "k3d.role=server", &foreign.image])
+        .args(["run", "-d", "--name", "k3d-e2e-byhand-server-0", "--label", "app=k3d"])
+        .args(["--label", "k3d.cluster=e2e-byhand", "--label", "k3d.role=server", &foreign.image])
         .output()
         .unwrap();
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));

@@ -20,6 +20,11 @@ fn config_error(toml: &str) -> String {
     render(&*load_str("k3dgpu.toml", toml).unwrap_err())
 }
 
+/// The rendered error of component file `mine.kdl` (`kdl`), whose manifest reads `manifest`.
+fn component_error(kdl: &str, manifest: &str) -> String {
+    render(&*parse_component("mine.kdl", kdl, &|_| Ok(manifest.to_string())).unwrap_err())
+}
+
 #[test]
 fn a_misspelt_key() {
     assert_eq!(
@@ -98,18 +103,14 @@ fn a_component_file_with_an_unknown_node() {
 fn component_images_must_be_pinned_and_match_the_manifest() {
     let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c, image: \"busybox:1.37\"}]\n";
     let kdl = "component mine {\n    summary \"x\"\n    upstream x version=v1\n    manifest m.yml\n    image \"busybox:1.37\"\n}\n";
-    let err = parse_component("mine.kdl", kdl, &|_| Ok(manifest.to_string())).unwrap_err();
-    assert!(render(&*err).contains("× image busybox:1.37 is not pinned by digest"));
+    let text = component_error(kdl, manifest);
+    assert!(text.contains("× image busybox:1.37 is not pinned by digest"), "{text}");
     let pinned = format!("busybox:1.37@sha256:{}", "a".repeat(64));
     let kdl = format!(
         "component mine {{\n    summary \"x\"\n    upstream x version=v1\n    manifest m.yml\n    image \"{pinned}\"\n}}\n"
     );
-    let err = parse_component("mine.kdl", &kdl, &|_| Ok(manifest.to_string())).unwrap_err();
-    assert!(
-        render(&*err).contains("m.yml uses image busybox:1.37, which component mine does not list"),
-        "{}",
-        render(&*err)
-    );
+    let text = component_error(&kdl, manifest);
+    assert!(text.contains("m.yml uses image busybox:1.37, which component mine does not list"), "{text}");
 }
 
 #[test]
@@ -153,23 +154,20 @@ fn component_files_are_strict() {
     ];
     for (extra, expected) in cases {
         let kdl = format!("{base}{extra}}}\n");
-        let err = parse_component("mine.kdl", &kdl, &|_| Ok(manifest.to_string())).unwrap_err();
-        let text = render(&*err);
+        let text = component_error(&kdl, manifest);
         assert!(text.contains(expected), "{extra:?}: {text}");
     }
     let version_typo = format!("{}}}\n", base.replace("version=v1", "vesion=v1"));
-    let text = render(&*parse_component("mine.kdl", &version_typo, &|_| Ok(manifest.to_string())).unwrap_err());
+    let text = component_error(&version_typo, manifest);
     assert!(text.contains("`upstream` has no property `vesion`"), "{text}");
     let outside = base.replace("manifest m.yml", "manifest \"../../etc/passwd\"") + "}\n";
-    let text = render(&*parse_component("mine.kdl", &outside, &|_| Ok(manifest.to_string())).unwrap_err());
+    let text = component_error(&outside, manifest);
     assert!(text.contains("must be a file name beside the component"), "{text}");
     let reserved = base.replace("component mine", "component kustomization") + "}\n";
-    assert!(
-        render(&*parse_component("k.kdl", &reserved, &|_| Ok(manifest.to_string())).unwrap_err())
-            .contains("is reserved")
-    );
+    let text = component_error(&reserved, manifest);
+    assert!(text.contains("is reserved"), "{text}");
     let slashed = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: a/b, namespace: default}\n";
-    let text = render(&*parse_component("mine.kdl", &format!("{base}}}\n"), &|_| Ok(slashed.to_string())).unwrap_err());
+    let text = component_error(&format!("{base}}}\n"), slashed);
     assert!(text.contains("metadata.name \"a/b\" is not a valid name"), "{text}");
 }
 

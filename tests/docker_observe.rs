@@ -4,50 +4,22 @@
 //! too. Needs DOCKER_HOST; with K3D_GPU_TEST_DOCKER=1 (set by .ci/run) a missing engine fails
 //! the test instead of skipping it.
 
+mod support;
+
 use std::process::Command;
 
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig};
 use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions, StartContainerOptions};
 use k3d_gpu::observe::docker::{Endpoint, connect, endpoint, observe_cluster};
+use support::{docker_ready, import_image};
 
 fn engine() -> Option<(Docker, Endpoint)> {
-    let required = std::env::var("K3D_GPU_TEST_DOCKER").is_ok_and(|v| v == "1");
-    let env = |k: &str| std::env::var(k).ok();
-    let ep = endpoint(&env, None);
-    let usable = std::env::var("DOCKER_HOST").is_ok()
-        && Command::new("docker").arg("version").output().is_ok_and(|o| o.status.success());
-    if !usable {
-        assert!(!required, "K3D_GPU_TEST_DOCKER=1 but no Docker engine answers at {}", ep.host);
-        eprintln!("skipped: no Docker engine (run .ci/dockerd.sh, or set K3D_GPU_TEST_DOCKER=1 to require one)");
+    if !docker_ready() {
         return None;
     }
+    let ep = endpoint(&|k: &str| std::env::var(k).ok(), None);
     Some((connect(&ep).unwrap(), ep))
-}
-
-/// A tiny image imported from the busybox-static binary, with a release label.
-fn import_image(reference: &str, version: &str) -> String {
-    let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("rootfs/bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    std::fs::copy("/bin/busybox", bin.join("busybox")).unwrap();
-    std::os::unix::fs::symlink("busybox", bin.join("sh")).unwrap();
-    let tar = Command::new("tar")
-        .args(["-C", dir.path().join("rootfs").to_str().unwrap(), "-cf", "-", "."])
-        .output()
-        .unwrap();
-    assert!(tar.status.success());
-    let mut import = Command::new("docker")
-        .args(["import", "--change", &format!("LABEL org.opencontainers.image.version={version}"), "-", reference])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    use std::io::Write;
-    import.stdin.take().unwrap().write_all(&tar.stdout).unwrap();
-    let out = import.wait_with_output().unwrap();
-    assert!(out.status.success(), "docker import failed");
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
 
 struct Node<'a> {
@@ -111,10 +83,8 @@ fn observe_reads_k3d_shaped_node_containers() {
         let names = ["k3d-obs-server-0", "k3d-obs-agent-0", "k3d-other-server-0"];
         remove(&docker, &names).await;
         let spec = r#"{"image":"k3d-gpu-test/node:1","name":"obs"}"#;
-        create(
-            &docker,
-            image,
-            &Node {
+        for node in [
+            Node {
                 name: names[0],
                 cluster: "obs",
                 role: "server",
@@ -122,23 +92,11 @@ fn observe_reads_k3d_shaped_node_containers() {
                 start: true,
                 gpus: false,
             },
-            spec,
-        )
-        .await;
-        create(
-            &docker,
-            image,
-            &Node { name: names[1], cluster: "obs", role: "agent", args: &[], start: false, gpus: true },
-            spec,
-        )
-        .await;
-        create(
-            &docker,
-            image,
-            &Node { name: names[2], cluster: "other", role: "server", args: &[], start: false, gpus: false },
-            spec,
-        )
-        .await;
+            Node { name: names[1], cluster: "obs", role: "agent", args: &[], start: false, gpus: true },
+            Node { name: names[2], cluster: "other", role: "server", args: &[], start: false, gpus: false },
+        ] {
+            create(&docker, image, &node, spec).await;
+        }
 
         let observed = observe_cluster(&docker, &ep, "obs", image).await.unwrap().expect("the cluster exists");
         assert_eq!(observed.nodes.len(), 2, "only this cluster's containers");

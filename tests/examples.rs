@@ -6,23 +6,7 @@ mod support;
 
 use k3d_gpu::catalog::Catalog;
 use k3d_gpu::compile::{Change, compile};
-use support::{check_golden, facts_of, repo};
-
-/// Each example and the hosts it is for.
-const EXAMPLES: &[(&str, &[&str])] = &[
-    ("nvidia-workstation", &["desktop-rpl-nvidia"]),
-    ("arc-homelab-dra", &["arc-b580-xe-rpl-igpu"]),
-    ("lunar-lake-npu", &["lunar-lake-npu"]),
-    ("hybrid-igpu-sharing", &["meteor-lake-old-npu-fw"]),
-    ("xeon-numa-accelerators", &["xeon-2s-snc2"]),
-    ("wsl2-intel", &["wsl2-intel"]),
-];
-
-fn config(example: &str) -> k3d_gpu::config::Config {
-    let path = repo().join(format!("examples/{example}.toml"));
-    let text = std::fs::read_to_string(&path).unwrap();
-    k3d_gpu::config::load_str(example, &text).unwrap_or_else(|e| panic!("{example}: {e:?}"))
-}
+use support::{EXAMPLES, check_golden, example_config as config, facts_of, repo};
 
 #[test]
 fn every_example_is_listed_here() {
@@ -40,14 +24,11 @@ fn every_example_is_listed_here() {
 fn examples_compile_for_their_hosts_and_match_the_golden_graphs() {
     let catalog = Catalog::embedded().unwrap();
     let mut stale = Vec::new();
-    for (example, hosts) in EXAMPLES {
-        let config = config(example);
-        for host in *hosts {
-            let graph =
-                compile(&config, &facts_of(host), &catalog).unwrap_or_else(|e| panic!("{example} on {host}: {e:#?}"));
-            if let Err(e) = check_golden(&format!("tests/golden/graph/{example}--{host}.json"), &graph.to_json()) {
-                stale.push(e);
-            }
+    for (example, host) in EXAMPLES {
+        let graph = compile(&config(example), &facts_of(host), &catalog)
+            .unwrap_or_else(|e| panic!("{example} on {host}: {e:#?}"));
+        if let Err(e) = check_golden(&format!("tests/golden/graph/{example}--{host}.json"), &graph.to_json()) {
+            stale.push(e);
         }
     }
     assert!(stale.is_empty(), "{}", stale.join("\n\n"));

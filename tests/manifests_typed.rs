@@ -1,8 +1,8 @@
 //! Every manifest in share/ is a valid Kubernetes object of its kind: each object deserialises
 //! into the k8s-openapi type for its kind (v1.37) and serialises back to the same JSON, so a
 //! misspelt field (which the typed structs drop) or a wrong type fails here, not at apply.
-//! Custom resources (NFD's NodeFeatureRule, the balloons policy) have no typed struct and are
-//! checked only for apiVersion/kind/metadata.
+//! Custom resources (NFD's NodeFeatureRule, the balloons policy) have no typed struct: each must
+//! be of a kind and version a CustomResourceDefinition in share/ defines.
 
 mod support;
 
@@ -79,15 +79,10 @@ fn problem(name: &str, object: &Value, back: Result<Value, String>) -> Option<St
 fn every_object_the_examples_compile_to_is_valid() {
     let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
     let mut problems = Vec::new();
-    for (example, host) in [
-        ("arc-homelab-dra", "arc-b580-xe-rpl-igpu"),
-        ("hybrid-igpu-sharing", "meteor-lake-old-npu-fw"),
-        ("lunar-lake-npu", "lunar-lake-npu"),
-        ("nvidia-workstation", "desktop-rpl-nvidia"),
-    ] {
-        let text = std::fs::read_to_string(support::repo().join(format!("examples/{example}.toml"))).unwrap();
-        let config = k3d_gpu::config::load_str(example, &text).unwrap();
-        let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog).unwrap();
+    for (example, host) in support::EXAMPLES {
+        let config = support::example_config(example);
+        let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog)
+            .unwrap_or_else(|e| panic!("{example} on {host}: {e:#?}"));
         for r in graph.resources().filter(|r| r.kind == k3d_gpu::compile::ResourceKind::Object) {
             if let Some(back) = check(&r.spec) {
                 problems.extend(problem(&format!("{example}: {}", r.id), &r.spec, back));
@@ -108,22 +103,44 @@ fn every_share_manifest_is_a_valid_object_of_its_kind() {
         .filter(|p| p.extension().is_some_and(|x| x == "yml"))
         .collect();
     files.sort();
-    for file in files {
-        let text = std::fs::read_to_string(&file).unwrap();
-        let objects =
-            k3d_gpu::catalog::parse_manifest(&file.display().to_string(), &text).unwrap_or_else(|e| panic!("{e:?}"));
-        for object in objects {
-            let kind = object["kind"].as_str().unwrap_or_default().to_string();
-            let Some(back) = check(&object) else {
-                assert!(object["metadata"]["name"].is_string(), "{kind} without a name");
-                continue;
-            };
-            let name =
-                format!("{}: {kind} {}", file.file_name().unwrap().to_string_lossy(), object["metadata"]["name"]);
-            match problem(&name, &object, back) {
-                Some(p) => problems.push(p),
-                None => checked += 1,
+    let objects: Vec<(String, Value)> = files
+        .iter()
+        .flat_map(|file| {
+            let text = std::fs::read_to_string(file).unwrap();
+            let objects = k3d_gpu::catalog::parse_manifest(&file.display().to_string(), &text)
+                .unwrap_or_else(|e| panic!("{e:?}"));
+            let file = file.file_name().unwrap().to_string_lossy().into_owned();
+            objects.into_iter().map(move |o| (file.clone(), o))
+        })
+        .collect();
+    // (apiVersion, kind) of every custom resource the CRDs in share/ define.
+    let defined: Vec<(String, String)> = objects
+        .iter()
+        .filter(|(_, o)| o["kind"] == "CustomResourceDefinition")
+        .flat_map(|(_, crd)| {
+            let spec = &crd["spec"];
+            let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+            versions.into_iter().map(move |v| {
+                (
+                    format!("{}/{}", spec["group"].as_str().unwrap(), v["name"].as_str().unwrap()),
+                    spec["names"]["kind"].as_str().unwrap().to_string(),
+                )
+            })
+        })
+        .collect();
+    for (file, object) in &objects {
+        let kind = object["kind"].as_str().unwrap_or_default().to_string();
+        let name = format!("{file}: {kind} {}", object["metadata"]["name"]);
+        let Some(back) = check(object) else {
+            let api = object["apiVersion"].as_str().unwrap_or_default().to_string();
+            if !defined.contains(&(api.clone(), kind.clone())) {
+                problems.push(format!("{name}: {api} {kind} is neither checked here nor defined by a CRD in share/"));
             }
+            continue;
+        };
+        match problem(&name, object, back) {
+            Some(p) => problems.push(p),
+            None => checked += 1,
         }
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));

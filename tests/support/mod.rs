@@ -163,3 +163,56 @@ pub fn converged(graph: &k3d_gpu::compile::DesiredGraph) -> k3d_gpu::observe::Ob
         kubernetes: Some(ObservedKubernetes { nodes: vec![node], objects, resource_slices: Vec::new() }),
     }
 }
+
+/// Each example config and the fixture host it is for.
+pub const EXAMPLES: &[(&str, &str)] = &[
+    ("nvidia-workstation", "desktop-rpl-nvidia"),
+    ("arc-homelab-dra", "arc-b580-xe-rpl-igpu"),
+    ("lunar-lake-npu", "lunar-lake-npu"),
+    ("hybrid-igpu-sharing", "meteor-lake-old-npu-fw"),
+    ("xeon-numa-accelerators", "xeon-2s-snc2"),
+    ("wsl2-intel", "wsl2-intel"),
+];
+
+/// `examples/<example>.toml`, loaded.
+pub fn example_config(example: &str) -> k3d_gpu::config::Config {
+    let text = std::fs::read_to_string(repo().join(format!("examples/{example}.toml"))).unwrap();
+    k3d_gpu::config::load_str(example, &text).unwrap_or_else(|e| panic!("{example}: {e:?}"))
+}
+
+/// Whether a Docker engine answers at DOCKER_HOST. Without one the Docker tests skip, unless
+/// K3D_GPU_TEST_DOCKER=1 (set by .ci/run) requires it: then this fails the test.
+pub fn docker_ready() -> bool {
+    let required = std::env::var("K3D_GPU_TEST_DOCKER").is_ok_and(|v| v == "1");
+    let ok = std::env::var("DOCKER_HOST").is_ok()
+        && std::process::Command::new("docker").arg("version").output().is_ok_and(|o| o.status.success());
+    assert!(ok || !required, "K3D_GPU_TEST_DOCKER=1 but no Docker engine answers at DOCKER_HOST");
+    if !ok {
+        eprintln!("skipped: no Docker engine (run .ci/dockerd.sh, or set K3D_GPU_TEST_DOCKER=1 to require one)");
+    }
+    ok
+}
+
+/// Imports a tiny node image as `reference`: busybox whose entrypoint sleeps (so k3d's
+/// `server …` args are just its $0 $@), labelled with release `version`. Returns its image id.
+pub fn import_image(reference: &str, version: &str) -> String {
+    use std::process::Command;
+    let dir = tempfile::tempdir().unwrap();
+    let bin = dir.path().join("rootfs/bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    std::fs::copy("/bin/busybox", bin.join("busybox")).unwrap();
+    std::os::unix::fs::symlink("busybox", bin.join("sh")).unwrap();
+    std::os::unix::fs::symlink("busybox", bin.join("sleep")).unwrap();
+    let tar = dir.path().join("rootfs.tar");
+    let rootfs = dir.path().join("rootfs");
+    let packed = Command::new("tar").args(["-C", rootfs.to_str().unwrap(), "-cf", tar.to_str().unwrap(), "."]).status();
+    assert!(packed.unwrap().success(), "tar failed");
+    let out = Command::new("docker")
+        .args(["import", "--change", r#"ENTRYPOINT ["/bin/sh", "-c", "sleep 3600"]"#])
+        .args(["--change", &format!("LABEL org.opencontainers.image.version={version}")])
+        .args([tar.to_str().unwrap(), reference])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "docker import failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
