@@ -54,7 +54,18 @@ impl State {
         State { served: BUILT_IN.iter().map(|s| s.to_string()).collect(), ..State::default() }
     }
 
-    fn bump(&mut self, object: &mut Value) {
+    /// The nodes (`/api/v1/nodes`) or every other object.
+    fn pool(&self, nodes: bool) -> &Vec<Value> {
+        if nodes { &self.nodes } else { &self.objects }
+    }
+
+    fn pool_mut(&mut self, nodes: bool) -> &mut Vec<Value> {
+        if nodes { &mut self.nodes } else { &mut self.objects }
+    }
+
+    /// Takes the next resourceVersion: newer than any the server handed out and any a test
+    /// wrote by hand.
+    fn next_version(&mut self) -> String {
         let newest = self
             .objects
             .iter()
@@ -63,7 +74,32 @@ impl State {
             .max()
             .unwrap_or(0);
         self.version = self.version.max(newest) + 1;
-        object["metadata"]["resourceVersion"] = json!(self.version.to_string());
+        self.version.to_string()
+    }
+}
+
+/// What a list or a watch returns: the objects of one collection, in one namespace or all,
+/// that match the label and field selectors.
+struct Selection {
+    collection: String,
+    namespace: Option<String>,
+    labels: String,
+    fields: String,
+}
+
+impl Selection {
+    fn nodes(&self) -> bool {
+        self.collection == "/api/v1/nodes"
+    }
+
+    /// In the collection and namespace, selectors aside (what a request by name looks in).
+    fn in_scope(&self, object: &Value) -> bool {
+        (self.nodes() || list_path(object) == self.collection)
+            && self.namespace.as_deref().is_none_or(|ns| object["metadata"]["namespace"] == ns)
+    }
+
+    fn pick<'a>(&'a self, state: &'a State) -> impl Iterator<Item = &'a Value> {
+        state.pool(self.nodes()).iter().filter(|o| self.in_scope(o) && matches_selector(o, &self.labels, &self.fields))
     }
 }
 
@@ -173,7 +209,7 @@ fn merge_patch(target: &mut Value, patch: &Value) {
 
 enum Reply {
     Once(u16, Value),
-    Watch { collection: String, namespace: Option<String>, labels: String, fields: String },
+    Watch(Selection),
 }
 
 fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, body: &[u8]) -> Reply {
@@ -186,74 +222,53 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
     let Some(t) = parse_path(path) else {
         return Reply::Once(404, status(404, "NotFound", format!("no route {path}")).1);
     };
-    let nodes = t.collection == "/api/v1/nodes";
-    if !nodes && !state.served.contains(&t.collection) {
+    let selection = Selection {
+        collection: t.collection,
+        namespace: t.namespace,
+        labels: param("labelSelector"),
+        fields: param("fieldSelector"),
+    };
+    let nodes = selection.nodes();
+    if !nodes && !state.served.contains(&selection.collection) {
         let (c, v) = status(404, "NotFound", format!("the server could not find the requested resource ({path})"));
         return Reply::Once(c, v);
     }
     let watch = matches!(param("watch").as_str(), "1" | "true");
-    let in_scope = |o: &Value| {
-        (nodes || list_path(o) == t.collection)
-            && t.namespace.as_deref().is_none_or(|ns| o["metadata"]["namespace"] == ns)
-    };
     match (method, &t.name) {
-        ("GET", None) if watch => Reply::Watch {
-            collection: t.collection.clone(),
-            namespace: t.namespace.clone(),
-            labels: param("labelSelector"),
-            fields: param("fieldSelector"),
-        },
+        ("GET", None) if watch => Reply::Watch(selection),
         ("GET", None) => {
-            let pool = if nodes { &state.nodes } else { &state.objects };
-            let items: Vec<Value> = pool
-                .iter()
-                .filter(|o| in_scope(o) && matches_selector(o, &param("labelSelector"), &param("fieldSelector")))
-                .cloned()
-                .collect();
+            let items: Vec<Value> = selection.pick(&state).cloned().collect();
             Reply::Once(
                 200,
                 json!({"apiVersion": "v1", "kind": "List", "metadata": {"resourceVersion": state.version.to_string()}, "items": items}),
             )
         }
         (_, Some(name)) => {
-            let is_named = |o: &&mut Value| in_scope(o) && o["metadata"]["name"] == name.as_str();
             let patch: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-            let state_ref = &mut *state;
-            let found = if nodes {
-                state_ref.nodes.iter_mut().position(|o| is_named(&o))
-            } else {
-                state_ref.objects.iter_mut().position(|o| is_named(&o))
-            };
+            let found =
+                state.pool(nodes).iter().position(|o| selection.in_scope(o) && o["metadata"]["name"] == name.as_str());
             match method {
                 "GET" => match found {
-                    Some(i) => {
-                        Reply::Once(200, if nodes { state_ref.nodes[i].clone() } else { state_ref.objects[i].clone() })
-                    }
+                    Some(i) => Reply::Once(200, state.pool(nodes)[i].clone()),
                     None => Reply::Once(404, status(404, "NotFound", format!("{name} not found")).1),
                 },
                 "DELETE" => match found {
                     Some(i) => {
-                        let gone = state_ref.objects.remove(i);
-                        state_ref.version += 1;
+                        let gone = state.pool_mut(nodes).remove(i);
+                        state.next_version();
                         changed.notify_waiters();
                         Reply::Once(200, gone)
                     }
                     None => Reply::Once(404, status(404, "NotFound", format!("{name} not found")).1),
                 },
-                "PATCH" if state_ref.fail_once.contains(name) => {
-                    state_ref.fail_once.retain(|n| n != name);
+                "PATCH" if state.fail_once.contains(name) => {
+                    state.fail_once.retain(|n| n != name);
                     let (c, v) = status(500, "InternalError", format!("injected failure for {name}"));
                     Reply::Once(c, v)
                 }
                 "PATCH" => {
                     let mut object = match found {
-                        Some(i) => {
-                            if nodes {
-                                state_ref.nodes[i].clone()
-                            } else {
-                                state_ref.objects[i].clone()
-                            }
-                        }
+                        Some(i) => state.pool(nodes)[i].clone(),
                         None if nodes => {
                             return Reply::Once(404, status(404, "NotFound", format!("node {name} not found")).1);
                         }
@@ -262,7 +277,7 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
                     let before_spec = object["spec"].clone();
                     // Server-side apply and merge patch both overlay the fields given; lists are replaced.
                     merge_patch(&mut object, &patch);
-                    if let Some(ns) = &t.namespace {
+                    if let Some(ns) = &selection.namespace {
                         object["metadata"]["namespace"] = json!(ns);
                     }
                     if !nodes && (found.is_none() || object["spec"] != before_spec) {
@@ -274,14 +289,14 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
                         let plural = object["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string();
                         for v in object["spec"]["versions"].as_array().cloned().unwrap_or_default() {
                             let path = format!("/apis/{group}/{}/{plural}", v["name"].as_str().unwrap_or_default());
-                            if !state_ref.served.contains(&path) {
-                                state_ref.served.push(path);
+                            if !state.served.contains(&path) {
+                                state.served.push(path);
                             }
                         }
                     }
-                    state_ref.bump(&mut object);
+                    object["metadata"]["resourceVersion"] = json!(state.next_version());
                     let reply = object.clone();
-                    let pool = if nodes { &mut state_ref.nodes } else { &mut state_ref.objects };
+                    let pool = state.pool_mut(nodes);
                     match found {
                         Some(i) => pool[i] = object,
                         None => pool.push(object),
@@ -343,16 +358,7 @@ impl FakeApiServer {
         let before: std::collections::BTreeMap<String, Value> =
             state.objects.iter().chain(state.nodes.iter()).map(|o| (key(o), o.clone())).collect();
         edit(&mut state);
-        // Newer than any resourceVersion a test wrote by hand.
-        let newest = state
-            .objects
-            .iter()
-            .chain(state.nodes.iter())
-            .filter_map(|o| o["metadata"]["resourceVersion"].as_str()?.parse::<u64>().ok())
-            .max()
-            .unwrap_or(0);
-        state.version = state.version.max(newest) + 1;
-        let v = json!(state.version.to_string());
+        let v = json!(state.next_version());
         let State { objects, nodes, .. } = &mut *state;
         let mut changed = false;
         for o in objects.iter_mut().chain(nodes.iter_mut()) {
@@ -432,7 +438,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
                     return;
                 }
             }
-            Reply::Watch { collection, namespace, labels, fields } => {
+            Reply::Watch(selection) => {
                 let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
                 if write.write_all(head.as_bytes()).await.is_err() {
                     return;
@@ -446,11 +452,8 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
                     notified.as_mut().enable();
                     let events: Vec<String> = {
                         let state = state.lock().unwrap();
-                        let pool = if collection == "/api/v1/nodes" { &state.nodes } else { &state.objects };
-                        pool.iter()
-                            .filter(|o| collection == "/api/v1/nodes" || list_path(o) == collection)
-                            .filter(|o| namespace.as_deref().is_none_or(|ns| o["metadata"]["namespace"] == ns))
-                            .filter(|o| matches_selector(o, &labels, &fields))
+                        selection
+                            .pick(&state)
                             .filter_map(|o| {
                                 let key = format!(
                                     "{}/{}",
