@@ -32,17 +32,12 @@ pub fn simple_config(spec: &Value) -> Value {
         .as_array()
         .into_iter()
         .flatten()
-        .map(|v| {
-            let ro = if v["read_only"] == true { ":ro" } else { "" };
-            json!({
-                "volume": format!("{}:{}{ro}", v["host"].as_str().unwrap_or_default(), v["node"].as_str().unwrap_or_default()),
-                "nodeFilters": ["server:*", "agent:*"],
-            })
-        })
+        .map(|v| json!({ "volume": crate::plan::bind_mount(v), "nodeFilters": ["server:*", "agent:*"] }))
         .collect();
     let mut runtime = json!({
-        // What apply created, recorded on every node so a later plan compares exactly.
-        "labels": [{ "label": format!("{CLUSTER_SPEC_LABEL}={}", canonical_compact(spec)), "nodeFilters": ["server:*", "agent:*"] }],
+        // What apply created, recorded on every node so a later plan compares exactly. One line
+        // of sorted keys: serde_json's map is a BTreeMap (see canonical.rs).
+        "labels": [{ "label": format!("{CLUSTER_SPEC_LABEL}={spec}"), "nodeFilters": ["server:*", "agent:*"] }],
     });
     if let Some(gpus) = spec["gpus"].as_str() {
         runtime["gpuRequest"] = json!(gpus);
@@ -65,12 +60,6 @@ pub fn simple_config(spec: &Value) -> Value {
         config["kubeAPI"] = json!({ "hostPort": port.to_string() });
     }
     config
-}
-
-/// The spec as one line of sorted JSON (a container label value).
-fn canonical_compact(spec: &Value) -> String {
-    let sorted: Value = serde_json::from_slice(&crate::canonical::to_bytes(spec)).unwrap_or(Value::Null);
-    sorted.to_string()
 }
 
 /// Runs `k3d` with a deadline; its last lines become the error.

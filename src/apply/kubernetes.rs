@@ -132,7 +132,7 @@ pub async fn node_metadata(
             .annotations
             .as_ref()
             .and_then(|a| a.get(MANAGED_LABELS_ANNOTATION))
-            .map(|v| v.split(',').filter(|k| !k.is_empty()).map(str::to_string).collect())
+            .map(|v| crate::observe::managed_labels(v))
             .unwrap_or_default();
         if label && value.is_none() && !ours.contains(key) {
             continue;

@@ -10,7 +10,6 @@ use std::path::{Path, PathBuf};
 #[derive(Debug)]
 pub struct Lock {
     file: File,
-    path: PathBuf,
     /// The pid found in the file when we took it: an apply that did not finish (killed).
     pub took_over_from: Option<u32>,
 }
@@ -55,7 +54,7 @@ impl Lock {
         file.set_len(0).map_err(io)?;
         file.rewind().map_err(io)?;
         file.write_all(format!("{pid}\n").as_bytes()).map_err(io)?;
-        Ok(Lock { file, path, took_over_from: previous.filter(|p| *p != pid) })
+        Ok(Lock { file, took_over_from: previous.filter(|p| *p != pid) })
     }
 }
 
@@ -64,7 +63,6 @@ impl Drop for Lock {
         // Empty means "released cleanly"; a pid left behind means the apply did not finish.
         let _ = self.file.set_len(0);
         let _ = self.file.unlock();
-        let _ = &self.path;
     }
 }
 

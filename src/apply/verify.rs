@@ -50,7 +50,7 @@ pub fn holds(spec: &Value, object: &Value) -> bool {
 
 /// What to tell the user when a check times out.
 pub fn diagnosis(spec: &Value, cluster: &str) -> String {
-    let context = format!("--context k3d-{cluster}");
+    let context = format!("--context {}", crate::observe::kubernetes::context_name(cluster));
     match spec["check"].as_str() {
         Some("allocatable") => {
             let resource = spec["resource"].as_str().unwrap_or_default();
@@ -114,30 +114,10 @@ async fn watch_until(client: &Client, spec: &Value) -> Result<(), String> {
         }
         other => return Err(format!("unknown check {other}")),
     };
-    loop {
-        let mut params = WatchParams::default().timeout(290);
-        if let Some(f) = &field_selector {
-            params = params.fields(f);
-        }
-        // resourceVersion "0": the current state first (as ADDED events), then changes. A
-        // broken stream is watched again; only the check's deadline ends the wait.
-        let Ok(stream) = api.watch(&params, "0").await else {
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-            continue;
-        };
-        let mut stream = stream.boxed();
-        while let Some(Ok(event)) = stream.next().await {
-            match event {
-                WatchEvent::Added(o) | WatchEvent::Modified(o)
-                    if holds(spec, &serde_json::to_value(&o).unwrap_or_default()) =>
-                {
-                    return Ok(());
-                }
-                WatchEvent::Error(e) => return Err(format!("watch: {}", e.message)),
-                _ => {}
-            }
-        }
-    }
+    watch(&api, field_selector.as_deref(), |event| {
+        matches!(event, Some(WatchEvent::Added(o) | WatchEvent::Modified(o)) if holds(spec, &serde_json::to_value(o).unwrap_or_default()))
+    })
+    .await
 }
 
 /// DRA: enough devices of the driver across ResourceSlices.
@@ -147,28 +127,57 @@ async fn watch_slices(client: &Client, spec: &Value) -> Result<(), String> {
         "resourceslices",
     );
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
-    let driver = spec["driver"].as_str().unwrap_or_default().to_string();
+    let driver = spec["driver"].as_str().unwrap_or_default();
     let want = spec["min_devices"].as_u64().unwrap_or(1).max(1) as usize;
     let mut devices: std::collections::BTreeMap<String, usize> = Default::default();
-    loop {
-        let mut stream =
-            api.watch(&WatchParams::default().timeout(290), "0").await.map_err(|e| format!("watch: {e}"))?.boxed();
-        while let Some(event) = stream.next().await {
-            match event.map_err(|e| format!("watch: {e}"))? {
-                WatchEvent::Added(o) | WatchEvent::Modified(o) => {
-                    let v = serde_json::to_value(&o).unwrap_or_default();
-                    if v["spec"]["driver"] == driver.as_str() {
-                        let count = v["spec"]["devices"].as_array().map_or(0, Vec::len);
-                        devices.insert(v["metadata"]["name"].as_str().unwrap_or_default().to_string(), count);
-                    }
+    watch(&api, None, |event| {
+        match event {
+            // A new watch replays the current state: count afresh.
+            None => devices.clear(),
+            Some(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
+                let v = serde_json::to_value(o).unwrap_or_default();
+                if v["spec"]["driver"] == driver {
+                    let count = v["spec"]["devices"].as_array().map_or(0, Vec::len);
+                    devices.insert(v["metadata"]["name"].as_str().unwrap_or_default().to_string(), count);
                 }
-                WatchEvent::Deleted(o) => {
-                    devices.remove(&o.metadata.name.unwrap_or_default());
-                }
-                WatchEvent::Error(e) => return Err(format!("watch: {}", e.message)),
-                _ => {}
             }
-            if devices.values().sum::<usize>() >= want {
+            Some(WatchEvent::Deleted(o)) => {
+                devices.remove(o.metadata.name.as_deref().unwrap_or_default());
+            }
+            Some(_) => {}
+        }
+        devices.values().sum::<usize>() >= want
+    })
+    .await
+}
+
+/// Watches `api` until `holds` returns true for an event. `holds(None)` marks the start of
+/// each watch, which begins from the current state (resourceVersion "0": existing objects
+/// arrive as ADDED). A watch that fails to start or breaks is started again; only the
+/// check's deadline (the caller's) ends the wait, or an error event from the server.
+async fn watch(
+    api: &Api<DynamicObject>,
+    field_selector: Option<&str>,
+    mut holds: impl FnMut(Option<&WatchEvent<DynamicObject>>) -> bool,
+) -> Result<(), String> {
+    loop {
+        let mut params = WatchParams::default().timeout(290);
+        if let Some(f) = field_selector {
+            params = params.fields(f);
+        }
+        let Ok(stream) = api.watch(&params, "0").await else {
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+            continue;
+        };
+        if holds(None) {
+            return Ok(());
+        }
+        let mut stream = stream.boxed();
+        while let Some(Ok(event)) = stream.next().await {
+            if let WatchEvent::Error(e) = &event {
+                return Err(format!("watch: {}", e.message));
+            }
+            if holds(Some(&event)) {
                 return Ok(());
             }
         }

@@ -69,6 +69,12 @@ pub const CLUSTER_SPEC_LABEL: &str = "k3d-gpu.io/cluster-spec";
 /// The node annotation listing the labels k3d-gpu set, so it deletes only its own.
 pub const MANAGED_LABELS_ANNOTATION: &str = "k3d-gpu.io/managed-labels";
 
+/// The label keys a [`MANAGED_LABELS_ANNOTATION`] value lists (comma-separated), read the same
+/// way by the plan that decides deletes and by apply that updates the list.
+pub fn managed_labels(annotation: &str) -> std::collections::BTreeSet<String> {
+    annotation.split(',').map(str::trim).filter(|k| !k.is_empty()).map(str::to_string).collect()
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Observed {
     pub schema: String,

@@ -96,6 +96,13 @@ impl Plan {
     }
 }
 
+/// A cluster spec volume as Docker shows the bind (`host:node[:ro]`): what apply asks k3d
+/// for and what the plan looks for among a node's mounts, so the two cannot drift.
+pub fn bind_mount(volume: &Value) -> String {
+    let ro = if volume["read_only"] == true { ":ro" } else { "" };
+    format!("{}:{}{ro}", volume["host"].as_str().unwrap_or_default(), volume["node"].as_str().unwrap_or_default())
+}
+
 fn reason(code: &str, text: impl Into<String>) -> Reason {
     Reason { code: code.into(), text: text.into() }
 }
@@ -253,12 +260,7 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
                 }
             }
             for volume in desired.spec["volumes"].as_array().into_iter().flatten() {
-                let mount = format!(
-                    "{}:{}{}",
-                    volume["host"].as_str().unwrap_or_default(),
-                    volume["node"].as_str().unwrap_or_default(),
-                    if volume["read_only"] == true { ":ro" } else { "" }
-                );
+                let mount = bind_mount(volume);
                 if !server.mounts.contains(&mount) {
                     texts.push(format!("host mount {mount} added"));
                     paths.push("volumes".into());
@@ -366,8 +368,7 @@ fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mu
         let ours: BTreeSet<String> = nodes
             .iter()
             .filter_map(|n| n.annotations.get(MANAGED_LABELS_ANNOTATION))
-            .flat_map(|list| list.split(',').map(|k| k.trim().to_string()))
-            .filter(|k| !k.is_empty())
+            .flat_map(|list| crate::observe::managed_labels(list))
             .collect();
         for key in ours.difference(&desired_keys) {
             if let Some(value) = nodes.iter().find_map(|n| n.labels.get(key)) {
