@@ -145,8 +145,9 @@ impl Observed {
         crate::canonical::to_bytes(self)
     }
 
-    /// The document as printed: secrets in k3s args (also in the recorded spec) masked. The
-    /// unmasked one stays internal, where the plan compares it.
+    /// The document as printed: secrets in k3s args (also in the recorded spec), Secret data
+    /// and sensitive env values of objects masked. The unmasked one stays internal, where the
+    /// plan compares it.
     pub fn masked(&self) -> Observed {
         let mut copy = self.clone();
         for node in copy.cluster.iter_mut().flat_map(|c| c.nodes.iter_mut()) {
@@ -154,8 +155,11 @@ impl Observed {
                 *arg = crate::secrets::mask_arg(arg);
             }
             if let Some(spec) = node.recorded_spec.as_mut() {
-                crate::plan::mask::mask_cluster_args(spec);
+                crate::secrets::mask_cluster_args(spec);
             }
+        }
+        for object in copy.kubernetes.iter_mut().flat_map(|k| k.objects.iter_mut()) {
+            crate::secrets::mask_object(object);
         }
         copy
     }
@@ -163,5 +167,29 @@ impl Observed {
     /// The first server node, whose labels and containers stand for the cluster.
     pub fn server(&self) -> Option<&NodeContainer> {
         self.cluster.as_ref()?.nodes.iter().find(|n| n.role == "server")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn the_printed_document_masks_secrets_in_objects() {
+        let secret = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"}, "data": {"password": "aHVudGVyMg=="}});
+        let ui = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "ui"},
+            "spec": {"template": {"spec": {"containers": [{"name": "ui", "env": [
+                {"name": "WEBUI_SECRET_KEY", "value": "hunter2"}, {"name": "PORT", "value": "8080"}]}]}}}});
+        let observed = Observed {
+            schema: SCHEMA.into(),
+            cluster: None,
+            kubernetes: Some(ObservedKubernetes { objects: vec![secret, ui], ..Default::default() }),
+        };
+        let printed = String::from_utf8(observed.masked().to_bytes()).unwrap();
+        assert!(!printed.contains("aHVudGVyMg==") && !printed.contains("hunter2"), "{printed}");
+        assert!(printed.contains("8080"), "only secrets are masked");
+        assert!(!printed.contains("sensitive, changed"), "a single document has nothing to compare");
+        assert!(String::from_utf8(observed.to_bytes()).unwrap().contains("hunter2"), "the internal copy stays whole");
     }
 }

@@ -2,7 +2,6 @@
 //! with a reason, as plan/v1 JSON whose canonical bytes hash to the plan hash. Pure.
 
 mod diff;
-pub mod mask;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -189,7 +188,7 @@ pub fn destroy(observed: &Observed, inputs: Inputs) -> Result<Plan, NotManaged> 
 /// The plan document from its actions: secrets masked, counts summed, warnings sorted.
 fn assemble(inputs: Inputs, mut actions: Vec<Action>, verify: Vec<String>, mut warnings: Vec<Warning>) -> Plan {
     for a in &mut actions {
-        mask::mask_pair(&mut a.before, &mut a.after);
+        crate::secrets::mask_pair(&mut a.before, &mut a.after);
     }
     let mut summary = Summary::default();
     for a in &actions {

@@ -1,6 +1,10 @@
 //! Which names hold secrets. Their values never reach a document k3d-gpu prints: observed/v1
 //! masks them at the source, plan/v1 masks them again in case a manifest carries one.
 
+mod mask;
+
+pub use mask::{mask_cluster_args, mask_object, mask_pair};
+
 /// The mask written in place of a secret value.
 pub const SENSITIVE: &str = "(sensitive)";
 

@@ -1,9 +1,9 @@
-//! Secrets never reach plan output: Secret data and sensitive-looking env values are masked,
-//! and a change shows as a change, not as its value.
+//! Masking documents: Secret data, sensitive-looking env values and k3s args. In a plan a
+//! change shows as a change, not as its value.
 
 use serde_json::{Value, json};
 
-pub use crate::secrets::SENSITIVE;
+use super::SENSITIVE;
 pub const SENSITIVE_CHANGED: &str = "(sensitive, changed)";
 
 /// Masks `after` (and `before`) in place; a masked value that differs reads "(sensitive, changed)".
@@ -32,6 +32,14 @@ pub fn mask_pair(before: &mut Option<Value>, after: &mut Option<Value>) {
     if let Some(o) = before.as_mut() {
         mask_env(o, a.as_ref());
     }
+}
+
+/// Masks one object on its own (an observed one): every secret reads "(sensitive)".
+pub fn mask_object(object: &mut Value) {
+    let mut same = Some(object.clone());
+    let mut masked = Some(object.take());
+    mask_pair(&mut same, &mut masked);
+    *object = masked.unwrap_or_default();
 }
 
 /// A cluster spec's k3s args (`--token=…`, credentials in a datastore URL).
