@@ -329,13 +329,7 @@ fn destroy_plan(inputs: &super::Inputs, rt: &tokio::runtime::Runtime) -> Result<
         })
         .map_err(super::observe_failed)?;
     let observed = crate::observe::Observed { schema: crate::observe::SCHEMA.into(), cluster, kubernetes: None };
-    let digests = Inputs {
-        config: crate::canonical::digest(&inputs.config),
-        facts: "none: destroy reads no facts".into(),
-        observed: crate::canonical::digest(&observed),
-        stdlib: "none: destroy uses no component".into(),
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-    };
+    let digests = Inputs::for_destroy(&inputs.config, &observed);
     crate::plan::destroy(&observed, digests).map_err(|crate::plan::NotManaged| {
         refused(
             format!(

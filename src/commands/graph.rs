@@ -3,18 +3,13 @@
 
 use std::collections::BTreeMap;
 
-use super::inputs::compile_diagnostics;
 use crate::cli::{Global, RenderArgs};
-use crate::compile::{self, DesiredGraph, ResourceKind};
+use crate::compile::{DesiredGraph, ResourceKind};
 use crate::error::{EXIT_OK, Error, Result};
 
 /// Config + facts + catalog → graph, with warnings on stderr.
 pub fn compiled(global: &Global) -> Result<DesiredGraph> {
-    let inputs = super::load_config(global)?;
-    let catalog = super::load_catalog(global, &inputs)?;
-    let facts = super::load_facts(global)?;
-    let graph = compile::compile(&inputs.config, &facts, &catalog)
-        .map_err(|errors| Error::Invalid(compile_diagnostics(&inputs, errors)))?;
+    let graph = super::inputs::compile(global, &super::load_config(global)?)?.graph;
     for w in &graph.warnings {
         eprintln!("warning: {} [{}]", w.text, w.code);
     }
@@ -26,10 +21,7 @@ pub fn agent(global: &Global) -> Result<u8> {
     let mut inputs = super::load_config(global)?;
     let explained_defaults = inputs.config.agent.is_none();
     inputs.config.agent.get_or_insert_with(Default::default);
-    let catalog = super::load_catalog(global, &inputs)?;
-    let facts = super::load_facts(global)?;
-    let graph = compile::compile(&inputs.config, &facts, &catalog)
-        .map_err(|errors| Error::Invalid(compile_diagnostics(&inputs, errors)))?;
+    let graph = super::inputs::compile(global, &inputs)?.graph;
     let Some(plan) = &graph.agent else { return Ok(EXIT_OK) };
     if global.json {
         super::print_bytes(&crate::canonical::to_bytes(plan));

@@ -59,6 +59,22 @@ pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
     Ok(catalog)
 }
 
+/// What compiling these inputs gives, with what it was compiled from.
+pub struct Compiled {
+    pub catalog: Catalog,
+    pub facts: crate::facts::Facts,
+    pub graph: crate::compile::DesiredGraph,
+}
+
+/// Loads the catalog and facts and compiles; compile errors become diagnostics.
+pub fn compile(global: &Global, inputs: &Inputs) -> Result<Compiled> {
+    let catalog = load_catalog(global, inputs)?;
+    let facts = super::load_facts(global)?;
+    let graph = crate::compile::compile(&inputs.config, &facts, &catalog)
+        .map_err(|errors| Error::Invalid(compile_diagnostics(inputs, errors)))?;
+    Ok(Compiled { catalog, facts, graph })
+}
+
 /// Compile errors as diagnostics underlining the key they are about.
 pub fn compile_diagnostics(inputs: &Inputs, errors: Vec<CompileError>) -> Vec<miette::Report> {
     errors

@@ -23,21 +23,12 @@ pub enum Observation<'a> {
 }
 
 pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation) -> Result<Computed> {
-    let catalog = super::load_catalog(global, &inputs)?;
-    let facts = super::load_facts(global)?;
-    let graph = crate::compile::compile(&inputs.config, &facts, &catalog)
-        .map_err(|errors| Error::Invalid(super::inputs::compile_diagnostics(&inputs, errors)))?;
+    let super::inputs::Compiled { catalog, facts, graph } = super::inputs::compile(global, &inputs)?;
     let observed = match observation {
         Observation::Saved(saved) => saved,
         Observation::Live(rt) => observe_live(&inputs, &catalog, rt)?,
     };
-    let digests = Inputs {
-        config: crate::canonical::digest(&inputs.config),
-        facts: crate::canonical::digest(&facts),
-        observed: crate::canonical::digest(&observed),
-        stdlib: catalog.digest(),
-        tool_version: env!("CARGO_PKG_VERSION").to_string(),
-    };
+    let digests = Inputs::new(&inputs.config, &facts, &observed, catalog.digest());
     let plan = plan::plan(&graph, &observed, digests);
     Ok(Computed { plan, graph, inputs })
 }

@@ -26,6 +26,35 @@ pub struct Inputs {
     pub tool_version: String,
 }
 
+impl Inputs {
+    /// The digests of what a plan is computed from, and this tool's version.
+    pub fn new(
+        config: &crate::config::Config,
+        facts: &crate::facts::Facts,
+        observed: &Observed,
+        stdlib: String,
+    ) -> Inputs {
+        Inputs {
+            config: crate::canonical::digest(config),
+            facts: crate::canonical::digest(facts),
+            observed: crate::canonical::digest(observed),
+            stdlib,
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+
+    /// A destroy plan's inputs: it reads neither facts nor the catalog.
+    pub fn for_destroy(config: &crate::config::Config, observed: &Observed) -> Inputs {
+        Inputs {
+            config: crate::canonical::digest(config),
+            facts: "none: destroy reads no facts".into(),
+            observed: crate::canonical::digest(observed),
+            stdlib: "none: destroy uses no component".into(),
+            tool_version: env!("CARGO_PKG_VERSION").to_string(),
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum ActionKind {
