@@ -325,3 +325,22 @@ fn claims_are_checked_against_the_facts() {
         ["claim-twice"]
     );
 }
+
+#[test]
+fn the_agent_uses_only_the_gpus_the_sharing_selection_gives_the_cluster() {
+    let host = "arc-b580-xe-rpl-igpu";
+    // Every GPU: the B580 (xe, XMX) takes the LLM.
+    let p = graph("[agent]\n", host).agent.unwrap();
+    assert_eq!((p.device, p.resource.as_deref()), ("GPU", Some("gpu.intel.com/xe")));
+    // Only the iGPU (i915, no XMX): the B580 is denied to the plugin, so neither its XMX nor
+    // its resource counts.
+    let p = graph("[sharing]\ngpus = \"integrated\"\n[agent]\n", host).agent.unwrap();
+    assert_eq!((p.device, p.resource.as_deref()), ("CPU", None), "{}", p.reason);
+    let g = graph("[sharing]\ngpus = \"integrated\"\n[agent]\nbackend = \"vllm\"\n", host);
+    assert!(warnings(&g).contains(&"agent-not-battlemage".to_string()));
+    let p = g.agent.unwrap();
+    assert_eq!((p.device, p.resource.as_deref()), ("GPU", Some("gpu.intel.com/i915")));
+    // Add-ons count the selected GPUs only: one exclusive B580, and the LLM has it.
+    let toml = "[sharing]\ngpus = \"discrete\"\n[agent]\nbackend = \"vllm\"\n[addons.vlm]\ndevice = \"gpu\"\n";
+    assert_eq!(codes(toml, host), ["addon-device"]);
+}

@@ -11,7 +11,7 @@ use super::intel::IntelPlan;
 use super::{CompileError, Context};
 use crate::config::{AddonDevice, AddonName, Agent, AgentBackend, AgentDevice, IntelGpuMode};
 use crate::facts::targets::TargetKind;
-use crate::facts::{IntelGpu, Vendor};
+use crate::facts::{IntelGpu, Vendor, Xmx};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct AgentPlan {
@@ -64,10 +64,11 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     let gaudi = cx.is_active(Vendor::Gaudi) && cx.facts.targets.iter().any(|t| t.kind == TargetKind::Gaudi && t.usable);
     let npu = cx.is_active(Vendor::Npu) && cx.facts.targets.iter().any(|t| t.kind == TargetKind::Npu && t.usable);
     let npu_refusal = cx.facts.targets.iter().find(|t| t.kind == TargetKind::Npu && !t.usable).cloned();
-    // Intel GPUs the cluster advertises as gpu.intel.com/xe|i915: the plugin path only.
+    // Intel GPUs the cluster advertises as gpu.intel.com/xe|i915: the plugin path only, and
+    // only the GPUs the [sharing] selection gives the plugin.
     let dra = cx.intel_mode() == IntelGpuMode::Dra;
     let advertised: Vec<IntelGpu> = if cx.is_active(Vendor::Intel) && !dra {
-        cx.facts.host.intel_gpus.iter().filter(|g| g.render_node.is_some()).cloned().collect()
+        cx.facts.host.intel_gpus.iter().filter(|g| intel.gpus.contains(&g.pci_address)).cloned().collect()
     } else {
         Vec::new()
     };
@@ -75,8 +76,7 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         cx.facts.targets.iter().find(|t| t.id == format!("intel-gpu/{}", g.pci_address) && !t.usable).cloned()
     };
     let usable: Vec<&IntelGpu> = advertised.iter().filter(|g| refusal(g).is_none()).collect();
-    let (labels, _) = crate::facts::labels::node_labels(&cx.facts.host, &cx.active);
-    let xmx_node = labels.get("gpu.intel.com/xmx").is_some_and(|v| v == "true");
+    let xmx_node = usable.iter().any(|g| g.xmx == Xmx::Yes);
 
     let backend = match (agent.backend, agent.device) {
         (AgentBackend::Auto, AgentDevice::Hpu) => "vllm",
@@ -184,14 +184,7 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     };
 
     let resource = match device {
-        "GPU" => Some(
-            if usable.iter().any(|g| g.driver.as_deref() == Some("xe")) {
-                "gpu.intel.com/xe"
-            } else {
-                "gpu.intel.com/i915"
-            }
-            .to_string(),
-        ),
+        "GPU" => intel_resource(&usable),
         "NPU" => Some("npu.intel.com/accel".to_string()),
         "HPU" => Some("habana.ai/gaudi".to_string()),
         _ => None,
@@ -239,10 +232,7 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         ("ovms", _) => "6Gi".into(),
         _ => "8Gi".into(),
     });
-    let gpu_resource = resource
-        .clone()
-        .filter(|_| device == "GPU")
-        .or_else(|| usable.first().map(|g| format!("gpu.intel.com/{}", g.driver.as_deref().unwrap_or("i915"))));
+    let gpu_resource = intel_resource(&usable);
     let addons = place_addons(cx, intel, device, usable.len(), gpu_resource, npu, hybrid);
     Some(AgentPlan {
         addons,
@@ -257,6 +247,13 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         node_selector,
         supplemental_groups,
     })
+}
+
+/// The resource a pod requests for one of these Intel GPUs: `xe` when any is bound to xe,
+/// else `i915`; none without a GPU.
+fn intel_resource(gpus: &[&IntelGpu]) -> Option<String> {
+    let driver = if gpus.iter().any(|g| g.driver.as_deref() == Some("xe")) { "xe" } else { "i915" };
+    (!gpus.is_empty()).then(|| format!("gpu.intel.com/{driver}"))
 }
 
 /// Free units per engine after the LLM: each Intel GPU gives its sharing count (1 when
