@@ -19,7 +19,7 @@ use std::path::Path;
 
 use crate::cli::{Cli, Command, Global};
 use crate::error::{Error, Result};
-use crate::facts::Facts;
+use crate::facts::{Facts, VendorFilter};
 use crate::host::HostRoot;
 
 pub fn run(cli: Cli) -> Result<u8> {
@@ -69,18 +69,24 @@ pub fn load_facts(global: &Global) -> Result<Facts> {
         });
     }
     if let Some(path) = global.facts.first() {
-        let saved = read_facts_file(path)?;
-        // Without --vendors the saved document stands as it was made.
-        if global.vendors.is_none() || saved.vendor_filter == filter {
-            return Ok(saved);
-        }
-        // Re-apply a different filter to the saved inventory; only the findings met while
-        // reading the host carry over, the rest are derived again.
-        let read_findings = saved.findings.into_iter().filter(|f| f.code.starts_with("host-")).collect();
-        return Ok(crate::facts::build(saved.host, read_findings, &filter));
+        return facts_from_file(path, &filter, global.vendors.is_some());
     }
     let host = open_host(global)?;
     Ok(crate::detect::facts(&host, &filter))
+}
+
+/// A saved facts document, with `--vendors` applied when it was given (`vendors_given`) and
+/// differs from the filter the document was made with.
+pub fn facts_from_file(path: &Path, filter: &VendorFilter, vendors_given: bool) -> Result<Facts> {
+    let saved = read_facts_file(path)?;
+    // Without --vendors the saved document stands as it was made.
+    if !vendors_given || saved.vendor_filter == *filter {
+        return Ok(saved);
+    }
+    // Re-apply a different filter to the saved inventory; only the findings met while
+    // reading the host carry over, the rest are derived again.
+    let read_findings = saved.findings.into_iter().filter(|f| f.code.starts_with("host-")).collect();
+    Ok(crate::facts::build(saved.host, read_findings, filter))
 }
 
 pub fn read_facts_file(path: &Path) -> Result<Facts> {

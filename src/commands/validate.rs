@@ -31,7 +31,7 @@ pub fn run(global: &Global) -> Result<u8> {
         hosts.push((root.display().to_string(), crate::detect::facts(&host, &filter)));
     }
     for file in &global.facts {
-        hosts.push((file.display().to_string(), super::read_facts_file(file)?));
+        hosts.push((file.display().to_string(), super::facts_from_file(file, &filter, global.vendors.is_some())?));
     }
     if hosts.is_empty() {
         let host = super::open_root(std::path::Path::new("/"))?;
@@ -90,16 +90,7 @@ pub fn run(global: &Global) -> Result<u8> {
 }
 
 fn active(facts: &Facts, config: &crate::config::Config) -> Vec<String> {
-    facts
-        .detected
-        .iter()
-        .filter(|d| !config.vendors.exclude.contains(&d.vendor))
-        .filter(|d| match &config.vendors.enable {
-            crate::config::VendorSelection::Auto => true,
-            crate::config::VendorSelection::Only(list) => list.contains(&d.vendor),
-        })
-        .map(|d| d.vendor.to_string())
-        .collect()
+    compile::active_vendors(config, facts).iter().map(|d| d.vendor.to_string()).collect()
 }
 
 fn table(config: &str, results: &[HostResult]) -> String {

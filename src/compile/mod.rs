@@ -118,21 +118,37 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
     })
 }
 
-/// The config's vendor selection applied to what the host has.
+/// The vendors the cluster gets: the host's active ones, less `[vendors] exclude`, and only
+/// those `[vendors] enable` lists when it is a list.
+pub fn active_vendors(config: &Config, facts: &Facts) -> Vec<Detected> {
+    let vendors = &config.vendors;
+    facts
+        .detected
+        .iter()
+        .filter(|d| !vendors.exclude.contains(&d.vendor))
+        .filter(|d| match &vendors.enable {
+            VendorSelection::Auto => true,
+            VendorSelection::Only(list) => list.contains(&d.vendor),
+        })
+        .cloned()
+        .collect()
+}
+
+/// The config's vendor selection applied to what the host has, with a word on each
+/// selection that cannot hold.
 fn select_vendors(cx: &mut Context) {
-    let excluded = &cx.config.vendors.exclude;
-    if let VendorSelection::Only(list) = &cx.config.vendors.enable
+    let config = cx.config;
+    let excluded = &config.vendors.exclude;
+    if let VendorSelection::Only(list) = &config.vendors.enable
         && let Some(both) = list.iter().find(|v| excluded.contains(v))
     {
-        cx.warnings.push(Warning {
-            code: "enabled-and-excluded".into(),
-            text: format!("vendor {both} is both enabled and excluded; exclude wins"),
-            key: Some("vendors.exclude".into()),
-        });
+        cx.warn(
+            "enabled-and-excluded",
+            Some("vendors.exclude"),
+            format!("vendor {both} is both enabled and excluded; exclude wins"),
+        );
     }
-    let mut active: Vec<Detected> =
-        cx.facts.detected.iter().filter(|d| !excluded.contains(&d.vendor)).cloned().collect();
-    if let VendorSelection::Only(list) = &cx.config.vendors.enable {
+    if let VendorSelection::Only(list) = &config.vendors.enable {
         for vendor in list {
             if !cx.facts.is_active(*vendor) {
                 let reason = cx
@@ -150,9 +166,8 @@ fn select_vendors(cx: &mut Context) {
                 ));
             }
         }
-        active.retain(|d| list.contains(&d.vendor));
     }
-    cx.active = active;
+    cx.active = active_vendors(config, cx.facts);
 }
 
 /// `[expect]`: assertions about the machine, checked against the facts.
