@@ -190,7 +190,10 @@ fn config_node_labels_are_checked_and_win() {
     assert_eq!(g.get("node-label/team").unwrap().spec["value"], "ml");
     assert!(warnings(&g).contains(&"node-label-overridden".to_string()));
     assert_eq!(codes("[cluster]\nnode_labels = { \"bad key\" = \"x\" }\n", "desktop-rpl-nvidia"), ["bad-node-label"]);
-    assert_eq!(codes("[cluster]\nname = \"Bad_Name\"\n", "desktop-rpl-nvidia"), ["bad-cluster-name"]);
+    for name in ["Bad_Name", "-gpu", "gpu-", &"a".repeat(33)] {
+        assert_eq!(codes(&format!("[cluster]\nname = \"{name}\"\n"), "desktop-rpl-nvidia"), ["bad-cluster-name"]);
+    }
+    assert!(codes(&format!("[cluster]\nname = \"{}\"\n", "a".repeat(32)), "desktop-rpl-nvidia").is_empty());
 }
 
 #[test]

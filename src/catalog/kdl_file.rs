@@ -107,10 +107,10 @@ pub fn parse_component(
         ));
     };
     let name = file.arg(root, 0, "a name")?;
-    if name.is_empty() || !name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-') {
+    if !crate::config::dns_label(&name) {
         return Err(file.error(
             root.span(),
-            format!("component name {name:?} must be lowercase letters, digits and '-'"),
+            format!("component name {name:?} must be 1-63 lowercase letters, digits and '-', not starting or ending with '-'"),
             "here",
             None,
         ));
@@ -417,5 +417,22 @@ fn collect_images(value: &serde_json::Value, out: &mut Vec<String>) {
         }
         serde_json::Value::Array(items) => items.iter().for_each(|v| collect_images(v, out)),
         _ => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn component_names_are_dns_labels() {
+        let none = |_: &str| -> Result<String, String> { Err("no manifest".into()) };
+        for bad in ["-x", "x-", "X", &"a".repeat(64)] {
+            let e = parse_component("mine.kdl", &format!("component \"{bad}\" {{\n}}\n"), &none).unwrap_err();
+            assert!(e.message.starts_with("component name"), "{bad}: {}", e.message);
+        }
+        // A good name gets past the check to the next problem.
+        let e = parse_component("mine.kdl", "component \"a-1\" {\n}\n", &none).unwrap_err();
+        assert!(!e.message.starts_with("component name"), "{}", e.message);
     }
 }

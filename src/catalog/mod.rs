@@ -99,8 +99,11 @@ pub struct Catalog {
     pub components: BTreeMap<String, Component>,
 }
 
+/// The hook that appends the Intel GPU plugin's flags to a container's args.
+pub const INTEL_GPU_PLUGIN_ARGS: &str = "intel-gpu-plugin-args";
+
 /// Names hooks may have; a component naming another is an error.
-pub const HOOKS: &[&str] = &["intel-gpu-plugin-args"];
+pub const HOOKS: &[&str] = &[INTEL_GPU_PLUGIN_ARGS];
 
 impl Catalog {
     /// The catalog built into the binary.

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::intel::IntelPlan;
 use super::{CompileError, Context};
-use crate::config::{AddonDevice, AddonName, Agent, AgentBackend, AgentDevice, IntelGpuMode};
+use crate::config::{AddonDevice, AddonName, AgentBackend, AgentDevice, IntelGpuMode};
 use crate::facts::targets::TargetKind;
 use crate::facts::{IntelGpu, Vendor, Xmx};
 
@@ -50,7 +50,8 @@ fn device_error(cx: &mut Context, key: &'static str, message: String, fix: Strin
 }
 
 pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
-    let Some(agent): Option<Agent> = cx.config.agent.clone() else {
+    let config = cx.config;
+    let Some(agent) = &config.agent else {
         if !cx.config.addons.is_empty() {
             cx.error(CompileError::new(
                 "addons-without-agent",
@@ -227,7 +228,7 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     supplemental_groups.sort_unstable();
     supplemental_groups.dedup();
     let (service, path) = if backend == "ovms" { ("ovms", "v3") } else { ("vllm", "v1") };
-    let memory = agent.memory.unwrap_or_else(|| match (backend, device) {
+    let memory = agent.memory.clone().unwrap_or_else(|| match (backend, device) {
         ("vllm", "HPU") => "16Gi".into(),
         ("ovms", _) => "6Gi".into(),
         _ => "8Gi".into(),
@@ -267,7 +268,8 @@ fn place_addons(
     npu: bool,
     hybrid: bool,
 ) -> Vec<AddonPlan> {
-    let addons = cx.config.addons.clone();
+    let config = cx.config;
+    let addons = &config.addons;
     if addons.is_empty() {
         return Vec::new();
     }

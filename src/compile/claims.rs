@@ -5,24 +5,15 @@
 
 use serde_json::{Value, json};
 
+use super::components::BUILT_IN_NAMESPACES;
 use super::components::{COMPONENT_LABEL, MANAGED_BY, object_id};
-use super::intel::normalise_id;
+use super::intel::{host_gpus_help, id_of, normalise_id};
 use super::{Change, CompileError, Context, Resource, ResourceKind};
-use crate::config::{Claim, GpuSet, IntelGpuMode};
+use crate::config::{Claim, GpuSet, IntelGpuMode, dns_label};
 use crate::facts::{IntelGpu, Vendor};
 
 /// The Intel GPU DRA driver's DeviceClass and attribute domain.
 const DRIVER: &str = "gpu.intel.com";
-
-const BUILT_IN_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
-
-fn dns_label(name: &str) -> bool {
-    !name.is_empty()
-        && name.len() <= 63
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !name.starts_with('-')
-        && !name.ends_with('-')
-}
 
 /// A Kubernetes quantity such as `12Gi`, `8G` or `512Mi`.
 fn quantity(text: &str) -> bool {
@@ -33,12 +24,9 @@ fn quantity(text: &str) -> bool {
         && ["", "Ki", "Mi", "Gi", "Ti", "K", "M", "G", "T"].contains(&suffix)
 }
 
-fn id_of(gpu: &IntelGpu) -> String {
-    format!("{:04x}", gpu.device_id)
-}
-
 pub fn resources(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) {
-    let claims = cx.config.claims.clone();
+    let config = cx.config;
+    let claims = &config.claims;
     if claims.is_empty() {
         return;
     }
@@ -51,11 +39,11 @@ pub fn resources(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) {
         ));
         return;
     }
-    let usable: Vec<IntelGpu> = cx.facts.host.intel_gpus.iter().filter(|g| g.render_node.is_some()).cloned().collect();
+    let usable: Vec<IntelGpu> = cx.facts.host.intel_gpus.iter().filter(|g| g.usable()).cloned().collect();
     let device_class = format!("k8s/resource.k8s.io/DeviceClass/{DRIVER}");
     let has_device_class = out.iter().any(|r| r.id == device_class);
     let mut seen = std::collections::BTreeSet::new();
-    for claim in &claims {
+    for claim in claims {
         if let Some(resource) =
             one(cx, claim, &usable, cluster_id, has_device_class.then_some(device_class.as_str()), out)
         {
@@ -112,11 +100,7 @@ fn one(
     }
     let matching: Vec<&IntelGpu> = usable
         .iter()
-        .filter(|g| match claim.gpus {
-            GpuSet::All => true,
-            GpuSet::Discrete => !g.integrated,
-            GpuSet::Integrated => g.integrated,
-        })
+        .filter(|g| claim.gpus.admits(g.integrated))
         .filter(|g| {
             claim
                 .model
@@ -126,17 +110,6 @@ fn one(
         .filter(|g| ids.is_empty() || ids.contains(&id_of(g)))
         .collect();
     if (matching.len() as u32) < claim.count {
-        let have: Vec<String> = usable
-            .iter()
-            .map(|g| {
-                format!(
-                    "{} {} ({})",
-                    id_of(g),
-                    g.platform.as_deref().unwrap_or("unknown"),
-                    if g.integrated { "integrated" } else { "discrete" }
-                )
-            })
-            .collect();
         cx.error(bad(
             "claim-unsatisfiable",
             format!(
@@ -144,7 +117,7 @@ fn one(
                 claim.count,
                 matching.len()
             ),
-            Some(format!("this host's Intel GPUs: {}", have.join(", "))),
+            Some(host_gpus_help(usable)),
         ));
         return None;
     }
@@ -219,9 +192,8 @@ mod tests {
     use super::*;
 
     #[test]
-    fn quantities_and_names() {
+    fn quantities() {
         assert!(quantity("12Gi") && quantity("8G") && quantity("512"));
         assert!(!quantity("12 Gi") && !quantity("Gi") && !quantity("1.5Gi") && !quantity("12GB"));
-        assert!(dns_label("tp-2") && !dns_label("TP") && !dns_label("-x"));
     }
 }

@@ -10,6 +10,9 @@ use crate::facts::Vendor;
 /// More nodes than a single machine's k3d cluster sensibly runs is a typo.
 const MAX_NODES: u32 = 16;
 
+/// k3d's limit on a cluster name (a DNS label otherwise).
+const MAX_CLUSTER_NAME: usize = 32;
+
 /// The name k3s knows the node image's baked balloons policy by (`--disable=<name>`).
 const BAKED_BALLOONS: &str = "nri-balloons";
 
@@ -59,17 +62,14 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             None,
         ));
     }
-    let name_ok = !cluster.name.is_empty()
-        && cluster.name.len() <= 32
-        && cluster.name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
-        && !cluster.name.starts_with('-')
-        && !cluster.name.ends_with('-');
-    if !name_ok {
+    if !(crate::config::dns_label(&cluster.name) && cluster.name.len() <= MAX_CLUSTER_NAME) {
         cx.error(CompileError::new(
             "bad-cluster-name",
             &["cluster", "name"],
             format!("cluster name {:?} is not a valid k3d name", cluster.name),
-            Some("use 1-32 lowercase letters, digits and '-', not starting or ending with '-'".to_string()),
+            Some(format!(
+                "use 1-{MAX_CLUSTER_NAME} lowercase letters, digits and '-', not starting or ending with '-'"
+            )),
         ));
     }
     let nvidia = cx.is_active(Vendor::Nvidia);

@@ -9,15 +9,20 @@ use serde_json::{Value, json};
 use super::experimental::FeaturePlan;
 use super::intel::IntelPlan;
 use super::{Change, CompileError, Context, Resource, ResourceKind};
-use crate::catalog::Component;
+use crate::catalog::{Component, INTEL_GPU_PLUGIN_ARGS};
 
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "k3d-gpu");
 pub const COMPONENT_LABEL: &str = "k3d-gpu.io/component";
+
+/// Namespaces every cluster has; nothing creates them.
+pub const BUILT_IN_NAMESPACES: &[&str] = &["default", "kube-system", "kube-public", "kube-node-lease"];
 
 /// A wanted component and the ids of its resources.
 pub struct Wanted<'a> {
     pub component: &'a Component,
     pub object_ids: Vec<String>,
+    /// Its rollout checks (`verify/rollout/…`), filled in by the verify stage.
+    pub rollout_ids: Vec<String>,
 }
 
 /// `k8s/<group|core>/<Kind>/<namespace>/<name>`, or without the namespace when cluster-scoped.
@@ -62,7 +67,7 @@ pub fn resources<'a>(
             labels[MANAGED_BY.0] = json!(MANAGED_BY.1);
             labels[COMPONENT_LABEL] = json!(c.name);
             for hook in &c.configure {
-                if hook.hook == "intel-gpu-plugin-args" && !intel.plugin_args.is_empty() {
+                if hook.hook == INTEL_GPU_PLUGIN_ARGS && !intel.plugin_args.is_empty() {
                     append_args(&mut object, &hook.container, &intel.plugin_args);
                 }
             }
@@ -105,7 +110,7 @@ pub fn resources<'a>(
         if let Some(ns) = object["metadata"]["namespace"].as_str() {
             match namespaces.get(ns) {
                 Some(ns_id) => deps.push(ns_id.clone()),
-                None if !matches!(ns, "default" | "kube-system" | "kube-public" | "kube-node-lease") => {
+                None if !BUILT_IN_NAMESPACES.contains(&ns) => {
                     cx.error(CompileError::new(
                         "namespace-missing",
                         &["components"],
@@ -153,7 +158,11 @@ pub fn resources<'a>(
     }
     wanted
         .into_iter()
-        .map(|c| Wanted { component: c, object_ids: by_component.get(c.name.as_str()).cloned().unwrap_or_default() })
+        .map(|c| Wanted {
+            component: c,
+            object_ids: by_component.get(c.name.as_str()).cloned().unwrap_or_default(),
+            rollout_ids: Vec::new(),
+        })
         .collect()
 }
 

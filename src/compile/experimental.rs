@@ -11,7 +11,6 @@ pub const NODE_IMAGE_KUBERNETES: (u32, u32) = (1, 37);
 
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct FeaturePlan {
-    pub enabled: Vec<Feature>,
     /// Feature gates to pass to every Kubernetes component (`Name=true`).
     pub gates: Vec<String>,
     pub npu_turbo: bool,
@@ -129,7 +128,7 @@ pub fn plan(cx: &mut Context) -> FeaturePlan {
             list.clone()
         }
     };
-    let mut out = FeaturePlan { enabled: enabled.clone(), ..FeaturePlan::default() };
+    let mut out = FeaturePlan::default();
     for spec in SPECS.iter().filter(|s| enabled.contains(&s.feature)) {
         for (gate, default_since) in spec.gates {
             // A gate already on by default in the cluster's Kubernetes is not passed again.

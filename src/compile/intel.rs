@@ -17,11 +17,37 @@ pub struct IntelPlan {
     pub gpus: Vec<String>,
     /// Pods per GPU when shared.
     pub shared: Option<u32>,
-    pub monitoring: bool,
 }
 
-fn id_of(gpu: &IntelGpu) -> String {
+/// The plugin's flag that adds `gpu.intel.com/monitoring`.
+const MONITORING_FLAG: &str = "-enable-monitoring";
+
+impl IntelPlan {
+    /// Whether the plugin advertises `gpu.intel.com/monitoring`.
+    pub fn monitoring(&self) -> bool {
+        self.plugin_args.iter().any(|a| a == MONITORING_FLAG)
+    }
+}
+
+/// A GPU's PCI device id as four hex digits, the form users write and the plugin takes.
+pub(super) fn id_of(gpu: &IntelGpu) -> String {
     format!("{:04x}", gpu.device_id)
+}
+
+/// The help that lists this host's Intel GPUs: `e20b Arc Battlemage (BMG) (discrete)`.
+pub(super) fn host_gpus_help<'g>(gpus: impl IntoIterator<Item = &'g IntelGpu>) -> String {
+    let list: Vec<String> = gpus
+        .into_iter()
+        .map(|g| {
+            format!(
+                "{} {} ({})",
+                id_of(g),
+                g.platform.as_deref().unwrap_or("unknown"),
+                if g.integrated { "integrated" } else { "discrete" }
+            )
+        })
+        .collect();
+    format!("this host's Intel GPUs: {}", list.join(", "))
 }
 
 /// Normalises a user's PCI id (`"0xE20B"`, `"e20b"`, `"8086:e20b"`) to four hex digits.
@@ -33,7 +59,8 @@ pub(super) fn normalise_id(text: &str) -> Option<String> {
 }
 
 pub fn plan(cx: &mut Context) -> IntelPlan {
-    let sharing = cx.config.sharing.clone();
+    let config = cx.config;
+    let sharing = &config.sharing;
     let mut out = IntelPlan::default();
     if !cx.is_active(Vendor::Intel) {
         if sharing.mode == IntelGpuMode::Dra {
@@ -45,7 +72,7 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         }
         return out;
     }
-    let usable: Vec<&IntelGpu> = cx.facts.host.intel_gpus.iter().filter(|g| g.render_node.is_some()).collect();
+    let usable: Vec<&IntelGpu> = cx.facts.host.intel_gpus.iter().filter(|g| g.usable()).collect();
 
     // DRA mode: the driver publishes every GPU; the plugin's keys do nothing, so they are
     // neither applied nor checked, only named.
@@ -118,14 +145,9 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
             None,
         ));
     }
-    let in_set = |g: &&&IntelGpu| match sharing.gpus {
-        GpuSet::All => true,
-        GpuSet::Discrete => !g.integrated,
-        GpuSet::Integrated => g.integrated,
-    };
     let selected: Vec<&IntelGpu> = usable
         .iter()
-        .filter(in_set)
+        .filter(|g| sharing.gpus.admits(g.integrated))
         .filter(|g| allow.is_empty() || allow.contains(&id_of(g)))
         .filter(|g| !deny.contains(&id_of(g)))
         .copied()
@@ -138,14 +160,7 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
                 "the GPU selection leaves no Intel GPU (gpus = {:?})",
                 format!("{:?}", sharing.gpus).to_lowercase()
             ),
-            Some(
-                "this host's Intel GPUs: ".to_string()
-                    + &usable
-                        .iter()
-                        .map(|g| format!("{} {}", id_of(g), if g.integrated { "integrated" } else { "discrete" }))
-                        .collect::<Vec<_>>()
-                        .join(", "),
-            ),
+            Some(host_gpus_help(usable.iter().copied())),
         ));
         return out;
     }
@@ -196,8 +211,7 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         (None, _) => {}
     }
     if sharing.monitoring {
-        out.plugin_args.push("-enable-monitoring".into());
-        out.monitoring = true;
+        out.plugin_args.push(MONITORING_FLAG.into());
     }
     out.shared = shared;
     out

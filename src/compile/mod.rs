@@ -95,10 +95,10 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
     let mut resources = Vec::new();
     let cluster_id = cluster::resource(&mut cx, &features, &mut resources);
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);
-    let wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
+    let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
     let agent = agent::plan(&mut cx, &intel);
-    verify::resources(&mut cx, &wanted, &intel, &mut resources);
+    verify::resources(&mut cx, &mut wanted, &intel, &mut resources);
     if !cx.errors.is_empty() {
         let mut errors = cx.errors;
         if errors.len() > MAX_ERRORS {

@@ -3,18 +3,21 @@
 
 use serde_json::json;
 
-use super::components::Wanted;
+use super::components::{Wanted, object_id};
 use super::intel::IntelPlan;
 use super::{Change, Context, Resource, ResourceKind};
+use crate::catalog::INTEL_GPU_PLUGIN_ARGS;
 use crate::config::IntelGpuMode;
 use crate::facts::Vendor;
 
-pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &mut Vec<Resource>) {
-    let mut rollout_ids: Vec<(String, Vec<String>)> = Vec::new();
-    for w in wanted {
-        let mut ids = Vec::new();
+pub fn resources(cx: &mut Context, wanted: &mut [Wanted], intel: &IntelPlan, out: &mut Vec<Resource>) {
+    for w in wanted.iter_mut() {
         for r in &w.component.rollouts {
-            let object = format!("k8s/apps/{}/{}/{}", r.kind, r.namespace, r.name);
+            let object = object_id(&json!({
+                "apiVersion": "apps/v1",
+                "kind": r.kind,
+                "metadata": { "namespace": r.namespace, "name": r.name },
+            }));
             let id = format!("verify/rollout/{}/{}/{}", r.kind, r.namespace, r.name);
             if !w.object_ids.contains(&object) {
                 cx.warn(
@@ -35,10 +38,10 @@ pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &m
                 spec: json!({ "check": "rollout", "kind": r.kind, "namespace": r.namespace, "name": r.name }),
                 depends_on: vec![object],
             });
-            ids.push(id);
+            w.rollout_ids.push(id);
         }
-        rollout_ids.push((w.component.name.clone(), ids));
     }
+    let wanted = &*wanted;
 
     let dra = cx.intel_mode() == IntelGpuMode::Dra;
     let active = cx.active.clone();
@@ -61,14 +64,14 @@ pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &m
                 );
                 continue;
             }
-            out.push(allocatable(resource, &providers, &rollout_ids));
+            out.push(allocatable(resource, &providers));
         }
     }
-    if intel.monitoring {
+    if intel.monitoring() {
         let providers: Vec<&Wanted> =
-            wanted.iter().filter(|w| w.component.configure.iter().any(|h| h.hook == "intel-gpu-plugin-args")).collect();
+            wanted.iter().filter(|w| w.component.configure.iter().any(|h| h.hook == INTEL_GPU_PLUGIN_ARGS)).collect();
         if !providers.is_empty() {
-            out.push(allocatable("gpu.intel.com/monitoring", &providers, &rollout_ids));
+            out.push(allocatable("gpu.intel.com/monitoring", &providers));
         }
     }
     if dra && cx.is_active(Vendor::Intel) {
@@ -86,7 +89,7 @@ pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &m
             ));
             return;
         }
-        let mut deps = dependencies(&providers, &rollout_ids);
+        let mut deps = dependencies(&providers);
         deps.push(format!("node-label/{}", super::DRA_NODE_LABEL));
         deps.sort();
         out.push(Resource {
@@ -100,16 +103,14 @@ pub fn resources(cx: &mut Context, wanted: &[Wanted], intel: &IntelPlan, out: &m
     }
 }
 
-fn dependencies(providers: &[&Wanted], rollout_ids: &[(String, Vec<String>)]) -> Vec<String> {
+fn dependencies(providers: &[&Wanted]) -> Vec<String> {
     let mut deps = Vec::new();
     for w in providers {
-        let rollouts =
-            rollout_ids.iter().find(|(n, _)| *n == w.component.name).map(|(_, ids)| ids.clone()).unwrap_or_default();
         // Wait on the rollout when the component has one, else on its objects being applied.
-        if rollouts.is_empty() {
+        if w.rollout_ids.is_empty() {
             deps.extend(w.object_ids.iter().cloned());
         } else {
-            deps.extend(rollouts);
+            deps.extend(w.rollout_ids.iter().cloned());
         }
     }
     deps.sort();
@@ -117,13 +118,13 @@ fn dependencies(providers: &[&Wanted], rollout_ids: &[(String, Vec<String>)]) ->
     deps
 }
 
-fn allocatable(resource: &str, providers: &[&Wanted], rollout_ids: &[(String, Vec<String>)]) -> Resource {
+fn allocatable(resource: &str, providers: &[&Wanted]) -> Resource {
     Resource {
         id: format!("verify/allocatable/{resource}"),
         kind: ResourceKind::Verify,
         change: Change::Verify,
         component: providers.first().map(|w| w.component.name.clone()),
         spec: json!({ "check": "allocatable", "resource": resource, "min": 1 }),
-        depends_on: dependencies(providers, rollout_ids),
+        depends_on: dependencies(providers),
     }
 }

@@ -23,6 +23,16 @@ pub use span::span_of;
 /// tags its image with its own version).
 pub const DEFAULT_IMAGE: &str = concat!("cryptoandcoffee/k3d-gpu:", env!("CARGO_PKG_VERSION"));
 
+/// A DNS label (RFC 1123), the rule Kubernetes names follow: 1-63 lowercase letters, digits
+/// and '-', not starting or ending with '-'. Cluster, claim, namespace and component names.
+pub fn dns_label(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 63
+        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+        && !name.starts_with('-')
+        && !name.ends_with('-')
+}
+
 /// A k3d-gpu configuration (`k3dgpu.toml`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -248,6 +258,17 @@ pub enum GpuSet {
     Integrated,
 }
 
+impl GpuSet {
+    /// Whether a GPU, integrated or discrete, is in the set.
+    pub fn admits(self, integrated: bool) -> bool {
+        match self {
+            GpuSet::All => true,
+            GpuSet::Discrete => !integrated,
+            GpuSet::Integrated => integrated,
+        }
+    }
+}
+
 /// CPU placement on hybrid and NUMA hosts.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -293,4 +314,23 @@ pub struct Expect {
 pub struct ComponentRef {
     /// Path to a component `.kdl` file, relative to the config file.
     pub path: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn dns_labels() {
+        assert!(dns_label("tp-2") && dns_label("a") && dns_label(&"a".repeat(63)));
+        assert!(!dns_label("TP") && !dns_label("-x") && !dns_label("x-") && !dns_label("") && !dns_label("a_b"));
+        assert!(!dns_label(&"a".repeat(64)));
+    }
+
+    #[test]
+    fn gpu_sets() {
+        assert!(GpuSet::All.admits(true) && GpuSet::All.admits(false));
+        assert!(GpuSet::Integrated.admits(true) && !GpuSet::Integrated.admits(false));
+        assert!(GpuSet::Discrete.admits(false) && !GpuSet::Discrete.admits(true));
+    }
 }

@@ -96,6 +96,14 @@ pub struct IntelGpu {
     pub huc: Option<MicroController>,
 }
 
+impl IntelGpu {
+    /// Whether the cluster can use it: bound to i915 or xe, with a render node. The one rule
+    /// for the vendor verdict, the node labels and the compiler.
+    pub fn usable(&self) -> bool {
+        self.render_node.is_some() && matches!(self.driver.as_deref(), Some("i915" | "xe"))
+    }
+}
+
 /// GuC or HuC state from debugfs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MicroController {
@@ -309,5 +317,32 @@ mod hex_id {
                 None => Ok(None),
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_usable_intel_gpu_has_i915_or_xe_and_a_render_node() {
+        let gpu = |driver: Option<&str>, render: bool| IntelGpu {
+            pci_address: "0000:03:00.0".into(),
+            pci_id: "8086:e20b".into(),
+            device_id: 0xe20b,
+            driver: driver.map(str::to_string),
+            card: None,
+            render_node: render.then(|| "/dev/dri/renderD128".to_string()),
+            integrated: false,
+            platform: None,
+            xmx: Xmx::Yes,
+            engines: Vec::new(),
+            device_nodes: Vec::new(),
+            guc: None,
+            huc: None,
+        };
+        assert!(gpu(Some("xe"), true).usable() && gpu(Some("i915"), true).usable());
+        assert!(!gpu(Some("xe"), false).usable(), "no render node");
+        assert!(!gpu(Some("vfio-pci"), true).usable() && !gpu(None, true).usable(), "not i915 or xe");
     }
 }

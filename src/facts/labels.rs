@@ -48,7 +48,7 @@ pub fn node_labels(host: &Host, detected: &[Detected]) -> (Labels, Labels) {
     }
 
     if active(Vendor::Intel) {
-        let gpus: Vec<_> = host.intel_gpus.iter().filter(|g| g.render_node.is_some()).collect();
+        let gpus: Vec<_> = host.intel_gpus.iter().filter(|g| g.usable()).collect();
         if gpus.iter().any(|g| g.xmx == Xmx::Yes) {
             set("gpu.intel.com/xmx", "true".into());
         } else if !gpus.is_empty() && gpus.iter().all(|g| g.xmx == Xmx::No) {

@@ -219,11 +219,7 @@ fn nvidia(host: &Host, findings: &mut Vec<Finding>) -> Verdict {
 }
 
 fn intel(host: &Host) -> Verdict {
-    let usable: Vec<_> = host
-        .intel_gpus
-        .iter()
-        .filter(|g| g.render_node.is_some() && matches!(g.driver.as_deref(), Some("i915") | Some("xe")))
-        .collect();
+    let usable: Vec<_> = host.intel_gpus.iter().filter(|g| g.usable()).collect();
     if usable.is_empty() {
         if host.intel_gpus.is_empty() {
             return Verdict::Absent("no Intel display device on PCI".into());
