@@ -5,7 +5,6 @@ use kdl::{KdlDocument, KdlNode};
 use miette::{NamedSource, SourceSpan};
 
 use super::{CatalogError, Component, Condition, Configure, HOOKS, Rollout, parse_manifest};
-use crate::config::{Balloons, IntelGpuMode};
 
 const NODES: &[&str] = &[
     "summary",
@@ -319,7 +318,7 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
             return Err(file.error(entry.span(), "`when` takes key=value conditions", "here", None));
         };
         let value = entry.value().as_string().unwrap_or_default();
-        let bad = |allowed: &str| {
+        let bad = |allowed: String| {
             file.error(
                 entry.span(),
                 format!("`{key}={value}` is not a known condition"),
@@ -331,16 +330,8 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
             "vendor" => Condition::Vendor(value.parse().map_err(|e: crate::facts::vendors::UnknownVendor| {
                 file.error(entry.span(), e.to_string(), "unknown vendor", None)
             })?),
-            "intel-gpu-mode" => Condition::IntelGpuMode(match value {
-                "plugin" => IntelGpuMode::Plugin,
-                "dra" => IntelGpuMode::Dra,
-                _ => return Err(bad("plugin, dra")),
-            }),
-            "balloons" => Condition::Balloons(match value {
-                "k3s" => Balloons::K3s,
-                "external" => Balloons::External,
-                _ => return Err(bad("k3s, external")),
-            }),
+            "intel-gpu-mode" => Condition::IntelGpuMode(config_value(value).map_err(bad)?),
+            "balloons" => Condition::Balloons(config_value(value).map_err(bad)?),
             _ => {
                 return Err(file.error(
                     entry.span(),
@@ -353,6 +344,34 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
     }
     Ok(out)
 }
+
+/// A condition value read as the config reads it (the same serde names); the error is the
+/// list of allowed values.
+fn config_value<T: serde::de::DeserializeOwned>(value: &str) -> Result<T, String> {
+    T::deserialize(serde::de::value::StrDeserializer::<Allowed>::new(value)).map_err(|e| e.0)
+}
+
+/// A deserialisation error that keeps the allowed variant names.
+#[derive(Debug)]
+struct Allowed(String);
+
+impl serde::de::Error for Allowed {
+    fn custom<M: std::fmt::Display>(message: M) -> Self {
+        Allowed(message.to_string())
+    }
+
+    fn unknown_variant(_: &str, expected: &'static [&'static str]) -> Self {
+        Allowed(expected.join(", "))
+    }
+}
+
+impl std::fmt::Display for Allowed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for Allowed {}
 
 fn is_pinned(image: &str) -> bool {
     image.split_once("@sha256:").is_some_and(|(name, hex)| {
@@ -434,5 +453,25 @@ mod tests {
         // A good name gets past the check to the next problem.
         let e = parse_component("mine.kdl", "component \"a-1\" {\n}\n", &none).unwrap_err();
         assert!(!e.message.starts_with("component name"), "{}", e.message);
+    }
+
+    #[test]
+    fn condition_values_are_the_configs() {
+        let none = |_: &str| -> Result<String, String> { Err("no manifest".into()) };
+        let when = |line: &str| {
+            let text = format!("component \"x\" {{\n  when {line}\n}}\n");
+            parse_component("mine.kdl", &text, &none).unwrap_err()
+        };
+        for (line, allowed) in
+            [("intel-gpu-mode=\"pluginn\"", "allowed: plugin, dra"), ("balloons=\"K3s\"", "allowed: k3s, external")]
+        {
+            let e = when(line);
+            assert!(e.message.ends_with("is not a known condition"), "{line}: {}", e.message);
+            assert_eq!(e.help.as_deref(), Some(allowed), "{line}");
+        }
+        // Known values get past the condition to the next problem (no summary).
+        for line in ["intel-gpu-mode=\"dra\"", "intel-gpu-mode=\"plugin\" balloons=\"external\""] {
+            assert!(when(line).message.contains("has no `summary`"), "{line}: {}", when(line).message);
+        }
     }
 }
