@@ -94,15 +94,16 @@ fn vendor(name: &str) -> Result<Vendor, String> {
     name.parse::<Vendor>().map_err(|e| e.to_string())
 }
 
-/// Visits either a string (a word) or a sequence of names.
-struct WordOrList<T> {
+/// Visits either a string (a word) or a sequence of names, each parsed into an `I`; the list
+/// is sorted and deduplicated before `list` wraps it.
+struct WordOrList<T, I> {
     expecting: &'static str,
     word: fn(&str) -> Result<T, String>,
-    item: fn(&str) -> Result<T, String>,
-    list: fn(Vec<T>) -> T,
+    item: fn(&str) -> Result<I, String>,
+    list: fn(Vec<I>) -> T,
 }
 
-impl<'de, T> Visitor<'de> for WordOrList<T> {
+impl<'de, T, I: Ord> Visitor<'de> for WordOrList<T, I> {
     type Value = T;
 
     fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -118,6 +119,8 @@ impl<'de, T> Visitor<'de> for WordOrList<T> {
         while let Some(name) = seq.next_element::<String>()? {
             items.push((self.item)(&name).map_err(de::Error::custom)?);
         }
+        items.sort();
+        items.dedup();
         Ok((self.list)(items))
     }
 }
@@ -130,19 +133,8 @@ impl<'de> Deserialize<'de> for VendorSelection {
                 "auto" => Ok(VendorSelection::Auto),
                 _ => Err(format!("expected \"auto\" or a list such as [\"{w}\"], found \"{w}\"")),
             },
-            item: |name| vendor(name).map(|v| VendorSelection::Only(vec![v])),
-            list: |items| {
-                let mut all: Vec<Vendor> = items
-                    .into_iter()
-                    .flat_map(|i| match i {
-                        VendorSelection::Only(v) => v,
-                        VendorSelection::Auto => Vec::new(),
-                    })
-                    .collect();
-                all.sort();
-                all.dedup();
-                VendorSelection::Only(all)
-            },
+            item: vendor,
+            list: VendorSelection::Only,
         })
     }
 }
@@ -156,19 +148,8 @@ impl<'de> Deserialize<'de> for ExperimentalSelection {
                 "off" => Ok(ExperimentalSelection::Off),
                 _ => Feature::parse(w).and(Err(format!("write a list: [\"{w}\"] (or \"auto\", \"off\")"))),
             },
-            item: |name| Feature::parse(name).map(|f| ExperimentalSelection::Only(vec![f])),
-            list: |items| {
-                let mut all: Vec<Feature> = items
-                    .into_iter()
-                    .flat_map(|i| match i {
-                        ExperimentalSelection::Only(v) => v,
-                        _ => Vec::new(),
-                    })
-                    .collect();
-                all.sort();
-                all.dedup();
-                ExperimentalSelection::Only(all)
-            },
+            item: Feature::parse,
+            list: ExperimentalSelection::Only,
         })
     }
 }
@@ -209,7 +190,8 @@ impl Serialize for VendorSelection {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
             VendorSelection::Auto => s.serialize_str("auto"),
-            VendorSelection::Only(list) => s.collect_seq(list.iter().map(|v| v.key())),
+            // A vendor serialises as its key (tested below).
+            VendorSelection::Only(list) => s.collect_seq(list),
         }
     }
 }
@@ -219,7 +201,8 @@ impl Serialize for ExperimentalSelection {
         match self {
             ExperimentalSelection::Auto => s.serialize_str("auto"),
             ExperimentalSelection::Off => s.serialize_str("off"),
-            ExperimentalSelection::Only(list) => s.collect_seq(list.iter().map(|f| f.key())),
+            // A feature serialises as its key (tested below).
+            ExperimentalSelection::Only(list) => s.collect_seq(list),
         }
     }
 }
@@ -277,5 +260,35 @@ impl JsonSchema for Shared {
             "description": "\"auto\" or a number of pods per GPU",
             "oneOf": [ { "const": "auto" }, { "type": "integer", "minimum": 1 } ]
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn vendors_and_features_serialise_as_their_keys() {
+        for v in Vendor::ALL {
+            assert_eq!(serde_json::to_value(v).unwrap(), v.key());
+        }
+        for f in Feature::ALL {
+            assert_eq!(serde_json::to_value(f).unwrap(), f.key());
+        }
+    }
+
+    #[test]
+    fn lists_are_sorted_deduplicated_and_round_trip() {
+        let vendors: VendorSelection = serde_json::from_str(r#"["npu", "intel", "npu"]"#).unwrap();
+        assert_eq!(vendors, VendorSelection::Only(vec![Vendor::Intel, Vendor::Npu]));
+        assert_eq!(serde_json::to_string(&vendors).unwrap(), r#"["intel","npu"]"#);
+        let features: ExperimentalSelection = serde_json::from_str(r#"["npu-turbo", "dra", "dra"]"#).unwrap();
+        assert_eq!(features, ExperimentalSelection::Only(vec![Feature::Dra, Feature::NpuTurbo]));
+        assert_eq!(serde_json::to_string(&features).unwrap(), r#"["dra","npu-turbo"]"#);
+        assert_eq!(serde_json::from_str::<ExperimentalSelection>(r#""off""#).unwrap(), ExperimentalSelection::Off);
+        let e = serde_json::from_str::<ExperimentalSelection>(r#""dra""#).unwrap_err().to_string();
+        assert!(e.contains(r#"write a list: ["dra"]"#), "{e}");
+        let e = serde_json::from_str::<VendorSelection>(r#"["intle"]"#).unwrap_err().to_string();
+        assert!(e.contains("unknown vendor"), "{e}");
     }
 }

@@ -20,7 +20,6 @@ pub fn span_of(source: &str, path: &[&str]) -> Option<Range<usize>> {
         best = Some(if i + 1 == path.len() { value.span() } else { k.span() });
         match value.get_ref() {
             DeValue::Table(inner) => table = inner,
-            _ if i + 1 == path.len() => return best,
             _ => return best,
         }
     }
