@@ -323,10 +323,7 @@ fn destroy_plan(inputs: &super::Inputs, rt: &tokio::runtime::Runtime) -> Result<
     let env = |k: &str| std::env::var(k).ok();
     let endpoint = crate::observe::docker::endpoint(&env, None);
     let cluster = rt
-        .block_on(async {
-            let docker = crate::observe::docker::connect(&endpoint)?;
-            crate::observe::docker::observe_cluster(&docker, &endpoint, name, &inputs.config.cluster.image).await
-        })
+        .block_on(crate::observe::observe_containers(&endpoint, name, &inputs.config.cluster.image))
         .map_err(super::observe_failed)?;
     let observed = crate::observe::Observed { schema: crate::observe::SCHEMA.into(), cluster, kubernetes: None };
     let digests = Inputs::for_destroy(&inputs.config, &observed);

@@ -11,7 +11,7 @@ mod plan;
 mod schema;
 mod validate;
 
-pub use inputs::{Inputs, load_catalog, load_config};
+use inputs::{Inputs, load_catalog, load_config};
 
 pub use detect::render as render_detect;
 

@@ -4,15 +4,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::time::Duration;
 
 use bollard::Docker;
 use bollard::query_parameters::ListContainersOptions;
 
-use super::{CLUSTER_SPEC_LABEL, NodeContainer, ObserveError, ObservedCluster};
-
-/// How long one Docker call may take before we say Docker is not answering.
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
+use super::{CALL_TIMEOUT, CLUSTER_SPEC_LABEL, NodeContainer, ObserveError, ObservedCluster};
 
 /// Where the Docker engine is, and why we think so (for the error message).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -155,10 +151,9 @@ pub async fn observe_cluster(
         });
     }
     nodes.sort_by(|a, b| a.name.cmp(&b.name));
-    let configured_image_id = match tokio::time::timeout(CALL_TIMEOUT, docker.inspect_image(configured_image)).await {
-        Ok(Ok(image)) => image.id,
-        _ => None,
-    };
+    // An image the engine does not have is no error: the plan then sees no re-pulled tag.
+    let configured_image_id =
+        deadline(endpoint, "inspect image", docker.inspect_image(configured_image)).await.ok().and_then(|i| i.id);
     Ok(Some(ObservedCluster { name: name.to_string(), nodes, configured_image_id }))
 }
 

@@ -4,7 +4,6 @@
 
 use std::collections::BTreeSet;
 use std::path::Path;
-use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, ListParams};
@@ -12,10 +11,8 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
 
-use super::{ObserveError, ObservedKubernetes, ObservedNode};
+use super::{CALL_TIMEOUT, ObserveError, ObservedKubernetes, ObservedNode};
 use crate::compile::MANAGED_BY;
-
-pub const CALL_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The kubeconfig context for a cluster (k3d's naming).
 pub fn context_name(cluster: &str) -> String {

@@ -46,8 +46,7 @@ pub struct Target {
 
 /// Observes Docker, then (when the cluster exists) Kubernetes.
 pub async fn observe(target: &Target) -> Result<Observed, ObserveError> {
-    let engine = docker::connect(&target.docker)?;
-    let cluster = docker::observe_cluster(&engine, &target.docker, &target.cluster, &target.image).await?;
+    let cluster = observe_containers(&target.docker, &target.cluster, &target.image).await?;
     let kubernetes = match &cluster {
         None => None,
         // Stopped nodes serve no API; the plan starts them and re-applies (idempotently).
@@ -60,7 +59,21 @@ pub async fn observe(target: &Target) -> Result<Observed, ObserveError> {
     Ok(Observed { schema: SCHEMA.into(), cluster, kubernetes })
 }
 
+/// The cluster's node containers, from Docker alone (all `destroy` needs).
+pub async fn observe_containers(
+    endpoint: &docker::Endpoint,
+    cluster: &str,
+    image: &str,
+) -> Result<Option<ObservedCluster>, ObserveError> {
+    let engine = docker::connect(endpoint)?;
+    docker::observe_cluster(&engine, endpoint, cluster, image).await
+}
+
 pub const SCHEMA: &str = "k3d-gpu.observed/v1";
+
+/// How long one Docker or Kubernetes call may take before the engine or API server counts
+/// as unreachable: a hung daemon must not hang `plan`.
+pub const CALL_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// The container label where apply records the cluster's creation spec, so a later plan
 /// knows exactly what the cluster was created with (k3d adds arguments of its own).

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::compile::{Change, DesiredGraph, Resource, ResourceKind, Warning};
 use crate::observe::{MANAGED_LABELS_ANNOTATION, Observed};
 
-pub use diff::{changed_keys, owned_differences, project};
+use diff::{changed_keys, owned_differences, project};
 
 pub const SCHEMA: &str = "k3d-gpu.plan/v1";
 
@@ -105,6 +105,22 @@ pub struct Plan {
     pub summary: Summary,
 }
 
+impl Action {
+    /// An action with no paths and no dependencies yet (the plan adds those at the end).
+    fn new(id: String, action: ActionKind, reason: Reason, before: Option<Value>, after: Option<Value>) -> Action {
+        Action {
+            id,
+            action,
+            reason,
+            replace_paths: Vec::new(),
+            changed_paths: Vec::new(),
+            depends_on: Vec::new(),
+            before,
+            after,
+        }
+    }
+}
+
 impl Plan {
     pub fn to_bytes(&self) -> Vec<u8> {
         crate::canonical::to_bytes(self)
@@ -168,9 +184,7 @@ pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
     // Dependencies between actions: the nearest ancestors that also change.
     let changed: BTreeSet<String> = actions.keys().cloned().collect();
     for action in actions.values_mut() {
-        if graph.get(&action.id).is_some() {
-            action.depends_on = nearest_changed(graph, &action.id, &changed);
-        }
+        action.depends_on = nearest_changed(graph, &action.id, &changed);
     }
     order_deletes(&mut actions);
 
@@ -196,19 +210,13 @@ pub fn destroy(observed: &Observed, inputs: Inputs) -> Result<Plan, NotManaged> 
         None => Vec::new(),
         Some(cluster) => {
             let recorded = cluster.nodes.iter().find_map(|n| n.recorded_spec.clone()).ok_or(NotManaged)?;
-            vec![Action {
-                id: format!("k3d/cluster/{}", cluster.name),
-                action: ActionKind::Delete,
-                reason: reason(
-                    "destroy",
-                    format!("k3d-gpu destroy: delete cluster {} and everything in it", cluster.name),
-                ),
-                replace_paths: Vec::new(),
-                changed_paths: Vec::new(),
-                depends_on: Vec::new(),
-                before: Some(recorded),
-                after: None,
-            }]
+            vec![Action::new(
+                format!("k3d/cluster/{}", cluster.name),
+                ActionKind::Delete,
+                reason("destroy", format!("k3d-gpu destroy: delete cluster {} and everything in it", cluster.name)),
+                Some(recorded),
+                None,
+            )]
         }
     };
     Ok(assemble(inputs, actions, Vec::new(), Vec::new()))
@@ -234,16 +242,7 @@ fn assemble(inputs: Inputs, mut actions: Vec<Action>, verify: Vec<String>, mut w
 }
 
 fn create(r: &Resource, why: Reason) -> Action {
-    Action {
-        id: r.id.clone(),
-        action: ActionKind::Create,
-        reason: why,
-        replace_paths: Vec::new(),
-        changed_paths: Vec::new(),
-        depends_on: Vec::new(),
-        before: None,
-        after: Some(r.spec.clone()),
-    }
+    Action::new(r.id.clone(), ActionKind::Create, why, None, Some(r.spec.clone()))
 }
 
 /// The cluster: create, replace (a creation-time property changed), start, or nothing.
@@ -317,32 +316,31 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
     paths.dedup();
     if !paths.is_empty() {
         return Some(Action {
-            id: desired.id.clone(),
-            action: ActionKind::Replace,
-            reason: reason(
-                "creation-property-changed",
-                format!(
-                    "{}: k3d fixes these at creation, so the cluster is recreated, which deletes its state",
-                    texts.join("; ")
-                ),
-            ),
             replace_paths: paths,
-            changed_paths: Vec::new(),
-            depends_on: Vec::new(),
-            before: server.recorded_spec.clone().or_else(|| Some(json!({ "image": server.image }))),
-            after: Some(desired.spec.clone()),
+            ..Action::new(
+                desired.id.clone(),
+                ActionKind::Replace,
+                reason(
+                    "creation-property-changed",
+                    format!(
+                        "{}: k3d fixes these at creation, so the cluster is recreated, which deletes its state",
+                        texts.join("; ")
+                    ),
+                ),
+                server.recorded_spec.clone().or_else(|| Some(json!({ "image": server.image }))),
+                Some(desired.spec.clone()),
+            )
         });
     }
     let stopped = observed.cluster.iter().flat_map(|c| &c.nodes).any(|n| !n.running);
-    stopped.then(|| Action {
-        id: desired.id.clone(),
-        action: ActionKind::Update,
-        reason: reason("stopped", "node containers are stopped: start the cluster"),
-        replace_paths: Vec::new(),
-        changed_paths: Vec::new(),
-        depends_on: Vec::new(),
-        before: None,
-        after: None,
+    stopped.then(|| {
+        Action::new(
+            desired.id.clone(),
+            ActionKind::Update,
+            reason("stopped", "node containers are stopped: start the cluster"),
+            None,
+            None,
+        )
     })
 }
 
@@ -375,19 +373,7 @@ fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mu
                 None
             };
             if let Some((kind, why, before)) = action {
-                actions.insert(
-                    r.id.clone(),
-                    Action {
-                        id: r.id.clone(),
-                        action: kind,
-                        reason: why,
-                        replace_paths: Vec::new(),
-                        changed_paths: Vec::new(),
-                        depends_on: Vec::new(),
-                        before,
-                        after: Some(r.spec.clone()),
-                    },
-                );
+                actions.insert(r.id.clone(), Action::new(r.id.clone(), kind, why, before, Some(r.spec.clone())));
             }
         }
         if kind != ResourceKind::NodeLabel {
@@ -403,19 +389,13 @@ fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mu
                 let id = format!("{prefix}{key}");
                 actions.insert(
                     id.clone(),
-                    Action {
+                    Action::new(
                         id,
-                        action: ActionKind::Delete,
-                        reason: reason(
-                            "no-longer-wanted",
-                            format!("k3d-gpu set {key}, and the config no longer asks for it"),
-                        ),
-                        replace_paths: Vec::new(),
-                        changed_paths: Vec::new(),
-                        depends_on: Vec::new(),
-                        before: Some(json!({ "key": key, "value": value })),
-                        after: None,
-                    },
+                        ActionKind::Delete,
+                        reason("no-longer-wanted", format!("k3d-gpu set {key}, and the config no longer asks for it")),
+                        Some(json!({ "key": key, "value": value })),
+                        None,
+                    ),
                 );
             }
         }
@@ -435,20 +415,14 @@ fn object_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTree
             Some(current) => {
                 let paths = owned_differences(&r.spec, current);
                 if !paths.is_empty() {
+                    let why =
+                        reason("drift", format!("changed outside k3d-gpu or by a new config: {}", paths.join(", ")));
+                    let before = Some(project(&r.spec, current));
                     actions.insert(
                         r.id.clone(),
                         Action {
-                            id: r.id.clone(),
-                            action: ActionKind::Update,
-                            reason: reason(
-                                "drift",
-                                format!("changed outside k3d-gpu or by a new config: {}", paths.join(", ")),
-                            ),
-                            replace_paths: Vec::new(),
                             changed_paths: paths,
-                            depends_on: Vec::new(),
-                            before: Some(project(&r.spec, current)),
-                            after: Some(r.spec.clone()),
+                            ..Action::new(r.id.clone(), ActionKind::Update, why, before, Some(r.spec.clone()))
                         },
                     );
                 }
@@ -460,16 +434,13 @@ fn object_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTree
         if graph.get(id).is_none() && ours {
             actions.insert(
                 id.clone(),
-                Action {
-                    id: id.clone(),
-                    action: ActionKind::Delete,
-                    reason: reason("no-longer-wanted", "managed by k3d-gpu and no longer in the config"),
-                    replace_paths: Vec::new(),
-                    changed_paths: Vec::new(),
-                    depends_on: Vec::new(),
-                    before: Some((*object).clone()),
-                    after: None,
-                },
+                Action::new(
+                    id.clone(),
+                    ActionKind::Delete,
+                    reason("no-longer-wanted", "managed by k3d-gpu and no longer in the config"),
+                    Some((*object).clone()),
+                    None,
+                ),
             );
         }
     }
