@@ -184,9 +184,11 @@ fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
     let shown = w.run(&["destroy"]);
     let hash = destroy_hash_of(&shown);
     assert_eq!(w.containers(), 1, "destroy without the hash changes nothing");
-    let destroyed = w.run(&["destroy", "--plan-hash", &hash]);
+    let destroyed = w.run(&["destroy", "--json", "--plan-hash", &hash]);
     assert_eq!(destroyed.status.code(), Some(0), "{}", text(&destroyed));
     assert_eq!(w.containers(), 0);
+    let summary = json_events(&destroyed).pop().unwrap();
+    assert_eq!(summary["outcome"]["done"], json!(["k3d/cluster/e2e-converge"]), "{summary}");
     let bystander =
         Command::new("docker").args(["inspect", "-f", "{{.State.Running}}", "bystander-e2e"]).output().unwrap();
     assert_eq!(String::from_utf8_lossy(&bystander.stdout).trim(), "true", "an unmanaged container survives");
@@ -317,9 +319,27 @@ fn an_apply_that_fails_half_way_resumes_and_converges() {
         rest_text.contains("Plan: 1 to create, 0 to update, 0 to replace, 0 to delete."),
         "only what is left: {rest_text}"
     );
-    let resumed = w.run(&["apply", "--plan-hash", &hash_of(&rest)]);
+    // With --json, stderr is one JSON event per line, ending with the summary.
+    let resumed = w.run(&["apply", "--json", "--plan-hash", &hash_of(&rest)]);
     assert_eq!(resumed.status.code(), Some(0), "{}", text(&resumed));
+    let events = json_events(&resumed);
+    let plugin = "k8s/apps/DaemonSet/kube-system/intel-gpu-plugin";
+    let kinds: Vec<(&str, &str)> =
+        events.iter().map(|e| (e["event"].as_str().unwrap(), e["id"].as_str().unwrap_or_default())).collect();
+    assert_eq!(kinds[..2], [("started", plugin), ("done", plugin)], "{events:?}");
+    let summary = events.last().unwrap();
+    assert_eq!(summary["event"], "summary");
+    assert_eq!(summary["outcome"]["done"], json!([plugin]));
+    assert_eq!(summary["verify_failed"], json!([]));
     assert!(text(&w.run(&["plan"])).contains("No changes"));
+}
+
+/// Every stderr line of a `--json` run, parsed; a line that is not JSON fails the test.
+fn json_events(out: &Output) -> Vec<serde_json::Value> {
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("not a JSON line: {l:?}: {e}")))
+        .collect()
 }
 
 #[test]
