@@ -431,9 +431,17 @@ fn destroy_needs_no_facts_and_refuses_a_cluster_k3d_gpu_did_not_create() {
     assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
     std::fs::write(
         &w.config,
-        format!("[cluster]\nname = \"e2e-nofacts\"\nimage = \"{}\"\n\n[vendors]\nenable = [\"intel\"]\n", w.image),
+        format!("[cluster]\nname = \"e2e-nofacts\"\nimage = \"{}\"\n\n[expect]\nvendors = [\"intel\"]\n", w.image),
     )
     .unwrap();
+    // [expect] is checked again at apply time: a plan reviewed on the right host does not run
+    // on one that lost the hardware.
+    let reviewed = w.run(&["plan"]);
+    assert_eq!(reviewed.status.code(), Some(0), "{}", text(&reviewed));
+    let elsewhere = w.run_on("plain-laptop-amd", &["apply", "--plan-hash", &hash_of(&reviewed)]);
+    assert_eq!(elsewhere.status.code(), Some(1), "{}", text(&elsewhere));
+    assert!(text(&elsewhere).contains("[expect] wants vendor intel"), "{}", text(&elsewhere));
+    assert_eq!(w.containers(), 1, "nothing changed");
     let gone = w.run_on("plain-laptop-amd", &["plan"]);
     assert_ne!(gone.status.code(), Some(0), "the config no longer fits this host: {}", text(&gone));
     let shown = w.run_on("plain-laptop-amd", &["destroy"]);
