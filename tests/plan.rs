@@ -300,3 +300,24 @@ fn destroy_deletes_only_a_cluster_k3d_gpu_made_and_masks_its_spec() {
     observed.cluster.as_mut().unwrap().nodes[0].recorded_spec = None;
     assert_eq!(k3d_gpu::plan::destroy(&observed, inputs()), Err(k3d_gpu::plan::NotManaged));
 }
+
+#[test]
+fn colour_on_a_terminal_paints_markers_and_diff_lines_and_changes_nothing_else() {
+    let graph = graph_of("lunar-lake-npu", "lunar-lake-npu");
+    let p = plan(&graph, &drifted(&graph), inputs());
+    let plain = text(&p, "sha256:x", Style { color: false });
+    let painted = text(&p, "sha256:x", Style { color: true });
+    assert!(painted.contains("\x1b[33m  ~\x1b[0m k8s/apps/DaemonSet/"), "{painted}");
+    assert!(painted.contains("\x1b[31m  -\x1b[0m "), "deletes are red: {painted}");
+    assert!(painted.contains("\x1b[31m-        image: example.invalid/edited-by-hand:1\x1b[0m"), "{painted}");
+    assert!(painted.contains("\x1b[32m+        image: "), "added diff lines are green: {painted}");
+    let mut stripped = String::new();
+    let mut rest = painted.as_str();
+    while let Some(start) = rest.find("\x1b[") {
+        stripped.push_str(&rest[..start]);
+        rest = &rest[start + rest[start..].find('m').unwrap() + 1..];
+    }
+    stripped.push_str(rest);
+    assert_eq!(stripped, plain, "colour adds escape codes and nothing else");
+    assert!(!plain.contains('\x1b'));
+}
