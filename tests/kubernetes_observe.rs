@@ -69,6 +69,29 @@ fn observe_lists_each_kind_once_through_the_clusters_own_context() {
 }
 
 #[test]
+fn an_api_server_that_accepts_and_never_answers_is_an_error_not_a_hang() {
+    // Connections are accepted and held open; no byte ever comes back.
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    std::thread::spawn(move || {
+        let held: Vec<_> = listener.incoming().map_while(Result::ok).collect();
+        drop(held);
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, support::fake_apiserver::kubeconfig_text(&url, "t")).unwrap();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let began = std::time::Instant::now();
+    let err = runtime
+        .block_on(async { observe(client(&kubeconfig, "t").await?, "t", &BTreeSet::new()).await })
+        .expect_err("nobody answers");
+    assert!(matches!(err, k3d_gpu::observe::ObserveError::KubernetesUnreachable { .. }), "{err:?}");
+    assert!(err.to_string().contains("k3d-t") && err.to_string().contains("list nodes"), "{err}");
+    // Bounded by the per-call deadline; the generous margin only tells a hang from a wait.
+    assert!(began.elapsed() < k3d_gpu::observe::CALL_TIMEOUT * 3, "took {:?}", began.elapsed());
+}
+
+#[test]
 fn a_missing_context_is_a_clear_error() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
