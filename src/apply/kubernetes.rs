@@ -44,8 +44,7 @@ where
     loop {
         match call().await {
             Err(kube::Error::Api(status)) => return Err(kube::Error::Api(status)),
-            Err(e) if start.elapsed() < API_READY => {
-                let _ = e;
+            Err(_) if start.elapsed() < API_READY => {
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(Duration::from_secs(5));
             }
