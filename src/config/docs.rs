@@ -81,7 +81,7 @@ const OTHER_VARIABLES: &str = "
 | `K3D_GPU_DRA` | `[sharing] mode = \"dra\"` |
 | `K3D_GPU_EXPERIMENTAL` | `[experimental] features` |
 | `K3D_GPU_AGENT_*` | `[agent]` and `[addons.*]` above, each key naming the variable it replaces; `k3d-gpu agent` shows the placement |
-| `K3D_GPU_SANDBOX*`, `K3D_GPU_NPU_EMBEDDINGS` | no key: k3d-gpu has no sandbox or NPU embeddings component |
+| `K3D_GPU_SANDBOX*`, `K3D_GPU_NPU_EMBEDDINGS` | no key yet: the sandbox and NPU embeddings components wait on pinned image digests (see docs/stdlib.md) |
 | `K3D_GPU_TEST_IMAGE`, `K3D_GPU_DEVICE_TEST_IMAGE` | no key: `apply` verifies without a test pod, through the plan's `verify/…` nodes (allocatable resources, rollouts, ResourceSlices) |
 ";
 
