@@ -153,3 +153,44 @@ fn a_real_device_node_in_a_fixture_is_refused() {
     let host = HostRoot::open(dir.path()).unwrap();
     assert_eq!(host.read_text("/proc/cpuinfo").unwrap_err(), HostError::NotRegular);
 }
+
+/// A link whose target ends in `.`, `..` or is `/` resolves to a directory above where its
+/// components say; a second lookup through the same link must not reuse a wrong prefix.
+#[test]
+fn links_to_dot_dotdot_and_root_resolve_the_same_on_every_lookup() {
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("sub")).unwrap();
+        fs::write(root.join("f"), "f\n").unwrap();
+        fs::write(root.join("g"), "g\n").unwrap();
+        symlink(".", root.join("l")).unwrap();
+        symlink("/", root.join("r")).unwrap();
+        symlink("sub/..", root.join("m")).unwrap();
+    });
+    for link in ["l", "r", "m"] {
+        for (file, text) in [("f", "f\n"), ("g", "g\n"), ("f", "f\n")] {
+            let path = format!("/{link}/{file}");
+            assert_eq!(host.canonical(&path).unwrap().as_deref(), Some(format!("/{file}").as_str()), "{path}");
+            assert_eq!(host.read_text(&path).unwrap().as_deref(), Some(text), "{path}");
+        }
+        assert_eq!(host.canonical(&format!("/{link}")).unwrap().as_deref(), Some("/"));
+        assert_eq!(host.read_text(&format!("/{link}/missing")).unwrap(), None);
+    }
+}
+
+#[test]
+fn links_in_a_cached_directory_still_count_toward_the_hop_limit() {
+    // 40 links to reach the directory, one more for the file: 41 in one lookup, a loop to
+    // Linux, even when the directory was resolved (and cached) by an earlier lookup.
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("d")).unwrap();
+        fs::write(root.join("d/ok"), "ok\n").unwrap();
+        symlink("ok", root.join("d/link")).unwrap();
+        symlink("d", root.join("l1")).unwrap();
+        for i in 2..=k3d_gpu::host::MAX_LINK_HOPS {
+            symlink(format!("l{}", i - 1), root.join(format!("l{i}"))).unwrap();
+        }
+    });
+    let top = format!("/l{}", k3d_gpu::host::MAX_LINK_HOPS);
+    assert_eq!(host.read_text(&format!("{top}/ok")).unwrap().as_deref(), Some("ok\n"));
+    assert_eq!(host.read_text(&format!("{top}/link")).unwrap_err(), HostError::Loop);
+}

@@ -58,13 +58,9 @@ fn io_error(e: &io::Error) -> HostError {
 
 /// Reads a regular file, at most [`MAX_READ`] bytes. FIFOs and devices are refused before
 /// they are opened, so one cannot block us.
-fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, HostError> {
+/// `meta` is the file's `lstat` from resolution, which left no link in the path.
+fn read_regular(path: &Path, meta: &fs::Metadata) -> Result<Vec<u8>, HostError> {
     use std::io::Read;
-    let meta = match fs::metadata(path) {
-        Ok(meta) => meta,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(io_error(&e)),
-    };
     if meta.is_dir() {
         return Err(HostError::Io("is a directory".into()));
     }
@@ -77,7 +73,7 @@ fn read_regular(path: &Path) -> Result<Option<Vec<u8>>, HostError> {
     if bytes.len() as u64 > MAX_READ {
         return Err(HostError::TooLarge);
     }
-    Ok(Some(bytes))
+    Ok(bytes)
 }
 
 /// What detection read, as host paths, for `facts capture`.
@@ -97,7 +93,7 @@ pub struct HostRoot {
     trail: RefCell<Trail>,
     stat_sidecar: RefCell<Option<BTreeMap<String, NodeStat>>>,
     /// Resolved directories by host path (see `resolve`).
-    dir_cache: RefCell<std::collections::HashMap<String, Vec<String>>>,
+    dir_cache: RefCell<std::collections::HashMap<String, resolve::ResolvedDir>>,
 }
 
 impl HostRoot {
@@ -131,11 +127,9 @@ impl HostRoot {
         let Some(resolved) = self.resolve(path, true)? else {
             return Ok(None);
         };
-        let bytes = read_regular(&self.on_disk(&resolved))?;
-        if bytes.is_some() {
-            self.trail.borrow_mut().files.insert(resolved);
-        }
-        Ok(bytes)
+        let bytes = read_regular(&self.on_disk(&resolved.path), &resolved.meta)?;
+        self.trail.borrow_mut().files.insert(resolved.path);
+        Ok(Some(bytes))
     }
 
     /// Reads a text file; `Ok(None)` when it does not exist.
@@ -151,6 +145,7 @@ impl HostRoot {
         let Some(resolved) = self.resolve(path, true)? else {
             return Ok(None);
         };
+        let resolved = resolved.path;
         let entries = match fs::read_dir(self.on_disk(&resolved)) {
             Ok(entries) => entries,
             Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
@@ -179,55 +174,51 @@ impl HostRoot {
         let Some(resolved) = self.resolve(path, true)? else {
             return Ok(false);
         };
-        let present = fs::symlink_metadata(self.on_disk(&resolved)).is_ok();
-        if present {
-            // Capture must recreate what existence was tested on; an empty file stands in
-            // for a device node and a directory for a directory.
-            let mut trail = self.trail.borrow_mut();
-            if fs::metadata(self.on_disk(&resolved)).is_ok_and(|m| m.is_dir()) {
-                trail.dirs.insert(resolved);
-            } else {
-                trail.files.insert(resolved);
-            }
-        }
-        Ok(present)
+        // Capture must recreate what existence was tested on; an empty file stands in for a
+        // device node and a directory for a directory.
+        self.note(resolved);
+        Ok(true)
     }
 
     /// The host path a path resolves to, links followed (like `realpath`), or `None` if missing.
     pub fn canonical(&self, path: &str) -> Result<Option<String>, HostError> {
-        let resolved = self.resolve(path, true)?;
-        if let Some(target) = &resolved {
-            // What a link leads to is part of what was read (a driver's name is the name of
-            // the directory its link points at), so capture must recreate it.
-            if let Ok(meta) = fs::metadata(self.on_disk(target)) {
-                let mut trail = self.trail.borrow_mut();
-                if meta.is_dir() {
-                    trail.dirs.insert(target.clone());
-                } else {
-                    trail.files.insert(target.clone());
-                }
-            }
+        let Some(resolved) = self.resolve(path, true)? else {
+            return Ok(None);
+        };
+        // What a link leads to is part of what was read (a driver's name is the name of the
+        // directory its link points at), so capture must recreate it.
+        let target = resolved.path.clone();
+        self.note(resolved);
+        Ok(Some(target))
+    }
+
+    /// Records a resolved path in the trail as a directory or a file.
+    fn note(&self, resolved: resolve::Resolved) {
+        let mut trail = self.trail.borrow_mut();
+        if resolved.meta.is_dir() {
+            trail.dirs.insert(resolved.path);
+        } else {
+            trail.files.insert(resolved.path);
         }
-        Ok(resolved)
     }
 
     /// Owner and mode of a device node: `stat` on the real host, the `.k3d-gpu-stat` sidecar
     /// in a fixture host (git keeps neither).
     pub fn node_stat(&self, path: &str) -> Result<Option<NodeStat>, HostError> {
-        if !self.exists(path)? {
+        let Some(resolved) = self.resolve(path, true)? else {
             return Ok(None);
-        }
-        if self.real_host {
-            let Some(resolved) = self.resolve(path, true)? else {
-                return Ok(None);
-            };
-            return stat::stat_real(&self.on_disk(&resolved)).map(Some);
+        };
+        // Resolution left no link in the path, so its `lstat` is the node's `stat`.
+        let real = self.real_host.then(|| stat::from_meta(&resolved.meta));
+        self.note(resolved);
+        if let Some(real) = real {
+            return Ok(Some(real));
         }
         if self.stat_sidecar.borrow().is_none() {
             // The sidecar is read like host data: inside the root, regular, bounded. A bad
             // one means defaults, not a failure: it is test data, not host state.
             let text = match self.resolve(&format!("/{}", stat::SIDECAR), true) {
-                Ok(Some(at)) => read_regular(&self.on_disk(&at)).ok().flatten().unwrap_or_default(),
+                Ok(Some(at)) => read_regular(&self.on_disk(&at.path), &at.meta).unwrap_or_default(),
                 _ => Vec::new(),
             };
             *self.stat_sidecar.borrow_mut() = Some(stat::parse_sidecar(&String::from_utf8_lossy(&text)));

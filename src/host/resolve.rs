@@ -14,20 +14,79 @@ use super::{HostError, HostRoot};
 /// Linux's own limit on links followed in one lookup (`MAXSYMLINKS`).
 pub const MAX_LINK_HOPS: usize = 40;
 
+/// A path resolved to one with no links in it, with the `lstat` of its last component.
+pub(super) struct Resolved {
+    pub path: String,
+    pub meta: fs::Metadata,
+}
+
+/// A directory resolved in full: its link-free components and the links it took to get there
+/// (they count against [`MAX_LINK_HOPS`] for any path below it).
+#[derive(Clone)]
+pub(super) struct ResolvedDir {
+    parts: Vec<String>,
+    hops: usize,
+}
+
+/// Where a walk stands: the components resolved so far and the `lstat` of the last one, when
+/// it is known.
+struct Walk {
+    done: Vec<String>,
+    meta: Option<fs::Metadata>,
+    hops: usize,
+}
+
 impl HostRoot {
     /// Resolves `path` to a host path with no links in it. `Ok(None)` when a component is
     /// missing (a dangling link is missing too). With `follow_last` false the final component
     /// is left as it is, even if it is a link.
-    pub(super) fn resolve(&self, path: &str, follow_last: bool) -> Result<Option<String>, HostError> {
-        let original: Vec<String> = components(path).collect();
+    pub(super) fn resolve(&self, path: &str, follow_last: bool) -> Result<Option<Resolved>, HostError> {
+        let mut parts: Vec<&str> = components(path).collect();
         // Detection reads many files in the same directories (a PCI function's vendor, device,
-        // class, driver): start from the longest directory already resolved. Paths with `.`
-        // or `..` are walked in full, uncached.
-        let cacheable = !original.iter().any(|p| p == "." || p == "..");
-        let (mut orig_done, mut done) = if cacheable { self.cached_prefix(&original) } else { (0, Vec::new()) };
-        let mut todo: VecDeque<String> = original[orig_done..].iter().cloned().collect();
-        let mut expanding = false;
-        let mut hops = 0;
+        // class, driver): the parent directory is resolved once and cached by its host path;
+        // only the last component is walked each time. Paths with `.` or `..` are walked in
+        // full, uncached, so a `..` above a fixture root is reported against the path.
+        let cacheable = !parts.iter().any(|p| *p == "." || *p == "..");
+        let walk = match parts.pop() {
+            Some(last) if cacheable && !parts.is_empty() => {
+                let key = parts.join("/");
+                let cached = self.dir_cache.borrow().get(&key).cloned();
+                let dir = match cached {
+                    Some(dir) => dir,
+                    None => {
+                        let Some(w) = self.walk(path, Walk { done: Vec::new(), meta: None, hops: 0 }, &parts, true)?
+                        else {
+                            return Ok(None);
+                        };
+                        let dir = ResolvedDir { parts: w.done, hops: w.hops };
+                        self.dir_cache.borrow_mut().insert(key, dir.clone());
+                        dir
+                    }
+                };
+                self.walk(path, Walk { done: dir.parts, meta: None, hops: dir.hops }, &[last], follow_last)?
+            }
+            last => {
+                parts.extend(last);
+                self.walk(path, Walk { done: Vec::new(), meta: None, hops: 0 }, &parts, follow_last)?
+            }
+        };
+        let Some(walk) = walk else { return Ok(None) };
+        let resolved = join(&walk.done);
+        let meta = match walk.meta {
+            Some(meta) => meta,
+            // The walk ended on the root, or on a `..`: the last component was not looked up.
+            None => match fs::symlink_metadata(self.on_disk(&resolved)) {
+                Ok(meta) => meta,
+                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
+                Err(e) => return Err(super::io_error(&e)),
+            },
+        };
+        Ok(Some(Resolved { path: resolved, meta }))
+    }
+
+    /// Walks `parts` from `at`, following links (the last one only when `follow_last`).
+    fn walk(&self, path: &str, mut at: Walk, parts: &[&str], follow_last: bool) -> Result<Option<Walk>, HostError> {
+        let mut todo: VecDeque<String> = parts.iter().map(|p| p.to_string()).collect();
         // Components still to walk that came from a link's target: a missing one means the
         // link dangles, which is worth a finding, unlike an ordinary missing file.
         let mut from_link = 0usize;
@@ -38,7 +97,8 @@ impl HostRoot {
             match part.as_str() {
                 "." => continue,
                 ".." => {
-                    if done.pop().is_none() && !self.real_host {
+                    at.meta = None;
+                    if at.done.pop().is_none() && !self.real_host {
                         if came_from_link {
                             return Err(HostError::Escapes { link: last_link });
                         }
@@ -48,7 +108,8 @@ impl HostRoot {
                 }
                 _ => {}
             }
-            let here = join(&done, &part);
+            at.done.push(part);
+            let here = join(&at.done);
             let meta = match fs::symlink_metadata(self.on_disk(&here)) {
                 Ok(meta) => meta,
                 Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
@@ -61,64 +122,44 @@ impl HostRoot {
             };
             let is_last = todo.is_empty();
             if meta.file_type().is_symlink() && (follow_last || !is_last) {
-                hops += 1;
-                if hops > MAX_LINK_HOPS {
+                at.done.pop();
+                at.meta = None;
+                at.hops += 1;
+                if at.hops > MAX_LINK_HOPS {
                     return Err(HostError::Loop);
                 }
                 let target = fs::read_link(self.on_disk(&here)).map_err(|e| super::io_error(&e))?;
                 let target = target.to_string_lossy().into_owned();
                 self.trail.borrow_mut().links.insert(here.clone(), target.clone());
                 if target.starts_with('/') {
-                    done.clear();
+                    at.done.clear();
                 }
-                let pieces: Vec<String> = components(&target).collect();
+                let pieces: Vec<String> = components(&target).map(str::to_string).collect();
                 from_link += pieces.len();
                 for (i, piece) in pieces.into_iter().enumerate() {
                     todo.insert(i, piece);
                 }
-                last_link = here.clone();
-                expanding = !came_from_link || expanding;
-                continue;
+                last_link = here;
             } else {
-                done.push(part);
-            }
-            // An original component is resolved once it is walked, or once the link it was
-            // has been expanded in full.
-            if from_link == 0 && (expanding || !came_from_link) {
-                expanding = false;
-                orig_done += 1;
-                if cacheable && orig_done < original.len() {
-                    self.dir_cache.borrow_mut().insert(original[..orig_done].join("/"), done.clone());
-                }
+                at.meta = Some(meta);
             }
         }
-        Ok(Some(join(&done, "")))
-    }
-
-    /// The longest proper prefix of `original` already resolved: (components covered, result).
-    fn cached_prefix(&self, original: &[String]) -> (usize, Vec<String>) {
-        let cache = self.dir_cache.borrow();
-        for k in (1..original.len()).rev() {
-            if let Some(done) = cache.get(&original[..k].join("/")) {
-                return (k, done.clone());
-            }
-        }
-        (0, Vec::new())
+        Ok(Some(at))
     }
 }
 
-fn components(path: &str) -> impl Iterator<Item = String> + '_ {
-    path.split('/').filter(|p| !p.is_empty()).map(str::to_string)
+fn components(path: &str) -> impl Iterator<Item = &str> {
+    path.split('/').filter(|p| !p.is_empty())
 }
 
-fn join(done: &[String], last: &str) -> String {
-    let mut out = String::from("/");
-    out.push_str(&done.join("/"));
-    if !last.is_empty() {
-        if !done.is_empty() {
-            out.push('/');
-        }
-        out.push_str(last);
+fn join(done: &[String]) -> String {
+    let mut out = String::with_capacity(1 + done.iter().map(|p| p.len() + 1).sum::<usize>());
+    for part in done {
+        out.push('/');
+        out.push_str(part);
+    }
+    if out.is_empty() {
+        out.push('/');
     }
     out
 }

@@ -5,11 +5,8 @@
 //! git stores none of them.
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-
-use super::HostError;
 
 pub const SIDECAR: &str = ".k3d-gpu-stat";
 
@@ -26,10 +23,9 @@ impl Default for NodeStat {
     }
 }
 
-pub(super) fn stat_real(path: &Path) -> Result<NodeStat, HostError> {
+pub(super) fn from_meta(meta: &std::fs::Metadata) -> NodeStat {
     use std::os::unix::fs::MetadataExt;
-    let meta = std::fs::metadata(path).map_err(|e| super::io_error(&e))?;
-    Ok(NodeStat { mode: meta.mode() & 0o7777, uid: meta.uid(), gid: meta.gid() })
+    NodeStat { mode: meta.mode() & 0o7777, uid: meta.uid(), gid: meta.gid() }
 }
 
 pub fn parse_sidecar(text: &str) -> BTreeMap<String, NodeStat> {
