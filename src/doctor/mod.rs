@@ -4,11 +4,14 @@
 
 use std::io::Read;
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use crate::facts::{Finding, Level};
 
 const TOOL_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long output is still collected after a timed-out tool's group was killed.
+const GRACE: Duration = Duration::from_millis(500);
 
 /// How one tool check ran: the exit status (None when it could not start or timed out) and
 /// its output.
@@ -21,9 +24,19 @@ pub struct Ran {
 
 /// Runs `program args` with a deadline. Output is drained by threads while we wait, so a
 /// chatty tool cannot fill its pipe and look hung.
+///
+/// The tool runs in a process group of its own, and a timeout kills the whole group: a tool
+/// can leave a child holding its pipes (docker with an `ssh://` DOCKER_HOST runs ssh), and the
+/// output would never end. Whatever still holds them after that is not waited for.
 pub fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> Ran {
-    let child =
-        Command::new(program).args(args).stdin(Stdio::null()).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn();
+    use std::os::unix::process::CommandExt;
+    let child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn();
     let mut child = match child {
         Ok(child) => child,
         Err(e) => {
@@ -36,13 +49,15 @@ pub fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> Ran 
         }
     };
     let drain = |pipe: Option<Box<dyn Read + Send>>| {
+        let (tx, rx) = mpsc::channel();
         std::thread::spawn(move || {
             let mut text = String::new();
             if let Some(mut pipe) = pipe {
                 let _ = pipe.read_to_string(&mut text);
             }
-            text
-        })
+            let _ = tx.send(text);
+        });
+        rx
     };
     let stdout = drain(child.stdout.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
     let stderr = drain(child.stderr.take().map(|p| Box::new(p) as Box<dyn Read + Send>));
@@ -52,34 +67,72 @@ pub fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> Ran 
             Ok(Some(status)) => break Some(status),
             Ok(None) if start.elapsed() < timeout => std::thread::sleep(Duration::from_millis(20)),
             _ => {
+                // The group's id is the child's pid (`process_group(0)`).
+                let _ = Command::new("kill")
+                    .args(["-KILL", "--", &format!("-{}", child.id())])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .status();
                 let _ = child.kill();
                 let _ = child.wait();
                 break None;
             }
         }
     };
-    let output = stdout.join().unwrap_or_default() + &stderr.join().unwrap_or_default();
+    // A tool that exited has closed its pipes unless it left a child behind; one that timed
+    // out had its group killed. Either way, output still open after a grace period is dropped.
+    let grace = if status.is_some() { timeout } else { GRACE };
+    let collect = |rx: mpsc::Receiver<String>| rx.recv_timeout(grace).unwrap_or_default();
+    let output = collect(stdout) + &collect(stderr);
     match status {
         Some(status) => Ran { ok: status.success(), output, timed_out: false, missing: false },
         None => Ran { ok: false, output, timed_out: true, missing: false },
     }
 }
 
+/// One tool check: the tool's name, the program run (the name, looked up on PATH), its
+/// arguments, the finding code when it fails and the fix.
+struct ToolCheck<'a> {
+    tool: &'a str,
+    program: &'a str,
+    args: &'a [&'a str],
+    code: &'a str,
+    fix: &'a str,
+}
+
+const TOOLS: [ToolCheck<'static>; 3] = [
+    ToolCheck {
+        tool: "docker",
+        program: "docker",
+        args: &["info", "--format", "{{.ServerVersion}}"],
+        code: "docker-unreachable",
+        fix: "start the Docker daemon (`sudo systemctl start docker`) and check that your user may use it (DOCKER_HOST, the docker group)",
+    },
+    ToolCheck {
+        tool: "k3d",
+        program: "k3d",
+        args: &["version"],
+        code: "k3d-broken",
+        fix: "reinstall k3d v5 (https://k3d.io)",
+    },
+    ToolCheck {
+        tool: "kubectl",
+        program: "kubectl",
+        args: &["version", "--client"],
+        code: "kubectl-broken",
+        fix: "reinstall kubectl",
+    },
+];
+
 /// docker, k3d and kubectl: present, and docker's daemon reachable.
 pub fn tool_findings() -> Vec<Finding> {
+    check_tools(&TOOLS, TOOL_TIMEOUT)
+}
+
+fn check_tools(checks: &[ToolCheck], timeout: Duration) -> Vec<Finding> {
     let mut out = Vec::new();
-    let checks: [(&str, &[&str], &str, &str); 3] = [
-        (
-            "docker",
-            &["info", "--format", "{{.ServerVersion}}"],
-            "docker-unreachable",
-            "start the Docker daemon (`sudo systemctl start docker`) and check that your user may use it (DOCKER_HOST, the docker group)",
-        ),
-        ("k3d", &["version"], "k3d-broken", "reinstall k3d v5 (https://k3d.io)"),
-        ("kubectl", &["version", "--client"], "kubectl-broken", "reinstall kubectl"),
-    ];
-    for (tool, args, code, fix) in checks {
-        let ran = run_with_timeout(tool, args, TOOL_TIMEOUT);
+    for &ToolCheck { tool, program, args, code, fix } in checks {
+        let ran = run_with_timeout(program, args, timeout);
         let evidence = format!("{tool} {}", args.join(" "));
         if ran.missing {
             out.push(
@@ -91,7 +144,7 @@ pub fn tool_findings() -> Vec<Finding> {
                 Finding::new(
                     Level::Fail,
                     code,
-                    format!("`{tool} {}` did not answer within {}s", args.join(" "), TOOL_TIMEOUT.as_secs()),
+                    format!("`{tool} {}` did not answer within {timeout:?}", args.join(" ")),
                     evidence,
                 )
                 .with_fix(fix),
@@ -133,5 +186,53 @@ mod tests {
         let ran = run_with_timeout("sleep", &["30"], Duration::from_millis(200));
         assert!(ran.timed_out);
         assert!(start.elapsed() < Duration::from_secs(5));
+    }
+
+    #[test]
+    fn a_timeout_kills_what_the_tool_left_holding_its_pipes() {
+        // Like docker with an ssh:// DOCKER_HOST: the tool's own child keeps stdout open.
+        let start = Instant::now();
+        let ran = run_with_timeout("sh", &["-c", "sleep 30 & sleep 30"], Duration::from_millis(200));
+        assert!(ran.timed_out && !ran.ok);
+        // A hang detector, not a timing test: a hang would take the 30 s of the sleeps.
+        assert!(start.elapsed() < Duration::from_secs(20), "took {:?}", start.elapsed());
+    }
+
+    #[test]
+    fn each_tool_outcome_is_its_own_finding() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let stub = |name: &str, body: &str| {
+            let path = dir.path().join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+            path.to_str().unwrap().to_string()
+        };
+        let (ok, failed, hung) = (
+            stub("ok", "echo 'v1.2.3'; echo 'more'"),
+            stub("failed", "echo; echo 'Cannot connect to the daemon' >&2; exit 1"),
+            stub("hung", "sleep 30"),
+        );
+        let missing = dir.path().join("missing").to_str().unwrap().to_string();
+        let check = |tool, program| ToolCheck { tool, program, args: &["version"], code: "t-broken", fix: "fix it" };
+        let checks = [
+            check("okay", ok.as_str()),
+            check("bad", failed.as_str()),
+            check("slow", hung.as_str()),
+            check("gone", &missing),
+        ];
+        let findings = check_tools(&checks, Duration::from_millis(300));
+        let got: Vec<(Level, &str, &str, Option<&str>)> =
+            findings.iter().map(|f| (f.level, f.code.as_str(), f.text.as_str(), f.fix.as_deref())).collect();
+        assert_eq!(
+            got,
+            [
+                (Level::Info, "okay-ok", "okay: v1.2.3", None),
+                (Level::Fail, "t-broken", "`bad version` failed: Cannot connect to the daemon", Some("fix it")),
+                (Level::Fail, "t-broken", "`slow version` did not answer within 300ms", Some("fix it")),
+                (Level::Fail, "gone-missing", "gone is not on PATH", Some("install gone")),
+            ]
+        );
+        assert!(findings.iter().all(|f| f.evidence.ends_with(" version")));
     }
 }
