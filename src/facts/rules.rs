@@ -110,13 +110,16 @@ fn intel_gpu_support(host: &Host, gpu: &IntelGpu, kernel: Option<(u32, u32)>, ou
         return;
     };
     let option = force_probe_option(platform.driver, gpu.device_id);
-    // `i915.force_probe=!b080` blocks the device, so only a plain id (or `*`) counts.
+    // `i915.force_probe=!b080` blocks the device, so only a plain id (or `*`) counts, and only
+    // for the driver that supports the platform: `i915.force_probe=b080` does nothing for an
+    // xe-only part.
     let id = format!("{:04x}", gpu.device_id);
+    let key = format!("{}.force_probe", platform.driver.name());
     let already = host
         .kernel
         .force_probe
         .iter()
-        .any(|p| p.split_once('=').is_some_and(|(_, ids)| ids.split(',').any(|i| i == id || i == "*")));
+        .any(|p| p.split_once('=').is_some_and(|(k, ids)| k == key && ids.split(',').any(|i| i == id || i == "*")));
     let too_old = match (platform.min_kernel, kernel) {
         (Some(min), Some(have)) => have < min,
         (Some(_), None) => true,
@@ -471,6 +474,19 @@ mod tests {
         host.kernel.force_probe = vec!["xe.force_probe=b080".into()];
         let set = host_findings(&host);
         assert!(set[0].text.contains("although the kernel command line force-probes it"), "{}", set[0].text);
+    }
+
+    #[test]
+    fn force_probe_for_the_other_driver_does_not_count() {
+        let mut host = Host::default();
+        host.kernel.release = Some("6.14.0-29-generic".into());
+        host.intel_gpus.push(gpu(0xb080, None));
+        host.kernel.force_probe = vec!["i915.force_probe=b080".into(), "i915.force_probe=*".into()];
+        let findings = host_findings(&host);
+        assert!(!findings[0].text.contains("although the kernel command line"), "{}", findings[0].text);
+        assert!(findings[0].fix.as_deref().unwrap().contains("xe.force_probe=b080 i915.force_probe=!b080"));
+        host.kernel.force_probe = vec!["xe.force_probe=*".into()];
+        assert!(host_findings(&host)[0].text.contains("although the kernel command line force-probes it"));
     }
 
     #[test]
