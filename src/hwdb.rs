@@ -263,18 +263,48 @@ pub fn npu_model(device_id: u32) -> Option<&'static NpuModel> {
 pub const NPU_FIRMWARE_MIN_DATE: &str = "2026-06-30";
 pub const NPU_FIRMWARE_RELEASE: &str = "v1.35.0";
 
-/// QAT physical functions: (PF id, model).
-pub static QAT_MODELS: &[(u32, &str)] =
-    &[(0x37c8, "C62x"), (0x4940, "4xxx"), (0x4942, "401xx"), (0x4944, "402xx"), (0x4946, "420xx"), (0x4948, "6xxx")];
-
-pub fn qat_pf_model(device_id: u32) -> Option<&'static str> {
-    QAT_MODELS.iter().find(|(pf, _)| *pf == device_id).map(|(_, m)| *m)
+/// A QAT physical function the kernel has an in-tree driver for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct QatModel {
+    /// PCI device id of the PF.
+    pub id: u32,
+    pub model: &'static str,
+    /// The name the driver registers under (`/sys/bus/pci/drivers/NAME`): the device
+    /// family's name, not the module's.
+    pub driver: &'static str,
+    /// The module that drives it; 401xx and 402xx are parts of the 4xxx family.
+    pub module: &'static str,
 }
 
-/// Whether a PF's bound driver is a QAT driver. The kernel's QAT drivers register under the
-/// device family's name (`c6xx`, `4xxx`, `420xx`, `6xxx`), not the module name.
+pub static QAT_MODELS: &[QatModel] = &[
+    QatModel { id: 0x37c8, model: "C62x", driver: "c6xx", module: "qat_c62x" },
+    QatModel { id: 0x4940, model: "4xxx", driver: "4xxx", module: "qat_4xxx" },
+    QatModel { id: 0x4942, model: "401xx", driver: "4xxx", module: "qat_4xxx" },
+    QatModel { id: 0x4944, model: "402xx", driver: "4xxx", module: "qat_4xxx" },
+    QatModel { id: 0x4946, model: "420xx", driver: "420xx", module: "qat_420xx" },
+    QatModel { id: 0x4948, model: "6xxx", driver: "6xxx", module: "qat_6xxx" },
+];
+
+pub fn qat_pf(device_id: u32) -> Option<&'static QatModel> {
+    QAT_MODELS.iter().find(|m| m.id == device_id)
+}
+
+pub fn qat_pf_model(device_id: u32) -> Option<&'static str> {
+    qat_pf(device_id).map(|m| m.model)
+}
+
+/// Whether a PF's bound driver is a QAT driver (one of the names in [`QAT_MODELS`]).
 pub fn is_qat_driver(driver: &str) -> bool {
-    matches!(driver, "c6xx" | "4xxx" | "420xx" | "6xxx") || driver.starts_with("qat_")
+    QAT_MODELS.iter().any(|m| m.driver == driver)
+}
+
+/// The QAT modules, each once.
+pub fn qat_modules() -> impl Iterator<Item = &'static str> {
+    QAT_MODELS
+        .iter()
+        .enumerate()
+        .filter(|(i, m)| QAT_MODELS[..*i].iter().all(|o| o.module != m.module))
+        .map(|(_, m)| m.module)
 }
 
 pub const DSA_DEVICE_ID: u32 = 0x0b25;
@@ -301,6 +331,15 @@ mod tests {
                 assert!(seen.insert(*id), "{id:#06x} listed twice");
             }
         }
+    }
+
+    #[test]
+    fn qat_drivers_and_modules() {
+        assert!(is_qat_driver("4xxx") && is_qat_driver("c6xx") && is_qat_driver("420xx") && is_qat_driver("6xxx"));
+        assert!(!is_qat_driver("qat_4xxx"), "a module name is not a driver name");
+        assert!(!is_qat_driver("vfio-pci"));
+        assert_eq!(qat_pf(0x4942).map(|m| m.module), Some("qat_4xxx"));
+        assert_eq!(qat_modules().collect::<Vec<_>>(), ["qat_c62x", "qat_4xxx", "qat_420xx", "qat_6xxx"]);
     }
 
     #[test]

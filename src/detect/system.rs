@@ -2,26 +2,17 @@
 
 use super::Reader;
 use crate::facts::{Kernel, Memory, Os, Wsl};
+use crate::hwdb;
 use crate::parse;
 
-/// Modules whose presence detection and doctor care about.
-const MODULES: &[&str] = &[
-    "habanalabs",
-    "i915",
-    "idxd",
-    "intel_vpu",
-    "nvidia",
-    "qat_420xx",
-    "qat_4xxx",
-    "qat_6xxx",
-    "qat_c62x",
-    "vfio_pci",
-    "xe",
-];
+/// Modules whose presence detection and doctor care about, besides the QAT drivers.
+const MODULES: &[&str] = &["habanalabs", "i915", "idxd", "intel_vpu", "nvidia", "vfio_pci", "xe"];
 
 pub fn kernel(r: &mut Reader) -> Kernel {
     let release = r.attr("/proc/sys/kernel/osrelease");
-    let modules = MODULES.iter().filter(|m| r.exists(&format!("/sys/module/{m}"))).map(|m| m.to_string()).collect();
+    let mut wanted: Vec<&str> = MODULES.iter().copied().chain(hwdb::qat_modules()).collect();
+    wanted.sort_unstable();
+    let modules = wanted.iter().filter(|m| r.exists(&format!("/sys/module/{m}"))).map(|m| m.to_string()).collect();
     let force_probe = r
         .text("/proc/cmdline")
         .map(|cmdline| {

@@ -347,7 +347,10 @@ fn qat_rules(host: &Host, out: &mut Vec<Finding>) {
                     format!("QAT {} PF at {} has no qat driver bound", pf.model, pf.pci_address),
                     evidence,
                 )
-                .with_fix(format!("`modprobe qat_{}`", pf.model.to_ascii_lowercase())),
+                .with_fix(match crate::hwdb::qat_pf(pf.device_id) {
+                    Some(m) => format!("`modprobe {}`", m.module),
+                    None => "load the kernel's QAT driver for it".to_string(),
+                }),
             );
         } else if pf.vfs == 0 {
             out.push(
@@ -487,6 +490,24 @@ mod tests {
         assert!(findings[0].fix.as_deref().unwrap().contains("xe.force_probe=b080 i915.force_probe=!b080"));
         host.kernel.force_probe = vec!["xe.force_probe=*".into()];
         assert!(host_findings(&host)[0].text.contains("although the kernel command line force-probes it"));
+    }
+
+    #[test]
+    fn an_unbound_qat_pf_is_told_the_module_that_drives_it() {
+        let mut host = Host::default();
+        for (address, device_id, model) in [("0000:6b:00.0", 0x4942, "401xx"), ("0000:e8:00.0", 0x37c8, "C62x")] {
+            host.qat.pfs.push(crate::facts::QatPf {
+                pci_address: address.into(),
+                device_id,
+                model: model.into(),
+                driver: None,
+                vfs: 0,
+                services: None,
+            });
+        }
+        let fixes: Vec<_> =
+            host_findings(&host).into_iter().filter(|f| f.code == "qat-unbound").filter_map(|f| f.fix).collect();
+        assert_eq!(fixes, ["`modprobe qat_4xxx`", "`modprobe qat_c62x`"]);
     }
 
     #[test]
