@@ -5,11 +5,12 @@ use std::collections::BTreeMap;
 
 use super::Reader;
 use super::pci::PciFunction;
-use crate::facts::{Firmware, Gaudi, GaudiDevice, Npu};
+use crate::facts::{Firmware, Gaudi, GaudiDevice, Kernel, Npu};
 use crate::hwdb;
 use crate::parse;
 
-pub fn accel(r: &mut Reader, pci: &[PciFunction], kernel_release: Option<&str>) -> (Vec<Npu>, Gaudi) {
+pub fn accel(r: &mut Reader, pci: &[PciFunction], kernel: &Kernel) -> (Vec<Npu>, Gaudi) {
+    let kernel_release = kernel.release.as_deref();
     // accel nodes by PCI address
     let mut nodes: BTreeMap<String, String> = BTreeMap::new();
     for name in r.list("/sys/class/accel") {
@@ -43,7 +44,7 @@ pub fn accel(r: &mut Reader, pci: &[PciFunction], kernel_release: Option<&str>) 
         });
     }
 
-    let module_loaded = r.exists("/sys/module/habanalabs");
+    let module_loaded = super::system::loaded(&kernel.modules, "habanalabs");
     let mut devices = Vec::new();
     for f in pci.iter().filter(|f| f.vendor == hwdb::HABANA) {
         let accel = nodes.get(&f.address).cloned();

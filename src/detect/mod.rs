@@ -29,10 +29,10 @@ pub fn inventory(host: &HostRoot) -> (Host, Vec<Finding>) {
     let memory = system::memory(&mut r);
     let os = system::os(&mut r);
     let intel_gpus = intel_gpu::intel_gpus(&mut r, &pci);
-    let nvidia = nvidia::nvidia(&mut r, &pci);
-    let (npus, gaudi) = accel::accel(&mut r, &pci, kernel.release.as_deref());
+    let nvidia = nvidia::nvidia(&mut r, &pci, &kernel.modules);
+    let (npus, gaudi) = accel::accel(&mut r, &pci, &kernel);
     let (dsa, iaa) = xeon::idxd(&mut r, &pci);
-    let qat = xeon::qat(&mut r, &pci);
+    let qat = xeon::qat(&mut r, &pci, &kernel.modules);
     let host = Host { cpu, memory, numa, intel_gpus, nvidia, npus, gaudi, dsa, iaa, qat, wsl, kernel, os };
     (host, r.into_findings())
 }

@@ -8,8 +8,8 @@ use crate::facts::{Nvidia, NvidiaGpu};
 use crate::hwdb;
 use crate::parse;
 
-pub fn nvidia(r: &mut Reader, pci: &[PciFunction]) -> Nvidia {
-    let module_loaded = r.exists("/sys/module/nvidia");
+pub fn nvidia(r: &mut Reader, pci: &[PciFunction], modules: &[String]) -> Nvidia {
+    let module_loaded = super::system::loaded(modules, "nvidia");
     let driver_version = r.attr("/sys/module/nvidia/version").or_else(|| {
         // "NVRM version: NVIDIA UNIX x86_64 Kernel Module  580.95.05  Release Build ..."
         r.text("/proc/driver/nvidia/version").and_then(|t| {

@@ -8,6 +8,11 @@ use crate::parse;
 /// Modules whose presence detection and doctor care about, besides the QAT drivers.
 const MODULES: &[&str] = &["habanalabs", "i915", "idxd", "intel_vpu", "nvidia", "vfio_pci", "xe"];
 
+/// Whether `module` is among the loaded modules [`kernel`] found.
+pub fn loaded(modules: &[String], module: &str) -> bool {
+    modules.iter().any(|m| m == module)
+}
+
 pub fn kernel(r: &mut Reader) -> Kernel {
     let release = r.attr("/proc/sys/kernel/osrelease");
     let mut wanted: Vec<&str> = MODULES.iter().copied().chain(hwdb::qat_modules()).collect();

@@ -45,7 +45,7 @@ pub fn idxd(r: &mut Reader, pci: &[PciFunction]) -> (Idxd, Idxd) {
     (dsa, iaa)
 }
 
-pub fn qat(r: &mut Reader, pci: &[PciFunction]) -> Qat {
+pub fn qat(r: &mut Reader, pci: &[PciFunction], modules: &[String]) -> Qat {
     let mut pfs = Vec::new();
     for f in pci.iter().filter(|f| f.vendor == hwdb::INTEL) {
         let Some(model) = hwdb::qat_pf_model(f.device) else {
@@ -79,7 +79,7 @@ pub fn qat(r: &mut Reader, pci: &[PciFunction]) -> Qat {
     let iommu_enabled = !r.list("/sys/class/iommu").is_empty() || !r.list("/sys/kernel/iommu_groups").is_empty();
     Qat {
         pfs,
-        vfio_pci_loaded: r.exists("/sys/module/vfio_pci"),
+        vfio_pci_loaded: super::system::loaded(modules, "vfio_pci"),
         iommu_enabled,
         pci_functions_per_node: per_node(pci, |id| hwdb::qat_pf_model(id).is_some()),
     }
