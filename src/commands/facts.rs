@@ -24,17 +24,26 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
             help: Some("drop --facts; use --root DIR to capture from another root".into()),
         });
     }
+    // Refused before detecting, and as a usage error of its own: an I/O error met while
+    // writing (a link that cannot be made, say) is not this.
+    let occupied = match std::fs::symlink_metadata(out) {
+        Ok(meta) if meta.is_dir() => std::fs::read_dir(out).map(|mut d| d.next().is_some()).unwrap_or(true),
+        Ok(_) => true,
+        Err(_) => false,
+    };
+    if occupied {
+        return Err(Error::Usage {
+            message: format!("{} exists and is not an empty directory", out.display()),
+            help: Some("pick a new directory; capture never overwrites".into()),
+        });
+    }
     let host = super::open_host(global)?;
     global.vendor_filter()?;
     // Detection reads the same files whatever the filter, so the capture serves any filter.
     let _ = crate::detect::inventory(&host);
     let trail = host.trail();
-    let report = crate::host::capture::capture(&host, &trail, out).map_err(|e| match e.kind() {
-        std::io::ErrorKind::AlreadyExists => {
-            Error::Usage { message: e.to_string(), help: Some("pick a new directory; capture never overwrites".into()) }
-        }
-        _ => Error::Output { path: out.display().to_string(), reason: e.to_string() },
-    })?;
+    let report = crate::host::capture::capture(&host, &trail, out)
+        .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
     eprintln!(
         "captured {} files ({} bytes), {} device nodes, {} directories, {} links into {}",
         report.files,
