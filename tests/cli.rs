@@ -142,6 +142,10 @@ fn capture_makes_a_fixture_host_that_detects_the_same() {
         assert!(stderr(&out).contains("captured"), "{}", stderr(&out));
         let original = k3d_gpu(&["facts", "--root", &host(name)]);
         let captured = k3d_gpu(&["facts", "--root", out_dir.to_str().unwrap()]);
+        for (which, run) in [("original", &original), ("captured", &captured)] {
+            assert_eq!(run.status.code(), Some(0), "{name} {which}: {}", stderr(run));
+            assert!(!stdout(run).trim().is_empty(), "{name} {which}: no facts on stdout");
+        }
         if let Some(diff) = support::first_difference(&stdout(&original), &stdout(&captured)) {
             panic!("{name}: the capture does not detect the same: {diff}");
         }
@@ -163,7 +167,62 @@ fn capture_copies_only_what_detection_reads_and_never_overwrites() {
     let again =
         k3d_gpu(&["facts", "capture", "--root", &host("desktop-rpl-nvidia"), "--out", out_dir.to_str().unwrap()]);
     assert_eq!(again.status.code(), Some(2));
-    assert!(stderr(&again).contains("not empty"), "{}", stderr(&again));
+    assert!(stderr(&again).contains("not an empty directory"), "{}", stderr(&again));
+    assert!(stderr(&again).contains("never overwrites"), "{}", stderr(&again));
+
+    // A file is not a directory to capture into, and is left as it was.
+    let file = dir.path().join("a-file");
+    std::fs::write(&file, "mine").unwrap();
+    let onto_file =
+        k3d_gpu(&["facts", "capture", "--root", &host("desktop-rpl-nvidia"), "--out", file.to_str().unwrap()]);
+    assert_eq!(onto_file.status.code(), Some(2), "{}", stderr(&onto_file));
+    assert!(stderr(&onto_file).contains("not an empty directory"), "{}", stderr(&onto_file));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "mine");
+}
+
+/// Every entry under `dir`: path, kind, size, mode, modification time and link target.
+fn snapshot(dir: &std::path::Path) -> Vec<String> {
+    use std::os::unix::fs::MetadataExt;
+    let mut out = Vec::new();
+    let mut todo = vec![dir.to_path_buf()];
+    while let Some(at) = todo.pop() {
+        let meta = std::fs::symlink_metadata(&at).unwrap();
+        let link = if meta.file_type().is_symlink() { std::fs::read_link(&at).ok() } else { None };
+        out.push(format!(
+            "{} {:?} {} {:o} {}.{} {:?}",
+            at.strip_prefix(dir).unwrap().display(),
+            meta.file_type(),
+            meta.len(),
+            meta.mode(),
+            meta.mtime(),
+            meta.mtime_nsec(),
+            link
+        ));
+        if meta.is_dir() {
+            todo.extend(std::fs::read_dir(&at).unwrap().map(|e| e.unwrap().path()));
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn doctor_changes_nothing_in_the_host_it_reads() {
+    for name in ["desktop-rpl-nvidia", "xeon-2s-snc2"] {
+        let copy = copy_host(name);
+        let before = snapshot(copy.path());
+        assert!(before.len() > 50, "{name}: the copy is too small to mean anything");
+        for json in [false, true] {
+            let mut args = vec!["doctor", "--root", copy.path().to_str().unwrap()];
+            if json {
+                args.push("--json");
+            }
+            let out = k3d_gpu(&args);
+            assert!(matches!(out.status.code(), Some(0 | 1)), "{name}: {}", stderr(&out));
+            assert!(!stdout(&out).trim().is_empty(), "{name}: doctor printed nothing");
+        }
+        assert_eq!(snapshot(copy.path()), before, "{name}: doctor changed the host tree");
+    }
 }
 
 fn example(name: &str) -> String {
