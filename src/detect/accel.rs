@@ -114,33 +114,18 @@ impl std::io::Write for Capped {
     }
 }
 
-fn bounded(out: Vec<u8>) -> Result<Vec<u8>, String> {
-    if out.len() as u64 > MAX_IMAGE {
-        return Err(format!("decompresses to more than {} MiB", MAX_IMAGE >> 20));
-    }
-    Ok(out)
-}
-
 /// Decompresses a firmware image as the kernel would (`.zst`, `.xz`), or returns it as is.
 pub fn decompress(raw: &[u8], suffix: &str) -> Result<Vec<u8>, String> {
-    use std::io::Read;
+    let mut out = Capped(Vec::new());
     match suffix {
         ".zst" => {
-            let mut out = Vec::new();
-            ruzstd::decoding::StreamingDecoder::new(raw)
-                .map_err(|e| e.to_string())?
-                .take(MAX_IMAGE + 1)
-                .read_to_end(&mut out)
-                .map_err(|e| e.to_string())?;
-            bounded(out)
+            let mut decoder = ruzstd::decoding::StreamingDecoder::new(raw).map_err(|e| e.to_string())?;
+            std::io::copy(&mut decoder, &mut out).map_err(|e| e.to_string())?;
         }
-        ".xz" => {
-            let mut out = Capped(Vec::new());
-            lzma_rs::xz_decompress(&mut std::io::Cursor::new(raw), &mut out).map_err(|e| e.to_string())?;
-            bounded(out.0)
-        }
-        _ => Ok(raw.to_vec()),
+        ".xz" => lzma_rs::xz_decompress(&mut std::io::Cursor::new(raw), &mut out).map_err(|e| e.to_string())?,
+        _ => return Ok(raw.to_vec()),
     }
+    Ok(out.0)
 }
 
 #[cfg(test)]
