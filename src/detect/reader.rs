@@ -196,3 +196,43 @@ impl<'h> Reader<'h> {
 pub fn cpulist(r: &mut Reader, path: &str) -> Option<Vec<u32>> {
     r.parsed(path, parse::parse_cpulist)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use crate::facts::{Level, VendorFilter};
+    use crate::host::HostRoot;
+
+    fn fixture(name: &str) -> HostRoot {
+        HostRoot::open(&Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts").join(name)).unwrap()
+    }
+
+    #[test]
+    fn permission_denied_is_a_finding_except_for_root_only_debugfs() {
+        let open = crate::detect::facts(&fixture("desktop-rpl-nvidia"), &VendorFilter::Auto);
+        assert!(open.host.intel_gpus[0].guc.is_some(), "the fixture has a readable guc_info");
+        assert!(!open.findings.iter().any(|f| f.code == "guc-not-checked" || f.code == "host-unreadable"));
+
+        // debugfs is root's: refused at the listing or at the files, the read gives no
+        // finding and the GuC is reported as not checked.
+        for debugfs in ["/sys/kernel/debug", "/sys/kernel/debug/dri/0000:00:02.0/gt0/uc"] {
+            let host = fixture("desktop-rpl-nvidia");
+            host.deny_for_test("/proc/meminfo");
+            host.deny_for_test(debugfs);
+            let facts = crate::detect::facts(&host, &VendorFilter::Auto);
+            let unreadable: Vec<_> = facts.findings.iter().filter(|f| f.code == "host-unreadable").collect();
+            assert_eq!(unreadable.len(), 1, "{debugfs}: {unreadable:?}");
+            assert_eq!((unreadable[0].level, unreadable[0].evidence.as_str()), (Level::Warn, "/proc/meminfo"));
+            assert!(unreadable[0].text.contains("permission denied"), "{}", unreadable[0].text);
+            assert_eq!(facts.host.memory.total_kib, None);
+            assert!(facts.host.intel_gpus[0].guc.is_none(), "{debugfs}");
+            assert!(facts.findings.iter().any(|f| f.code == "guc-not-checked"), "{debugfs}: {:?}", facts.findings);
+            assert!(
+                !facts.findings.iter().any(|f| f.evidence.starts_with("/sys/kernel/debug/dri/")),
+                "{debugfs}: {:?}",
+                facts.findings
+            );
+        }
+    }
+}

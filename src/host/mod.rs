@@ -94,6 +94,10 @@ pub struct HostRoot {
     stat_sidecar: RefCell<Option<BTreeMap<String, NodeStat>>>,
     /// Resolved directories by host path (see `resolve`).
     dir_cache: RefCell<std::collections::HashMap<String, resolve::ResolvedDir>>,
+    /// Unit tests only: requested paths under these prefixes are refused as if root-only
+    /// (CI runs as root, where chmod cannot take read permission away).
+    #[cfg(test)]
+    denied: RefCell<Vec<String>>,
 }
 
 impl HostRoot {
@@ -110,6 +114,8 @@ impl HostRoot {
             trail: RefCell::default(),
             stat_sidecar: RefCell::default(),
             dir_cache: RefCell::default(),
+            #[cfg(test)]
+            denied: RefCell::default(),
         })
     }
 
@@ -122,8 +128,30 @@ impl HostRoot {
         self.trail.borrow().clone()
     }
 
+    /// Unit tests only: refuse reads and listings of `prefix` and below with
+    /// [`HostError::PermissionDenied`].
+    #[cfg(test)]
+    pub(crate) fn deny_for_test(&self, prefix: &str) {
+        self.denied.borrow_mut().push(prefix.to_string());
+    }
+
+    #[cfg(test)]
+    fn check_denied(&self, path: &str) -> Result<(), HostError> {
+        let denied = self.denied.borrow();
+        match denied.iter().any(|p| path == p || path.starts_with(&format!("{p}/"))) {
+            true => Err(HostError::PermissionDenied),
+            false => Ok(()),
+        }
+    }
+
+    #[cfg(not(test))]
+    fn check_denied(&self, _path: &str) -> Result<(), HostError> {
+        Ok(())
+    }
+
     /// Reads a file's bytes; `Ok(None)` when it does not exist.
     pub fn read_bytes(&self, path: &str) -> Result<Option<Vec<u8>>, HostError> {
+        self.check_denied(path)?;
         let Some(resolved) = self.resolve(path, true)? else {
             return Ok(None);
         };
@@ -142,6 +170,7 @@ impl HostRoot {
 
     /// Lists a directory's entry names, sorted; `Ok(None)` when it does not exist.
     pub fn list(&self, path: &str) -> Result<Option<Vec<String>>, HostError> {
+        self.check_denied(path)?;
         let Some(resolved) = self.resolve(path, true)? else {
             return Ok(None);
         };
