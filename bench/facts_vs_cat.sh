@@ -2,33 +2,40 @@
 # End-to-end cost of `k3d-gpu facts --root HOST` against the floor any detector pays: one
 # process that reads the same files. Target: facts <= 3x cat.
 #
-#   bench/facts_vs_cat.sh [HOST_DIR] [RUNS]
+#   [BIN=path/to/k3d-gpu] bench/facts_vs_cat.sh [HOST_DIR] [RUNS]
 set -euo pipefail
 
 cd "$(dirname "$0")/.."
 host=${1:-tests/fixtures/hosts/desktop-rpl-nvidia}
 runs=${2:-300}
-bin=target/release/k3d-gpu
+# BIN=path/to/k3d-gpu measures that binary instead of building one.
+bin=${BIN:-target/release/k3d-gpu}
 target_ratio=3
 
 # cargo decides whether anything is stale; a no-op build costs well under a second.
-cargo build --release --quiet
+[[ -n ${BIN:-} ]] || cargo build --release --quiet
 
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 
-# The capture holds exactly what detection touched, so its file list is the fair workload for
-# cat. Capture resolves links, so each file sits at its real path and maps 1:1 back into HOST.
+# The capture holds what detection touched, so its file list is the fair workload for cat.
+# Capture resolves links, so each file sits at its real path and maps 1:1 back into HOST.
 # Device nodes are empty stand-ins in HOST too, so they cost cat only an open. Files capture
-# invents (`.keep` markers for empty directories) have no HOST original; the stat sidecar is
-# left out as detection reads it outside the trail, and only on fixture hosts.
+# invents have no HOST original or a different size: `.keep` markers for empty directories,
+# and empty placeholders for the entries of a listed directory that detection only named,
+# never read (a file it read is copied byte for byte, so its size matches). The stat sidecar
+# is left out as detection reads it outside the trail, and only on fixture hosts.
 "$bin" facts capture --root "$host" --out "$work/capture" >"$work/capture.log" 2>&1 ||
     { cat "$work/capture.log" >&2; exit 1; }
 files=()
 invented=0
 while IFS= read -r -d '' f; do
     rel=${f#"$work/capture/"}
-    if [[ -f $host/$rel ]]; then files+=("$host/$rel"); else invented=$((invented + 1)); fi
+    if [[ -f $host/$rel && $(stat -c %s "$f") == $(stat -L -c %s "$host/$rel") ]]; then
+        files+=("$host/$rel")
+    else
+        invented=$((invented + 1))
+    fi
 done < <(find "$work/capture" -type f ! -name .k3d-gpu-stat -print0 | sort -z)
 echo "host: $host  files detection reads: ${#files[@]} (+$invented written by capture only)  runs: $runs"
 
