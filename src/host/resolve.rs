@@ -43,25 +43,14 @@ impl HostRoot {
     pub(super) fn resolve(&self, path: &str, follow_last: bool) -> Result<Option<Resolved>, HostError> {
         let mut parts: Vec<&str> = components(path).collect();
         // Detection reads many files in the same directories (a PCI function's vendor, device,
-        // class, driver): the parent directory is resolved once and cached by its host path;
-        // only the last component is walked each time. Paths with `.` or `..` are walked in
+        // class, driver): each directory is resolved once and cached by its host path (see
+        // `resolve_dir`); only the last component is walked each time. Paths with `.` or `..` are walked in
         // full, uncached, so a `..` above a fixture root is reported against the path.
         let cacheable = !parts.iter().any(|p| *p == "." || *p == "..");
         let walk = match parts.pop() {
-            Some(last) if cacheable && !parts.is_empty() => {
-                let key = parts.join("/");
-                let cached = self.dir_cache.borrow().get(&key).cloned();
-                let dir = match cached {
-                    Some(dir) => dir,
-                    None => {
-                        let Some(w) = self.walk(path, Walk { done: Vec::new(), meta: None, hops: 0 }, &parts, true)?
-                        else {
-                            return Ok(None);
-                        };
-                        let dir = ResolvedDir { parts: w.done, hops: w.hops };
-                        self.dir_cache.borrow_mut().insert(key, dir.clone());
-                        dir
-                    }
+            Some(last) if cacheable => {
+                let Some(dir) = self.resolve_dir(path, &parts)? else {
+                    return Ok(None);
                 };
                 self.walk(path, Walk { done: dir.parts, meta: None, hops: dir.hops }, &[last], follow_last)?
             }
@@ -82,6 +71,29 @@ impl HostRoot {
             },
         };
         Ok(Some(Resolved { path: resolved, meta }))
+    }
+
+    /// Resolves the directory `parts` (no `.` or `..` in them), links followed: from the cache,
+    /// or from its own parent (resolved the same way) plus one component, then cached. Each
+    /// entry is the full resolution of its own path, so a link to `.`, `..` or `/` anywhere
+    /// above cannot leave a wrong prefix behind.
+    fn resolve_dir(&self, path: &str, parts: &[&str]) -> Result<Option<ResolvedDir>, HostError> {
+        let Some((last, parent)) = parts.split_last() else {
+            return Ok(Some(ResolvedDir { parts: Vec::new(), hops: 0 }));
+        };
+        let key = parts.join("/");
+        if let Some(dir) = self.dir_cache.borrow().get(&key) {
+            return Ok(Some(dir.clone()));
+        }
+        let Some(up) = self.resolve_dir(path, parent)? else {
+            return Ok(None);
+        };
+        let Some(w) = self.walk(path, Walk { done: up.parts, meta: None, hops: up.hops }, &[last], true)? else {
+            return Ok(None);
+        };
+        let dir = ResolvedDir { parts: w.done, hops: w.hops };
+        self.dir_cache.borrow_mut().insert(key, dir.clone());
+        Ok(Some(dir))
     }
 
     /// Walks `parts` from `at`, following links (the last one only when `follow_last`).
