@@ -382,3 +382,21 @@ fn devices_and_fifos_given_as_inputs_are_refused_at_once() {
     assert!(stderr(&out).contains("not a regular file"), "{}", stderr(&out));
     assert!(start.elapsed() < std::time::Duration::from_secs(10));
 }
+
+#[test]
+fn validate_applies_vendors_to_a_saved_facts_file_as_to_a_root() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "").unwrap();
+    let facts = repo().join("tests/golden/facts/desktop-rpl-nvidia.json");
+    let active = |source: &[&str]| {
+        let mut args = vec!["validate", "--json", "-c", config.to_str().unwrap(), "--vendors", "nvidia"];
+        args.extend_from_slice(source);
+        let out = k3d_gpu(&args);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["hosts"][0]["active"].clone()
+    };
+    assert_eq!(active(&["--facts", facts.to_str().unwrap()]), serde_json::json!(["nvidia"]));
+    assert_eq!(active(&["--root", &host("desktop-rpl-nvidia")]), serde_json::json!(["nvidia"]));
+}
