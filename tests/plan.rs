@@ -10,21 +10,10 @@ use k3d_gpu::observe::Observed;
 use k3d_gpu::plan::render::{Style, text};
 use k3d_gpu::plan::{ActionKind, Inputs, Plan, plan};
 use serde_json::json;
-use support::{check_golden, converged, facts_of, repo};
-
-const EXAMPLES: &[(&str, &str)] = &[
-    ("nvidia-workstation", "desktop-rpl-nvidia"),
-    ("arc-homelab-dra", "arc-b580-xe-rpl-igpu"),
-    ("lunar-lake-npu", "lunar-lake-npu"),
-    ("hybrid-igpu-sharing", "meteor-lake-old-npu-fw"),
-    ("xeon-numa-accelerators", "xeon-2s-snc2"),
-    ("wsl2-intel", "wsl2-intel"),
-];
+use support::{EXAMPLES, check_golden, converged, example_config, facts_of, repo};
 
 fn graph_of(example: &str, host: &str) -> DesiredGraph {
-    let text = std::fs::read_to_string(repo().join(format!("examples/{example}.toml"))).unwrap();
-    let config = k3d_gpu::config::load_str(example, &text).unwrap();
-    compile(&config, &facts_of(host), &Catalog::embedded().unwrap()).unwrap()
+    compile(&example_config(example), &facts_of(host), &Catalog::embedded().unwrap()).unwrap()
 }
 
 fn inputs() -> Inputs {
