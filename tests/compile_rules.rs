@@ -4,7 +4,7 @@
 mod support;
 
 use k3d_gpu::catalog::Catalog;
-use k3d_gpu::compile::{CompileError, DesiredGraph, compile};
+use k3d_gpu::compile::{CompileError, DesiredGraph, ResourceKind, compile};
 use k3d_gpu::config::load_str;
 use support::{facts_of, repo};
 
@@ -83,9 +83,12 @@ fn monitoring_adds_the_flag_and_a_verify_node() {
 #[test]
 fn which_gpus_the_cluster_gets() {
     let g = graph("[sharing]\ngpus = \"discrete\"\n", "arc-b580-xe-rpl-igpu");
-    assert_eq!(plugin_args(&g), ["-v=2", "-deny-ids=a780"]);
+    assert_eq!(plugin_args(&g), ["-v=2", "-deny-ids=0xa780"]);
     let g = graph("[sharing]\nallow_ids = [\"0xE20B\"]\n", "arc-b580-xe-rpl-igpu");
-    assert_eq!(plugin_args(&g), ["-v=2", "-allow-ids=e20b"]);
+    assert_eq!(plugin_args(&g), ["-v=2", "-allow-ids=0xe20b"]);
+    // Either spelling in the config; always the plugin's own (`^0x[0-9a-f]{4}$`) on the flag.
+    let g = graph("[sharing]\ndeny_ids = [\"A780\"]\n", "arc-b580-xe-rpl-igpu");
+    assert_eq!(plugin_args(&g), ["-v=2", "-deny-ids=0xa780"]);
     assert_eq!(codes("[sharing]\ngpus = \"discrete\"\n", "lunar-lake-npu"), ["no-intel-gpu-selected"]);
     assert_eq!(codes("[sharing]\nallow_ids = [\"56a0\"]\n", "arc-b580-xe-rpl-igpu"), ["pci-id-matches-nothing"]);
     assert_eq!(codes("[sharing]\ndeny_ids = [\"xyz\"]\n", "arc-b580-xe-rpl-igpu"), ["bad-pci-id"]);
@@ -346,4 +349,22 @@ fn the_agent_uses_only_the_gpus_the_sharing_selection_gives_the_cluster() {
     // Add-ons count the selected GPUs only: one exclusive B580, and the LLM has it.
     let toml = "[sharing]\ngpus = \"discrete\"\n[agent]\nbackend = \"vllm\"\n[addons.vlm]\ndevice = \"gpu\"\n";
     assert_eq!(codes(toml, host), ["addon-device"]);
+}
+
+#[test]
+fn the_api_server_is_published_on_loopback_unless_the_config_opts_out() {
+    let cluster = |g: &DesiredGraph| g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap().spec.clone();
+    let g = graph("", "plain-laptop-amd");
+    assert_eq!(cluster(&g)["api_host_ip"], "127.0.0.1");
+    assert_eq!(k3d_gpu::apply::k3d::simple_config(&cluster(&g))["kubeAPI"]["hostIP"], "127.0.0.1");
+    assert!(!warnings(&g).contains(&"api-published-off-loopback".to_string()));
+    let g = graph("[cluster]\napi_host_ip = \"0.0.0.0\"\n", "plain-laptop-amd");
+    assert_eq!(k3d_gpu::apply::k3d::simple_config(&cluster(&g))["kubeAPI"]["hostIP"], "0.0.0.0");
+    assert!(
+        g.warnings.iter().any(|w| w.code == "api-published-off-loopback" && w.text.contains("every interface")),
+        "{:?}",
+        warnings(&g)
+    );
+    assert_eq!(codes("[cluster]\napi_host_ip = \"localhost\"\n", "plain-laptop-amd"), ["bad-api-host-ip"]);
+    assert_eq!(codes("[cluster]\napi_host_ip = \"::1\"\n", "plain-laptop-amd"), ["bad-api-host-ip"]);
 }

@@ -56,8 +56,10 @@ pub fn simple_config(spec: &Value) -> Value {
             "kubeconfig": { "updateDefaultKubeconfig": true, "switchCurrentContext": false },
         },
     });
+    // k3d publishes the API on every interface unless told otherwise.
+    config["kubeAPI"] = json!({ "hostIP": spec["api_host_ip"].as_str().unwrap_or(crate::config::DEFAULT_API_HOST_IP) });
     if let Some(port) = spec["api_port"].as_u64() {
-        config["kubeAPI"] = json!({ "hostPort": port.to_string() });
+        config["kubeAPI"]["hostPort"] = json!(port.to_string());
     }
     config
 }
@@ -93,7 +95,7 @@ mod tests {
     #[test]
     fn the_config_carries_everything_fixed_at_creation() {
         let spec = json!({
-            "name": "gpu", "image": "img:1", "servers": 1, "agents": 1, "gpus": "all", "api_port": 6443,
+            "name": "gpu", "image": "img:1", "servers": 1, "agents": 1, "gpus": "all", "api_port": 6443, "api_host_ip": "127.0.0.1",
             "k3s_args": [{"arg": "--default-runtime=nvidia", "nodes": "server:*"}, {"arg": "--kubelet-arg=x", "nodes": "all"}],
             "volumes": [{"host": "/usr/lib/wsl", "node": "/usr/lib/wsl", "read_only": true}],
         });
@@ -107,6 +109,7 @@ mod tests {
         assert_eq!(config["options"]["k3s"]["extraArgs"][1]["nodeFilters"], json!(["server:*", "agent:*"]));
         assert_eq!(config["volumes"][0]["volume"], "/usr/lib/wsl:/usr/lib/wsl:ro");
         assert_eq!(config["kubeAPI"]["hostPort"], "6443");
+        assert_eq!(config["kubeAPI"]["hostIP"], "127.0.0.1", "the API stays on loopback");
         let label = config["options"]["runtime"]["labels"][0]["label"].as_str().unwrap();
         let recorded: Value = serde_json::from_str(label.strip_prefix("k3d-gpu.io/cluster-spec=").unwrap()).unwrap();
         assert_eq!(recorded, spec, "a later plan reads back exactly the spec");

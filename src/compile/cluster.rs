@@ -54,6 +54,27 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             None,
         ));
     }
+    match cluster.api_host_ip.parse::<std::net::Ipv4Addr>() {
+        // k3d's schema takes an IPv4 address here (format ipv4).
+        Err(_) => cx.error(CompileError::new(
+            "bad-api-host-ip",
+            &["cluster", "api_host_ip"],
+            format!("api_host_ip {:?} is not an IPv4 address", cluster.api_host_ip),
+            Some(format!(
+                "use {:?} (this machine only) or \"0.0.0.0\" (every interface)",
+                crate::config::DEFAULT_API_HOST_IP
+            )),
+        )),
+        Ok(ip) if !ip.is_loopback() => cx.warn(
+            "api-published-off-loopback",
+            Some("cluster.api_host_ip"),
+            format!(
+                "the Kubernetes API is published on {ip}{}: anyone who can reach this machine can reach it",
+                if ip.is_unspecified() { " (every interface)" } else { "" }
+            ),
+        ),
+        Ok(_) => {}
+    }
     if cluster.k3s_args.iter().any(|a| a.trim().is_empty() || !a.starts_with('-')) {
         cx.error(CompileError::new(
             "bad-k3s-arg",
@@ -154,6 +175,7 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             "agents": cluster.agents,
             "gpus": if nvidia { Some("all") } else { None },
             "api_port": cluster.api_port,
+            "api_host_ip": cluster.api_host_ip,
             "k3s_args": k3s_args,
             "volumes": volumes,
         }),

@@ -23,6 +23,10 @@ pub use span::span_of;
 /// tags its image with its own version).
 pub const DEFAULT_IMAGE: &str = concat!("cryptoandcoffee/k3d-gpu:", env!("CARGO_PKG_VERSION"));
 
+/// Where the Kubernetes API is published by default: loopback only. k3d's own default is every
+/// interface, which puts the API server of a developer's laptop on the network.
+pub const DEFAULT_API_HOST_IP: &str = "127.0.0.1";
+
 /// A DNS label (RFC 1123), the rule Kubernetes names follow: 1-63 lowercase letters, digits
 /// and '-', not starting or ending with '-'. Cluster, claim, namespace and component names.
 pub fn dns_label(name: &str) -> bool {
@@ -185,6 +189,10 @@ pub struct Cluster {
     pub node_labels: BTreeMap<String, String>,
     /// Host port for the Kubernetes API; unset lets k3d pick a free one.
     pub api_port: Option<u16>,
+    /// Host IPv4 address the Kubernetes API is published on (k3d's `kubeAPI.hostIP`). The
+    /// default, `127.0.0.1`, keeps it on this machine; `"0.0.0.0"` publishes it on every
+    /// interface, and the plan says so.
+    pub api_host_ip: String,
 }
 
 impl Default for Cluster {
@@ -197,6 +205,7 @@ impl Default for Cluster {
             k3s_args: Vec::new(),
             node_labels: BTreeMap::new(),
             api_port: None,
+            api_host_ip: DEFAULT_API_HOST_IP.into(),
         }
     }
 }
@@ -227,9 +236,10 @@ pub struct Sharing {
     pub monitoring: bool,
     /// Which Intel GPUs the cluster gets.
     pub gpus: GpuSet,
-    /// Only these PCI device ids (hex, e.g. `"e20b"`), as the plugin's -allow-ids.
+    /// Only these PCI device ids (hex, `"e20b"` or `"0xe20b"`), passed as the plugin's
+    /// -allow-ids in its own spelling (`0xe20b`).
     pub allow_ids: Vec<String>,
-    /// Never these PCI device ids, as the plugin's -deny-ids.
+    /// Never these PCI device ids (either spelling), passed as the plugin's -deny-ids (`0xa780`).
     pub deny_ids: Vec<String>,
 }
 
