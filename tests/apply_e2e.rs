@@ -42,7 +42,7 @@ impl Drop for World {
     }
 }
 
-/// A fake API server with one ready node, and a thread playing the controllers: workloads
+/// A fake API server that starts like a fresh k3s, with one ready server node, and a thread playing the controllers: workloads
 /// report rolled out, and (when `plugin` is set) the node advertises the Intel GPU. `None`
 /// (the test skips) without a Docker engine.
 fn world(cluster: &str, plugin: bool) -> Option<World> {
@@ -51,9 +51,7 @@ fn world(cluster: &str, plugin: bool) -> Option<World> {
     }
     let image = format!("k3d-gpu-test/node:{cluster}");
     import_image(&image, "0.1.0");
-    let node = json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": format!("k3d-{cluster}-server-0"), "labels": {"kubernetes.io/hostname": format!("k3d-{cluster}-server-0")}},
-        "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+    let node = support::fake_apiserver::k3s_node(&format!("k3d-{cluster}-server-0"), true);
     let server = FakeApiServer::start_in_background(State { nodes: vec![node], ..State::k3s() });
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

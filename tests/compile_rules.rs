@@ -368,3 +368,19 @@ fn the_api_server_is_published_on_loopback_unless_the_config_opts_out() {
     assert_eq!(codes("[cluster]\napi_host_ip = \"localhost\"\n", "plain-laptop-amd"), ["bad-api-host-ip"]);
     assert_eq!(codes("[cluster]\napi_host_ip = \"::1\"\n", "plain-laptop-amd"), ["bad-api-host-ip"]);
 }
+
+#[test]
+fn the_nvidia_runtime_class_is_k3ss_verified_and_never_disabled() {
+    let embedded = Catalog::embedded().unwrap();
+    let build =
+        |toml: &str| compile(&load_str("k3dgpu.toml", toml).unwrap(), &facts_of("desktop-rpl-nvidia"), &embedded);
+    let g = build("").unwrap();
+    assert!(g.get("k8s/node.k8s.io/RuntimeClass/nvidia").is_none(), "k3s owns RuntimeClass nvidia");
+    let check = g.get("verify/runtimeclass/nvidia").expect("a verify node for k3s's RuntimeClass");
+    assert_eq!(check.spec, serde_json::json!({"check": "runtimeclass", "name": "nvidia"}));
+    let errors = build("[cluster]\nk3s_args = [\"--disable=traefik,runtimes\"]\n").unwrap_err();
+    assert_eq!(errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["runtimes-disabled"]);
+    // Without NVIDIA nothing runs under it: k3s's runtimes may go.
+    let intel = load_str("k3dgpu.toml", "[cluster]\nk3s_args = [\"--disable=runtimes\"]\n").unwrap();
+    assert!(compile(&intel, &facts_of("arc-b580-xe-rpl-igpu"), &embedded).is_ok());
+}

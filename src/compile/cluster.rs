@@ -16,6 +16,15 @@ const MAX_CLUSTER_NAME: usize = 32;
 /// The name k3s knows the node image's baked balloons policy by (`--disable=<name>`).
 const BAKED_BALLOONS: &str = "nri-balloons";
 
+/// k3s's packaged manifest with RuntimeClass `nvidia` (and nvidia-experimental, crun, wasm).
+const K3S_RUNTIMES: &str = "runtimes";
+
+/// Whether a k3s arg (`--disable=a,b`, `--disable a`) turns off packaged component `name`.
+fn disables(arg: &str, name: &str) -> bool {
+    let value = arg.strip_prefix("--disable=").or_else(|| arg.strip_prefix("--disable "));
+    value.is_some_and(|v| v.split(',').any(|c| c.trim() == name))
+}
+
 /// Where the node reads the host's files for Node Feature Discovery.
 const NFD_HOST_DIR: &str = "/k3d-gpu/host";
 
@@ -94,6 +103,14 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
         ));
     }
     let nvidia = cx.is_active(Vendor::Nvidia);
+    if nvidia && cluster.k3s_args.iter().any(|a| disables(a, K3S_RUNTIMES)) {
+        cx.error(CompileError::new(
+            "runtimes-disabled",
+            &["cluster", "k3s_args"],
+            "--disable=runtimes removes k3s's RuntimeClass nvidia, which the NVIDIA device plugin runs under",
+            Some("drop runtimes from --disable; k3d-gpu uses the RuntimeClass k3s ships".to_string()),
+        ));
+    }
     let mut k3s_args: Vec<serde_json::Value> = Vec::new();
     let mut arg = |arg: String, nodes: &str| k3s_args.push(json!({ "arg": arg, "nodes": nodes }));
     if nvidia {
