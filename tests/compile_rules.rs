@@ -384,3 +384,48 @@ fn the_nvidia_runtime_class_is_k3ss_verified_and_never_disabled() {
     let intel = load_str("k3dgpu.toml", "[cluster]\nk3s_args = [\"--disable=runtimes\"]\n").unwrap();
     assert!(compile(&intel, &facts_of("arc-b580-xe-rpl-igpu"), &embedded).is_ok());
 }
+
+/// Docker creates a missing bind source as an empty root-owned directory on the host: every
+/// source the cluster mounts must exist on the host the facts came from.
+#[test]
+fn the_node_binds_only_host_paths_that_exist() {
+    let embedded = Catalog::embedded().unwrap();
+    let mut checked = 0;
+    for host in support::host_names() {
+        let facts = facts_of(&host);
+        let Ok(g) = compile(&load_str("k3dgpu.toml", "").unwrap(), &facts, &embedded) else { continue };
+        let cluster = g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+        for v in cluster.spec["volumes"].as_array().unwrap() {
+            let source = v["host"].as_str().unwrap();
+            let on_disk = support::hosts_dir().join(&host).join(source.trim_start_matches('/'));
+            assert!(on_disk.exists(), "{host}: binds {source}, which the host does not have");
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} binds checked");
+}
+
+#[test]
+fn a_missing_bind_source_is_not_mounted_and_the_plan_says_what_nfd_loses() {
+    let embedded = Catalog::embedded().unwrap();
+    let g = compile(&load_str("k3dgpu.toml", "").unwrap(), &facts_of("wsl2-intel"), &embedded).unwrap();
+    let cluster = g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+    let sources: Vec<&str> =
+        cluster.spec["volumes"].as_array().unwrap().iter().map(|v| v["host"].as_str().unwrap()).collect();
+    assert_eq!(sources, ["/usr/lib/wsl", "/etc/os-release"], "WSL2 has no /boot/config-<release> and no /lib/modules");
+    let texts: Vec<&str> =
+        g.warnings.iter().filter(|w| w.code == "bind-source-missing").map(|w| w.text.as_str()).collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t.starts_with("/boot/config-<release> does not exist") && t.contains("kernel.config"))
+    );
+    assert!(texts.iter().any(|t| t.starts_with("/lib/modules does not exist") && t.contains("modules.builtin")));
+
+    // A saved facts document says what existed when it was taken; without the field (an older
+    // document), nothing is mounted.
+    let mut facts = facts_of("desktop-rpl-nvidia");
+    facts.host.bind_sources = Default::default();
+    let g = compile(&load_str("k3dgpu.toml", "").unwrap(), &facts, &embedded).unwrap();
+    let cluster = g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+    assert_eq!(cluster.spec["volumes"], serde_json::json!([]));
+}

@@ -152,32 +152,7 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
         arg(extra.clone(), "server:*");
     }
 
-    let mut volumes: Vec<serde_json::Value> = Vec::new();
-    let mut mount = |host: String, node: String, read_only: bool| {
-        volumes.push(json!({ "host": host, "node": node, "read_only": read_only }));
-    };
-    if cx.is_active(Vendor::Wsl) || (nvidia && cx.facts.host.wsl.microsoft_kernel) {
-        mount("/usr/lib/wsl".into(), "/usr/lib/wsl".into(), true);
-    }
-    if cx.is_active(Vendor::Dsa) || cx.is_active(Vendor::Iaa) {
-        // The plugins accept a work queue only if its /dev/char link exists, and a privileged
-        // container has no /dev/char of its own.
-        mount("/dev/char".into(), "/dev/char".into(), false);
-    }
-    mount("/lib/modules".into(), format!("{NFD_HOST_DIR}/lib/modules"), true);
-    match cx.facts.host.kernel.release.as_deref() {
-        // A release is one path component; anything else came from a tampered facts document.
-        Some(release) if !release.is_empty() && !release.contains('/') && release != ".." && release != "." => {
-            mount(format!("/boot/config-{release}"), format!("{NFD_HOST_DIR}/boot/config-{release}"), true);
-        }
-        Some(release) => cx.warn(
-            "bad-kernel-release",
-            None,
-            format!("kernel release {release:?} is not a file name; /boot/config is not mounted"),
-        ),
-        None => {}
-    }
-    mount("/etc/os-release".into(), format!("{NFD_HOST_DIR}/etc/os-release"), true);
+    let volumes = volumes(cx, nvidia);
 
     let id = format!("k3d/cluster/{}", cluster.name);
     out.push(Resource {
@@ -199,6 +174,77 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
         depends_on: Vec::new(),
     });
     id
+}
+
+/// The node's bind mounts: only sources the facts say exist. Docker would create a missing
+/// source as an empty root-owned directory on the host, and k3d-gpu never writes to the
+/// host. What a missing source costs is a warning, which the plan prints.
+fn volumes(cx: &mut Context, nvidia: bool) -> Vec<serde_json::Value> {
+    let present = cx.facts.host.bind_sources.clone();
+    let mut volumes: Vec<serde_json::Value> = Vec::new();
+    let mut mount = |host: String, node: String, read_only: bool| {
+        volumes.push(json!({ "host": host, "node": node, "read_only": read_only }));
+    };
+    let mut missing: Vec<(&str, &str)> = Vec::new();
+    if cx.is_active(Vendor::Wsl) || (nvidia && cx.facts.host.wsl.microsoft_kernel) {
+        if present.usr_lib_wsl {
+            mount("/usr/lib/wsl".into(), "/usr/lib/wsl".into(), true);
+        } else {
+            missing.push(("/usr/lib/wsl", "pods get no WSL2 GPU user space (libdxcore, the driver store)"));
+        }
+    }
+    if cx.is_active(Vendor::Dsa) || cx.is_active(Vendor::Iaa) {
+        // The plugins accept a work queue only if its /dev/char link exists, and a privileged
+        // container has no /dev/char of its own.
+        if present.dev_char {
+            mount("/dev/char".into(), "/dev/char".into(), false);
+        } else {
+            missing.push(("/dev/char", "the DSA/IAA plugins accept no work queue without its /dev/char link"));
+        }
+    }
+    if present.lib_modules {
+        mount("/lib/modules".into(), format!("{NFD_HOST_DIR}/lib/modules"), true);
+    } else {
+        missing.push((
+            "/lib/modules",
+            "Node Feature Discovery cannot see built-in modules (modules.builtin): a GPU driver built into the kernel is not seen, so Intel's rule may not set intel.feature.node.kubernetes.io/gpu",
+        ));
+    }
+    match cx.facts.host.kernel.release.as_deref() {
+        // A release is one path component; anything else came from a tampered facts document.
+        Some(release) if !release.is_empty() && !release.contains('/') && release != ".." && release != "." => {
+            if present.boot_config {
+                mount(format!("/boot/config-{release}"), format!("{NFD_HOST_DIR}/boot/config-{release}"), true);
+            } else {
+                missing.push((
+                    "/boot/config-<release>",
+                    "Node Feature Discovery finds the kernel config only in /proc/config.gz, where the kernel has one (IKCONFIG_PROC); otherwise the node gets no kernel.config labels",
+                ));
+            }
+        }
+        Some(release) => cx.warn(
+            "bad-kernel-release",
+            None,
+            format!("kernel release {release:?} is not a file name; /boot/config is not mounted"),
+        ),
+        None => {}
+    }
+    if present.os_release {
+        mount("/etc/os-release".into(), format!("{NFD_HOST_DIR}/etc/os-release"), true);
+    } else {
+        missing.push((
+            "/etc/os-release",
+            "Node Feature Discovery labels the node image's OS (system-os_release), not the host's",
+        ));
+    }
+    for (path, loss) in missing {
+        cx.warn(
+            "bind-source-missing",
+            Some("cluster"),
+            format!("{path} does not exist on this host, so it is not mounted: {loss}"),
+        );
+    }
+    volumes
 }
 
 /// One resource per node label and annotation: the host's, the config's, and the ones the
