@@ -51,7 +51,9 @@ fn world(cluster: &str, plugin: bool) -> Option<World> {
     }
     let image = format!("k3d-gpu-test/node:{cluster}");
     import_image(&image, "0.1.0");
-    let node = support::fake_apiserver::k3s_node(&format!("k3d-{cluster}-server-0"), true);
+    let mut node = support::fake_apiserver::k3s_node(&format!("k3d-{cluster}-server-0"), true);
+    // k3s sets it at registration from the config's nodeLabels (--node-label on server:0).
+    node["metadata"]["labels"]["k3d-gpu.io/accelerators"] = json!("true");
     let server = FakeApiServer::start_in_background(State { nodes: vec![node], ..State::k3s() });
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

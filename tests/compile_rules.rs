@@ -429,3 +429,50 @@ fn a_missing_bind_source_is_not_mounted_and_the_plan_says_what_nfd_loses() {
     let cluster = g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
     assert_eq!(cluster.spec["volumes"], serde_json::json!([]));
 }
+
+fn daemonset_selector(g: &DesiredGraph, id: &str) -> serde_json::Value {
+    g.get(id).unwrap().spec["spec"]["template"]["spec"]["nodeSelector"].clone()
+}
+
+/// Issue 9, deviation 5: every node container sees every device, so one node advertises.
+#[test]
+fn one_node_advertises_the_accelerators_unless_the_config_says_all() {
+    let embedded = Catalog::embedded().unwrap();
+    let build =
+        |toml: &str| compile(&load_str("k3dgpu.toml", toml).unwrap(), &facts_of("desktop-rpl-nvidia"), &embedded);
+    let plugin = "k8s/apps/DaemonSet/kube-system/nvidia-device-plugin-daemonset";
+    let cluster = |g: &DesiredGraph| g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap().spec.clone();
+
+    let g = build("[cluster]\nagents = 2\n").unwrap();
+    assert_eq!(
+        cluster(&g)["node_labels"],
+        serde_json::json!([{"label": "k3d-gpu.io/accelerators=true", "nodes": "server:0"}])
+    );
+    let config = k3d_gpu::apply::k3d::simple_config(&cluster(&g));
+    assert_eq!(
+        config["options"]["k3s"]["nodeLabels"],
+        serde_json::json!([{"label": "k3d-gpu.io/accelerators=true", "nodeFilters": ["server:0"]}])
+    );
+    assert_eq!(daemonset_selector(&g, plugin)["k3d-gpu.io/accelerators"], "true");
+    assert!(warnings(&g).contains(&"accelerators-on-one-node".to_string()));
+    // NFD runs everywhere: it advertises no device.
+    assert!(
+        daemonset_selector(&g, "k8s/apps/DaemonSet/node-feature-discovery/nfd-worker")["k3d-gpu.io/accelerators"]
+            .is_null()
+    );
+
+    let g = build("[cluster]\nagents = 2\naccelerator_node = \"agent:1\"\n").unwrap();
+    assert_eq!(cluster(&g)["node_labels"][0]["nodes"], "agent:1");
+
+    let g = build("[cluster]\nagents = 2\naccelerator_node = \"all\"\n").unwrap();
+    assert_eq!(cluster(&g)["node_labels"], serde_json::json!([]));
+    assert!(daemonset_selector(&g, plugin)["k3d-gpu.io/accelerators"].is_null());
+    assert!(warnings(&g).contains(&"accelerators-on-every-node".to_string()));
+
+    for bad in ["agent:2", "server:1", "gpu", "agent:-1"] {
+        let errors = build(&format!("[cluster]\nagents = 2\naccelerator_node = \"{bad}\"\n")).unwrap_err();
+        assert_eq!(errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["bad-accelerator-node"], "{bad}");
+    }
+    // One node: nothing to explain.
+    assert!(!warnings(&build("").unwrap()).iter().any(|w| w.starts_with("accelerators-")));
+}

@@ -12,11 +12,11 @@ use crate::observe::CLUSTER_SPEC_LABEL;
 /// How long `k3d cluster create` may take: pulling the node image on a slow line is minutes.
 pub const CREATE_TIMEOUT: Duration = Duration::from_secs(900);
 
-fn node_filters(nodes: &str) -> Vec<&'static str> {
+fn node_filters(nodes: &str) -> Vec<String> {
     match nodes {
-        "server:*" => vec!["server:*"],
-        "agent:*" => vec!["agent:*"],
-        _ => vec!["server:*", "agent:*"],
+        "all" | "" => vec!["server:*".into(), "agent:*".into()],
+        // One role, or one node of a role (`server:0`), as k3d's node filters write it.
+        one => vec![one.to_string()],
     }
 }
 
@@ -33,6 +33,12 @@ pub fn simple_config(spec: &Value) -> Value {
         .into_iter()
         .flatten()
         .map(|v| json!({ "volume": crate::plan::bind_mount(v), "nodeFilters": ["server:*", "agent:*"] }))
+        .collect();
+    let node_labels: Vec<Value> = spec["node_labels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| json!({ "label": l["label"], "nodeFilters": node_filters(l["nodes"].as_str().unwrap_or("all")) }))
         .collect();
     let mut runtime = json!({
         // What apply created, recorded on every node so a later plan compares exactly. One line
@@ -51,7 +57,7 @@ pub fn simple_config(spec: &Value) -> Value {
         "image": spec["image"],
         "volumes": volumes,
         "options": {
-            "k3s": { "extraArgs": extra_args },
+            "k3s": { "extraArgs": extra_args, "nodeLabels": node_labels },
             "runtime": runtime,
             "kubeconfig": { "updateDefaultKubeconfig": true, "switchCurrentContext": false },
         },

@@ -154,6 +154,9 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
 
     let volumes = volumes(cx, nvidia);
 
+    let node_labels = accelerator_node(cx)
+        .map(|node| vec![json!({ "label": format!("{}=true", super::ACCELERATOR_NODE_LABEL), "nodes": node })]);
+
     let id = format!("k3d/cluster/{}", cluster.name);
     out.push(Resource {
         id: id.clone(),
@@ -170,10 +173,64 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             "api_host_ip": cluster.api_host_ip,
             "k3s_args": k3s_args,
             "volumes": volumes,
+            "node_labels": node_labels.unwrap_or_default(),
         }),
         depends_on: Vec::new(),
     });
     id
+}
+
+/// The k3d node filter (`server:0`, `agent:1`) of the one node that advertises accelerators,
+/// or `None` for "all". Checked against the cluster's shape; with several nodes the choice is
+/// explained as a warning, which `validate` and the plan print.
+pub(super) fn accelerator_node(cx: &mut Context) -> Option<String> {
+    let cluster = &cx.config.cluster;
+    let nodes = cluster.servers + cluster.agents;
+    let choice = cluster.accelerator_node.trim();
+    if choice == "all" {
+        if nodes > 1 {
+            cx.warn(
+                "accelerators-on-every-node",
+                Some("cluster.accelerator_node"),
+                format!(
+                    "every one of the {nodes} nodes sees all of this host's devices and advertises them: the scheduler can give one device to two pods on two nodes"
+                ),
+            );
+        }
+        return None;
+    }
+    let parsed = choice.split_once(':').and_then(|(role, index)| {
+        let index: u32 = index.parse().ok()?;
+        let count = match role {
+            "server" => cluster.servers,
+            "agent" => cluster.agents,
+            _ => return None,
+        };
+        (index < count).then(|| format!("{role}:{index}"))
+    });
+    let Some(node) = parsed else {
+        cx.error(CompileError::new(
+            "bad-accelerator-node",
+            &["cluster", "accelerator_node"],
+            format!(
+                "accelerator_node {:?} is not a node of this cluster ({} servers, {} agents)",
+                cluster.accelerator_node, cluster.servers, cluster.agents
+            ),
+            Some("use \"server:0\", \"agent:<n>\" below the agent count, or \"all\"".to_string()),
+        ));
+        return None;
+    };
+    if nodes > 1 {
+        cx.warn(
+            "accelerators-on-one-node",
+            Some("cluster.accelerator_node"),
+            format!(
+                "all {nodes} nodes see this host's devices; only {node} (label {}=true) advertises them, so no device is handed out twice. Pods that need one run there",
+                super::ACCELERATOR_NODE_LABEL
+            ),
+        );
+    }
+    Some(node)
 }
 
 /// The node's bind mounts: only sources the facts say exist. Docker would create a missing

@@ -211,6 +211,10 @@ fn expect(cx: &mut Context) {
 /// A label the balloons policy or the DRA driver needs, owned by the compiler.
 pub const DRA_NODE_LABEL: &str = "k3d-gpu.io/intel-gpu-dra";
 
+/// The node label k3s sets at registration on the one node that advertises the host's
+/// accelerators (`[cluster] accelerator_node`); device plugins and the DRA driver select it.
+pub const ACCELERATOR_NODE_LABEL: &str = "k3d-gpu.io/accelerators";
+
 /// Every `(apiVersion, kind)` a graph compiled with this catalog can hold: the kinds the
 /// components define, and those the compiler writes itself (claim templates and their
 /// namespaces, the npu-turbo ConfigMap). Observe lists exactly these, so an object of any of

@@ -193,6 +193,12 @@ pub struct Cluster {
     /// default, `127.0.0.1`, keeps it on this machine; `"0.0.0.0"` publishes it on every
     /// interface, and the plan says so.
     pub api_host_ip: String,
+    /// The node that advertises the host's accelerators: `"server:0"` (default) or
+    /// `"agent:N"`. Every k3d node container sees every device of the host, so with more than
+    /// one node each node's plugin would advertise the same GPUs and the scheduler could give
+    /// one GPU to two pods. k3s labels this node `k3d-gpu.io/accelerators=true` and the device
+    /// plugins run only there. `"all"` runs them on every node (`validate` warns).
+    pub accelerator_node: String,
 }
 
 impl Default for Cluster {
@@ -206,6 +212,7 @@ impl Default for Cluster {
             node_labels: BTreeMap::new(),
             api_port: None,
             api_host_ip: DEFAULT_API_HOST_IP.into(),
+            accelerator_node: "server:0".into(),
         }
     }
 }
