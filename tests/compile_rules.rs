@@ -100,7 +100,10 @@ fn which_gpus_the_cluster_gets() {
 
 #[test]
 fn dra_mode_replaces_the_plugin_and_ignores_its_keys() {
-    let g = graph("[sharing]\nmode = \"dra\"\nshared = 4\n", "arc-b580-xe-rpl-igpu");
+    let g = graph(
+        "[cluster]\nkubernetes_version = \"1.37\"\n[sharing]\nmode = \"dra\"\nshared = 4\n",
+        "arc-b580-xe-rpl-igpu",
+    );
     assert!(g.get("k8s/apps/DaemonSet/test-system/intel-gpu-plugin").is_none(), "never both");
     assert!(g.get("k8s/apps/DaemonSet/test-system/intel-gpu-dra").is_some());
     assert_eq!(g.get("node-label/k3d-gpu.io/intel-gpu-dra").unwrap().spec["value"], "true");
@@ -235,7 +238,10 @@ fn never_both_intel_gpu_paths_whatever_the_catalog_holds() {
 
 #[test]
 fn dra_mode_ignores_the_plugins_selection_keys() {
-    let g = graph("[sharing]\nmode = \"dra\"\ngpus = \"discrete\"\nallow_ids = [\"56a0\"]\n", "arc-b580-xe-rpl-igpu");
+    let g = graph(
+        "[cluster]\nkubernetes_version = \"1.37\"\n[sharing]\nmode = \"dra\"\ngpus = \"discrete\"\nallow_ids = [\"56a0\"]\n",
+        "arc-b580-xe-rpl-igpu",
+    );
     assert_eq!(g.get("verify/resourceslices/gpu.intel.com").unwrap().spec["min_devices"], 2, "every GPU");
     let mut w = warnings(&g);
     w.sort();
@@ -475,4 +481,46 @@ fn one_node_advertises_the_accelerators_unless_the_config_says_all() {
     }
     // One node: nothing to explain.
     assert!(!warnings(&build("").unwrap()).iter().any(|w| w.starts_with("accelerators-")));
+}
+
+/// Issue 9, deviation 6: the version is the config's or an upstream k3s tag's, never a guess
+/// from the node image's own tag; DRA on 1.32/1.33 turns its beta API on, before 1.32 is refused.
+#[test]
+fn the_kubernetes_version_is_explicit_and_dra_gets_its_beta_api() {
+    // The default node image's tag says nothing: DRA mode warns instead of assuming 1.37.
+    assert!(
+        warnings(&graph("[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu"))
+            .contains(&"kubernetes-version-unknown".to_string())
+    );
+    let g = graph("[cluster]\nkubernetes_version = \"1.37\"\n[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu");
+    assert!(!warnings(&g).contains(&"kubernetes-version-unknown".to_string()));
+    assert_eq!(
+        codes("[cluster]\nkubernetes_version = \"1.35\"\n[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu"),
+        ["dra-kubernetes-too-old"]
+    );
+    assert_eq!(codes("[cluster]\nkubernetes_version = \"latest\"\n", "plain-laptop-amd"), ["bad-kubernetes-version"]);
+    assert_eq!(
+        codes("[cluster]\nimage = \"rancher/k3s:v1.33.1-k3s1\"\nkubernetes_version = \"1.37\"\n", "plain-laptop-amd"),
+        ["kubernetes-version-mismatch"]
+    );
+
+    let dra = |version: &str| {
+        graph(
+            &format!("[cluster]\nkubernetes_version = \"{version}\"\n[experimental]\nfeatures = [\"dra\"]\n"),
+            "plain-laptop-amd",
+        )
+    };
+    let runtime_config =
+        |g: &DesiredGraph| k3s_args(g).into_iter().filter(|a| a.contains("runtime-config")).collect::<Vec<_>>();
+    assert_eq!(runtime_config(&dra("1.32")), ["--kube-apiserver-arg=runtime-config=resource.k8s.io/v1beta1=true"]);
+    assert_eq!(
+        runtime_config(&dra("1.33")),
+        ["--kube-apiserver-arg=runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"]
+    );
+    assert!(runtime_config(&dra("1.34")).is_empty(), "resource.k8s.io/v1 is served by default");
+    assert!(k3s_args(&dra("1.33")).iter().any(|a| a.contains("feature-gates=DynamicResourceAllocation=true")));
+    assert_eq!(
+        codes("[cluster]\nkubernetes_version = \"1.31\"\n[experimental]\nfeatures = [\"dra\"]\n", "plain-laptop-amd"),
+        ["feature-unsupported"]
+    );
 }

@@ -148,6 +148,9 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
         }
         arg(format!("--kubelet-arg=feature-gates={gates}"), "all");
     }
+    if !features.runtime_config.is_empty() {
+        arg(format!("--kube-apiserver-arg=runtime-config={}", features.runtime_config.join(",")), "server:*");
+    }
     for extra in &cluster.k3s_args {
         arg(extra.clone(), "server:*");
     }

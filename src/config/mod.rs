@@ -199,6 +199,11 @@ pub struct Cluster {
     /// one GPU to two pods. k3s labels this node `k3d-gpu.io/accelerators=true` and the device
     /// plugins run only there. `"all"` runs them on every node (`validate` warns).
     pub accelerator_node: String,
+    /// The Kubernetes minor version the node image runs, e.g. `"1.37"`. Feature gates, DRA
+    /// and the experimental defaults depend on it. Unset: read from a `rancher/k3s:vX.Y.Z-k3sN`
+    /// image tag, else unknown (never guessed from another image's tag).
+    #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?$"))]
+    pub kubernetes_version: Option<String>,
 }
 
 impl Default for Cluster {
@@ -213,6 +218,7 @@ impl Default for Cluster {
             api_port: None,
             api_host_ip: DEFAULT_API_HOST_IP.into(),
             accelerator_node: "server:0".into(),
+            kubernetes_version: None,
         }
     }
 }
