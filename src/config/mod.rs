@@ -191,7 +191,8 @@ pub struct Cluster {
     pub api_port: Option<u16>,
     /// Host IPv4 address the Kubernetes API is published on (k3d's `kubeAPI.hostIP`). The
     /// default, `127.0.0.1`, keeps it on this machine; `"0.0.0.0"` publishes it on every
-    /// interface, and the plan says so.
+    /// interface, and the plan says so. With a Docker engine on another machine, the address
+    /// is on that machine: use one of its addresses this machine can reach.
     pub api_host_ip: String,
     /// The node that advertises the host's accelerators: `"server:0"` (default) or
     /// `"agent:N"`. Every k3d node container sees every device of the host, so with more than
