@@ -107,3 +107,77 @@ fn relocking_to_a_new_digest_changes_the_plan_and_updates_the_daemonset() {
     let same = compile_with(&lunar_lake(), Some(unrelated)).unwrap();
     assert_eq!(plan(&same, &running, inputs(&same)).hash(), before.hash());
 }
+
+fn k3d_gpu(dir: &std::path::Path, host: &str, args: &[&str]) -> std::process::Output {
+    let root = support::repo().join("tests/fixtures/hosts").join(host);
+    std::process::Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .args(["-c", dir.join("k3dgpu.toml").to_str().unwrap(), "--root", root.to_str().unwrap()])
+        .args(args)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap()
+}
+
+/// The CLI reads images.lock beside the config: plan and render carry the digests, and
+/// `images check` passes; a broken lock is unreadable input (exit 2), never ignored.
+#[test]
+fn the_lock_beside_the_config_reaches_plan_render_and_check() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k3dgpu.toml"), lunar_lake()).unwrap();
+    let run = |args: &[&str]| k3d_gpu(dir.path(), "lunar-lake-npu", args);
+    let out = run(&["images", "check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("missing   {NPU_IMAGE}")));
+
+    let lock = lock(&[(NPU_IMAGE, digest('a')), (BALLOONS_IMAGE, digest('b'))]);
+    std::fs::write(dir.path().join("images.lock"), lock.to_text()).unwrap();
+    let out = run(&["images", "check"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
+    let out = run(&["plan", "--offline", "--json"]);
+    let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(plan["warnings"].as_array().unwrap().iter().all(|w| w["code"] != "image-unlocked"), "{}", plan["warnings"]);
+    let rendered = dir.path().join("rendered");
+    assert!(run(&["render", "--out", rendered.to_str().unwrap()]).status.success());
+    let npu = std::fs::read_to_string(rendered.join("intel-npu-plugin.yaml")).unwrap();
+    assert!(npu.contains(&format!("{NPU_IMAGE}@{}", digest('a'))), "{npu}");
+    let out = run(&["images", "--json"]);
+    let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let npu_row = rows.as_array().unwrap().iter().find(|r| r["image"] == NPU_IMAGE).unwrap();
+    assert_eq!(npu_row["state"], "lock");
+
+    std::fs::write(
+        dir.path().join("images.lock"),
+        "schema = \"k3d-gpu.images/v1\"\n[images.\"x/y\"]\ndigest = \"sha256:0\"\n",
+    )
+    .unwrap();
+    let out = run(&["plan", "--offline"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot read image lock") && err.contains("x/y"), "{err}");
+}
+
+/// No component is pending: on every fixture host, every resource an active vendor has is
+/// advertised by a catalog component, and verified > 0.
+#[test]
+fn every_active_vendor_resource_has_a_component_and_a_verify_check() {
+    let catalog = Catalog::embedded().unwrap();
+    for host in support::host_names() {
+        let facts = facts_of(&host);
+        let Ok(graph) = compile(&k3d_gpu::config::Config::default(), &facts, &catalog) else { continue };
+        let orphans: Vec<&str> =
+            graph.warnings.iter().filter(|w| w.code == "resource-without-component").map(|w| w.text.as_str()).collect();
+        assert!(orphans.is_empty(), "{host}: {orphans:?}");
+        for d in &facts.detected {
+            if d.vendor == k3d_gpu::facts::Vendor::Intel {
+                continue; // checked by the intel rules (plugin or DRA)
+            }
+            for r in &d.resources {
+                let check = graph.get(&format!("verify/allocatable/{r}")).unwrap_or_else(|| panic!("{host}: {r}"));
+                assert_eq!(check.spec["min"], 1, "{host}: {r}");
+            }
+        }
+    }
+    // The balloons policy's readiness is its DaemonSet's rollout.
+    let graph = compile(&k3d_gpu::config::Config::default(), &facts_of("xeon-2s-snc2"), &catalog).unwrap();
+    assert!(graph.get("verify/rollout/DaemonSet/kube-system/nri-resource-policy-balloons").is_some());
+}

@@ -173,3 +173,119 @@ fn an_unreachable_registry_is_a_clear_error_and_leaves_the_old_lock() {
     let left: Vec<_> = std::fs::read_dir(dir.path()).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(left.len(), 5, "no temporary file left: {left:?}");
 }
+
+/// A registry that wants a login (htpasswd), run by the test itself; stopped on drop.
+struct AuthRegistry {
+    child: std::process::Child,
+    address: String,
+    _dir: tempfile::TempDir,
+}
+
+impl Drop for AuthRegistry {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn auth_registry(user: &str, password: &str) -> AuthRegistry {
+    let dir = tempfile::tempdir().unwrap();
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    // The registry's htpasswd takes bcrypt only; libcrypt makes one.
+    let hash = Command::new("python3")
+        .args([
+            "-W",
+            "ignore",
+            "-c",
+            "import crypt,sys; print(crypt.crypt(sys.argv[1], crypt.mksalt(crypt.METHOD_BLOWFISH)))",
+        ])
+        .arg(password)
+        .output()
+        .unwrap();
+    assert!(hash.status.success());
+    std::fs::write(dir.path().join("htpasswd"), format!("{user}:{}", String::from_utf8(hash.stdout).unwrap())).unwrap();
+    let config = format!(
+        "version: 0.1\nlog: {{level: warn}}\nstorage: {{filesystem: {{rootdirectory: {0}/data}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\nauth: {{htpasswd: {{realm: test, path: {0}/htpasswd}}}}\n",
+        dir.path().display()
+    );
+    std::fs::write(dir.path().join("config.yml"), config).unwrap();
+    let child = Command::new("docker-registry")
+        .args(["serve", dir.path().join("config.yml").to_str().unwrap()])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("docker-registry (apt install docker-registry)");
+    let address = format!("127.0.0.1:{port}");
+    for _ in 0..100 {
+        if std::net::TcpStream::connect(&address).is_ok() {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    AuthRegistry { child, address, _dir: dir }
+}
+
+#[test]
+fn lock_sends_the_users_registry_login() {
+    if registry().is_none() {
+        return;
+    }
+    let registry = auth_registry("ci", "s3cret-pw");
+    let logged_in = tempfile::tempdir().unwrap();
+    let docker = |args: &[&str], stdin: &str| {
+        use std::io::Write;
+        let mut child = Command::new("docker")
+            .arg("--config")
+            .arg(logged_in.path())
+            .args(args)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    docker(&["login", &registry.address, "-u", "ci", "--password-stdin"], "s3cret-pw");
+    let image = format!("{}/k3d-gpu-test/private:1", registry.address);
+    let dir = tempfile::tempdir().unwrap();
+    let rootfs = dir.path().join("rootfs");
+    std::fs::create_dir_all(&rootfs).unwrap();
+    std::fs::write(rootfs.join("marker"), "private").unwrap();
+    let tar = dir.path().join("rootfs.tar");
+    assert!(
+        Command::new("tar")
+            .args(["-C", rootfs.to_str().unwrap(), "-cf", tar.to_str().unwrap(), "."])
+            .status()
+            .unwrap()
+            .success()
+    );
+    docker(&["import", tar.to_str().unwrap(), &image], "");
+    let pushed = docker(&["push", &image], "");
+    let digest = pushed.split_whitespace().skip_while(|w| *w != "digest:").nth(1).unwrap().to_string();
+
+    let config = config_dir(std::slice::from_ref(&image));
+    let lock = |docker_config: &Path| {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
+        cmd.args(["-c", config.path().join("k3dgpu.toml").to_str().unwrap()])
+            .args(["--root", repo().join("tests/fixtures/hosts/plain-laptop-amd").to_str().unwrap()])
+            .args(["--stdlib", config.path().join("empty-catalog").to_str().unwrap()])
+            .args(["images", "lock"])
+            .env("DOCKER_CONFIG", docker_config);
+        cmd.output().unwrap()
+    };
+    // Without the login the registry refuses, and the error names the image, not the secret.
+    let nobody = tempfile::tempdir().unwrap();
+    let out = lock(nobody.path());
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+    assert!(text(&out).contains(&image), "{}", text(&out));
+    // With the user's login it resolves.
+    let out = lock(logged_in.path());
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(!text(&out).contains("s3cret-pw"), "the password is never printed");
+    let written =
+        k3d_gpu::images::Lock::parse(&std::fs::read_to_string(config.path().join("images.lock")).unwrap()).unwrap();
+    assert_eq!(written.images[&image].digest, digest);
+}

@@ -146,8 +146,10 @@ fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path:
     wanted.sort();
     wanted.dedup();
     let endpoint = crate::observe::docker::endpoint(&|k| std::env::var(k).ok(), None);
+    let docker_config = docker_config();
     let rt = super::runtime()?;
-    let resolved = rt.block_on(crate::observe::registry::resolve_all(&endpoint, &wanted)).map_err(|reason| {
+    let resolving = crate::observe::registry::resolve_all(&endpoint, &wanted, docker_config.as_ref());
+    let resolved = rt.block_on(resolving).map_err(|reason| {
         Error::Usage {
             message: format!("images lock: {reason}"),
             help: Some(format!(
@@ -184,6 +186,16 @@ fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path:
     super::print_bytes(report.as_bytes());
     eprintln!("wrote {} ({} images)", path.display(), lock.images.len());
     Ok(EXIT_OK)
+}
+
+/// The Docker CLI's config (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`), for
+/// the registry logins it holds; absent or unreadable means no login.
+fn docker_config() -> Option<serde_json::Value> {
+    let dir = std::env::var_os("DOCKER_CONFIG")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".docker")))?;
+    let text = crate::input_file::read_text(&dir.join("config.json")).ok()?;
+    serde_json::from_str(&text).ok()
 }
 
 /// Writes a temporary file beside `path`, syncs it and renames it over `path`, so a reader
