@@ -83,6 +83,7 @@ fn main() {
         facts: "f".into(),
         observed: "o".into(),
         stdlib: "s".into(),
+        images: "i".into(),
         tool_version: "v".into(),
     };
 

@@ -18,6 +18,7 @@ pub mod error;
 pub mod facts;
 pub mod host;
 pub mod hwdb;
+pub mod images;
 pub mod input_file;
 pub mod observe;
 pub mod parse;

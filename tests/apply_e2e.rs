@@ -42,8 +42,9 @@ impl Drop for World {
     }
 }
 
-/// A fake API server that starts like a fresh k3s, with one ready server node, and a thread playing the controllers: workloads
-/// report rolled out, and (when `plugin` is set) the node advertises the Intel GPU. `None`
+/// A fake API server that starts like a fresh k3s, with one ready server node, and a thread
+/// playing the controllers: workloads report rolled out, the NPU plugin advertises the NPU,
+/// and (when `plugin` is set) the node advertises the Intel GPU. `None`
 /// (the test skips) without a Docker engine.
 fn world(cluster: &str, plugin: bool) -> Option<World> {
     if !docker_ready() {
@@ -61,7 +62,9 @@ fn world(cluster: &str, plugin: bool) -> Option<World> {
     std::thread::spawn(move || {
         while !flag.load(Ordering::SeqCst) {
             controllers.change(|s| {
-                let plugin_applied = s.objects.iter().any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "intel-gpu-plugin");
+                let applied = |name: &str| s.objects.iter().any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == name);
+                let plugin_applied = applied("intel-gpu-plugin");
+                let npu_applied = applied("intel-npu-plugin");
                 for o in s.objects.iter_mut() {
                     let generation = o["metadata"]["generation"].clone();
                     o["status"] = match o["kind"].as_str() {
@@ -73,6 +76,12 @@ fn world(cluster: &str, plugin: bool) -> Option<World> {
                 if plugin && plugin_applied {
                     for n in s.nodes.iter_mut() {
                         n["status"]["allocatable"]["gpu.intel.com/xe"] = json!("8");
+                    }
+                }
+                // The NPU plugin advertises the host's NPU once it runs.
+                if npu_applied {
+                    for n in s.nodes.iter_mut() {
+                        n["status"]["allocatable"]["npu.intel.com/accel"] = json!("1");
                     }
                 }
             });
@@ -384,8 +393,8 @@ fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
     assert_eq!(lock.trim().parse::<u32>().ok(), Some(child.id()), "a killed apply leaves its pid: {lock:?}");
 
     w.server.change(|s| s.patch_delay_ms = 0);
-    // PATCHes the killed apply had in flight still land, as on a real API server, up to one
-    // delay later; the plan must see them, or the resumed apply sees a different state.
+    // A PATCH the killed apply had in flight still lands after its delay; let it, so the
+    // plan below and the apply after it see the same objects.
     std::thread::sleep(std::time::Duration::from_millis(400));
     let rest = w.run(&["plan"]);
     let left = to_create(&rest);

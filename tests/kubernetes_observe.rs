@@ -184,6 +184,7 @@ fn the_nvidia_example_applies_and_converges_against_a_fresh_k3s() {
                 facts: "sha256:f".into(),
                 observed: "sha256:o".into(),
                 stdlib: "sha256:s".into(),
+                images: "sha256:i".into(),
                 tool_version: "0".into(),
             },
         );

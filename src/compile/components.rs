@@ -89,9 +89,11 @@ pub fn resources<'a>(
                     append_args(&mut object, &hook.container, &intel.plugin_args);
                 }
             }
+            crate::images::pin_object(&mut object, &catalog.images, &mut cx.images);
             objects.push((object_id(&object), c, object));
         }
     }
+    unlocked_images(cx);
 
     // Who provides what, for dependencies: namespaces, CRDs by (group, kind), node labels.
     let namespaces: BTreeMap<String, String> = objects
@@ -182,6 +184,33 @@ pub fn resources<'a>(
             rollout_ids: Vec::new(),
         })
         .collect()
+}
+
+/// An image deployed by tag is a warning, or an error under `[policy] images = "pinned"`:
+/// a tag can be re-pushed, so what runs would change without the plan changing.
+fn unlocked_images(cx: &mut Context) {
+    let unlocked: Vec<String> = cx
+        .images
+        .values()
+        .filter(|u| u.source == crate::images::Source::Unlocked)
+        .map(|u| u.reference.clone())
+        .collect();
+    for image in unlocked {
+        if cx.config.policy.images == crate::config::ImagePolicy::Pinned {
+            cx.error(CompileError::new(
+                "image-unlocked",
+                &["policy", "images"],
+                format!("image {image} has no digest, and the policy wants every image pinned"),
+                Some("run `k3d-gpu images lock` to pin it in images.lock beside the config".to_string()),
+            ));
+        } else {
+            cx.warn(
+                "image-unlocked",
+                Some("policy.images"),
+                format!("image {image} is deployed by tag (no digest in images.lock); `k3d-gpu images lock` pins it"),
+            );
+        }
+    }
 }
 
 fn node_selector_keys(object: &Value) -> Vec<String> {

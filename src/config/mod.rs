@@ -48,6 +48,8 @@ pub struct Config {
     pub placement: Placement,
     pub experimental: Experimental,
     pub expect: Expect,
+    /// Rules for what the cluster may run.
+    pub policy: Policy,
     /// The OpenAI-compatible LLM agent; present means wanted. `k3d-gpu agent` explains where it
     /// runs and why.
     pub agent: Option<Agent>,
@@ -317,6 +319,24 @@ pub struct Experimental {
     /// `"auto"` (what this host supports and the shipped k3s has as beta or GA), `"off"`, or
     /// exactly this list.
     pub features: ExperimentalSelection,
+}
+
+/// Rules for what the cluster may run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Policy {
+    /// `tags` (default): an image without a digest in images.lock is deployed by its tag, and
+    /// the plan warns. `pinned`: every image must be pinned by digest (the catalog or
+    /// images.lock), or the config does not compile. `k3d-gpu images lock` pins them.
+    pub images: ImagePolicy,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ImagePolicy {
+    #[default]
+    Tags,
+    Pinned,
 }
 
 /// What the machine must have. `validate` and `apply` fail when the facts do not satisfy it.

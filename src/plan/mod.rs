@@ -23,6 +23,8 @@ pub struct Inputs {
     pub facts: String,
     pub observed: String,
     pub stdlib: String,
+    /// Digest of how each deployed image is pinned (images.lock is a plan input).
+    pub images: String,
     pub tool_version: String,
 }
 
@@ -33,12 +35,14 @@ impl Inputs {
         facts: &crate::facts::Facts,
         observed: &Observed,
         stdlib: String,
+        images: &BTreeMap<String, crate::images::Use>,
     ) -> Inputs {
         Inputs {
             config: crate::canonical::digest(config),
             facts: crate::canonical::digest(facts),
             observed: crate::canonical::digest(observed),
             stdlib,
+            images: crate::canonical::digest(images),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
@@ -50,6 +54,7 @@ impl Inputs {
             facts: "none: destroy reads no facts".into(),
             observed: crate::canonical::digest(observed),
             stdlib: "none: destroy uses no component".into(),
+            images: "none: destroy deploys no image".into(),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
