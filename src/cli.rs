@@ -120,7 +120,7 @@ pub struct ApplyArgs {
     pub plan_file: Option<PathBuf>,
 
     /// Run only if a fresh plan hashes to this (`sha256:…`, as `plan --hash` prints).
-    #[arg(long, value_name = "HASH")]
+    #[arg(long, value_name = "HASH", value_parser = plan_hash)]
     pub plan_hash: Option<String>,
 
     /// Consent to recreating the cluster, which deletes its state.
@@ -139,7 +139,7 @@ pub struct ApplyArgs {
 #[derive(Debug, Args)]
 pub struct DestroyArgs {
     /// Run only if the destroy plan hashes to this (`destroy` without it prints the hash).
-    #[arg(long, value_name = "HASH")]
+    #[arg(long, value_name = "HASH", value_parser = plan_hash)]
     pub plan_hash: Option<String>,
 }
 
@@ -209,6 +209,17 @@ pub enum FactsCommand {
     },
 }
 
+/// A plan hash as `plan --hash` prints it: `sha256:` and 64 lowercase hex digits. Anything
+/// else is a typo or a truncated copy (bad usage, exit 2), not a plan that changed.
+fn plan_hash(text: &str) -> Result<String, String> {
+    let hex = text.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(text.to_string())
+    } else {
+        Err("expected `sha256:` and 64 lowercase hex digits, as `k3d-gpu plan --hash` prints".into())
+    }
+}
+
 impl Global {
     /// The vendor filter given with --vendors (or K3D_GPU_VENDORS); `auto` when neither is.
     pub fn vendor_filter(&self) -> Result<VendorFilter, Error> {
@@ -222,6 +233,9 @@ impl Global {
 
 /// Parses arguments, runs the command, renders an error once, and returns the exit code.
 pub fn main() -> ExitCode {
+    // No wrapping: a wrapped help line breaks the hash or command a user copies from it, and
+    // a terminal wraps long lines by itself without inserting newlines.
+    let _ = miette::set_hook(Box::new(|_| Box::new(miette::MietteHandlerOpts::new().wrap_lines(false).build())));
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

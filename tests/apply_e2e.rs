@@ -279,14 +279,37 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
     drop(held);
 
     // A stale hash and a bare apply without a terminal are refused too.
-    let stale = w.run(&["apply", "--plan-hash", "sha256:0000", "--allow-replace"]);
+    let zeros = format!("sha256:{}", "0".repeat(64));
+    let stale = w.run(&["apply", "--plan-hash", &zeros, "--allow-replace"]);
     assert_eq!(stale.status.code(), Some(1));
-    assert!(text(&stale).contains("not sha256:0000: something changed since it was reviewed"), "{}", text(&stale));
+    assert!(
+        text(&stale).contains(&format!("not {zeros}: something changed since it was reviewed")),
+        "{}",
+        text(&stale)
+    );
     let bare = w.run(&["apply"]);
     assert_eq!(bare.status.code(), Some(1));
-    assert!(text(&bare).contains("needs a terminal to confirm") && text(&bare).contains(&hash), "{}", text(&bare));
-    let wrong_destroy = w.run(&["destroy", "--plan-hash", "sha256:0000"]);
+    assert!(text(&bare).contains("needs a terminal to confirm"), "{}", text(&bare));
+    // The command to copy is on one line, however long: never wrapped inside the hash.
+    assert!(text(&bare).contains(&format!("then run: k3d-gpu apply --plan-hash {hash}")), "{}", text(&bare));
+    let wrong_destroy = w.run(&["destroy", "--plan-hash", &zeros]);
     assert_eq!(wrong_destroy.status.code(), Some(1));
+    assert!(
+        text(&wrong_destroy).contains("run `k3d-gpu destroy` to review the current destroy plan"),
+        "{}",
+        text(&wrong_destroy)
+    );
+    assert!(!text(&wrong_destroy).contains("apply plan.json"), "{}", text(&wrong_destroy));
+    // Without k3d, nothing starts: the apply is refused before its first action.
+    let no_k3d = w
+        .command_on(HOST, &["apply", "--plan-hash", &hash, "--allow-replace"])
+        .env("K3D_GPU_K3D", w.path("no-such-k3d"))
+        .output()
+        .unwrap();
+    assert_eq!(no_k3d.status.code(), Some(1), "{}", text(&no_k3d));
+    assert!(text(&no_k3d).contains("refused before any action ran: this plan runs k3d"), "{}", text(&no_k3d));
+    assert!(text(&no_k3d).contains("https://k3d.io"), "{}", text(&no_k3d));
+    assert!(!text(&no_k3d).contains("start "), "no action started: {}", text(&no_k3d));
     assert_eq!(w.containers(), 1, "nothing destroyed");
 
     let replaced = w.run(&["apply", "--plan-hash", &hash, "--allow-replace"]);

@@ -104,6 +104,35 @@ fn bad_usage_and_unreadable_input_exit_2() {
 }
 
 #[test]
+fn a_root_that_is_not_a_host_is_an_input_error() {
+    // An empty directory (or a typo'd path that exists) used to read as a healthy host with
+    // 0 CPUs and exit 0.
+    let empty = tempfile::tempdir().unwrap();
+    let root = empty.path().to_str().unwrap();
+    for command in ["detect", "doctor", "validate", "facts"] {
+        let out = k3d_gpu(&[command, "--root", root]);
+        assert_eq!(out.status.code(), Some(2), "{command}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("not a host: it has no /proc/cpuinfo and no /sys/devices/system/cpu"),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn a_malformed_plan_hash_is_bad_usage() {
+    // Refused before anything is read or observed: a typo is not a plan that changed.
+    for command in ["apply", "destroy"] {
+        for hash in ["sha256:0000", "0".repeat(64).as_str(), &format!("sha256:{}", "A".repeat(64))] {
+            let out = k3d_gpu(&[command, "--plan-hash", hash]);
+            assert_eq!(out.status.code(), Some(2), "{command} {hash}: {}", stderr(&out));
+            assert!(stderr(&out).contains("64 lowercase hex digits"), "{}", stderr(&out));
+        }
+    }
+}
+
+#[test]
 fn doctor_exits_1_on_a_fail_finding_and_prints_the_fix() {
     let out = k3d_gpu(&["doctor", "--root", &host("rpl-guc-too-old")]);
     assert_eq!(out.status.code(), Some(1));

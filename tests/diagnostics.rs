@@ -29,9 +29,7 @@ fn component_error(kdl: &str, manifest: &str) -> String {
 fn a_misspelt_key() {
     assert_eq!(
         config_error("[sharing]\nallocaton = \"packed\"\n"),
-        r#"k3d_gpu::config
-
-  × unknown key `allocaton`
+        r#"  × unknown key `allocaton`
    ╭─[k3dgpu.toml:2:1]
  1 │ [sharing]
  2 │ allocaton = "packed"
@@ -54,9 +52,7 @@ fn a_misspelt_section() {
 fn a_value_that_is_not_allowed() {
     assert_eq!(
         config_error("[placement]\nballoons = \"helm\"\n"),
-        r#"k3d_gpu::config
-
-  × unknown value `helm`
+        r#"  × unknown value `helm`
    ╭─[k3dgpu.toml:2:12]
  1 │ [placement]
  2 │ balloons = "helm"
@@ -85,9 +81,7 @@ fn a_component_file_with_an_unknown_node() {
     let err = parse_component("stdlib/mine.kdl", kdl, &|_| Ok(String::new())).unwrap_err();
     assert_eq!(
         render(&*err),
-        r#"k3d_gpu::catalog
-
-  × unknown node `imge` in component mine
+        r#"  × unknown node `imge` in component mine
    ╭─[stdlib/mine.kdl:5:5]
  4 │     manifest m.yml
  5 │     imge "a"

@@ -50,13 +50,23 @@ pub fn open_host(global: &Global) -> Result<HostRoot> {
     open_root(global.root.first().map_or(Path::new("/"), |p| p.as_path()))
 }
 
+/// What every Linux host has; a root without them is a typo or an empty directory, not a
+/// host with 0 CPUs, and reading on would report a healthy, empty machine.
+const HOST_BASICS: [&str; 2] = ["/proc/cpuinfo", "/sys/devices/system/cpu"];
+
 pub fn open_root(root: &Path) -> Result<HostRoot> {
-    HostRoot::open(root).map_err(|e| Error::Input {
+    let input = |reason: String| Error::Input {
         what: "host root",
         path: root.display().to_string(),
-        reason: e.to_string(),
+        reason,
         help: Some("--root takes a fixture host directory (see docs/fixture-hosts.md)".into()),
-    })
+    };
+    let host = HostRoot::open(root).map_err(|e| input(e.to_string()))?;
+    let missing: Vec<&str> = HOST_BASICS.into_iter().filter(|p| !host.exists(p).unwrap_or(false)).collect();
+    if !missing.is_empty() {
+        return Err(input(format!("not a host: it has no {}", missing.join(" and no "))));
+    }
+    Ok(host)
 }
 
 /// The facts for this invocation: a saved document (`--facts`) or a fresh detection.

@@ -8,7 +8,6 @@ use super::Config;
 /// A config problem, shown with the offending text underlined.
 #[derive(Debug, thiserror::Error, Diagnostic)]
 #[error("{message}")]
-#[diagnostic(code(k3d_gpu::config))]
 pub struct ConfigError {
     pub message: String,
     #[source_code]
