@@ -121,6 +121,20 @@ fn a_root_that_is_not_a_host_is_an_input_error() {
 }
 
 #[test]
+fn out_into_a_missing_directory_is_bad_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("no-such-dir/facts.json");
+    for args in [
+        vec!["facts", "--root", &host("lunar-lake-npu"), "--out", file.to_str().unwrap()],
+        vec!["plan", "--offline", "--root", &host("lunar-lake-npu"), "--out", file.to_str().unwrap()],
+    ] {
+        let out = k3d_gpu(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("no-such-dir does not exist"), "{}", stderr(&out));
+    }
+}
+
+#[test]
 fn a_malformed_plan_hash_is_bad_usage() {
     // Refused before anything is read or observed: a typo is not a plan that changed.
     for command in ["apply", "destroy"] {
@@ -168,7 +182,20 @@ fn capture_makes_a_fixture_host_that_detects_the_same() {
         let out_dir = dir.path().join("captured");
         let out = k3d_gpu(&["facts", "capture", "--root", &host(name), "--out", out_dir.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
-        assert!(stderr(&out).contains("captured"), "{}", stderr(&out));
+        // The summary counts every file written, placeholders and markers included.
+        fn regular_files(dir: &std::path::Path) -> usize {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|e| match e.file_type().unwrap() {
+                    t if t.is_dir() => regular_files(&e.path()),
+                    t if t.is_file() => 1,
+                    _ => 0,
+                })
+                .sum()
+        }
+        let summary = format!("captured {} files into", regular_files(&out_dir));
+        assert!(stderr(&out).contains(&summary), "{summary}: {}", stderr(&out));
         let original = k3d_gpu(&["facts", "--root", &host(name)]);
         let captured = k3d_gpu(&["facts", "--root", out_dir.to_str().unwrap()]);
         for (which, run) in [("original", &original), ("captured", &captured)] {
@@ -192,6 +219,9 @@ fn capture_copies_only_what_detection_reads_and_never_overwrites() {
     assert!(out_dir.join("proc/cpuinfo").exists());
     let sidecar = std::fs::read_to_string(out_dir.join(".k3d-gpu-stat")).unwrap();
     assert!(sidecar.contains(" /dev/dri/renderD128\n"), "{sidecar}");
+    // Only the command line's parameters detection reads: the rest may hold secrets.
+    assert!(hosts_dir().join("desktop-rpl-nvidia/proc/cmdline").metadata().unwrap().len() > 1);
+    assert_eq!(std::fs::read_to_string(out_dir.join("proc/cmdline")).unwrap(), "\n");
 
     let again =
         k3d_gpu(&["facts", "capture", "--root", &host("desktop-rpl-nvidia"), "--out", out_dir.to_str().unwrap()]);

@@ -137,6 +137,19 @@ pub fn observe_failed(e: crate::observe::ObserveError) -> Error {
     Error::Usage { help: Some(e.help()), message: e.to_string() }
 }
 
+/// Checks, before any work, that `--out FILE` can be created: a directory that does not
+/// exist is bad usage (exit 2), like an unreadable input, not a failed check.
+pub fn check_out_file(path: &Path) -> Result<()> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if parent.is_dir() {
+        return Ok(());
+    }
+    Err(Error::Usage {
+        message: format!("cannot write {}: directory {} does not exist", path.display(), parent.display()),
+        help: Some(format!("create it first (`mkdir -p {}`) or pick another --out", parent.display())),
+    })
+}
+
 /// Writes bytes to stdout, ignoring a closed pipe (`k3d-gpu facts | head`).
 pub fn print_bytes(bytes: &[u8]) {
     use std::io::Write;

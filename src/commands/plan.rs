@@ -113,6 +113,9 @@ pub fn observe_command(global: &Global) -> Result<u8> {
 }
 
 pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
+    if let Some(path) = &args.out {
+        super::check_out_file(path)?;
+    }
     let inputs = super::load_config(global)?;
     let plan = match observed_file(args)? {
         Some(saved) => compute(global, inputs, Observation::Saved(saved))?,
