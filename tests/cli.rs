@@ -135,6 +135,47 @@ fn out_into_a_missing_directory_is_bad_usage() {
 }
 
 #[test]
+fn a_global_option_the_command_ignores_is_refused() {
+    for (args, message) in [
+        (vec!["schema", "--root", "/nonexistent"], "`schema` does not use --root"),
+        (vec!["render", "--json", "--out", "/nonexistent/x"], "`render` does not use --json"),
+        (vec!["detect", "--stdlib", "/nonexistent"], "`detect` does not use --stdlib"),
+        (
+            vec!["facts", "capture", "--facts", "f.json", "--out", "/nonexistent/x"],
+            "`facts capture` does not use --facts",
+        ),
+    ] {
+        let out = k3d_gpu(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+    // From the environment, a global is meant for every command: not refused.
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).arg("schema").env("K3D_GPU_ROOT", "/nonexistent").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn validate_takes_roots_and_facts_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("npu.json");
+    k3d_gpu(&["facts", "--root", &host("lunar-lake-npu"), "--out", file.to_str().unwrap()]);
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "").unwrap();
+    let out = k3d_gpu(&[
+        "validate",
+        "-c",
+        config.to_str().unwrap(),
+        "--facts",
+        file.to_str().unwrap(),
+        "--root",
+        &host("xeon-2s-snc2"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("npu.json") && stdout(&out).contains("xeon-2s-snc2"), "{}", stdout(&out));
+}
+
+#[test]
 fn a_malformed_plan_hash_is_bad_usage() {
     // Refused before anything is read or observed: a typo is not a plan that changed.
     for command in ["apply", "destroy"] {

@@ -78,6 +78,13 @@ pub fn load_facts(global: &Global) -> Result<Facts> {
             help: Some("`validate` takes several".into()),
         });
     }
+    // Only `validate` checks several hosts; here both would leave one silently unused.
+    if !global.facts.is_empty() && !global.root.is_empty() {
+        return Err(Error::Usage {
+            message: "this command reads one host; give --root or --facts, not both".into(),
+            help: Some("`validate` takes both, each more than once".into()),
+        });
+    }
     if let Some(path) = global.facts.first() {
         return facts_from_file(path, &filter, global.vendors.is_some());
     }
