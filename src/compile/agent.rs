@@ -379,7 +379,7 @@ fn place_addons(
     placed
 }
 
-fn name_of(name: AddonName) -> &'static str {
+pub(super) fn name_of(name: AddonName) -> &'static str {
     match name {
         AddonName::Vlm => "vlm",
         AddonName::Stt => "stt",

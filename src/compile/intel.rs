@@ -62,7 +62,26 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
     let config = cx.config;
     let sharing = &config.sharing;
     let mut out = IntelPlan::default();
+    // The keys that configure the Intel device plugin, where the user set them.
+    let explicitly_set = [
+        (sharing.shared != Shared::Auto, "sharing.shared"),
+        (sharing.allocation.is_some(), "sharing.allocation"),
+        (sharing.monitoring, "sharing.monitoring"),
+        (sharing.gpus != GpuSet::All, "sharing.gpus"),
+        (!sharing.allow_ids.is_empty(), "sharing.allow_ids"),
+        (!sharing.deny_ids.is_empty(), "sharing.deny_ids"),
+    ];
+    let set_keys = explicitly_set.into_iter().filter(|(set, _)| *set).map(|(_, key)| key);
     if !cx.is_active(Vendor::Intel) {
+        // `[sharing]` is Intel-only: on an NVIDIA-only host `shared = 4` would otherwise
+        // validate "ok" and do nothing.
+        for key in set_keys {
+            cx.warn(
+                "sharing-without-intel",
+                Some(key),
+                format!("{key} configures the Intel GPU plugin, and no Intel GPU is active here: it has no effect"),
+            );
+        }
         if sharing.mode == IntelGpuMode::Dra {
             cx.warn(
                 "dra-without-intel",
@@ -78,15 +97,7 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
     // neither applied nor checked, only named.
     if sharing.mode == IntelGpuMode::Dra {
         out.gpus = usable.iter().map(|g| g.pci_address.clone()).collect();
-        let explicitly_set = [
-            (sharing.shared != Shared::Auto, "sharing.shared"),
-            (sharing.allocation.is_some(), "sharing.allocation"),
-            (sharing.monitoring, "sharing.monitoring"),
-            (sharing.gpus != GpuSet::All, "sharing.gpus"),
-            (!sharing.allow_ids.is_empty(), "sharing.allow_ids"),
-            (!sharing.deny_ids.is_empty(), "sharing.deny_ids"),
-        ];
-        for key in explicitly_set.into_iter().filter(|(set, _)| *set).map(|(_, key)| key) {
+        for key in set_keys {
             cx.warn(
                 "ignored-in-dra-mode",
                 Some(key),

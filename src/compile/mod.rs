@@ -98,6 +98,7 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
     let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
     let agent = agent::plan(&mut cx, &intel);
+    not_deployed(&mut cx);
     verify::resources(&mut cx, &mut wanted, &intel, &mut resources);
     if !cx.errors.is_empty() {
         let mut errors = cx.errors;
@@ -168,6 +169,19 @@ fn select_vendors(cx: &mut Context) {
         }
     }
     cx.active = active_vendors(config, cx.facts);
+}
+
+/// `[agent]` and `[addons.*]` are placed (graph/v1, `k3d-gpu agent`) but have no manifests
+/// yet, so nothing in the plan deploys them: the plan says so instead of staying silent.
+fn not_deployed(cx: &mut Context) {
+    const WHY: &str = "its manifests wait for pinned images; `k3d-gpu agent` shows where it would run";
+    if cx.config.agent.is_some() {
+        cx.warn("not-deployed", Some("agent"), format!("[agent] is not deployed by this version: {WHY}"));
+    }
+    let addons: Vec<String> = cx.config.addons.keys().map(|a| format!("[addons.{}]", agent::name_of(*a))).collect();
+    for addon in addons {
+        cx.warn("not-deployed", Some("addons"), format!("{addon} is not deployed by this version: {WHY}"));
+    }
 }
 
 /// `[expect]`: assertions about the machine, checked against the facts.
