@@ -176,6 +176,27 @@ fn validate_takes_roots_and_facts_together() {
 }
 
 #[test]
+fn a_reference_launcher_variable_names_the_key_that_replaces_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .args(["detect", "--root", &host("lunar-lake-npu")])
+        .env("K3D_GPU_CLUSTER", "secret-cluster-name")
+        .env("K3D_GPU_INTEL_SHARED", "4")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("note: K3D_GPU_CLUSTER is set, but k3d-gpu does not read it; instead: `[cluster]` `name`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: K3D_GPU_INTEL_SHARED is set, but k3d-gpu does not read it; instead: `[sharing]` `shared`"),
+        "{text}"
+    );
+    assert!(!text.contains("secret-cluster-name"), "values are never printed: {text}");
+}
+
+#[test]
 fn a_malformed_plan_hash_is_bad_usage() {
     // Refused before anything is read or observed: a typo is not a plan that changed.
     for command in ["apply", "destroy"] {

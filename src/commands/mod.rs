@@ -23,6 +23,7 @@ use crate::facts::{Facts, VendorFilter};
 use crate::host::HostRoot;
 
 pub fn run(cli: Cli) -> Result<u8> {
+    reference_variable_notes(cli.global.json);
     match &cli.command {
         Command::Detect => detect::run(&cli.global),
         Command::Doctor(args) => doctor::run(&cli.global, args),
@@ -36,6 +37,24 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Agent => graph::agent(&cli.global),
         Command::Apply(args) => apply::run(&cli.global, args),
         Command::Destroy(args) => apply::destroy(&cli.global, args),
+    }
+}
+
+/// A note on stderr for each of the reference launcher's variables that is set: k3d-gpu
+/// reads none of them, and without a word a user would think `K3D_GPU_CLUSTER=lab` took
+/// effect. Only the name is printed, never the value.
+fn reference_variable_notes(json: bool) {
+    let mut names: Vec<String> =
+        std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()).filter(|k| k.starts_with("K3D_GPU_")).collect();
+    names.sort();
+    for name in names {
+        let Some(here) = crate::config::env::replacement(&name) else { continue };
+        let text = format!("{name} is set, but k3d-gpu does not read it; instead: {here} (docs/config.md)");
+        if json {
+            eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+        } else {
+            eprintln!("note: {text}");
+        }
     }
 }
 
