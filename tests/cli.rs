@@ -197,6 +197,20 @@ fn a_reference_launcher_variable_names_the_key_that_replaces_it() {
 }
 
 #[test]
+fn a_bad_id_is_underlined_in_its_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[sharing]\ndeny_ids = [\"e20b\", \"zz\", \"a780\"]\n").unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("arc-b580-xe-rpl-igpu")]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stderr(&out);
+    // "zz" (column 21), not the whole list; and the empty selection is blamed on deny_ids.
+    assert!(text.contains("deny_ids: \"zz\" is not a PCI device id [bad-pci-id]\n   ╭─["), "{text}");
+    assert!(text.contains("k3dgpu.toml:2:21]"), "{text}");
+    assert!(text.contains("leaves no Intel GPU (deny_ids removes the last one"), "{text}");
+}
+
+#[test]
 fn a_malformed_plan_hash_is_bad_usage() {
     // Refused before anything is read or observed: a typo is not a plan that changed.
     for command in ["apply", "destroy"] {

@@ -113,10 +113,18 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         let mut good = Vec::new();
         let mut malformed = Vec::new();
         let mut unmatched = Vec::new();
-        for raw in list {
+        // The first bad element of each kind, for the underline.
+        let (mut first_malformed, mut first_unmatched) = (None, None);
+        for (i, raw) in list.iter().enumerate() {
             match normalise_id(raw) {
-                None => malformed.push(format!("{raw:?}")),
-                Some(id) if !usable.iter().any(|g| id_of(g) == id) => unmatched.push(id),
+                None => {
+                    first_malformed.get_or_insert(i);
+                    malformed.push(format!("{raw:?}"))
+                }
+                Some(id) if !usable.iter().any(|g| id_of(g) == id) => {
+                    first_unmatched.get_or_insert(i);
+                    unmatched.push(id)
+                }
                 Some(id) => good.push(id),
             }
         }
@@ -128,21 +136,27 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
             text
         };
         if !malformed.is_empty() {
-            cx.error(CompileError::new(
-                "bad-pci-id",
-                &["sharing", key],
-                format!("{key}: {} is not a PCI device id", shown(&malformed)),
-                Some("write four hex digits, e.g. \"e20b\"".to_string()),
-            ));
+            cx.error(
+                CompileError::new(
+                    "bad-pci-id",
+                    &["sharing", key],
+                    format!("{key}: {} is not a PCI device id", shown(&malformed)),
+                    Some("write four hex digits, e.g. \"e20b\"".to_string()),
+                )
+                .at_element(first_malformed),
+            );
         }
         if !unmatched.is_empty() {
             let have: Vec<String> = usable.iter().map(|g| id_of(g)).collect();
-            cx.error(CompileError::new(
-                "pci-id-matches-nothing",
-                &["sharing", key],
-                format!("{key} {} matches no Intel GPU on this host", shown(&unmatched)),
-                Some(format!("this host's Intel GPU ids: {}", have.join(", "))),
-            ));
+            cx.error(
+                CompileError::new(
+                    "pci-id-matches-nothing",
+                    &["sharing", key],
+                    format!("{key} {} matches no Intel GPU on this host", shown(&unmatched)),
+                    Some(format!("this host's Intel GPU ids: {}", have.join(", "))),
+                )
+                .at_element(first_unmatched),
+            );
         }
         good
     };
@@ -164,11 +178,19 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         .copied()
         .collect();
     if selected.is_empty() {
+        // Point at the key that emptied the selection, not always at `gpus`.
+        let by_set = usable.iter().any(|g| sharing.gpus.admits(g.integrated));
+        let key = match (by_set, allow.is_empty(), deny.is_empty()) {
+            (false, _, _) => "gpus",
+            (true, false, _) => "allow_ids",
+            (true, true, false) => "deny_ids",
+            _ => "gpus",
+        };
         cx.error(CompileError::new(
             "no-intel-gpu-selected",
-            &["sharing", "gpus"],
+            &["sharing", key],
             format!(
-                "the GPU selection leaves no Intel GPU (gpus = {:?})",
+                "the GPU selection leaves no Intel GPU ({key} removes the last one; gpus = {:?})",
                 format!("{:?}", sharing.gpus).to_lowercase()
             ),
             Some(host_gpus_help(usable.iter().copied())),

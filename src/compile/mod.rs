@@ -31,6 +31,9 @@ pub struct CompileError {
     pub help: Option<String>,
     /// The config key it is about, as a path (`["sharing", "allocation"]`).
     pub key: Vec<&'static str>,
+    /// The element of that key's list it is about, so the diagnostic underlines the element
+    /// rather than the whole list.
+    pub element: Option<usize>,
 }
 
 impl CompileError {
@@ -40,7 +43,13 @@ impl CompileError {
         message: impl Into<String>,
         help: impl Into<Option<String>>,
     ) -> Self {
-        CompileError { code, message: message.into(), help: help.into(), key: key.to_vec() }
+        CompileError { code, message: message.into(), help: help.into(), key: key.to_vec(), element: None }
+    }
+
+    /// About element `index` of the key's list.
+    fn at_element(mut self, index: Option<usize>) -> Self {
+        self.element = index;
+        self
     }
 }
 

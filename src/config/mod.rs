@@ -16,9 +16,9 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use load::{ConfigError, load_str};
+pub use load::{ConfigError, load_all, load_str};
 pub use selection::{ExperimentalSelection, Feature, Shared, VendorSelection};
-pub use span::span_of;
+pub use span::{path_at, span_of, span_of_element};
 
 /// The version of the node image this release creates clusters from (the reference launcher
 /// tags its image with its own version).
