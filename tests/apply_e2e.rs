@@ -181,6 +181,19 @@ fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
     assert_eq!(again.status.code(), Some(0), "plan after apply is a no-op:\n{}", text(&again));
     assert!(text(&again).contains("No changes"));
 
+    // Without the cluster's kubeconfig context: the Docker side is still shown, with what is
+    // missing and how to add it (and no --offline, which observe does not have).
+    let empty = w.path("empty-kubeconfig");
+    std::fs::write(&empty, "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n").unwrap();
+    let observed = w.command_on(HOST, &["observe"]).env("KUBECONFIG", &empty).output().unwrap();
+    assert_eq!(observed.status.code(), Some(1), "{}", text(&observed));
+    let stdout = String::from_utf8_lossy(&observed.stdout);
+    assert!(stdout.contains("k3d-e2e-converge-server-0") && stdout.contains("kubernetes: not observed"), "{stdout}");
+    let all = text(&observed);
+    assert!(all.contains("has no context k3d-e2e-converge"), "{all}");
+    assert!(all.contains("k3d kubeconfig merge e2e-converge --kubeconfig-merge-default"), "{all}");
+    assert!(!all.contains("--offline"), "{all}");
+
     let shown = w.run(&["destroy"]);
     let hash = destroy_hash_of(&shown);
     assert_eq!(w.containers(), 1, "destroy without the hash changes nothing");

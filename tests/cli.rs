@@ -211,6 +211,18 @@ fn a_bad_id_is_underlined_in_its_list() {
 }
 
 #[test]
+fn only_plan_suggests_offline_when_docker_is_unreachable() {
+    let root = host("lunar-lake-npu");
+    let plan = k3d_gpu(&["plan", "--root", &root]);
+    assert_eq!(plan.status.code(), Some(2), "{}", stderr(&plan));
+    assert!(stderr(&plan).contains("--offline"), "{}", stderr(&plan));
+    let observe = k3d_gpu(&["observe"]);
+    assert_eq!(observe.status.code(), Some(2), "{}", stderr(&observe));
+    assert!(stderr(&observe).contains("cannot reach Docker"), "{}", stderr(&observe));
+    assert!(!stderr(&observe).contains("--offline"), "{}", stderr(&observe));
+}
+
+#[test]
 fn a_malformed_plan_hash_is_bad_usage() {
     // Refused before anything is read or observed: a typo is not a plan that changed.
     for command in ["apply", "destroy"] {
