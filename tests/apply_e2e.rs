@@ -3,7 +3,8 @@
 //! replacement without consent, and a second apply; an apply that fails half-way resumes; a
 //! verify that never holds fails with its diagnosis. k3d is `tests/support/k3d-stub` (it makes
 //! the containers k3d would); the Kubernetes API is the fake server, with this test playing
-//! the controllers (rollout status) and the device plugin (allocatable).
+//! the controllers (rollout status) and the device plugin (allocatable). Every test needs a
+//! Docker engine and is `#[ignore]`d: .ci/run runs them (`-- --include-ignored`).
 
 mod support;
 
@@ -149,6 +150,7 @@ fn to_create(out: &Output) -> usize {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
     let Some(w) = world("e2e-converge", true) else { return };
     // Neighbours that are not ours: a container and an object.
@@ -211,6 +213,7 @@ fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply() {
     let Some(w) = world("e2e-gate", true) else { return };
     let first = w.run(&["plan", "--out", &w.path("p.json")]);
@@ -333,6 +336,7 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn an_apply_that_fails_half_way_resumes_and_converges() {
     let Some(w) = world("e2e-resume", true) else { return };
     w.server.change(|s| s.fail_once.push("intel-gpu-plugin".into()));
@@ -379,6 +383,7 @@ fn json_events(out: &Output) -> Vec<serde_json::Value> {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn a_verify_that_never_holds_fails_with_its_diagnosis_in_time() {
     let Some(w) = world("e2e-verify", false) else { return };
     let planned = w.run(&["plan"]);
@@ -396,6 +401,7 @@ fn a_verify_that_never_holds_fails_with_its_diagnosis_in_time() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
     let Some(w) = world("e2e-killed", true) else { return };
     let planned = w.run(&["plan"]);
@@ -432,6 +438,7 @@ fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn create_never_takes_over_an_object_someone_else_made() {
     let Some(w) = world("e2e-foreign", true) else { return };
     // Someone already runs an intel-gpu-plugin DaemonSet (a Helm release, say).
@@ -458,6 +465,7 @@ fn create_never_takes_over_an_object_someone_else_made() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn destroy_needs_no_facts_and_refuses_a_cluster_k3d_gpu_did_not_create() {
     // A cluster k3d-gpu created, destroyed from a host whose facts no longer fit the config:
     // the GPU the config asks for is gone, so `plan` fails, yet destroy still works.
