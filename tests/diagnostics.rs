@@ -227,4 +227,7 @@ fn one_spelling_per_value_with_the_other_pointed_at() {
     let text = config_error("[agent]\ndevice = \"gaudi\"\n");
     assert!(text.contains("unknown value `gaudi`"), "{text}");
     assert!(text.contains("did you mean `hpu`?"), "{text}");
+    // And the other way: a vendor list takes the vendor, not the agent's device name.
+    let text = config_error("[vendors]\nenable = [\"hpu\"]\n");
+    assert!(text.contains("unknown vendor \"hpu\" (did you mean \"gaudi\"?)"), "{text}");
 }
