@@ -340,10 +340,9 @@ fn place_addons(
             let (problem, help) = match (device, units) {
                 (_, 0) => (
                     format!("{} asks for the {device}, and the cluster gets no usable {device} here", name_of(name)),
-                    format!(
-                        "`k3d-gpu detect` shows what this host has; let the add-on choose (device = \"auto\") or ask for \
-                         another device"
-                    ),
+                    "`k3d-gpu detect` shows what this host has; let the add-on choose (device = \"auto\") or ask for \
+                     another device"
+                        .to_string(),
                 ),
                 ("NPU", _) => (
                     format!("{} asks for the NPU, and no NPU unit is free (the LLM runs on the {llm})", name_of(name)),
