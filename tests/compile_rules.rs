@@ -524,3 +524,26 @@ fn the_kubernetes_version_is_explicit_and_dra_gets_its_beta_api() {
         ["feature-unsupported"]
     );
 }
+
+#[test]
+fn sharing_keys_without_an_active_intel_gpu_warn_that_they_have_no_effect() {
+    let g = graph("[sharing]\nshared = 4\nallocation = \"packed\"\n", "wsl2-nvidia");
+    let ours: Vec<_> = g.warnings.iter().filter(|w| w.code == "sharing-without-intel").collect();
+    let keys: Vec<Option<&str>> = ours.iter().map(|w| w.key.as_deref()).collect();
+    assert_eq!(keys, [Some("sharing.allocation"), Some("sharing.shared")]);
+    assert!(ours[0].text.contains("no Intel GPU is active here: it has no effect"), "{ours:?}");
+    assert!(
+        !warnings(&graph("", "wsl2-nvidia")).contains(&"sharing-without-intel".to_string()),
+        "defaults are not settings"
+    );
+}
+
+#[test]
+fn agent_and_addons_say_they_are_not_deployed() {
+    let g = graph("[agent]\n[addons.stt]\n[addons.vlm]\n", "lunar-lake-npu");
+    let texts: Vec<&str> = g.warnings.iter().filter(|w| w.code == "not-deployed").map(|w| w.text.as_str()).collect();
+    assert_eq!(texts.len(), 3, "{texts:?}");
+    assert!(texts.iter().any(|t| t.starts_with("[agent] is not deployed by this version")), "{texts:?}");
+    assert!(texts.iter().any(|t| t.starts_with("[addons.stt] is not deployed")), "{texts:?}");
+    assert!(!warnings(&graph("", "lunar-lake-npu")).contains(&"not-deployed".to_string()));
+}

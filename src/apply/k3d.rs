@@ -94,9 +94,39 @@ pub fn binary(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
     env("K3D_GPU_K3D").filter(|v| !v.is_empty()).map(PathBuf::from).unwrap_or_else(|| PathBuf::from("k3d"))
 }
 
+/// Where `binary` would run from: itself when it names a path, else the first executable
+/// file of that name on `path` (PATH). `None` means an apply would fail at its first k3d
+/// action, so apply checks this before any action starts.
+pub fn locate(binary: &Path, path: Option<&std::ffi::OsStr>) -> Option<PathBuf> {
+    use std::os::unix::fs::PermissionsExt;
+    let runnable = |p: &Path| std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0);
+    if binary.components().count() > 1 || binary.is_absolute() {
+        return runnable(binary).then(|| binary.to_path_buf());
+    }
+    std::env::split_paths(path?).map(|dir| dir.join(binary)).find(|p| runnable(p))
+}
+
+/// Where to get k3d, for the error when it is missing.
+pub const INSTALL_HINT: &str = "install k3d v5 (https://k3d.io: `curl -s https://raw.githubusercontent.com/k3d-io/k3d/main/install.sh | bash`), or name the binary with K3D_GPU_K3D";
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn locate_finds_only_runnable_files() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        let k3d = dir.path().join("k3d");
+        std::fs::write(&k3d, "#!/bin/sh\n").unwrap();
+        let path = std::env::join_paths([Path::new("/nonexistent"), dir.path()]).unwrap();
+        assert_eq!(locate(Path::new("k3d"), Some(&path)), None, "not executable yet");
+        std::fs::set_permissions(&k3d, std::fs::Permissions::from_mode(0o755)).unwrap();
+        assert_eq!(locate(Path::new("k3d"), Some(&path)), Some(k3d.clone()));
+        assert_eq!(locate(&k3d, None), Some(k3d.clone()), "a path needs no PATH");
+        assert_eq!(locate(Path::new("k3d"), None), None);
+        assert_eq!(locate(&dir.path().join("missing"), Some(&path)), None);
+    }
 
     #[test]
     fn the_config_carries_everything_fixed_at_creation() {

@@ -70,7 +70,26 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
     let config = cx.config;
     let sharing = &config.sharing;
     let mut out = IntelPlan::default();
+    // The keys that configure the Intel device plugin, where the user set them.
+    let explicitly_set = [
+        (sharing.shared != Shared::Auto, "sharing.shared"),
+        (sharing.allocation.is_some(), "sharing.allocation"),
+        (sharing.monitoring, "sharing.monitoring"),
+        (sharing.gpus != GpuSet::All, "sharing.gpus"),
+        (!sharing.allow_ids.is_empty(), "sharing.allow_ids"),
+        (!sharing.deny_ids.is_empty(), "sharing.deny_ids"),
+    ];
+    let set_keys = explicitly_set.into_iter().filter(|(set, _)| *set).map(|(_, key)| key);
     if !cx.is_active(Vendor::Intel) {
+        // `[sharing]` is Intel-only: on an NVIDIA-only host `shared = 4` would otherwise
+        // validate "ok" and do nothing.
+        for key in set_keys {
+            cx.warn(
+                "sharing-without-intel",
+                Some(key),
+                format!("{key} configures the Intel GPU plugin, and no Intel GPU is active here: it has no effect"),
+            );
+        }
         if sharing.mode == IntelGpuMode::Dra {
             cx.warn(
                 "dra-without-intel",
@@ -86,15 +105,7 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
     // neither applied nor checked, only named.
     if sharing.mode == IntelGpuMode::Dra {
         out.gpus = usable.iter().map(|g| g.pci_address.clone()).collect();
-        let explicitly_set = [
-            (sharing.shared != Shared::Auto, "sharing.shared"),
-            (sharing.allocation.is_some(), "sharing.allocation"),
-            (sharing.monitoring, "sharing.monitoring"),
-            (sharing.gpus != GpuSet::All, "sharing.gpus"),
-            (!sharing.allow_ids.is_empty(), "sharing.allow_ids"),
-            (!sharing.deny_ids.is_empty(), "sharing.deny_ids"),
-        ];
-        for key in explicitly_set.into_iter().filter(|(set, _)| *set).map(|(_, key)| key) {
+        for key in set_keys {
             cx.warn(
                 "ignored-in-dra-mode",
                 Some(key),
@@ -110,10 +121,18 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         let mut good = Vec::new();
         let mut malformed = Vec::new();
         let mut unmatched = Vec::new();
-        for raw in list {
+        // The first bad element of each kind, for the underline.
+        let (mut first_malformed, mut first_unmatched) = (None, None);
+        for (i, raw) in list.iter().enumerate() {
             match normalise_id(raw) {
-                None => malformed.push(format!("{raw:?}")),
-                Some(id) if !usable.iter().any(|g| id_of(g) == id) => unmatched.push(id),
+                None => {
+                    first_malformed.get_or_insert(i);
+                    malformed.push(format!("{raw:?}"))
+                }
+                Some(id) if !usable.iter().any(|g| id_of(g) == id) => {
+                    first_unmatched.get_or_insert(i);
+                    unmatched.push(id)
+                }
                 Some(id) => good.push(id),
             }
         }
@@ -125,21 +144,27 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
             text
         };
         if !malformed.is_empty() {
-            cx.error(CompileError::new(
-                "bad-pci-id",
-                &["sharing", key],
-                format!("{key}: {} is not a PCI device id", shown(&malformed)),
-                Some("write four hex digits, e.g. \"e20b\"".to_string()),
-            ));
+            cx.error(
+                CompileError::new(
+                    "bad-pci-id",
+                    &["sharing", key],
+                    format!("{key}: {} is not a PCI device id", shown(&malformed)),
+                    Some("write four hex digits, e.g. \"e20b\"".to_string()),
+                )
+                .at_element(first_malformed),
+            );
         }
         if !unmatched.is_empty() {
             let have: Vec<String> = usable.iter().map(|g| id_of(g)).collect();
-            cx.error(CompileError::new(
-                "pci-id-matches-nothing",
-                &["sharing", key],
-                format!("{key} {} matches no Intel GPU on this host", shown(&unmatched)),
-                Some(format!("this host's Intel GPU ids: {}", have.join(", "))),
-            ));
+            cx.error(
+                CompileError::new(
+                    "pci-id-matches-nothing",
+                    &["sharing", key],
+                    format!("{key} {} matches no Intel GPU on this host", shown(&unmatched)),
+                    Some(format!("this host's Intel GPU ids: {}", have.join(", "))),
+                )
+                .at_element(first_unmatched),
+            );
         }
         good
     };
@@ -161,11 +186,19 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         .copied()
         .collect();
     if selected.is_empty() {
+        // Point at the key that emptied the selection, not always at `gpus`.
+        let by_set = usable.iter().any(|g| sharing.gpus.admits(g.integrated));
+        let key = match (by_set, allow.is_empty(), deny.is_empty()) {
+            (false, _, _) => "gpus",
+            (true, false, _) => "allow_ids",
+            (true, true, false) => "deny_ids",
+            _ => "gpus",
+        };
         cx.error(CompileError::new(
             "no-intel-gpu-selected",
-            &["sharing", "gpus"],
+            &["sharing", key],
             format!(
-                "the GPU selection leaves no Intel GPU (gpus = {:?})",
+                "the GPU selection leaves no Intel GPU ({key} removes the last one; gpus = {:?})",
                 format!("{:?}", sharing.gpus).to_lowercase()
             ),
             Some(host_gpus_help(usable.iter().copied())),

@@ -6,6 +6,7 @@
 //! maps to one key here; `docs/config.md` lists the mapping.
 
 pub mod docs;
+pub mod env;
 mod load;
 mod selection;
 mod span;
@@ -15,9 +16,9 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use load::{ConfigError, load_str};
+pub use load::{ConfigError, load_all, load_str};
 pub use selection::{ExperimentalSelection, Feature, Shared, VendorSelection};
-pub use span::span_of;
+pub use span::{path_at, span_of, span_of_element};
 
 /// The version of the node image this release creates clusters from (the reference launcher
 /// tags its image with its own version).
@@ -71,7 +72,7 @@ pub struct Agent {
     /// (K3D_GPU_AGENT_BACKEND)
     pub backend: AgentBackend,
     /// `auto` (a Gaudi, else an Intel GPU only on an XMX node, else CPU), or force `cpu`,
-    /// `gpu`, `npu` or `hpu`. (K3D_GPU_AGENT_DEVICE)
+    /// `gpu`, `npu` or `hpu` (a Gaudi). (K3D_GPU_AGENT_DEVICE)
     pub device: AgentDevice,
     /// Model to serve (Hugging Face id). (K3D_GPU_AGENT_MODEL)
     pub model: Option<String>,
@@ -99,7 +100,8 @@ pub enum AgentDevice {
     Cpu,
     Gpu,
     Npu,
-    #[serde(alias = "gaudi")]
+    // A Gaudi. Only this spelling: the schema, the docs and the parser agree on one (an
+    // alias the schema did not show made editors and the tool disagree).
     Hpu,
 }
 
@@ -115,14 +117,15 @@ pub enum AddonName {
     Video,
 }
 
-/// One add-on. (K3D_GPU_AGENT_VLM_DEVICE, _STT_DEVICE, _VIDEO_DEVICE, _VIDEO_SOURCE)
+/// One add-on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Addon {
     /// `auto` or an explicit `gpu`, `npu` or `cpu`; explicit requests are served first and
-    /// fail when nothing is free.
+    /// fail when nothing is free. (K3D_GPU_AGENT_<NAME>_DEVICE)
     pub device: AddonDevice,
     /// Video only: a stream URI (`rtsp://…`, `https://…`); host paths and `file://` are refused.
+    /// (K3D_GPU_AGENT_VIDEO_SOURCE)
     pub source: Option<String>,
 }
 
