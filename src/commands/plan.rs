@@ -26,7 +26,10 @@ pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation)
     let super::inputs::Compiled { catalog, facts, graph } = super::inputs::compile(global, &inputs)?;
     let observed = match observation {
         Observation::Saved(saved) => saved,
-        Observation::Live(rt) => observe_live(&inputs, &catalog, rt)?,
+        Observation::Live(rt) => {
+            let image = super::inputs::node_image_reference(&inputs, &catalog)?;
+            observe_live(&inputs, &catalog, &image, rt)?
+        }
     };
     let digests = Inputs::new(&inputs.config, &facts, &observed, catalog.digest(), &graph.images);
     let plan = plan::plan(&graph, &observed, digests);
@@ -54,14 +57,14 @@ pub fn kubeconfig_path() -> std::path::PathBuf {
 
 /// Where to look for this config's cluster: Docker from the environment, the kubeconfig
 /// from KUBECONFIG (its first file) or ~/.kube/config, and every kind a plan can hold.
-pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> crate::observe::Target {
+pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog, image: &str) -> crate::observe::Target {
     let env = |k: &str| std::env::var(k).ok();
     let kubeconfig = kubeconfig_path();
     crate::observe::Target {
         docker: crate::observe::docker::endpoint(&env, None),
         kubeconfig,
         cluster: inputs.config.cluster.name.clone(),
-        image: inputs.config.cluster.image.clone(),
+        image: image.to_string(),
         kinds: crate::compile::object_kinds(catalog),
     }
 }
@@ -69,16 +72,18 @@ pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> crat
 fn observe_live(
     inputs: &super::Inputs,
     catalog: &crate::catalog::Catalog,
+    image: &str,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Observed> {
-    rt.block_on(crate::observe::observe(&target(inputs, catalog))).map_err(super::observe_failed)
+    rt.block_on(crate::observe::observe(&target(inputs, catalog, image))).map_err(super::observe_failed)
 }
 
 /// `k3d-gpu observe`.
 pub fn observe_command(global: &Global) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
-    let observed = observe_live(&inputs, &catalog, &super::runtime()?)?;
+    let image = super::inputs::node_image_reference(&inputs, &catalog)?;
+    let observed = observe_live(&inputs, &catalog, &image, &super::runtime()?)?;
     if global.json {
         super::print_bytes(&observed.masked().to_bytes());
         return Ok(EXIT_OK);
