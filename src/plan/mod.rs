@@ -278,7 +278,10 @@ fn node_image_action(desired: &Resource, observed: &Observed) -> Option<Action> 
         Some(_) => return None,
     };
     let what = if build {
-        format!("build from {}", desired.spec["context"].as_str().unwrap_or("the shipped Dockerfile"))
+        match desired.spec["context"].as_str() {
+            Some("shipped") | None => "build from the Dockerfile k3d-gpu ships".to_string(),
+            Some(dir) => format!("build from {dir}"),
+        }
     } else {
         "pull".to_string()
     };
