@@ -56,12 +56,14 @@ pub fn node_image(cx: &mut Context, source: &crate::node_image::Source, out: &mu
             return;
         }
     }
-    let key: &[&'static str] =
-        if cluster.build_context.is_some() { &["cluster", "build_context"] } else { &["cluster", "build_args"] };
     match crate::node_image::resolve(source, &cluster.build_args, &cx.catalog.images) {
         Err(why) => cx.error(CompileError::new(
             "bad-node-image-build",
-            key,
+            if why.starts_with("build arg") || cluster.build_context.is_none() {
+                &["cluster", "build_args"]
+            } else {
+                &["cluster", "build_context"]
+            },
             format!("the node image cannot be built: {why}"),
             None,
         )),
