@@ -415,3 +415,19 @@ fn validate_explains_which_node_advertises_the_accelerators() {
     let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("desktop-rpl-nvidia")]);
     assert!(stdout(&out).contains("the scheduler can give one device to two pods"), "{}", stdout(&out));
 }
+
+/// Issue 13: on an empty config the first action is building the node image, from the
+/// Dockerfile the tool ships, and the cluster is created from that build.
+#[test]
+fn plan_offline_on_an_empty_config_builds_the_node_image_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "").unwrap();
+    let out = k3d_gpu(&["plan", "--offline", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("  + docker/node-image  (create)"), "{text}");
+    assert!(lines.next().unwrap_or_default().ends_with("build from the Dockerfile k3d-gpu ships"), "{text}");
+    assert_eq!(lines.next(), Some("  + k3d/cluster/gpu  (create)"), "{text}");
+}

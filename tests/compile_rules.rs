@@ -554,3 +554,47 @@ fn the_kubernetes_version_is_explicit_and_dra_gets_its_beta_api() {
         ["feature-unsupported"]
     );
 }
+
+/// Issue 13: the node image's bases are images of the graph (so `images`, `images lock` and
+/// the pinned policy cover them), a lock entry pins a base by digest as a build arg and
+/// renames the image, and a prebuilt image is pulled, never built.
+#[test]
+fn the_node_image_bases_are_locked_like_any_image() {
+    let g = graph("", "plain-laptop-amd");
+    assert!(g.images.contains_key("rancher/k3s:v1.37.1-k3s1") && g.images.contains_key("ubuntu:26.04"));
+    let unlocked = g.get("docker/node-image").unwrap().spec.clone();
+    assert_eq!(unlocked["source"], "build");
+    assert_eq!(unlocked["build_args"], serde_json::json!({}), "nothing pinned, nothing passed");
+
+    let mut cat = catalog();
+    let digest = format!("sha256:{}", "b".repeat(64));
+    cat.images.user = Some(
+        k3d_gpu::images::Lock::parse(&format!(
+            "schema = \"k3d-gpu.images/v1\"\n[images.\"rancher/k3s:v1.37.1-k3s1\"]\ndigest = \"{digest}\"\n"
+        ))
+        .unwrap(),
+    );
+    let config = load_str("k3dgpu.toml", "").unwrap();
+    let locked = compile(&config, &facts_of("plain-laptop-amd"), &cat).unwrap();
+    let spec = &locked.get("docker/node-image").unwrap().spec;
+    assert_eq!(spec["build_args"]["K3S_DIGEST"], digest.as_str());
+    assert_ne!(spec["reference"], unlocked["reference"], "a new base digest is a new image");
+    assert_eq!(locked.get("k3d/cluster/gpu").unwrap().spec["image"], spec["reference"]);
+
+    assert_eq!(
+        codes("[policy]\nimages = \"pinned\"\n", "plain-laptop-amd"),
+        ["image-unlocked", "image-unlocked"],
+        "the pinned policy refuses unlocked bases"
+    );
+    let prebuilt = graph("[cluster]\nimage = \"registry.example/node:1\"\n", "plain-laptop-amd");
+    let spec = &prebuilt.get("docker/node-image").unwrap().spec;
+    assert_eq!(spec["source"], "pull");
+    assert!(!prebuilt.images.keys().any(|k| k.starts_with("ubuntu:")));
+    assert_eq!(
+        codes(
+            "[cluster]\nimage = \"registry.example/node:1\"\nbuild_args = { UBUNTU_TAG = \"24.04\" }\n",
+            "plain-laptop-amd"
+        ),
+        ["image-and-build"]
+    );
+}

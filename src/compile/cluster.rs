@@ -69,7 +69,7 @@ pub fn node_image(cx: &mut Context, source: &crate::node_image::Source, out: &mu
         )),
         Ok(resolved) => {
             for (name, used) in &resolved.bases {
-                cx.images.insert(format!("node-image base {name}"), used.clone());
+                cx.images.insert(name.clone(), used.clone());
             }
             out.push(Resource {
                 id: NODE_IMAGE_ID.into(),
