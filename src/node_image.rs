@@ -48,11 +48,33 @@ pub enum Source {
         /// Relative path → file bytes. Paths use `/` and never climb out (`..`).
         files: BTreeMap<String, Vec<u8>>,
     },
-    /// `[cluster] image`: pulled when missing, never built.
-    Prebuilt(String),
+    /// `[cluster] image`: pulled when missing, never built. `k3s_version` is the image's
+    /// [`K3S_VERSION_LABEL`] as observed (a saved or live observation), when it has one.
+    Prebuilt { reference: String, k3s_version: Option<String> },
 }
 
 impl Source {
+    /// A prebuilt image whose labels are not known (yet).
+    pub fn prebuilt(reference: &str) -> Source {
+        Source::Prebuilt { reference: reference.to_string(), k3s_version: None }
+    }
+
+    /// The source with what an observation says about a prebuilt image: its k3s release
+    /// label, when the observed image is this one. A build says its own version.
+    pub fn with_observed(self, observed: &crate::observe::Observed) -> Source {
+        match self {
+            Source::Prebuilt { reference, k3s_version: None } => {
+                let k3s_version = observed
+                    .node_image
+                    .as_ref()
+                    .filter(|i| i.present && i.reference == reference)
+                    .and_then(|i| i.k3s_version.clone());
+                Source::Prebuilt { reference, k3s_version }
+            }
+            other => other,
+        }
+    }
+
     /// The shipped context: the top-level Dockerfile alone.
     pub fn shipped() -> Source {
         Source::Build {
@@ -180,11 +202,11 @@ pub struct Resolved {
 /// about the build context.
 pub fn resolve(source: &Source, build_args: &BTreeMap<String, String>, locks: &Locks) -> Result<Resolved, String> {
     match source {
-        Source::Prebuilt(reference) => Ok(Resolved {
+        Source::Prebuilt { reference, k3s_version } => Ok(Resolved {
             reference: reference.clone(),
             spec: json!({ "source": "pull", "reference": reference }),
             bases: BTreeMap::new(),
-            k3s_tag: None,
+            k3s_tag: k3s_version.clone(),
             inputs: BTreeMap::new(),
         }),
         Source::Build { context, files } => {

@@ -36,7 +36,7 @@ fn context_files(spec: &Value, args: &BTreeMap<String, String>) -> Result<BTreeM
     let files = match context {
         "shipped" => match Source::shipped() {
             Source::Build { files, .. } => files,
-            Source::Prebuilt(_) => unreachable!("the shipped source is a build"),
+            Source::Prebuilt { .. } => unreachable!("the shipped source is a build"),
         },
         dir => crate::input_file::read_context(std::path::Path::new(dir))?,
     };

@@ -118,7 +118,7 @@ pub fn compile_diagnostics(inputs: &Inputs, errors: Vec<CompileError>) -> Vec<mi
 pub fn node_image_source(inputs: &Inputs) -> Result<crate::node_image::Source> {
     let cluster = &inputs.config.cluster;
     if let Some(image) = &cluster.image {
-        return Ok(crate::node_image::Source::Prebuilt(image.clone()));
+        return Ok(crate::node_image::Source::prebuilt(image));
     }
     let Some(dir) = &cluster.build_context else { return Ok(crate::node_image::Source::shipped()) };
     let path = inputs.dir.join(dir);

@@ -23,14 +23,24 @@ pub enum Observation<'a> {
 }
 
 pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation) -> Result<Computed> {
-    let super::inputs::Compiled { catalog, facts, graph } = super::inputs::compile(global, &inputs)?;
+    let super::inputs::Compiled { catalog, facts, mut graph } = super::inputs::compile(global, &inputs)?;
     let observed = match observation {
         Observation::Saved(saved) => saved,
         Observation::Live(rt) => {
-            let image = super::inputs::node_image_reference(&inputs, &catalog)?;
-            observe_live(&inputs, &catalog, &image, rt)?
+            let image = graph.get(crate::compile::NODE_IMAGE_ID).and_then(|r| r.spec["reference"].as_str());
+            observe_live(&inputs, &catalog, image.unwrap_or_default(), rt)?
         }
     };
+    // A prebuilt image's k3s release label is known only once observed: compile again with it
+    // (a build says its own version, from K3S_TAG).
+    let source = super::inputs::node_image_source(&inputs)?;
+    if matches!(source, crate::node_image::Source::Prebuilt { .. }) {
+        let labelled = source.with_observed(&observed);
+        if matches!(&labelled, crate::node_image::Source::Prebuilt { k3s_version: Some(_), .. }) {
+            graph = crate::compile::compile_with(&inputs.config, &facts, &catalog, &labelled)
+                .map_err(|errors| Error::Invalid(super::inputs::compile_diagnostics(&inputs, errors)))?;
+        }
+    }
     let digests = Inputs::new(&inputs.config, &facts, &observed, catalog.digest(), &graph.images);
     let plan = plan::plan(&graph, &observed, digests);
     Ok(Computed { plan, graph, inputs })

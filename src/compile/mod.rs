@@ -95,7 +95,7 @@ impl Context<'_> {
 /// through [`compile_with`] and the files the command edge read.
 pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<DesiredGraph, Vec<CompileError>> {
     let source = match (&config.cluster.image, &config.cluster.build_context) {
-        (Some(image), _) => crate::node_image::Source::Prebuilt(image.clone()),
+        (Some(image), _) => crate::node_image::Source::prebuilt(image),
         (None, Some(dir)) => crate::node_image::Source::Build { context: dir.clone(), files: Default::default() },
         (None, None) => crate::node_image::Source::shipped(),
     };

@@ -211,8 +211,9 @@ pub struct Cluster {
     pub accelerator_node: String,
     /// The Kubernetes minor version the node image runs, e.g. `"1.37"`. Feature gates, DRA
     /// and the experimental defaults depend on it. Unset: the `K3S_TAG` of the node image
-    /// k3d-gpu builds, else a `rancher/k3s:vX.Y.Z-k3sN` image tag, else unknown (never
-    /// guessed from another image's tag). Needed for a prebuilt image of your own.
+    /// k3d-gpu builds, else a prebuilt image's `io.k3d-gpu.k3s-version` label, else a
+    /// `rancher/k3s:vX.Y.Z-k3sN` image tag, else unknown (never guessed from another image's
+    /// tag). Needed for a prebuilt image without that label.
     #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?$"))]
     pub kubernetes_version: Option<String>,
 }
