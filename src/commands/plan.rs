@@ -17,7 +17,7 @@ pub struct Computed {
 /// Where the plan's picture of the cluster comes from.
 pub enum Observation<'a> {
     /// `--observed FILE` or `--offline`.
-    Saved(Observed),
+    Saved(Box<Observed>),
     /// Docker and the Kubernetes API, now.
     Live(&'a tokio::runtime::Runtime),
 }
@@ -25,7 +25,7 @@ pub enum Observation<'a> {
 pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation) -> Result<Computed> {
     let super::inputs::Compiled { catalog, facts, mut graph } = super::inputs::compile(global, &inputs)?;
     let observed = match observation {
-        Observation::Saved(saved) => saved,
+        Observation::Saved(saved) => *saved,
         Observation::Live(rt) => {
             let image = graph.get(crate::compile::NODE_IMAGE_ID).and_then(|r| r.spec["reference"].as_str());
             observe_live(&inputs, &catalog, image.unwrap_or_default(), rt)?
@@ -130,7 +130,7 @@ pub fn observe_command(global: &Global) -> Result<u8> {
 pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let plan = match observed_file(args)? {
-        Some(saved) => compute(global, inputs, Observation::Saved(saved))?,
+        Some(saved) => compute(global, inputs, Observation::Saved(Box::new(saved)))?,
         None => compute(global, inputs, Observation::Live(&super::runtime()?))?,
     }
     .plan;
