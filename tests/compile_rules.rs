@@ -598,3 +598,14 @@ fn the_node_image_bases_are_locked_like_any_image() {
         ["image-and-build"]
     );
 }
+
+#[test]
+fn node_image_build_inputs_hold_no_control_characters() {
+    // An arg that names no base, so only the control-character rule can refuse it.
+    let config = "[cluster]\nbuild_args = { NVIDIA_CONTAINER_TOOLKIT_VERSION = \"1.20.1-1\\u001b[2J\" }\n";
+    assert_eq!(codes(config, "plain-laptop-amd"), ["bad-node-image-build"]);
+    assert!(
+        codes("[cluster]\nbuild_args = { NVIDIA_CONTAINER_TOOLKIT_VERSION = \"1.20.0-1\" }\n", "plain-laptop-amd")
+            .is_empty()
+    );
+}

@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::node_image::{INPUT_LIST_LABEL, INPUTS_LABEL, Source};
 
 /// A build or pull has no natural deadline; an hour is far past a slow network.
-const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+pub const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
 
 /// Builds or pulls what `spec` (the graph's node-image spec) says. `say` prints one line of
 /// progress.

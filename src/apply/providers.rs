@@ -96,7 +96,10 @@ impl Providers {
 
     async fn node_image(&self, action: &Action) -> Result<(), String> {
         let spec = action.after.as_ref().ok_or("no desired node image")?;
-        let docker = crate::observe::docker::connect(&self.docker).map_err(|e| e.to_string())?;
+        // Observe's per-request deadline is seconds; a build or pull streams for minutes.
+        let docker = crate::observe::docker::connect(&self.docker)
+            .map_err(|e| e.to_string())?
+            .with_timeout(super::node_image::BUILD_TIMEOUT);
         let id = action.id.as_str();
         let say = |line: &str| {
             if self.json {

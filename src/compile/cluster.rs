@@ -56,6 +56,19 @@ pub fn node_image(cx: &mut Context, source: &crate::node_image::Source, out: &mu
             return;
         }
     }
+    // They reach the plan's text and Docker's build API: no control characters.
+    let controls = |t: &str| t.chars().any(char::is_control);
+    if cluster.build_context.as_deref().is_some_and(controls)
+        || cluster.build_args.iter().any(|(k, v)| controls(k) || controls(v))
+    {
+        cx.error(CompileError::new(
+            "bad-node-image-build",
+            &["cluster", "build_args"],
+            "build_context and build_args may not hold control characters",
+            None,
+        ));
+        return;
+    }
     match crate::node_image::resolve(source, &cluster.build_args, &cx.catalog.images) {
         Err(why) => cx.error(CompileError::new(
             "bad-node-image-build",
