@@ -180,4 +180,7 @@ fn plan_observes_the_live_engine_and_finds_no_cluster() {
     let doc: serde_json::Value = serde_json::from_slice(&observe.stdout).unwrap();
     assert_eq!(doc["schema"], "k3d-gpu.observed/v1");
     assert!(doc["cluster"].is_null());
+    // The node image the config builds is looked up too, and is not there.
+    assert_eq!(doc["node_image"]["present"], false, "{doc}");
+    assert!(doc["node_image"]["reference"].as_str().unwrap().starts_with("k3d-gpu-node:v1.37.1-k3s1-"));
 }

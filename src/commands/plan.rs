@@ -115,6 +115,14 @@ pub fn observe_command(global: &Global) -> Result<u8> {
             }
         }
     }
+    if let Some(i) = &observed.node_image {
+        let state = match (i.present, &i.build_inputs) {
+            (false, _) => "not in the local engine".to_string(),
+            (true, Some(digest)) => format!("present, build inputs {digest}"),
+            (true, None) => "present (not built by k3d-gpu)".to_string(),
+        };
+        out.push_str(&format!("node image {}: {state}\n", i.reference));
+    }
     if let Some(k) = &observed.kubernetes {
         out.push_str(&format!(
             "kubernetes: {} node(s), {} managed object(s), {} ResourceSlice(s)\n",
