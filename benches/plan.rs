@@ -77,6 +77,7 @@ fn main() {
             objects: live,
             resource_slices: vec![],
         }),
+        node_image: None,
     };
     let inputs = Inputs {
         config: "c".into(),

@@ -34,6 +34,47 @@ pub fn is_missing(path: &Path) -> bool {
     matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
+/// A build context directory: its regular files by relative path, bounded in count and size.
+/// A link or a special file is refused: what is sent to Docker is exactly what was hashed.
+pub fn read_context(dir: &Path) -> std::result::Result<std::collections::BTreeMap<String, Vec<u8>>, String> {
+    use crate::node_image::{MAX_CONTEXT_BYTES, MAX_CONTEXT_FILES};
+    let mut files = std::collections::BTreeMap::new();
+    let mut total: u64 = 0;
+    let mut stack: Vec<(std::path::PathBuf, String)> = vec![(dir.to_path_buf(), String::new())];
+    while let Some((path, rel)) = stack.pop() {
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        if meta.is_dir() {
+            for entry in std::fs::read_dir(&path).map_err(|e| format!("{}: {e}", path.display()))? {
+                let entry = entry.map_err(|e| e.to_string())?;
+                let name = entry.file_name();
+                let Some(name) = name.to_str().filter(|n| !n.chars().any(char::is_control)) else {
+                    return Err(format!("{}: a file name that is not plain UTF-8", path.display()));
+                };
+                let child = if rel.is_empty() { name.to_string() } else { format!("{rel}/{name}") };
+                stack.push((entry.path(), child));
+            }
+        } else if meta.is_file() {
+            if files.len() >= MAX_CONTEXT_FILES {
+                return Err(format!("more than {MAX_CONTEXT_FILES} files"));
+            }
+            total += meta.len();
+            if total > MAX_CONTEXT_BYTES {
+                return Err(format!("larger than {} MiB", MAX_CONTEXT_BYTES >> 20));
+            }
+            files.insert(rel, read_bytes(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+        } else {
+            return Err(format!(
+                "{} is a link or special file; a build context holds files and directories",
+                path.display()
+            ));
+        }
+    }
+    if !files.contains_key("Dockerfile") {
+        return Err("no Dockerfile in it".into());
+    }
+    Ok(files)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -20,6 +20,7 @@ pub mod host;
 pub mod hwdb;
 pub mod images;
 pub mod input_file;
+pub mod node_image;
 pub mod observe;
 pub mod parse;
 pub mod plan;

@@ -522,3 +522,151 @@ fn destroy_needs_no_facts_and_refuses_a_cluster_k3d_gpu_did_not_create() {
     assert!(text(&refused).contains("delete it yourself with"), "{}", text(&refused));
     assert_eq!(foreign.containers(), 1, "nothing destroyed");
 }
+
+/// Issue 13: the node image as a resource, through the path a user with their own build
+/// context takes. The base is this world's imported busybox image (nothing can be pulled
+/// here); the first plan builds, a re-plan is a no-op, and a changed file or build arg
+/// rebuilds and replaces the cluster, naming the input.
+#[test]
+fn the_node_image_is_built_reused_and_rebuilt_on_a_changed_input() {
+    let Some(w) = world("e2e-build", true) else { return };
+    let context = w.dir.path().join("node");
+    std::fs::create_dir_all(&context).unwrap();
+    std::fs::write(
+        context.join("Dockerfile"),
+        "ARG BASE_TAG=e2e-build\nARG BASE_DIGEST=\nFROM k3d-gpu-test/node:${BASE_TAG}${BASE_DIGEST:+@}${BASE_DIGEST}\n\
+         ARG GREETING=hello\nCOPY marker /marker\nLABEL io.k3d-gpu.k3s-version=v1.37.1-k3s1 greeting=${GREETING}\n",
+    )
+    .unwrap();
+    // Inputs of their own: an image built by an earlier run must not make this one a no-op.
+    let nonce = format!("{}-{:?}", std::process::id(), std::time::SystemTime::now());
+    std::fs::write(context.join("marker"), format!("one {nonce}\n")).unwrap();
+    let config = |args: &str| {
+        std::fs::write(&w.config, format!("[cluster]\nname = \"e2e-build\"\nbuild_context = \"node\"\n{args}")).unwrap()
+    };
+    config("");
+
+    let planned = w.run(&["plan", "--out", &w.path("p1.json")]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    let log = text(&planned);
+    let first_action = log.lines().next().unwrap_or_default();
+    assert_eq!(first_action, "  + docker/node-image  (create)", "{log}");
+    assert!(log.contains(&format!("is not in the local engine: build from {}", context.display())), "{log}");
+    let reference = node_image_reference(&w.path("p1.json"));
+    // No K3S_TAG arg in this Dockerfile: the name is the inputs digest alone.
+    assert!(reference.starts_with("k3d-gpu-node:") && reference.len() == "k3d-gpu-node:".len() + 12, "{reference}");
+
+    let applied = w.run(&["apply", &w.path("p1.json")]);
+    let cold = build_time(&applied);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    assert!(text(&applied).contains("docker/node-image | "), "build progress is shown:\n{}", text(&applied));
+    assert!(text(&applied).contains("done   docker/node-image"), "{}", text(&applied));
+    let label = |reference: &str, key: &str| {
+        let out = Command::new("docker")
+            .args(["image", "inspect", "-f", &format!("{{{{index .Config.Labels \"{key}\"}}}}"), reference])
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    };
+    assert!(label(&reference, "io.k3d-gpu.build-inputs").starts_with("sha256:"));
+    let server_image =
+        Command::new("docker").args(["inspect", "-f", "{{.Config.Image}}", "k3d-e2e-build-server-0"]).output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&server_image.stdout).trim(), reference, "the cluster runs the built image");
+
+    let again = w.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(again.status.code(), Some(0), "re-plan is a no-op:\n{}", text(&again));
+
+    // A changed file: a new image, and the cluster is replaced, naming the input.
+    std::fs::write(context.join("marker"), format!("two {nonce}\n")).unwrap();
+    let changed = w.run(&["plan", "--out", &w.path("p2.json")]);
+    let log = text(&changed);
+    assert!(log.contains("  + docker/node-image  (create)"), "{log}");
+    assert!(log.contains("-/+ k3d/cluster/e2e-build  (replace)"), "{log}");
+    assert!(log.contains("node image build inputs changed: file:marker"), "{log}");
+    let refused = w.run(&["apply", &w.path("p2.json")]);
+    assert_ne!(refused.status.code(), Some(0), "a replace needs consent:\n{}", text(&refused));
+    let applied = w.run(&["apply", "--allow-replace", &w.path("p2.json")]);
+    let cached = build_time(&applied);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    // Figures for the record (never asserted): the first build, then one whose base and
+    // earlier steps come from the engine's cache.
+    eprintln!("node image build: first {cold}, with a cached base {cached}");
+
+    // A changed build arg, the same way.
+    config("build_args = { GREETING = \"hi\" }\n");
+    let changed = w.run(&["plan"]);
+    let log = text(&changed);
+    assert!(log.contains("node image build inputs changed: arg:GREETING"), "{log}");
+    // An arg the Dockerfile does not declare is a config error, before anything is built.
+    config("build_args = { GREETNG = \"hi\" }\n");
+    let bad = w.run(&["plan"]);
+    assert_eq!(bad.status.code(), Some(1), "{}", text(&bad));
+    assert!(text(&bad).contains("╰── cluster.build_args"), "the error underlines build_args:\n{}", text(&bad));
+    assert!(text(&bad).contains("build arg GREETNG is not an ARG"), "{}", text(&bad));
+}
+
+/// `[cluster] image`: a prebuilt image that is missing is pulled (from the local registry of
+/// `.ci/registry.sh`), never built; with the registry unreachable the apply fails at the pull,
+/// before the cluster is touched.
+#[test]
+fn a_missing_prebuilt_image_is_pulled_and_an_unreachable_registry_changes_nothing() {
+    let Some(w) = world("e2e-pull", true) else { return };
+    let registry = match std::env::var("K3D_GPU_TEST_REGISTRY") {
+        Ok(r) if !r.is_empty() => r,
+        _ => {
+            assert!(
+                std::env::var("K3D_GPU_TEST_DOCKER").is_ok_and(|v| v != "1"),
+                "K3D_GPU_TEST_DOCKER=1 but K3D_GPU_TEST_REGISTRY is not set (.ci/registry.sh)"
+            );
+            return;
+        }
+    };
+    let prebuilt = format!("{registry}/k3d-gpu-test/prebuilt:e2e-pull");
+    let docker = |args: &[&str]| {
+        let out = Command::new("docker").args(args).output().unwrap();
+        assert!(out.status.success(), "docker {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    docker(&["tag", &w.image, &prebuilt]);
+    docker(&["push", &prebuilt]);
+    docker(&["rmi", &prebuilt]);
+    std::fs::write(&w.config, format!("[cluster]\nname = \"e2e-pull\"\nimage = \"{prebuilt}\"\n")).unwrap();
+    let planned = w.run(&["plan", "--out", &w.path("p.json")]);
+    let log = text(&planned);
+    assert!(log.contains(&format!("{prebuilt} is not in the local engine: pull")), "{log}");
+    let applied = w.run(&["apply", &w.path("p.json")]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    assert!(text(&applied).contains("done   docker/node-image"), "{}", text(&applied));
+    docker(&["image", "inspect", &prebuilt]);
+    let again = w.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(again.status.code(), Some(0), "present now: no pull, no change:\n{}", text(&again));
+
+    // Nothing listens on port 9 of 127.0.0.1: the pull fails, and the cluster is not replaced.
+    let unreachable = "127.0.0.1:9/k3d-gpu-test/prebuilt:gone";
+    std::fs::write(&w.config, format!("[cluster]\nname = \"e2e-pull\"\nimage = \"{unreachable}\"\n")).unwrap();
+    let planned = w.run(&["plan", "--out", &w.path("gone.json")]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    let before = Command::new("docker").args(["inspect", "-f", "{{.Id}}", "k3d-e2e-pull-server-0"]).output().unwrap();
+    let failed = w.run(&["apply", "--allow-replace", &w.path("gone.json")]);
+    assert_ne!(failed.status.code(), Some(0), "{}", text(&failed));
+    let log = text(&failed);
+    assert!(log.contains("FAILED docker/node-image"), "{log}");
+    assert!(log.contains(&format!("pull {unreachable}")), "the error names the image:\n{log}");
+    assert!(log.contains("skip   k3d/cluster/e2e-pull"), "{log}");
+    let after = Command::new("docker").args(["inspect", "-f", "{{.Id}}", "k3d-e2e-pull-server-0"]).output().unwrap();
+    assert_eq!(before.stdout, after.stdout, "the cluster's node is untouched");
+}
+
+/// What apply's log says the node image action took, e.g. `(1.2s)`.
+fn build_time(out: &Output) -> String {
+    text(out)
+        .lines()
+        .find_map(|l| l.split_once("done   docker/node-image ").map(|(_, t)| t.to_string()))
+        .unwrap_or_else(|| panic!("no node image line in\n{}", text(out)))
+}
+
+/// The reference of the node image a saved plan builds or pulls.
+fn node_image_reference(plan: &str) -> String {
+    let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(plan).unwrap()).unwrap();
+    let action = plan["actions"].as_array().unwrap().iter().find(|a| a["id"] == "docker/node-image").unwrap();
+    action["after"]["reference"].as_str().unwrap().to_string()
+}

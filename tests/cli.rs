@@ -562,3 +562,48 @@ fn validate_explains_which_node_advertises_the_accelerators() {
     let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("desktop-rpl-nvidia")]);
     assert!(stdout(&out).contains("the scheduler can give one device to two pods"), "{}", stdout(&out));
 }
+
+/// Issue 13: on an empty config the first action is building the node image, from the
+/// Dockerfile the tool ships, and the cluster is created from that build.
+#[test]
+fn plan_offline_on_an_empty_config_builds_the_node_image_first() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "").unwrap();
+    let out = k3d_gpu(&["plan", "--offline", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let mut lines = text.lines();
+    assert_eq!(lines.next(), Some("  + docker/node-image  (create)"), "{text}");
+    assert!(lines.next().unwrap_or_default().ends_with("build from the Dockerfile k3d-gpu ships"), "{text}");
+    assert_eq!(lines.next(), Some("  + k3d/cluster/gpu  (create)"), "{text}");
+}
+
+/// Issue 13: a prebuilt image's Kubernetes version is its k3s release label, read from the
+/// observation (here a saved one); without the label it is unknown and DRA mode says so.
+#[test]
+fn a_prebuilt_images_k3s_label_is_the_kubernetes_version() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[cluster]\nimage = \"my/node:1\"\n[sharing]\nmode = \"dra\"\n").unwrap();
+    let observed = |label: &str| {
+        let path = dir.path().join(format!("observed-{}.json", label.len()));
+        let image = serde_json::json!({"reference": "my/node:1", "present": true, "id": "sha256:1",
+            "build_inputs": null, "k3s_version": if label.is_empty() { None } else { Some(label) }});
+        let doc = serde_json::json!({"schema": "k3d-gpu.observed/v1", "cluster": null, "kubernetes": null, "node_image": image});
+        std::fs::write(&path, doc.to_string()).unwrap();
+        path.display().to_string()
+    };
+    let plan = |file: String| {
+        k3d_gpu(&["plan", "--observed", &file, "-c", config.to_str().unwrap(), "--root", &host("arc-b580-xe-rpl-igpu")])
+    };
+    let unlabelled = plan(observed(""));
+    assert_eq!(unlabelled.status.code(), Some(0), "{}", stderr(&unlabelled));
+    assert!(stdout(&unlabelled).contains("[kubernetes-version-unknown]"), "{}", stdout(&unlabelled));
+    let old = plan(observed("v1.35.1-k3s1"));
+    assert_eq!(old.status.code(), Some(1), "{}", stdout(&old));
+    assert!(stderr(&old).contains("and image my/node:1 runs 1.35"), "{}", stderr(&old));
+    let new = plan(observed("v1.37.1-k3s1"));
+    assert_eq!(new.status.code(), Some(0), "{}", stderr(&new));
+    assert!(!stdout(&new).contains("kubernetes-version-unknown"), "{}", stdout(&new));
+}

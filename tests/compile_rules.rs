@@ -43,8 +43,11 @@ fn k3s_args(g: &DesiredGraph) -> Vec<String> {
     cluster.spec["k3s_args"].as_array().unwrap().iter().map(|a| a["arg"].as_str().unwrap().to_string()).collect()
 }
 
+/// The warnings' codes, less the two every config has while the shipped images.lock has no
+/// entry for the node image's bases (rancher/k3s, ubuntu).
 fn warnings(g: &DesiredGraph) -> Vec<String> {
-    g.warnings.iter().map(|w| w.code.clone()).collect()
+    let base = |text: &str| text.contains(" rancher/k3s:") || text.contains(" ubuntu:");
+    g.warnings.iter().filter(|w| !(w.code == "image-unlocked" && base(&w.text))).map(|w| w.code.clone()).collect()
 }
 
 #[test]
@@ -487,18 +490,40 @@ fn one_node_advertises_the_accelerators_unless_the_config_says_all() {
 /// from the node image's own tag; DRA on 1.32/1.33 turns its beta API on, before 1.32 is refused.
 #[test]
 fn the_kubernetes_version_is_explicit_and_dra_gets_its_beta_api() {
-    // The default node image's tag says nothing: DRA mode warns instead of assuming 1.37.
+    // A prebuilt image's own tag says nothing: DRA mode warns instead of assuming 1.37.
     assert!(
-        warnings(&graph("[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu"))
+        warnings(&graph("[cluster]\nimage = \"my/node:1.37\"\n[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu"))
             .contains(&"kubernetes-version-unknown".to_string())
     );
-    let g = graph("[cluster]\nkubernetes_version = \"1.37\"\n[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu");
-    assert!(!warnings(&g).contains(&"kubernetes-version-unknown".to_string()));
+    // The node image k3d-gpu builds says it: its K3S_TAG (issue 13).
+    assert!(warnings(&graph("[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu")).is_empty());
     assert_eq!(
-        codes("[cluster]\nkubernetes_version = \"1.35\"\n[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu"),
+        codes(
+            "[cluster]\nbuild_args = { K3S_TAG = \"v1.35.4-k3s1\" }\n[sharing]\nmode = \"dra\"\n",
+            "arc-b580-xe-rpl-igpu"
+        ),
         ["dra-kubernetes-too-old"]
     );
-    assert_eq!(codes("[cluster]\nkubernetes_version = \"latest\"\n", "plain-laptop-amd"), ["bad-kubernetes-version"]);
+    assert_eq!(
+        codes("[cluster]\nkubernetes_version = \"1.36\"\n", "plain-laptop-amd"),
+        ["kubernetes-version-mismatch"]
+    );
+    let g = graph(
+        "[cluster]\nimage = \"my/node:1\"\nkubernetes_version = \"1.37\"\n[sharing]\nmode = \"dra\"\n",
+        "arc-b580-xe-rpl-igpu",
+    );
+    assert!(!warnings(&g).contains(&"kubernetes-version-unknown".to_string()));
+    assert_eq!(
+        codes(
+            "[cluster]\nimage = \"my/node:1\"\nkubernetes_version = \"1.35\"\n[sharing]\nmode = \"dra\"\n",
+            "arc-b580-xe-rpl-igpu"
+        ),
+        ["dra-kubernetes-too-old"]
+    );
+    assert_eq!(
+        codes("[cluster]\nimage = \"my/node:1\"\nkubernetes_version = \"latest\"\n", "plain-laptop-amd"),
+        ["bad-kubernetes-version"]
+    );
     assert_eq!(
         codes("[cluster]\nimage = \"rancher/k3s:v1.33.1-k3s1\"\nkubernetes_version = \"1.37\"\n", "plain-laptop-amd"),
         ["kubernetes-version-mismatch"]
@@ -506,7 +531,9 @@ fn the_kubernetes_version_is_explicit_and_dra_gets_its_beta_api() {
 
     let dra = |version: &str| {
         graph(
-            &format!("[cluster]\nkubernetes_version = \"{version}\"\n[experimental]\nfeatures = [\"dra\"]\n"),
+            &format!(
+                "[cluster]\nimage = \"my/node:1\"\nkubernetes_version = \"{version}\"\n[experimental]\nfeatures = [\"dra\"]\n"
+            ),
             "plain-laptop-amd",
         )
     };
@@ -520,7 +547,10 @@ fn the_kubernetes_version_is_explicit_and_dra_gets_its_beta_api() {
     assert!(runtime_config(&dra("1.34")).is_empty(), "resource.k8s.io/v1 is served by default");
     assert!(k3s_args(&dra("1.33")).iter().any(|a| a.contains("feature-gates=DynamicResourceAllocation=true")));
     assert_eq!(
-        codes("[cluster]\nkubernetes_version = \"1.31\"\n[experimental]\nfeatures = [\"dra\"]\n", "plain-laptop-amd"),
+        codes(
+            "[cluster]\nimage = \"my/node:1\"\nkubernetes_version = \"1.31\"\n[experimental]\nfeatures = [\"dra\"]\n",
+            "plain-laptop-amd"
+        ),
         ["feature-unsupported"]
     );
 }
@@ -538,6 +568,50 @@ fn sharing_keys_without_an_active_intel_gpu_warn_that_they_have_no_effect() {
     );
 }
 
+/// Issue 13: the node image's bases are images of the graph (so `images`, `images lock` and
+/// the pinned policy cover them), a lock entry pins a base by digest as a build arg and
+/// renames the image, and a prebuilt image is pulled, never built.
+#[test]
+fn the_node_image_bases_are_locked_like_any_image() {
+    let g = graph("", "plain-laptop-amd");
+    assert!(g.images.contains_key("rancher/k3s:v1.37.1-k3s1") && g.images.contains_key("ubuntu:26.04"));
+    let unlocked = g.get("docker/node-image").unwrap().spec.clone();
+    assert_eq!(unlocked["source"], "build");
+    assert_eq!(unlocked["build_args"], serde_json::json!({}), "nothing pinned, nothing passed");
+
+    let mut cat = catalog();
+    let digest = format!("sha256:{}", "b".repeat(64));
+    cat.images.user = Some(
+        k3d_gpu::images::Lock::parse(&format!(
+            "schema = \"k3d-gpu.images/v1\"\n[images.\"rancher/k3s:v1.37.1-k3s1\"]\ndigest = \"{digest}\"\n"
+        ))
+        .unwrap(),
+    );
+    let config = load_str("k3dgpu.toml", "").unwrap();
+    let locked = compile(&config, &facts_of("plain-laptop-amd"), &cat).unwrap();
+    let spec = &locked.get("docker/node-image").unwrap().spec;
+    assert_eq!(spec["build_args"]["K3S_DIGEST"], digest.as_str());
+    assert_ne!(spec["reference"], unlocked["reference"], "a new base digest is a new image");
+    assert_eq!(locked.get("k3d/cluster/gpu").unwrap().spec["image"], spec["reference"]);
+
+    assert_eq!(
+        codes("[policy]\nimages = \"pinned\"\n", "plain-laptop-amd"),
+        ["image-unlocked", "image-unlocked"],
+        "the pinned policy refuses unlocked bases"
+    );
+    let prebuilt = graph("[cluster]\nimage = \"registry.example/node:1\"\n", "plain-laptop-amd");
+    let spec = &prebuilt.get("docker/node-image").unwrap().spec;
+    assert_eq!(spec["source"], "pull");
+    assert!(!prebuilt.images.keys().any(|k| k.starts_with("ubuntu:")));
+    assert_eq!(
+        codes(
+            "[cluster]\nimage = \"registry.example/node:1\"\nbuild_args = { UBUNTU_TAG = \"24.04\" }\n",
+            "plain-laptop-amd"
+        ),
+        ["image-and-build"]
+    );
+}
+
 #[test]
 fn agent_and_addons_say_they_are_not_deployed() {
     let g = graph("[agent]\n[addons.stt]\n[addons.vlm]\n", "lunar-lake-npu");
@@ -546,4 +620,15 @@ fn agent_and_addons_say_they_are_not_deployed() {
     assert!(texts.iter().any(|t| t.starts_with("[agent] is not deployed by this version")), "{texts:?}");
     assert!(texts.iter().any(|t| t.starts_with("[addons.stt] is not deployed")), "{texts:?}");
     assert!(!warnings(&graph("", "lunar-lake-npu")).contains(&"not-deployed".to_string()));
+}
+
+#[test]
+fn node_image_build_inputs_hold_no_control_characters() {
+    // An arg that names no base, so only the control-character rule can refuse it.
+    let config = "[cluster]\nbuild_args = { NVIDIA_CONTAINER_TOOLKIT_VERSION = \"1.20.1-1\\u001b[2J\" }\n";
+    assert_eq!(codes(config, "plain-laptop-amd"), ["bad-node-image-build"]);
+    assert!(
+        codes("[cluster]\nbuild_args = { NVIDIA_CONTAINER_TOOLKIT_VERSION = \"1.20.0-1\" }\n", "plain-laptop-amd")
+            .is_empty()
+    );
 }

@@ -156,8 +156,26 @@ fn plan_observes_the_live_engine_and_finds_no_cluster() {
     };
     let live = run(&[]);
     assert_eq!(live.status.code(), Some(0), "{}", String::from_utf8_lossy(&live.stderr));
-    // No cluster of that name: the same plan as when nothing exists.
-    assert_eq!(live.stdout, run(&["--offline"]).stdout);
+    // No cluster of that name: the same actions as when nothing exists. Only the node image's
+    // reason differs: live, the engine was asked and has no such image; offline, nobody asked.
+    let actions = |stdout: &[u8]| -> Vec<(String, String, String)> {
+        let plan: serde_json::Value = serde_json::from_slice(stdout).unwrap();
+        plan["actions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| (a["id"].to_string(), a["action"].to_string(), a["reason"]["code"].to_string()))
+            .collect()
+    };
+    let (live, offline) = (actions(&live.stdout), actions(&run(&["--offline"]).stdout));
+    assert_eq!(live.len(), offline.len());
+    for (l, o) in live.iter().zip(&offline) {
+        if l.0 == "\"docker/node-image\"" {
+            assert_eq!((l.2.as_str(), o.2.as_str()), ("\"absent\"", "\"not-observed\""));
+        } else {
+            assert_eq!(l, o);
+        }
+    }
     let observe = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
         .args(["observe", "--json", "-c", "examples/wsl2-intel.toml"])
         .current_dir(repo)
@@ -166,4 +184,7 @@ fn plan_observes_the_live_engine_and_finds_no_cluster() {
     let doc: serde_json::Value = serde_json::from_slice(&observe.stdout).unwrap();
     assert_eq!(doc["schema"], "k3d-gpu.observed/v1");
     assert!(doc["cluster"].is_null());
+    // The node image the config builds is looked up too, and is not there.
+    assert_eq!(doc["node_image"]["present"], false, "{doc}");
+    assert!(doc["node_image"]["reference"].as_str().unwrap().starts_with("k3d-gpu-node:v1.37.1-k3s1-"));
 }

@@ -43,12 +43,14 @@ fn an_example_on_the_wrong_machine_fails_its_expectations() {
 }
 
 #[test]
-fn the_cluster_is_the_only_resource_that_forces_replacement() {
+fn the_cluster_and_its_node_image_are_the_only_resources_that_force_replacement() {
     let catalog = Catalog::embedded().unwrap();
     let graph = compile(&config("nvidia-workstation"), &facts_of("desktop-rpl-nvidia"), &catalog).unwrap();
     let replace: Vec<&str> = graph.resources().filter(|r| r.change == Change::Replace).map(|r| r.id.as_str()).collect();
-    assert_eq!(replace, ["k3d/cluster/cuda"]);
+    assert_eq!(replace, ["docker/node-image", "k3d/cluster/cuda"]);
     let cluster = graph.get("k3d/cluster/cuda").unwrap();
+    assert_eq!(cluster.depends_on, ["docker/node-image"], "the cluster is created from the image built first");
+    assert_eq!(cluster.spec["image"], graph.get("docker/node-image").unwrap().spec["reference"]);
     assert_eq!(cluster.spec["gpus"], "all");
     let args: Vec<&str> =
         cluster.spec["k3s_args"].as_array().unwrap().iter().map(|a| a["arg"].as_str().unwrap()).collect();

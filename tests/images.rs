@@ -13,14 +13,21 @@ use support::{converged, example_config, facts_of};
 
 const NPU_IMAGE: &str = "docker.io/intel/intel-npu-plugin:0.36.0";
 const BALLOONS_IMAGE: &str = "ghcr.io/containers/nri-plugins/nri-resource-policy-balloons:v0.14.0";
+/// The node image's bases (issue 13): images of every graph that builds the node image.
+const K3S_BASE: &str = "rancher/k3s:v1.37.1-k3s1";
+const UBUNTU_BASE: &str = "ubuntu:26.04";
 const NPU_DS: &str = "k8s/apps/DaemonSet/kube-system/intel-npu-plugin";
 
 fn digest(c: char) -> String {
     format!("sha256:{}", c.to_string().repeat(64))
 }
 
+/// A lock with `entries`, and the node image's bases always pinned.
 fn lock(entries: &[(&str, String)]) -> Lock {
     let mut lock = Lock::default();
+    for base in [K3S_BASE, UBUNTU_BASE] {
+        lock.images.insert(base.to_string(), Entry { digest: digest('e'), platforms: vec![] });
+    }
     for (image, d) in entries {
         lock.images.insert(image.to_string(), Entry { digest: d.clone(), platforms: vec![] });
     }
@@ -51,7 +58,8 @@ fn an_unlocked_image_is_deployed_by_tag_with_a_warning() {
     let graph = compile_with(&lunar_lake(), None).unwrap();
     assert_eq!(image_of(&graph, NPU_DS), NPU_IMAGE);
     let warnings = unlocked(&graph);
-    assert_eq!(warnings.len(), 2, "{warnings:?}");
+    assert_eq!(warnings.len(), 4, "two components' images and the node image's two bases: {warnings:?}");
+    assert!(warnings.iter().any(|w| w.contains(K3S_BASE)) && warnings.iter().any(|w| w.contains(UBUNTU_BASE)));
     assert!(warnings[0].contains(NPU_IMAGE) || warnings[1].contains(NPU_IMAGE), "{warnings:?}");
     // A catalog pin stays as it is and is no warning.
     let gpu = image_of(&graph, "k8s/apps/DaemonSet/kube-system/intel-gpu-plugin");

@@ -62,7 +62,13 @@ fn config_dir(images: &[String]) -> tempfile::TempDir {
     kdl.push_str("}\n");
     std::fs::write(dir.path().join("c.kdl"), kdl).unwrap();
     std::fs::write(dir.path().join("m.yml"), yaml).unwrap();
-    std::fs::write(dir.path().join("k3dgpu.toml"), "[[components]]\npath = \"c.kdl\"\n").unwrap();
+    // A prebuilt node image: the shipped build's bases (rancher/k3s, ubuntu) would be images
+    // of the config too, and Docker Hub cannot be reached from here.
+    std::fs::write(
+        dir.path().join("k3dgpu.toml"),
+        "[cluster]\nimage = \"k3d-gpu-test/node:prebuilt\"\n\n[[components]]\npath = \"c.kdl\"\n",
+    )
+    .unwrap();
     // An empty catalog, so the only images are the test's (the built-in ones live on
     // registries this machine cannot reach).
     std::fs::create_dir(dir.path().join("empty-catalog")).unwrap();

@@ -32,7 +32,10 @@ fn cases() -> Vec<(String, DesiredGraph)> {
         ("[cluster]\nagents = 2\napi_port = 6443\n", "desktop-rpl-nvidia"),
         ("[cluster]\nagents = 1\napi_host_ip = \"0.0.0.0\"\n", "meteor-lake-old-npu-fw"),
         ("[cluster]\nagents = 1\naccelerator_node = \"agent:0\"\n", "xeon-2s-snc2"),
-        ("[cluster]\nkubernetes_version = \"1.33\"\n[experimental]\nfeatures = [\"dra\"]\n", "wsl2-intel"),
+        (
+            "[cluster]\nimage = \"my/node:1\"\nkubernetes_version = \"1.33\"\n[experimental]\nfeatures = [\"dra\"]\n",
+            "wsl2-intel",
+        ),
     ];
     for (text, host) in variations {
         let config = k3d_gpu::config::load_str("k3dgpu.toml", text).unwrap_or_else(|e| panic!("{text}: {e:?}"));

@@ -1,5 +1,5 @@
-//! Dispatches each plan action to the provider that owns it: k3d for the cluster, the
-//! Kubernetes API for node metadata and objects.
+//! Dispatches each plan action to the provider that owns it: the Docker engine for the node
+//! image, k3d for the cluster, the Kubernetes API for node metadata and objects.
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -22,11 +22,25 @@ pub struct Providers {
     client: OnceCell<Client>,
     /// Node metadata patches read and rewrite the managed-labels annotation: one at a time.
     nodes: Mutex<()>,
+    /// The Docker engine the node image is built or pulled in.
+    pub docker: crate::observe::docker::Endpoint,
+    /// Progress lines as JSON events (`--json`) rather than text.
+    pub json: bool,
 }
 
 impl Providers {
     pub fn new(k3d: PathBuf, workdir: PathBuf, kubeconfig: PathBuf, cluster: String) -> Providers {
-        Providers { k3d, workdir, kubeconfig, cluster, client: OnceCell::new(), nodes: Mutex::new(()) }
+        let env = |k: &str| std::env::var(k).ok();
+        Providers {
+            k3d,
+            workdir,
+            kubeconfig,
+            cluster,
+            client: OnceCell::new(),
+            nodes: Mutex::new(()),
+            docker: crate::observe::docker::endpoint(&env, None),
+            json: false,
+        }
     }
 
     /// The cluster's client, made on first use (after k3d wrote the kubeconfig).
@@ -80,6 +94,23 @@ impl Providers {
         }
     }
 
+    async fn node_image(&self, action: &Action) -> Result<(), String> {
+        let spec = action.after.as_ref().ok_or("no desired node image")?;
+        // Observe's per-request deadline is seconds; a build or pull streams for minutes.
+        let docker = crate::observe::docker::connect(&self.docker)
+            .map_err(|e| e.to_string())?
+            .with_timeout(super::node_image::BUILD_TIMEOUT);
+        let id = action.id.as_str();
+        let say = |line: &str| {
+            if self.json {
+                eprintln!("{}", serde_json::json!({ "event": "progress", "id": id, "text": line }));
+            } else {
+                eprintln!("           {id} | {line}");
+            }
+        };
+        super::node_image::run(&docker, spec, &say).await
+    }
+
     async fn node_metadata(&self, action: &Action, label: bool) -> Result<(), String> {
         let client = self.client().await?;
         let _one_at_a_time = self.nodes.lock().await;
@@ -110,7 +141,9 @@ impl Runner for Providers {
     fn run<'a>(&'a self, action: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
         Box::pin(async move {
             let id = action.id.as_str();
-            if id.starts_with("k3d/cluster/") {
+            if id == crate::compile::NODE_IMAGE_ID {
+                self.node_image(action).await
+            } else if id.starts_with("k3d/cluster/") {
                 self.cluster(action).await
             } else if id.starts_with("node-label/") {
                 self.node_metadata(action, true).await

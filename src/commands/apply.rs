@@ -273,7 +273,8 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     }
 
     needs_k3d(plan)?;
-    let providers = providers(name);
+    let mut providers = providers(name);
+    providers.json = global.json;
     let actions = executable(plan, &computed.graph);
     let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
     let outcome = rt.block_on(execute(&actions, &providers, args.parallel, &mut |e| reporter.event(e)));
@@ -350,9 +351,14 @@ fn destroy_plan(inputs: &super::Inputs, rt: &tokio::runtime::Runtime) -> Result<
     let env = |k: &str| std::env::var(k).ok();
     let endpoint = crate::observe::docker::endpoint(&env, None);
     let cluster = rt
-        .block_on(crate::observe::observe_containers(&endpoint, name, &inputs.config.cluster.image))
+        .block_on(crate::observe::observe_containers(
+            &endpoint,
+            name,
+            inputs.config.cluster.image.as_deref().unwrap_or_default(),
+        ))
         .map_err(super::observe_failed)?;
-    let observed = crate::observe::Observed { schema: crate::observe::SCHEMA.into(), cluster, kubernetes: None };
+    let observed =
+        crate::observe::Observed { schema: crate::observe::SCHEMA.into(), cluster, kubernetes: None, node_image: None };
     let digests = Inputs::for_destroy(&inputs.config, &observed);
     crate::plan::destroy(&observed, digests).map_err(|crate::plan::NotManaged| {
         refused(

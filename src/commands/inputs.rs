@@ -94,7 +94,8 @@ pub struct Compiled {
 pub fn compile(global: &Global, inputs: &Inputs) -> Result<Compiled> {
     let catalog = load_catalog(global, inputs)?;
     let facts = super::load_facts(global)?;
-    let graph = crate::compile::compile(&inputs.config, &facts, &catalog)
+    let source = node_image_source(inputs)?;
+    let graph = crate::compile::compile_with(&inputs.config, &facts, &catalog, &source)
         .map_err(|errors| Error::Invalid(compile_diagnostics(inputs, errors)))?;
     Ok(Compiled { catalog, facts, graph })
 }
@@ -114,4 +115,31 @@ pub fn compile_diagnostics(inputs: &Inputs, errors: Vec<CompileError>) -> Vec<mi
             miette::Report::new(report)
         })
         .collect()
+}
+
+/// Where the node image comes from: `[cluster] image`, the user's `build_context` as read from
+/// disk, or the shipped Dockerfile.
+pub fn node_image_source(inputs: &Inputs) -> Result<crate::node_image::Source> {
+    let cluster = &inputs.config.cluster;
+    if let Some(image) = &cluster.image {
+        return Ok(crate::node_image::Source::prebuilt(image));
+    }
+    let Some(dir) = &cluster.build_context else { return Ok(crate::node_image::Source::shipped()) };
+    let path = inputs.dir.join(dir);
+    let files = crate::input_file::read_context(&path).map_err(|reason| Error::Input {
+        what: "node image build context",
+        path: path.display().to_string(),
+        reason,
+        help: Some("[cluster] build_context names a directory with a Dockerfile".into()),
+    })?;
+    Ok(crate::node_image::Source::Build { context: path.display().to_string(), files })
+}
+
+/// The node image reference this config creates its cluster from (what observe inspects),
+/// resolved without compiling the rest.
+pub fn node_image_reference(inputs: &Inputs, catalog: &Catalog) -> Result<String> {
+    let source = node_image_source(inputs)?;
+    crate::node_image::resolve(&source, &inputs.config.cluster.build_args, &catalog.images)
+        .map(|r| r.reference)
+        .map_err(|why| Error::Invalid(vec![miette::miette!("the node image cannot be built: {why}")]))
 }

@@ -17,17 +17,30 @@ pub struct Computed {
 /// Where the plan's picture of the cluster comes from.
 pub enum Observation<'a> {
     /// `--observed FILE` or `--offline`.
-    Saved(Observed),
+    Saved(Box<Observed>),
     /// Docker and the Kubernetes API, now.
     Live(&'a tokio::runtime::Runtime),
 }
 
 pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation) -> Result<Computed> {
-    let super::inputs::Compiled { catalog, facts, graph } = super::inputs::compile(global, &inputs)?;
+    let super::inputs::Compiled { catalog, facts, mut graph } = super::inputs::compile(global, &inputs)?;
     let observed = match observation {
-        Observation::Saved(saved) => saved,
-        Observation::Live(rt) => observe_live(&inputs, &catalog, rt)?,
+        Observation::Saved(saved) => *saved,
+        Observation::Live(rt) => {
+            let image = graph.get(crate::compile::NODE_IMAGE_ID).and_then(|r| r.spec["reference"].as_str());
+            observe_live(&inputs, &catalog, image.unwrap_or_default(), rt)?
+        }
     };
+    // A prebuilt image's k3s release label is known only once observed: compile again with it
+    // (a build says its own version, from K3S_TAG).
+    let source = super::inputs::node_image_source(&inputs)?;
+    if matches!(source, crate::node_image::Source::Prebuilt { .. }) {
+        let labelled = source.with_observed(&observed);
+        if matches!(&labelled, crate::node_image::Source::Prebuilt { k3s_version: Some(_), .. }) {
+            graph = crate::compile::compile_with(&inputs.config, &facts, &catalog, &labelled)
+                .map_err(|errors| Error::Invalid(super::inputs::compile_diagnostics(&inputs, errors)))?;
+        }
+    }
     let digests = Inputs::new(&inputs.config, &facts, &observed, catalog.digest(), &graph.images);
     let plan = plan::plan(&graph, &observed, digests);
     Ok(Computed { plan, graph, inputs })
@@ -54,14 +67,14 @@ pub fn kubeconfig_path() -> std::path::PathBuf {
 
 /// Where to look for this config's cluster: Docker from the environment, the kubeconfig
 /// from KUBECONFIG (its first file) or ~/.kube/config, and every kind a plan can hold.
-pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> crate::observe::Target {
+pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog, image: &str) -> crate::observe::Target {
     let env = |k: &str| std::env::var(k).ok();
     let kubeconfig = kubeconfig_path();
     crate::observe::Target {
         docker: crate::observe::docker::endpoint(&env, None),
         kubeconfig,
         cluster: inputs.config.cluster.name.clone(),
-        image: inputs.config.cluster.image.clone(),
+        image: image.to_string(),
         kinds: crate::compile::object_kinds(catalog),
     }
 }
@@ -69,27 +82,28 @@ pub fn target(inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> crat
 fn observe_live(
     inputs: &super::Inputs,
     catalog: &crate::catalog::Catalog,
+    image: &str,
     rt: &tokio::runtime::Runtime,
 ) -> Result<Observed> {
-    rt.block_on(crate::observe::observe(&target(inputs, catalog))).map_err(super::observe_failed)
+    rt.block_on(crate::observe::observe(&target(inputs, catalog, image))).map_err(super::observe_failed)
 }
 
 /// `k3d-gpu observe`.
 pub fn observe_command(global: &Global) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
+    let image = super::inputs::node_image_reference(&inputs, &catalog)?;
     let rt = super::runtime()?;
-    let target = target(&inputs, &catalog);
-    let cluster = rt
-        .block_on(crate::observe::observe_containers(&target.docker, &target.cluster, &target.image))
-        .map_err(super::observe_failed)?;
+    let target = target(&inputs, &catalog, &image);
+    let (cluster, node_image) = rt.block_on(crate::observe::observe_docker(&target)).map_err(super::observe_failed)?;
     // The Docker side stands on its own: when the API cannot be read (a missing kubeconfig
     // context), print what Docker showed and say what is missing.
     let (kubernetes, missing) = match rt.block_on(crate::observe::observe_kubernetes(&target, cluster.as_ref())) {
         Ok(k) => (k, None),
         Err(e) => (None, Some(e)),
     };
-    let observed = Observed { schema: crate::observe::SCHEMA.into(), cluster, kubernetes };
+    let observed =
+        Observed { schema: crate::observe::SCHEMA.into(), cluster, kubernetes, node_image: Some(node_image) };
     if global.json {
         // A document without its Kubernetes half would read as "no objects" to a later
         // `plan --observed`, so none is printed then.
@@ -116,6 +130,14 @@ pub fn observe_command(global: &Global) -> Result<u8> {
             }
         }
     }
+    if let Some(i) = &observed.node_image {
+        let state = match (i.present, &i.build_inputs) {
+            (false, _) => "not in the local engine".to_string(),
+            (true, Some(digest)) => format!("present, build inputs {digest}"),
+            (true, None) => "present (not built by k3d-gpu)".to_string(),
+        };
+        out.push_str(&format!("node image {}: {state}\n", i.reference));
+    }
     if let Some(k) = &observed.kubernetes {
         out.push_str(&format!(
             "kubernetes: {} node(s), {} managed object(s), {} ResourceSlice(s)\n",
@@ -139,7 +161,7 @@ pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
     }
     let inputs = super::load_config(global)?;
     let plan = match observed_file(args)? {
-        Some(saved) => compute(global, inputs, Observation::Saved(saved))?,
+        Some(saved) => compute(global, inputs, Observation::Saved(Box::new(saved)))?,
         // Only `plan` has --offline, so only its help names it.
         None => compute(global, inputs, Observation::Live(&super::runtime()?)).map_err(|e| match e {
             Error::Usage { message, help } if message.starts_with("cannot reach") => Error::Usage {

@@ -28,6 +28,75 @@ fn disables(arg: &str, name: &str) -> bool {
 /// Where the node reads the host's files for Node Feature Discovery.
 const NFD_HOST_DIR: &str = "/k3d-gpu/host";
 
+/// The id of the node image resource; the cluster depends on it.
+pub const NODE_IMAGE_ID: &str = "docker/node-image";
+
+/// The node image resource: built from a context (the shipped Dockerfile, or the user's
+/// `build_context`) or pulled (`[cluster] image`). Its bases are images the graph deploys, so
+/// an unlocked one warns like any other (or is refused under `[policy] images = "pinned"`).
+pub fn node_image(cx: &mut Context, source: &crate::node_image::Source, out: &mut Vec<Resource>) {
+    let cluster = &cx.config.cluster;
+    if let Some(image) = &cluster.image {
+        if let Err(why) = crate::images::ImageRef::parse(image) {
+            cx.error(CompileError::new(
+                "bad-image",
+                &["cluster", "image"],
+                format!("{image:?} is not an image reference: {why}"),
+                None,
+            ));
+            return;
+        }
+        if cluster.build_context.is_some() || !cluster.build_args.is_empty() {
+            cx.error(CompileError::new(
+                "image-and-build",
+                &["cluster", "image"],
+                "a prebuilt image is pulled, never built: build_context and build_args would be ignored",
+                Some("remove image to build, or remove build_context and build_args to use the prebuilt image".into()),
+            ));
+            return;
+        }
+    }
+    // They reach the plan's text and Docker's build API: no control characters.
+    let controls = |t: &str| t.chars().any(char::is_control);
+    if cluster.build_context.as_deref().is_some_and(controls)
+        || cluster.build_args.iter().any(|(k, v)| controls(k) || controls(v))
+    {
+        cx.error(CompileError::new(
+            "bad-node-image-build",
+            &["cluster", "build_args"],
+            "build_context and build_args may not hold control characters",
+            None,
+        ));
+        return;
+    }
+    match crate::node_image::resolve(source, &cluster.build_args, &cx.catalog.images) {
+        Err(why) => cx.error(CompileError::new(
+            "bad-node-image-build",
+            if why.starts_with("build arg") || cluster.build_context.is_none() {
+                &["cluster", "build_args"]
+            } else {
+                &["cluster", "build_context"]
+            },
+            format!("the node image cannot be built: {why}"),
+            None,
+        )),
+        Ok(resolved) => {
+            for (name, used) in &resolved.bases {
+                cx.images.insert(name.clone(), used.clone());
+            }
+            out.push(Resource {
+                id: NODE_IMAGE_ID.into(),
+                kind: ResourceKind::NodeImage,
+                change: Change::Replace,
+                component: None,
+                spec: resolved.spec.clone(),
+                depends_on: Vec::new(),
+            });
+            cx.node_image = Some(resolved);
+        }
+    }
+}
+
 /// The cluster resource; returns its id.
 pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource>) -> String {
     let cluster = &cx.config.cluster;
@@ -44,14 +113,6 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             "bad-agents",
             &["cluster", "agents"],
             format!("agents must be 0 to {MAX_NODES}"),
-            None,
-        ));
-    }
-    if cluster.image.trim().is_empty() || cluster.image.contains(char::is_whitespace) {
-        cx.error(CompileError::new(
-            "bad-image",
-            &["cluster", "image"],
-            format!("{:?} is not an image reference", cluster.image),
             None,
         ));
     }
@@ -168,7 +229,8 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
         component: None,
         spec: json!({
             "name": cluster.name,
-            "image": cluster.image,
+            "image": cx.node_image.as_ref().map(|n| n.reference.clone()),
+            "node_image_inputs": cx.node_image.as_ref().map(|n| n.inputs.clone()).unwrap_or_default(),
             "servers": cluster.servers,
             "agents": cluster.agents,
             "gpus": if nvidia { Some("all") } else { None },
@@ -178,7 +240,7 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             "volumes": volumes,
             "node_labels": node_labels.unwrap_or_default(),
         }),
-        depends_on: Vec::new(),
+        depends_on: cx.node_image.as_ref().map(|_| vec![NODE_IMAGE_ID.to_string()]).unwrap_or_default(),
     });
     id
 }

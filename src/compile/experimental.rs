@@ -71,14 +71,32 @@ const SPECS: &[Spec] = &[
 ];
 
 /// The Kubernetes version the cluster will run, never guessed: the config's
-/// `[cluster] kubernetes_version`, else the tag of an upstream k3s image
-/// (`rancher/k3s:v1.33.1-k3s1`, whose tag is the k3s release), else unknown. The node image's
-/// own tag says nothing: builds of one tag have carried different k3s releases.
-pub fn kubernetes_version(cluster: &crate::config::Cluster) -> Option<(u32, u32)> {
+/// `[cluster] kubernetes_version`, else the k3s release of the node image (`K3S_TAG` of the
+/// image k3d-gpu builds), else the tag of an upstream k3s image (`rancher/k3s:v1.33.1-k3s1`,
+/// whose tag is the k3s release), else unknown. Another prebuilt image's own tag says nothing:
+/// builds of one tag have carried different k3s releases.
+pub fn kubernetes_version(cluster: &crate::config::Cluster, k3s_tag: Option<&str>) -> Option<(u32, u32)> {
     if let Some(text) = &cluster.kubernetes_version {
         return parse_version(text);
     }
-    k3s_image_version(&cluster.image)
+    image_version(cluster, k3s_tag)
+}
+
+/// What the node image itself says: its build's K3S_TAG, or a rancher/k3s tag.
+fn image_version(cluster: &crate::config::Cluster, k3s_tag: Option<&str>) -> Option<(u32, u32)> {
+    match k3s_tag {
+        Some(tag) => k3s_tag_version(tag),
+        None => cluster.image.as_deref().and_then(k3s_image_version),
+    }
+}
+
+/// The node image as a sentence's subject.
+fn image_name(cluster: &crate::config::Cluster, k3s_tag: Option<&str>) -> String {
+    match (&cluster.image, k3s_tag) {
+        (Some(image), _) => format!("image {image}"),
+        (None, Some(tag)) => format!("the node image (k3s {tag})"),
+        (None, None) => "the node image".into(),
+    }
 }
 
 /// `1.37` or `1.37.1` (a leading `v` allowed) → (1, 37).
@@ -101,6 +119,11 @@ fn k3s_image_version(image: &str) -> Option<(u32, u32)> {
     if !matches!(repo, "rancher/k3s" | "docker.io/rancher/k3s" | "index.docker.io/rancher/k3s") {
         return None;
     }
+    k3s_tag_version(tag)
+}
+
+/// `v1.33.1-k3s1` → (1, 33).
+fn k3s_tag_version(tag: &str) -> Option<(u32, u32)> {
     let rest = tag.strip_prefix('v')?;
     let mut parts = rest.split(['.', '-', '+']);
     let major = parts.next()?.parse().ok()?;
@@ -110,6 +133,8 @@ fn k3s_image_version(image: &str) -> Option<(u32, u32)> {
 
 pub fn plan(cx: &mut Context) -> FeaturePlan {
     let cluster = &cx.config.cluster;
+    let k3s_tag = cx.node_image.as_ref().and_then(|n| n.k3s_tag.clone());
+    let k3s_tag = k3s_tag.as_deref();
     if let Some(text) = &cluster.kubernetes_version
         && parse_version(text).is_none()
     {
@@ -121,34 +146,38 @@ pub fn plan(cx: &mut Context) -> FeaturePlan {
         ));
     }
     if let (Some(set), Some(tagged)) =
-        (cluster.kubernetes_version.as_deref().and_then(parse_version), k3s_image_version(&cluster.image))
+        (cluster.kubernetes_version.as_deref().and_then(parse_version), image_version(cluster, k3s_tag))
         && set != tagged
     {
         cx.error(CompileError::new(
             "kubernetes-version-mismatch",
             &["cluster", "kubernetes_version"],
             format!(
-                "kubernetes_version is {}.{}, but image {} is k3s {}.{}",
-                set.0, set.1, cluster.image, tagged.0, tagged.1
+                "kubernetes_version is {}.{}, but {} is k3s {}.{}",
+                set.0,
+                set.1,
+                image_name(cluster, k3s_tag),
+                tagged.0,
+                tagged.1
             ),
-            Some("remove kubernetes_version: the k3s image tag says it".to_string()),
+            Some("remove kubernetes_version: the node image's k3s release says it".to_string()),
         ));
     }
-    let version = kubernetes_version(cluster);
+    let version = kubernetes_version(cluster, k3s_tag);
+    let image = image_name(cluster, k3s_tag);
     if cx.config.sharing.mode == crate::config::IntelGpuMode::Dra {
         match version {
             Some(v) if v < (1, 36) => cx.error(CompileError::new(
                 "dra-kubernetes-too-old",
                 &["sharing", "mode"],
-                format!("DRA mode needs Kubernetes 1.36+, and image {} runs {}.{}", cx.config.cluster.image, v.0, v.1),
+                format!("DRA mode needs Kubernetes 1.36+, and {image} runs {}.{}", v.0, v.1),
                 Some("use a node image with k3s 1.36 or newer, or set [sharing] mode = \"plugin\"".to_string()),
             )),
             None => cx.warn(
                 "kubernetes-version-unknown",
                 Some("cluster.kubernetes_version"),
                 format!(
-                    "cannot tell which Kubernetes {} runs; DRA mode needs 1.36+: set [cluster] kubernetes_version",
-                    cx.config.cluster.image
+                    "cannot tell which Kubernetes {image} runs; DRA mode needs 1.36+: set [cluster] kubernetes_version"
                 ),
             ),
             Some(_) => {}
@@ -236,18 +265,22 @@ mod tests {
     #[test]
     fn kubernetes_versions_are_never_guessed() {
         let cluster = |image: &str, version: Option<&str>| crate::config::Cluster {
-            image: image.into(),
+            image: Some(image.into()),
             kubernetes_version: version.map(str::to_string),
             ..Default::default()
         };
-        assert_eq!(kubernetes_version(&cluster("rancher/k3s:v1.33.1-k3s1", None)), Some((1, 33)));
+        assert_eq!(kubernetes_version(&cluster("rancher/k3s:v1.33.1-k3s1", None), None), Some((1, 33)));
         let digest = format!("docker.io/rancher/k3s:v1.33.1-k3s1@sha256:{}", "a".repeat(64));
-        assert_eq!(kubernetes_version(&cluster(&digest, None)), Some((1, 33)));
+        assert_eq!(kubernetes_version(&cluster(&digest, None), None), Some((1, 33)));
         // The node image's tag is its own release, not k3s's.
-        assert_eq!(kubernetes_version(&cluster(crate::config::DEFAULT_IMAGE, None)), None);
-        assert_eq!(kubernetes_version(&cluster("cryptoandcoffee/k3d-gpu:v1.37.1", None)), None);
-        assert_eq!(kubernetes_version(&cluster("my/image:latest", None)), None);
-        assert_eq!(kubernetes_version(&cluster(crate::config::DEFAULT_IMAGE, Some("1.35"))), Some((1, 35)));
+        assert_eq!(kubernetes_version(&cluster("cryptoandcoffee/k3d-gpu:0.1.0", None), None), None);
+        assert_eq!(kubernetes_version(&cluster("cryptoandcoffee/k3d-gpu:v1.37.1", None), None), None);
+        assert_eq!(kubernetes_version(&cluster("my/image:latest", None), None), None);
+        assert_eq!(kubernetes_version(&cluster("cryptoandcoffee/k3d-gpu:0.1.0", Some("1.35")), None), Some((1, 35)));
+        // The node image k3d-gpu builds: its K3S_TAG.
+        let ours = crate::config::Cluster::default();
+        assert_eq!(kubernetes_version(&ours, Some("v1.36.2-k3s1")), Some((1, 36)));
+        assert_eq!(kubernetes_version(&ours, None), None);
         assert_eq!(parse_version("v1.37.1"), Some((1, 37)));
         assert_eq!(parse_version("1.37.x"), None);
         assert_eq!(parse_version("latest"), None);

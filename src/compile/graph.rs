@@ -21,6 +21,8 @@ pub enum Change {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum ResourceKind {
+    /// The node image: built or pulled before the cluster is created from it.
+    NodeImage,
     Cluster,
     NodeLabel,
     NodeAnnotation,

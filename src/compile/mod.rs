@@ -8,6 +8,7 @@ mod claims;
 mod cluster;
 mod components;
 
+pub use cluster::NODE_IMAGE_ID;
 pub use components::{MANAGED_BY, object_id};
 mod experimental;
 mod graph;
@@ -64,6 +65,8 @@ pub struct Context<'a> {
     pub warnings: Vec<Warning>,
     /// Every image the wanted components deploy, by its catalog name, as it is deployed.
     pub images: std::collections::BTreeMap<String, crate::images::Use>,
+    /// The node image, resolved against the locks (`None` when its source is unusable).
+    pub node_image: Option<crate::node_image::Resolved>,
 }
 
 impl Context<'_> {
@@ -96,8 +99,25 @@ impl Context<'_> {
     }
 }
 
-/// Compiles. `Ok` may still carry warnings; `Err` carries every error found.
+/// Compiles, with the node image the config names without reading a build context: a
+/// prebuilt `[cluster] image`, or the shipped Dockerfile. A config with `build_context` goes
+/// through [`compile_with`] and the files the command edge read.
 pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<DesiredGraph, Vec<CompileError>> {
+    let source = match (&config.cluster.image, &config.cluster.build_context) {
+        (Some(image), _) => crate::node_image::Source::prebuilt(image),
+        (None, Some(dir)) => crate::node_image::Source::Build { context: dir.clone(), files: Default::default() },
+        (None, None) => crate::node_image::Source::shipped(),
+    };
+    compile_with(config, facts, catalog, &source)
+}
+
+/// Compiles. `Ok` may still carry warnings; `Err` carries every error found.
+pub fn compile_with(
+    config: &Config,
+    facts: &Facts,
+    catalog: &Catalog,
+    node_image: &crate::node_image::Source,
+) -> Result<DesiredGraph, Vec<CompileError>> {
     let mut cx = Context {
         config,
         facts,
@@ -106,12 +126,14 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
         errors: Vec::new(),
         warnings: Vec::new(),
         images: Default::default(),
+        node_image: None,
     };
+    let mut resources = Vec::new();
+    cluster::node_image(&mut cx, node_image, &mut resources);
     select_vendors(&mut cx);
     expect(&mut cx);
     let intel = intel::plan(&mut cx);
     let features = experimental::plan(&mut cx);
-    let mut resources = Vec::new();
     let cluster_id = cluster::resource(&mut cx, &features, &mut resources);
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);
     let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);

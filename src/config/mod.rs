@@ -20,10 +20,6 @@ pub use load::{ConfigError, load_all, load_str};
 pub use selection::{ExperimentalSelection, Feature, Shared, VendorSelection};
 pub use span::{path_at, span_of, span_of_element};
 
-/// The version of the node image this release creates clusters from (the reference launcher
-/// tags its image with its own version).
-pub const DEFAULT_IMAGE: &str = concat!("cryptoandcoffee/k3d-gpu:", env!("CARGO_PKG_VERSION"));
-
 /// Where the Kubernetes API is published by default: loopback only. k3d's own default is every
 /// interface, which puts the API server of a developer's laptop on the network.
 pub const DEFAULT_API_HOST_IP: &str = "127.0.0.1";
@@ -181,8 +177,19 @@ pub struct Cluster {
     /// Cluster name; kubectl uses context `k3d-<name>`. (K3D_GPU_CLUSTER)
     #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$"))]
     pub name: String,
-    /// Node image. Defaults to the image built from this release. (K3D_GPU_IMAGE)
-    pub image: String,
+    /// A prebuilt node image (`repo:tag`, `@sha256:…` allowed), pulled when missing and never
+    /// built. Unset: k3d-gpu builds the node image itself, from the Dockerfile it ships or
+    /// from `build_context`. (K3D_GPU_IMAGE)
+    pub image: Option<String>,
+    /// Your own node image build context: a directory (relative to this file) with a
+    /// `Dockerfile`, built instead of the shipped one. Every `FROM` of it takes its tag and
+    /// digest from build args (`FROM repo:${X_TAG}${X_DIGEST:+@}${X_DIGEST}`), so images.lock
+    /// pins it.
+    pub build_context: Option<String>,
+    /// Build args of the node image, e.g. `{ UBUNTU_TAG = "24.04" }` or `{ K3S_TAG =
+    /// "v1.37.1-k3s1" }`. Each must be an `ARG` of the Dockerfile; a change rebuilds the image
+    /// and recreates the cluster.
+    pub build_args: BTreeMap<String, String>,
     /// Number of server nodes.
     #[schemars(range(min = 1))]
     pub servers: u32,
@@ -206,8 +213,10 @@ pub struct Cluster {
     /// plugins run only there. `"all"` runs them on every node (`validate` warns).
     pub accelerator_node: String,
     /// The Kubernetes minor version the node image runs, e.g. `"1.37"`. Feature gates, DRA
-    /// and the experimental defaults depend on it. Unset: read from a `rancher/k3s:vX.Y.Z-k3sN`
-    /// image tag, else unknown (never guessed from another image's tag).
+    /// and the experimental defaults depend on it. Unset: the `K3S_TAG` of the node image
+    /// k3d-gpu builds, else a prebuilt image's `io.k3d-gpu.k3s-version` label, else a
+    /// `rancher/k3s:vX.Y.Z-k3sN` image tag, else unknown (never guessed from another image's
+    /// tag). Needed for a prebuilt image without that label.
     #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?$"))]
     pub kubernetes_version: Option<String>,
 }
@@ -216,7 +225,9 @@ impl Default for Cluster {
     fn default() -> Self {
         Cluster {
             name: "gpu".into(),
-            image: DEFAULT_IMAGE.into(),
+            image: None,
+            build_context: None,
+            build_args: BTreeMap::new(),
             servers: 1,
             agents: 0,
             k3s_args: Vec::new(),

@@ -80,6 +80,40 @@ async fn deadline<T, E: std::fmt::Display>(
     }
 }
 
+/// The node image by reference: whether the engine has it, and its k3d-gpu labels. An image
+/// the engine does not have is an answer (absent), not an error.
+pub async fn observe_image(
+    docker: &Docker,
+    endpoint: &Endpoint,
+    reference: &str,
+) -> Result<super::ObservedImage, ObserveError> {
+    let absent = super::ObservedImage { reference: reference.to_string(), ..Default::default() };
+    let inspected = match tokio::time::timeout(CALL_TIMEOUT, docker.inspect_image(reference)).await {
+        Ok(Ok(image)) => image,
+        Ok(Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. })) => return Ok(absent),
+        Ok(Err(e)) => {
+            return Err(ObserveError::DockerUnreachable {
+                endpoint: endpoint.clone(),
+                reason: format!("inspect image {reference}: {e}"),
+            });
+        }
+        Err(_) => {
+            return Err(ObserveError::DockerUnreachable {
+                endpoint: endpoint.clone(),
+                reason: format!("inspect image: no answer within {}s", CALL_TIMEOUT.as_secs()),
+            });
+        }
+    };
+    let labels = inspected.config.and_then(|c| c.labels).unwrap_or_default();
+    Ok(super::ObservedImage {
+        reference: reference.to_string(),
+        present: true,
+        id: inspected.id,
+        build_inputs: labels.get(crate::node_image::INPUTS_LABEL).cloned(),
+        k3s_version: labels.get(crate::node_image::K3S_VERSION_LABEL).cloned(),
+    })
+}
+
 /// The cluster's node containers, or `None` when no container carries its labels.
 pub async fn observe_cluster(
     docker: &Docker,

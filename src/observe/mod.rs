@@ -50,9 +50,17 @@ pub struct Target {
 
 /// Observes Docker, then (when the cluster exists) Kubernetes.
 pub async fn observe(target: &Target) -> Result<Observed, ObserveError> {
-    let cluster = observe_containers(&target.docker, &target.cluster, &target.image).await?;
+    let (cluster, node_image) = observe_docker(target).await?;
     let kubernetes = observe_kubernetes(target, cluster.as_ref()).await?;
-    Ok(Observed { schema: SCHEMA.into(), cluster, kubernetes })
+    Ok(Observed { schema: SCHEMA.into(), cluster, kubernetes, node_image: Some(node_image) })
+}
+
+/// The Docker side: the config's node image and the cluster's node containers.
+pub async fn observe_docker(target: &Target) -> Result<(Option<ObservedCluster>, ObservedImage), ObserveError> {
+    let engine = docker::connect(&target.docker)?;
+    let node_image = docker::observe_image(&engine, &target.docker, &target.image).await?;
+    let cluster = docker::observe_cluster(&engine, &target.docker, &target.cluster, &target.image).await?;
+    Ok((cluster, node_image))
 }
 
 /// The Kubernetes side of a cluster Docker showed: `None` when there is no cluster or no
@@ -109,6 +117,24 @@ pub struct Observed {
     pub cluster: Option<ObservedCluster>,
     /// `None`: not reachable or not asked (offline); objects then count as absent.
     pub kubernetes: Option<ObservedKubernetes>,
+    /// The node image the config names, in the local engine. `None`: not observed (offline,
+    /// or a document from before k3d-gpu built its image), so the plan builds or pulls it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_image: Option<ObservedImage>,
+}
+
+/// The node image in the local Docker engine.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ObservedImage {
+    pub reference: String,
+    /// Whether the engine has an image by that reference.
+    pub present: bool,
+    /// Its local id, when present.
+    pub id: Option<String>,
+    /// Its build-inputs digest label ([`crate::node_image::INPUTS_LABEL`]).
+    pub build_inputs: Option<String>,
+    /// Its k3s release label ([`crate::node_image::K3S_VERSION_LABEL`]).
+    pub k3s_version: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -165,7 +191,7 @@ pub struct ObservedNode {
 impl Observed {
     /// Nothing exists (`plan --offline`).
     pub fn nothing() -> Observed {
-        Observed { schema: SCHEMA.into(), cluster: None, kubernetes: None }
+        Observed { schema: SCHEMA.into(), cluster: None, kubernetes: None, node_image: None }
     }
 
     pub fn to_bytes(&self) -> Vec<u8> {
@@ -212,6 +238,7 @@ mod tests {
             schema: SCHEMA.into(),
             cluster: None,
             kubernetes: Some(ObservedKubernetes { objects: vec![secret, ui], ..Default::default() }),
+            node_image: None,
         };
         let printed = String::from_utf8(observed.masked().to_bytes()).unwrap();
         assert!(!printed.contains("aHVudGVyMg==") && !printed.contains("hunter2"), "{printed}");

@@ -160,6 +160,11 @@ fn reason(code: &str, text: impl Into<String>) -> Reason {
 pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
     let mut warnings = graph.warnings.clone();
     let mut actions: BTreeMap<String, Action> = BTreeMap::new();
+    if let Some(image) = graph.resources().find(|r| r.kind == ResourceKind::NodeImage)
+        && let Some(a) = node_image_action(image, observed)
+    {
+        actions.insert(a.id.clone(), a);
+    }
     let cluster = graph.resources().find(|r| r.kind == ResourceKind::Cluster);
     let fresh = match cluster {
         Some(c) => cluster_action(c, observed, &mut warnings).map(|a| {
@@ -250,6 +255,54 @@ fn create(r: &Resource, why: Reason) -> Action {
     Action::new(r.id.clone(), ActionKind::Create, why, None, Some(r.spec.clone()))
 }
 
+/// The node image: build it when the engine has no image of that name whose build-inputs
+/// label matches (or nothing was observed), pull a prebuilt one that is missing, else nothing.
+fn node_image_action(desired: &Resource, observed: &Observed) -> Option<Action> {
+    let reference = desired.spec["reference"].as_str().unwrap_or_default();
+    let build = desired.spec["source"] == "build";
+    let seen = observed.node_image.as_ref().filter(|i| i.reference == reference);
+    let why = match seen {
+        None => reason(
+            "not-observed",
+            format!("{reference}: the local engine was not asked (offline or a saved observation)"),
+        ),
+        Some(i) if !i.present => reason("absent", format!("{reference} is not in the local engine")),
+        Some(i) if build && i.build_inputs.as_deref() != desired.spec["digest"].as_str() => reason(
+            "build-inputs-differ",
+            format!(
+                "{reference} carries build inputs {}, wanted {}",
+                i.build_inputs.as_deref().unwrap_or("(no label)"),
+                desired.spec["digest"].as_str().unwrap_or_default()
+            ),
+        ),
+        Some(_) => return None,
+    };
+    let what = if build {
+        match desired.spec["context"].as_str() {
+            Some("shipped") | None => "build from the Dockerfile k3d-gpu ships".to_string(),
+            Some(dir) => format!("build from {dir}"),
+        }
+    } else {
+        "pull".to_string()
+    };
+    let why = Reason { text: format!("{}: {what}", why.text), ..why };
+    Some(Action::new(desired.id.clone(), ActionKind::Create, why, None, Some(desired.spec.clone())))
+}
+
+/// Which build inputs of the node image changed, as a sentence.
+fn changed_inputs(before: &Value, after: &Value) -> String {
+    let empty = serde_json::Map::new();
+    let (b, a) = (before.as_object().unwrap_or(&empty), after.as_object().unwrap_or(&empty));
+    let mut names: Vec<&str> =
+        a.keys().chain(b.keys()).filter(|k| a.get(*k) != b.get(*k)).map(String::as_str).collect();
+    names.sort_unstable();
+    names.dedup();
+    format!(
+        "node image build inputs changed: {}",
+        if names.is_empty() { "none recorded".into() } else { names.join(", ") }
+    )
+}
+
 /// The cluster: create, replace (a creation-time property changed), start, or nothing.
 fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Warning>) -> Option<Action> {
     let name = desired.spec["name"].as_str().unwrap_or_default();
@@ -265,6 +318,9 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
             for key in changed_keys(&desired.spec, recorded) {
                 texts.push(match key.as_str() {
                     "image" => format!("node image differs ({} → {image})", server.image),
+                    "node_image_inputs" => {
+                        changed_inputs(&recorded["node_image_inputs"], &desired.spec["node_image_inputs"])
+                    }
                     "k3s_args" => "k3s args changed".to_string(),
                     "volumes" => "host mounts changed".to_string(),
                     "gpus" => "--gpus changed".to_string(),

@@ -161,6 +161,14 @@ pub fn converged(graph: &k3d_gpu::compile::DesiredGraph) -> k3d_gpu::observe::Ob
             }],
         }),
         kubernetes: Some(ObservedKubernetes { nodes: vec![node], objects, resource_slices: Vec::new() }),
+        // The node image as apply leaves it: present, labelled with its build inputs.
+        node_image: graph.resources().find(|r| r.kind == ResourceKind::NodeImage).map(|r| ObservedImage {
+            reference: r.spec["reference"].as_str().unwrap().into(),
+            present: true,
+            id: Some("sha256:1111".into()),
+            build_inputs: r.spec["digest"].as_str().map(str::to_string),
+            k3s_version: None,
+        }),
     }
 }
 

@@ -1,0 +1,139 @@
+//! The node image action: build it through the Docker engine's build API from a tar of the
+//! context (the files whose digests the plan recorded), or pull a prebuilt one. Progress goes
+//! to stderr line by line, control characters removed, like the rest of apply's output.
+
+use std::collections::{BTreeMap, HashMap};
+
+use bollard::Docker;
+use futures_util::StreamExt;
+use serde_json::Value;
+
+use crate::node_image::{INPUT_LIST_LABEL, INPUTS_LABEL, Source};
+
+/// A build or pull has no natural deadline; an hour is far past a slow network.
+pub const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
+
+/// Builds or pulls what `spec` (the graph's node-image spec) says. `say` prints one line of
+/// progress.
+pub async fn run(docker: &Docker, spec: &Value, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
+    let reference = spec["reference"].as_str().ok_or("no image reference")?;
+    let work = async {
+        match spec["source"].as_str() {
+            Some("build") => build(docker, spec, reference, say).await,
+            Some("pull") => pull(docker, reference, say).await,
+            other => Err(format!("unknown node image source {other:?}")),
+        }
+    };
+    tokio::time::timeout(BUILD_TIMEOUT, work)
+        .await
+        .unwrap_or_else(|_| Err(format!("{reference}: not done within {}s", BUILD_TIMEOUT.as_secs())))
+}
+
+/// The context's files, read again and checked against the digest the plan recorded: what is
+/// built is what was planned.
+fn context_files(spec: &Value, args: &BTreeMap<String, String>) -> Result<BTreeMap<String, Vec<u8>>, String> {
+    let context = spec["context"].as_str().ok_or("no build context")?;
+    let files = match context {
+        "shipped" => match Source::shipped() {
+            Source::Build { files, .. } => files,
+            Source::Prebuilt { .. } => unreachable!("the shipped source is a build"),
+        },
+        dir => crate::input_file::read_context(std::path::Path::new(dir))?,
+    };
+    let digest = crate::canonical::digest(&crate::node_image::build_inputs(&files, args));
+    if Some(digest.as_str()) != spec["digest"].as_str() {
+        return Err(format!("the build context {context} changed since the plan; re-plan"));
+    }
+    Ok(files)
+}
+
+/// A tar of the files, in path order, with fixed metadata so the same files give the same bytes.
+pub fn tar(files: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, String> {
+    let mut archive = tar::Builder::new(Vec::new());
+    for (path, bytes) in files {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(0o644);
+        header.set_mtime(0);
+        header.set_entry_type(tar::EntryType::Regular);
+        archive.append_data(&mut header, path, bytes.as_slice()).map_err(|e| format!("tar {path}: {e}"))?;
+    }
+    archive.into_inner().map_err(|e| format!("tar: {e}"))
+}
+
+async fn build(docker: &Docker, spec: &Value, reference: &str, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
+    let args: BTreeMap<String, String> = serde_json::from_value(spec["build_args"].clone()).unwrap_or_default();
+    let files = context_files(spec, &args)?;
+    let inputs = crate::node_image::build_inputs(&files, &args);
+    let body = tar(&files)?;
+    let tag = reference.rsplit_once(':').map_or("", |(_, t)| t);
+    let labels = HashMap::from([
+        (INPUTS_LABEL.to_string(), spec["digest"].as_str().unwrap_or_default().to_string()),
+        (
+            INPUT_LIST_LABEL.to_string(),
+            String::from_utf8_lossy(&crate::canonical::to_bytes(&inputs)).trim().to_string(),
+        ),
+        ("org.opencontainers.image.version".to_string(), tag.to_string()),
+    ]);
+    let options = bollard::query_parameters::BuildImageOptions {
+        dockerfile: "Dockerfile".into(),
+        t: Some(reference.to_string()),
+        rm: true,
+        forcerm: true,
+        buildargs: Some(args.into_iter().collect()),
+        labels: Some(labels),
+        ..Default::default()
+    };
+    let mut stream = docker.build_image(options, None, Some(bollard::body_full(body.into())));
+    while let Some(item) = stream.next().await {
+        let info = item.map_err(|e| format!("build {reference}: {e}"))?;
+        if let Some(detail) = info.error_detail {
+            return Err(format!("build {reference}: {}", clean(&detail.message.unwrap_or_default())));
+        }
+        if let Some(text) = info.stream.or(info.status) {
+            for line in text.lines().map(clean).filter(|l| !l.trim().is_empty()) {
+                say(&line);
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn pull(docker: &Docker, reference: &str, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
+    let options =
+        bollard::query_parameters::CreateImageOptions { from_image: Some(reference.to_string()), ..Default::default() };
+    let mut stream = docker.create_image(Some(options), None, None);
+    let mut last = String::new();
+    while let Some(item) = stream.next().await {
+        let info = item.map_err(|e| format!("pull {reference}: {}", clean(&e.to_string())))?;
+        if let Some(detail) = info.error_detail {
+            return Err(format!("pull {reference}: {}", clean(&detail.message.unwrap_or_default())));
+        }
+        // Per-layer byte counts would flood the log: one line per change of status.
+        if let Some(status) = info.status {
+            let line = clean(&format!("{} {status}", info.id.unwrap_or_default()));
+            if line != last {
+                say(line.trim());
+                last = line;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The text without control characters (a hostile Dockerfile or registry chooses it).
+fn clean(text: &str) -> String {
+    text.chars().filter(|c| !c.is_control()).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_same_files_give_the_same_tar() {
+        let files = BTreeMap::from([("Dockerfile".to_string(), b"FROM x\n".to_vec()), ("a/b".to_string(), vec![1, 2])]);
+        assert_eq!(tar(&files).unwrap(), tar(&files).unwrap());
+        assert_eq!(clean("step\u{1b}[31m 1\r"), "step[31m 1");
+    }
+}
