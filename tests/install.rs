@@ -142,5 +142,146 @@ fn man_out_replaces_a_planted_link_instead_of_writing_through_it() {
 fn man_pages_and_completions_are_the_same_bytes_every_run() {
     assert_eq!(k3d_gpu(&["man"]).stdout, k3d_gpu(&["man"]).stdout);
     assert_eq!(k3d_gpu(&["completions", "zsh"]).stdout, k3d_gpu(&["completions", "zsh"]).stdout);
-    let _ = repo();
+}
+
+// --- packaging files name Cargo.toml's version --------------------------------------------
+
+/// Every version a packaging file states, as (file, version), by each format's own syntax.
+fn stated_versions() -> Vec<(String, String)> {
+    let patterns: &[(&str, &str)] = &[
+        ("packaging/aur/PKGBUILD", "pkgver="),
+        ("packaging/aur/.SRCINFO", "pkgver = "),
+        ("packaging/aur/.SRCINFO", "source = k3d-gpu::git+https://github.com/k3d-gpu/k3d-gpu.git#tag=v"),
+        ("packaging/homebrew/k3d-gpu.rb", "tag:      \"v"),
+        ("packaging/nix/flake.nix", "version = \""),
+        ("examples/ci/k3d-gpu-configs.yml", "K3D_GPU_VERSION: \""),
+    ];
+    let mut found = Vec::new();
+    for (file, prefix) in patterns {
+        let text = std::fs::read_to_string(repo().join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let mut hits = 0;
+        for line in text.lines() {
+            if let Some(rest) = line.trim().strip_prefix(prefix) {
+                let version: String = rest.chars().take_while(|c| c.is_ascii_digit() || *c == '.').collect();
+                found.push((file.to_string(), version));
+                hits += 1;
+            }
+        }
+        assert!(hits > 0, "{file} has no `{prefix}` line any more: update this test with the file");
+    }
+    found
+}
+
+#[test]
+fn every_packaging_file_names_the_cargo_version() {
+    let wrong: Vec<String> = stated_versions()
+        .into_iter()
+        .filter(|(_, v)| v != env!("CARGO_PKG_VERSION"))
+        .map(|(file, v)| format!("{file} says {v}"))
+        .collect();
+    assert!(wrong.is_empty(), "Cargo.toml says {}: {wrong:?}", env!("CARGO_PKG_VERSION"));
+}
+
+#[test]
+fn every_packaging_file_points_at_the_cargo_repository() {
+    let repository = env!("CARGO_PKG_REPOSITORY");
+    for file in ["packaging/aur/PKGBUILD", "packaging/homebrew/k3d-gpu.rb", "examples/ci/k3d-gpu-configs.yml"] {
+        let text = std::fs::read_to_string(repo().join(file)).unwrap();
+        let urls = text.split("https://github.com/").skip(1).map(|rest| rest.split(['/', '"', '.', '\'']).take(2).collect::<Vec<_>>());
+        for parts in urls {
+            let url = format!("https://github.com/{}", parts.join("/"));
+            if parts.first() != Some(&"actions") {
+                assert_eq!(url, repository, "{file} names another repository");
+            }
+        }
+    }
+}
+
+// --- the CI recipe users copy (examples/ci/k3d-gpu-configs.yml) ---------------------------
+
+#[derive(serde::Deserialize)]
+struct Workflow {
+    jobs: std::collections::BTreeMap<String, Job>,
+}
+
+#[derive(serde::Deserialize)]
+struct Job {
+    steps: Vec<Step>,
+}
+
+#[derive(serde::Deserialize)]
+struct Step {
+    name: Option<String>,
+    run: Option<String>,
+    shell: Option<String>,
+}
+
+/// The recipe's "Check every machine" step, exactly as the workflow runs it (GitHub's `shell:
+/// bash` is `bash --noprofile --norc -eo pipefail`), with this build's k3d-gpu first on PATH
+/// and `machines` as k3dgpu-machines.txt.
+fn run_recipe(machines: &str) -> Output {
+    let text = std::fs::read_to_string(repo().join("examples/ci/k3d-gpu-configs.yml")).unwrap();
+    let workflow: Workflow = serde_saphyr::from_str(&text).unwrap();
+    let step = workflow.jobs["check"].steps.iter().find(|s| s.name.as_deref() == Some("Check every machine")).unwrap();
+    assert_eq!(step.shell.as_deref(), Some("bash"));
+    let dir = tempfile::tempdir().unwrap();
+    let list = dir.path().join("k3dgpu-machines.txt");
+    std::fs::write(&list, machines).unwrap();
+    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_k3d-gpu")).parent().unwrap();
+    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
+    Command::new("bash")
+        .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", step.run.as_deref().unwrap()])
+        .current_dir(repo())
+        .env("PATH", path)
+        .env("K3D_GPU_MACHINES", &list)
+        .env("NO_COLOR", "1")
+        .env_remove("K3D_GPU_VENDORS")
+        .env_remove("K3D_GPU_ROOT")
+        .env_remove("K3D_GPU_CONFIG")
+        .output()
+        .unwrap()
+}
+
+fn example_machines() -> String {
+    let mut text = String::from("# the repo's examples, each with the fixture host it is for\n\n");
+    for (example, host) in support::EXAMPLES {
+        text.push_str(&format!("examples/{example}.toml  tests/fixtures/hosts/{host}\n"));
+    }
+    text
+}
+
+#[test]
+fn the_ci_recipe_validates_every_example_and_checks_its_images() {
+    let out = run_recipe(&example_machines());
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    // validate passes on every example: one "0 failed" summary per machine.
+    assert_eq!(stdout.matches("1 host(s), 0 failed").count(), support::EXAMPLES.len(), "{stdout}\n{stderr}");
+    assert_eq!(stdout.matches("::group::").count(), support::EXAMPLES.len());
+    // images check runs for each; the catalog still lacks confirmed digests for some images
+    // (stdlib/README.md), so those examples report them as missing from images.lock, and the
+    // job fails, as it must for a user whose lock is incomplete. Nothing else is reported.
+    let problems: Vec<&str> = stdout.lines().chain(stderr.lines()).filter(|l| l.starts_with("missing ")).collect();
+    assert!(!problems.is_empty());
+    assert!(problems.iter().all(|l| l.contains("deployed by tag")), "{problems:?}");
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+}
+
+#[test]
+fn the_ci_recipe_passes_a_fully_pinned_machine_and_skips_comments() {
+    // wsl2-intel deploys only images the catalog pins by digest.
+    let out = run_recipe("# comment\n\nexamples/wsl2-intel.toml tests/fixtures/hosts/wsl2-intel\n");
+    assert_eq!(out.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
+fn the_ci_recipe_fails_a_config_checked_against_the_wrong_machine() {
+    let out = run_recipe(
+        "examples/wsl2-intel.toml tests/fixtures/hosts/wsl2-intel\n\
+         examples/nvidia-workstation.toml tests/fixtures/hosts/plain-laptop-amd\n",
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1));
+    // The loop goes on past the first failure, so every machine is reported.
+    assert_eq!(stdout.matches("::group::").count(), 2, "{stdout}");
+    assert!(stdout.contains("1 host(s), 1 failed"), "{stdout}");
 }
