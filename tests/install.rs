@@ -154,6 +154,9 @@ fn stated_versions() -> Vec<(String, String)> {
         ("packaging/aur/.SRCINFO", "source = k3d-gpu::git+https://github.com/k3d-gpu/k3d-gpu.git#tag=v"),
         ("packaging/homebrew/k3d-gpu.rb", "tag:      \"v"),
         ("packaging/nix/flake.nix", "version = \""),
+        ("packaging/debian/changelog", "k3d-gpu ("),
+        ("README.md", "V="),
+        ("README.md", "sudo dnf install \"https://github.com/k3d-gpu/k3d-gpu/releases/download/v"),
         ("examples/ci/k3d-gpu-configs.yml", "K3D_GPU_VERSION: \""),
     ];
     let mut found = Vec::new();
@@ -187,7 +190,10 @@ fn every_packaging_file_points_at_the_cargo_repository() {
     let repository = env!("CARGO_PKG_REPOSITORY");
     for file in ["packaging/aur/PKGBUILD", "packaging/homebrew/k3d-gpu.rb", "examples/ci/k3d-gpu-configs.yml"] {
         let text = std::fs::read_to_string(repo().join(file)).unwrap();
-        let urls = text.split("https://github.com/").skip(1).map(|rest| rest.split(['/', '"', '.', '\'']).take(2).collect::<Vec<_>>());
+        let urls = text
+            .split("https://github.com/")
+            .skip(1)
+            .map(|rest| rest.split(['/', '"', '.', '\'']).take(2).collect::<Vec<_>>());
         for parts in urls {
             let url = format!("https://github.com/{}", parts.join("/"));
             if parts.first() != Some(&"actions") {
@@ -270,7 +276,13 @@ fn the_ci_recipe_validates_every_example_and_checks_its_images() {
 fn the_ci_recipe_passes_a_fully_pinned_machine_and_skips_comments() {
     // wsl2-intel deploys only images the catalog pins by digest.
     let out = run_recipe("# comment\n\nexamples/wsl2-intel.toml tests/fixtures/hosts/wsl2-intel\n");
-    assert_eq!(out.status.code(), Some(0), "{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
