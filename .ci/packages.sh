@@ -122,7 +122,15 @@ as_root dpkg -i "$deb" >/dev/null
 trap 'as_root dpkg -r k3d-gpu >/dev/null' EXIT
 installed=/usr/bin/k3d-gpu
 [ "$("$installed" --version)" = "k3d-gpu $version" ] || fail "installed --version is not $version"
-[ -s /usr/share/bash-completion/completions/k3d-gpu ] || fail "no bash completion installed"
+for f in /usr/share/bash-completion/completions/k3d-gpu /usr/share/zsh/vendor-completions/_k3d-gpu \
+    /usr/share/fish/vendor_completions.d/k3d-gpu.fish; do
+    [ -s "$f" ] || fail "$f not installed"
+done
+# The installed bash completion completes: `k3d-gpu ima<TAB>` offers `images`.
+# shellcheck disable=SC2016  # expanded by the inner bash
+completed=$(bash -c 'source /usr/share/bash-completion/completions/k3d-gpu
+    COMP_WORDS=(k3d-gpu ima); COMP_CWORD=1; _k3d__gpu k3d-gpu ima k3d-gpu; echo "${COMPREPLY[*]}"')
+[ "$completed" = images ] || fail "bash completion of 'k3d-gpu ima' gave '$completed'"
 man -w k3d-gpu | grep -qF /usr/share/man/man1/k3d-gpu.1.gz || fail "man k3d-gpu does not find the page"
 MANPAGER=cat MANWIDTH=80 man k3d-gpu 2>/dev/null | grep -q 'k3d-gpu-validate(1)' || fail "man k3d-gpu does not render"
 "$installed" validate -c /usr/share/doc/k3d-gpu/examples/nvidia-workstation.toml \

@@ -37,6 +37,9 @@
               --fish <($out/bin/k3d-gpu completions fish)
             $out/bin/k3d-gpu man --out man1
             installManPage man1/*.1
+            install -Dm644 -t $out/share/doc/k3d-gpu README.md
+            install -Dm644 -t $out/share/doc/k3d-gpu/docs docs/*.md
+            install -Dm644 -t $out/share/doc/k3d-gpu/examples examples/*.toml examples/README.md
           '';
           meta = {
             description = "GPU-ready local Kubernetes (k3d) from a declarative k3dgpu.toml";
