@@ -6,7 +6,11 @@ use std::path::Path;
 
 fn embed(dir: &str, ext: &str, out: &mut String, name: &str) {
     println!("cargo:rerun-if-changed={dir}");
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
+    // Read when the script runs, not when it was compiled: cargo may reuse one compiled build
+    // script for a checkout at another path (a fresh clone sharing CARGO_TARGET_DIR), and the
+    // compile-time path would then embed that checkout's catalog, or none when it is gone.
+    let manifest_dir = std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR");
+    let root = Path::new(&manifest_dir).join(dir);
     let mut files: Vec<_> = std::fs::read_dir(&root)
         .map(|d| {
             d.filter_map(Result::ok).map(|e| e.path()).filter(|p| p.extension().is_some_and(|e| e == ext)).collect()

@@ -4,7 +4,8 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
+use clap::parser::ValueSource;
+use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::commands;
 use crate::error::{EXIT_USAGE, Error};
@@ -35,8 +36,8 @@ pub struct Global {
 
     /// Read the host from this directory instead of `/` (a fixture host: DIR/sys, DIR/proc,
     /// DIR/dev, ...; see docs/fixture-hosts.md). Links never lead outside it. `validate` takes
-    /// it more than once.
-    #[arg(long, global = true, value_name = "DIR", env = "K3D_GPU_ROOT", conflicts_with = "facts")]
+    /// it more than once, and together with --facts; other commands take one host.
+    #[arg(long, global = true, value_name = "DIR", env = "K3D_GPU_ROOT")]
     pub root: Vec<PathBuf>,
 
     /// Use a saved facts/v1 document instead of reading a host. `validate` takes it more than
@@ -165,7 +166,7 @@ pub struct ApplyArgs {
     pub plan_file: Option<PathBuf>,
 
     /// Run only if a fresh plan hashes to this (`sha256:…`, as `plan --hash` prints).
-    #[arg(long, value_name = "HASH")]
+    #[arg(long, value_name = "HASH", value_parser = plan_hash)]
     pub plan_hash: Option<String>,
 
     /// Consent to recreating the cluster, which deletes its state.
@@ -184,7 +185,7 @@ pub struct ApplyArgs {
 #[derive(Debug, Args)]
 pub struct DestroyArgs {
     /// Run only if the destroy plan hashes to this (`destroy` without it prints the hash).
-    #[arg(long, value_name = "HASH")]
+    #[arg(long, value_name = "HASH", value_parser = plan_hash)]
     pub plan_hash: Option<String>,
 }
 
@@ -254,6 +255,17 @@ pub enum FactsCommand {
     },
 }
 
+/// A plan hash as `plan --hash` prints it: `sha256:` and 64 lowercase hex digits. Anything
+/// else is a typo or a truncated copy (bad usage, exit 2), not a plan that changed.
+fn plan_hash(text: &str) -> Result<String, String> {
+    let hex = text.strip_prefix("sha256:").unwrap_or("");
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        Ok(text.to_string())
+    } else {
+        Err("expected `sha256:` and 64 lowercase hex digits, as `k3d-gpu plan --hash` prints".into())
+    }
+}
+
 impl Global {
     /// The vendor filter given with --vendors (or K3D_GPU_VENDORS); `auto` when neither is.
     pub fn vendor_filter(&self) -> Result<VendorFilter, Error> {
@@ -265,10 +277,73 @@ impl Global {
     }
 }
 
+/// The global options each command accepts; the others mean nothing to it. Harmless, and so
+/// accepted: `--json` on `facts` and `schema` (they print JSON anyway), and the host options
+/// on `observe` and `destroy`, which read no host, so that one set of flags works for
+/// `plan`, `apply`, `observe` and `destroy` alike.
+fn globals_used(command: &str) -> &'static [&'static str] {
+    const HOST: &[&str] = &["root", "facts", "json", "vendors"];
+    const CONFIG_AND_HOST: &[&str] = &["config", "root", "facts", "stdlib", "json", "vendors"];
+    match command {
+        "detect" | "doctor" | "facts" => HOST,
+        "capture" => &["root", "vendors"],
+        "render" => &["config", "root", "facts", "stdlib", "vendors"],
+        "schema" => &["json"],
+        _ => CONFIG_AND_HOST,
+    }
+}
+
+/// Refuses a global option given on the command line to a command that ignores it
+/// (`schema --root DIR`, `render --json`): silently ignoring it would let a typo'd
+/// invocation look like it did what was asked. Values from the environment (K3D_GPU_ROOT,
+/// ...) are meant for every command and are not checked.
+fn unused_globals(matches: &ArgMatches) -> Result<(), Error> {
+    let mut names = Vec::new();
+    let mut level = matches;
+    while let Some((name, sub)) = level.subcommand() {
+        names.push(name);
+        level = sub;
+    }
+    let Some(&command) = names.last() else { return Ok(()) };
+    let used = globals_used(command);
+    let given = |id: &str| {
+        level.try_contains_id(id).unwrap_or(false) && level.value_source(id) == Some(ValueSource::CommandLine)
+    };
+    let ignored: Vec<String> = ["config", "root", "facts", "stdlib", "json", "vendors"]
+        .into_iter()
+        .filter(|id| !used.contains(id) && given(id))
+        .map(|id| format!("--{id}"))
+        .collect();
+    if ignored.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Usage {
+        message: format!("`{}` does not use {}", names.join(" "), ignored.join(", ")),
+        help: Some(match used {
+            [] => format!("drop {}", ignored.join(", ")),
+            _ => format!(
+                "drop {}; of the global options it reads only {}",
+                ignored.join(", "),
+                used.iter().map(|id| format!("--{id}")).collect::<Vec<_>>().join(", ")
+            ),
+        }),
+    })
+}
+
 /// Parses arguments, runs the command, renders an error once, and returns the exit code.
 pub fn main() -> ExitCode {
-    let cli = match Cli::try_parse() {
-        Ok(cli) => cli,
+    // No wrapping: a wrapped help line breaks the hash or command a user copies from it, and
+    // a terminal wraps long lines by itself without inserting newlines.
+    let _ = miette::set_hook(Box::new(|_| Box::new(miette::MietteHandlerOpts::new().wrap_lines(false).build())));
+    let parsed = Cli::command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let cli = match parsed {
+        Ok((cli, matches)) => {
+            if let Err(error) = unused_globals(&matches) {
+                eprintln!("{:?}", miette::Report::new(error));
+                return ExitCode::from(EXIT_USAGE);
+            }
+            cli
+        }
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
             let _ = e.print();

@@ -13,7 +13,6 @@ pub const EXIT_USAGE: u8 = 2;
 #[derive(Debug, thiserror::Error, Diagnostic)]
 pub enum Error {
     #[error("{message}")]
-    #[diagnostic(code(k3d_gpu::usage))]
     Usage {
         message: String,
         #[help]
@@ -21,7 +20,6 @@ pub enum Error {
     },
 
     #[error("cannot read {what} {path}: {reason}")]
-    #[diagnostic(code(k3d_gpu::input))]
     Input {
         what: &'static str,
         path: String,
@@ -31,18 +29,15 @@ pub enum Error {
     },
 
     #[error("cannot write {path}: {reason}")]
-    #[diagnostic(code(k3d_gpu::output))]
     Output { path: String, reason: String },
 
     /// The config or a component is invalid: one diagnostic per problem, each pointing at
     /// its source.
     #[error("{} problem(s) in the configuration", .0.len())]
-    #[diagnostic(code(k3d_gpu::invalid))]
     Invalid(Vec<miette::Report>),
 
     /// The gate said no (a stale plan, a replacement without consent, another apply running).
     #[error("{message}")]
-    #[diagnostic(code(k3d_gpu::refused))]
     Refused {
         message: String,
         #[help]
@@ -51,7 +46,6 @@ pub enum Error {
 
     /// A check the command exists to make failed; the report was already printed.
     #[error("{0}")]
-    #[diagnostic(code(k3d_gpu::check_failed))]
     CheckFailed(String),
 }
 

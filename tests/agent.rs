@@ -185,5 +185,19 @@ fn add_on_refusals() {
         "video never runs on the NPU: only the GPU has media engines"
     );
     assert_eq!(err("[addons.stt]\n").code, "addons-without-agent");
+    // The error points at the add-on's device, and its help fits the device asked for: GPU
+    // sharing only helps a GPU request.
+    assert_eq!(e_key(&err("[sharing]\nshared = 1\n[agent]\n[addons.vlm]\ndevice = \"gpu\"\n")), "addons.vlm.device");
+    let arc = facts_of("arc-b580-xe-rpl-igpu");
+    let no_npu = with_addons("[agent]\n[addons.stt]\ndevice = \"npu\"\n", &arc).unwrap_err().remove(0);
+    assert_eq!(no_npu.message, "stt asks for the NPU, and the cluster gets no usable NPU here");
+    assert!(!no_npu.help.as_deref().unwrap().contains("shared"), "{:?}", no_npu.help);
+    let taken = err("[agent]\ndevice = \"npu\"\n[addons.stt]\ndevice = \"npu\"\n");
+    assert!(taken.message.contains("no NPU unit is free"), "{}", taken.message);
+    assert!(!taken.help.as_deref().unwrap().contains("shared"), "{:?}", taken.help);
     assert!(with_addons("[agent]\n[addons.video]\nsource = \"rtsp://cam.local/stream\"\n", &lnl).is_ok());
+}
+
+fn e_key(e: &CompileError) -> String {
+    e.key.join(".")
 }

@@ -3,7 +3,8 @@
 //! replacement without consent, and a second apply; an apply that fails half-way resumes; a
 //! verify that never holds fails with its diagnosis. k3d is `tests/support/k3d-stub` (it makes
 //! the containers k3d would); the Kubernetes API is the fake server, with this test playing
-//! the controllers (rollout status) and the device plugin (allocatable).
+//! the controllers (rollout status) and the device plugin (allocatable). Every test needs a
+//! Docker engine and is `#[ignore]`d: .ci/run runs them (`-- --include-ignored`).
 
 mod support;
 
@@ -42,9 +43,9 @@ impl Drop for World {
     }
 }
 
-/// A fake API server with one ready node, and a thread playing the controllers: workloads
-/// report rolled out, the NPU plugin advertises the NPU, and (when `plugin` is set) the node
-/// advertises the Intel GPU. `None`
+/// A fake API server that starts like a fresh k3s, with one ready server node, and a thread
+/// playing the controllers: workloads report rolled out, the NPU plugin advertises the NPU,
+/// and (when `plugin` is set) the node advertises the Intel GPU. `None`
 /// (the test skips) without a Docker engine.
 fn world(cluster: &str, plugin: bool) -> Option<World> {
     if !docker_ready() {
@@ -52,9 +53,9 @@ fn world(cluster: &str, plugin: bool) -> Option<World> {
     }
     let image = format!("k3d-gpu-test/node:{cluster}");
     import_image(&image, "0.1.0");
-    let node = json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": format!("k3d-{cluster}-server-0"), "labels": {"kubernetes.io/hostname": format!("k3d-{cluster}-server-0")}},
-        "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+    let mut node = support::fake_apiserver::k3s_node(&format!("k3d-{cluster}-server-0"), true);
+    // k3s sets it at registration from the config's nodeLabels (--node-label on server:0).
+    node["metadata"]["labels"]["k3d-gpu.io/accelerators"] = json!("true");
     let server = FakeApiServer::start_in_background(State { nodes: vec![node], ..State::k3s() });
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -158,6 +159,7 @@ fn to_create(out: &Output) -> usize {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
     let Some(w) = world("e2e-converge", true) else { return };
     // Neighbours that are not ours: a container and an object.
@@ -190,6 +192,19 @@ fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
     assert_eq!(again.status.code(), Some(0), "plan after apply is a no-op:\n{}", text(&again));
     assert!(text(&again).contains("No changes"));
 
+    // Without the cluster's kubeconfig context: the Docker side is still shown, with what is
+    // missing and how to add it (and no --offline, which observe does not have).
+    let empty = w.path("empty-kubeconfig");
+    std::fs::write(&empty, "apiVersion: v1\nkind: Config\nclusters: []\ncontexts: []\nusers: []\n").unwrap();
+    let observed = w.command_on(HOST, &["observe"]).env("KUBECONFIG", &empty).output().unwrap();
+    assert_eq!(observed.status.code(), Some(1), "{}", text(&observed));
+    let stdout = String::from_utf8_lossy(&observed.stdout);
+    assert!(stdout.contains("k3d-e2e-converge-server-0") && stdout.contains("kubernetes: not observed"), "{stdout}");
+    let all = text(&observed);
+    assert!(all.contains("has no context k3d-e2e-converge"), "{all}");
+    assert!(all.contains("k3d kubeconfig merge e2e-converge --kubeconfig-merge-default"), "{all}");
+    assert!(!all.contains("--offline"), "{all}");
+
     let shown = w.run(&["destroy"]);
     let hash = destroy_hash_of(&shown);
     assert_eq!(w.containers(), 1, "destroy without the hash changes nothing");
@@ -207,6 +222,7 @@ fn plan_apply_plan_converges_and_destroy_removes_only_ours() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply() {
     let Some(w) = world("e2e-gate", true) else { return };
     let first = w.run(&["plan", "--out", &w.path("p.json")]);
@@ -288,14 +304,37 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
     drop(held);
 
     // A stale hash and a bare apply without a terminal are refused too.
-    let stale = w.run(&["apply", "--plan-hash", "sha256:0000", "--allow-replace"]);
+    let zeros = format!("sha256:{}", "0".repeat(64));
+    let stale = w.run(&["apply", "--plan-hash", &zeros, "--allow-replace"]);
     assert_eq!(stale.status.code(), Some(1));
-    assert!(text(&stale).contains("not sha256:0000: something changed since it was reviewed"), "{}", text(&stale));
+    assert!(
+        text(&stale).contains(&format!("not {zeros}: something changed since it was reviewed")),
+        "{}",
+        text(&stale)
+    );
     let bare = w.run(&["apply"]);
     assert_eq!(bare.status.code(), Some(1));
-    assert!(text(&bare).contains("needs a terminal to confirm") && text(&bare).contains(&hash), "{}", text(&bare));
-    let wrong_destroy = w.run(&["destroy", "--plan-hash", "sha256:0000"]);
+    assert!(text(&bare).contains("needs a terminal to confirm"), "{}", text(&bare));
+    // The command to copy is on one line, however long: never wrapped inside the hash.
+    assert!(text(&bare).contains(&format!("then run: k3d-gpu apply --plan-hash {hash}")), "{}", text(&bare));
+    let wrong_destroy = w.run(&["destroy", "--plan-hash", &zeros]);
     assert_eq!(wrong_destroy.status.code(), Some(1));
+    assert!(
+        text(&wrong_destroy).contains("run `k3d-gpu destroy` to review the current destroy plan"),
+        "{}",
+        text(&wrong_destroy)
+    );
+    assert!(!text(&wrong_destroy).contains("apply plan.json"), "{}", text(&wrong_destroy));
+    // Without k3d, nothing starts: the apply is refused before its first action.
+    let no_k3d = w
+        .command_on(HOST, &["apply", "--plan-hash", &hash, "--allow-replace"])
+        .env("K3D_GPU_K3D", w.path("no-such-k3d"))
+        .output()
+        .unwrap();
+    assert_eq!(no_k3d.status.code(), Some(1), "{}", text(&no_k3d));
+    assert!(text(&no_k3d).contains("refused before any action ran: this plan runs k3d"), "{}", text(&no_k3d));
+    assert!(text(&no_k3d).contains("https://k3d.io"), "{}", text(&no_k3d));
+    assert!(!text(&no_k3d).contains("start "), "no action started: {}", text(&no_k3d));
     assert_eq!(w.containers(), 1, "nothing destroyed");
 
     let replaced = w.run(&["apply", "--plan-hash", &hash, "--allow-replace"]);
@@ -306,6 +345,7 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn an_apply_that_fails_half_way_resumes_and_converges() {
     let Some(w) = world("e2e-resume", true) else { return };
     w.server.change(|s| s.fail_once.push("intel-gpu-plugin".into()));
@@ -352,6 +392,7 @@ fn json_events(out: &Output) -> Vec<serde_json::Value> {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn a_verify_that_never_holds_fails_with_its_diagnosis_in_time() {
     let Some(w) = world("e2e-verify", false) else { return };
     let planned = w.run(&["plan"]);
@@ -369,6 +410,7 @@ fn a_verify_that_never_holds_fails_with_its_diagnosis_in_time() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
     let Some(w) = world("e2e-killed", true) else { return };
     let planned = w.run(&["plan"]);
@@ -393,9 +435,10 @@ fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
     assert_eq!(lock.trim().parse::<u32>().ok(), Some(child.id()), "a killed apply leaves its pid: {lock:?}");
 
     w.server.change(|s| s.patch_delay_ms = 0);
-    // A PATCH the killed apply had in flight still lands after its delay; let it, so the
-    // plan below and the apply after it see the same objects.
-    std::thread::sleep(std::time::Duration::from_millis(400));
+    // PATCHes the killed apply had in flight still land after their delay (a real API
+    // server also finishes a request whose client went away): plan once they have, or the
+    // plan below can be stale by the time it is applied.
+    std::thread::sleep(std::time::Duration::from_millis(500));
     let rest = w.run(&["plan"]);
     let left = to_create(&rest);
     assert!(left > 0 && left < total, "only what is left: {left} of {total}\n{}", text(&rest));
@@ -408,6 +451,7 @@ fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn create_never_takes_over_an_object_someone_else_made() {
     let Some(w) = world("e2e-foreign", true) else { return };
     // Someone already runs an intel-gpu-plugin DaemonSet (a Helm release, say).
@@ -434,6 +478,7 @@ fn create_never_takes_over_an_object_someone_else_made() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn destroy_needs_no_facts_and_refuses_a_cluster_k3d_gpu_did_not_create() {
     // A cluster k3d-gpu created, destroyed from a host whose facts no longer fit the config:
     // the GPU the config asks for is gone, so `plan` fails, yet destroy still works.

@@ -104,6 +104,137 @@ fn bad_usage_and_unreadable_input_exit_2() {
 }
 
 #[test]
+fn a_root_that_is_not_a_host_is_an_input_error() {
+    // An empty directory (or a typo'd path that exists) used to read as a healthy host with
+    // 0 CPUs and exit 0.
+    let empty = tempfile::tempdir().unwrap();
+    let root = empty.path().to_str().unwrap();
+    for command in ["detect", "doctor", "validate", "facts"] {
+        let out = k3d_gpu(&[command, "--root", root]);
+        assert_eq!(out.status.code(), Some(2), "{command}: {}", stdout(&out));
+        assert!(
+            stderr(&out).contains("not a host: it has no /proc/cpuinfo and no /sys/devices/system/cpu"),
+            "{command}: {}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn out_into_a_missing_directory_is_bad_usage() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("no-such-dir/facts.json");
+    for args in [
+        vec!["facts", "--root", &host("lunar-lake-npu"), "--out", file.to_str().unwrap()],
+        vec!["plan", "--offline", "--root", &host("lunar-lake-npu"), "--out", file.to_str().unwrap()],
+    ] {
+        let out = k3d_gpu(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("no-such-dir does not exist"), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_global_option_the_command_ignores_is_refused() {
+    for (args, message) in [
+        (vec!["schema", "--root", "/nonexistent"], "`schema` does not use --root"),
+        (vec!["render", "--json", "--out", "/nonexistent/x"], "`render` does not use --json"),
+        (vec!["detect", "--stdlib", "/nonexistent"], "`detect` does not use --stdlib"),
+        (
+            vec!["facts", "capture", "--facts", "f.json", "--out", "/nonexistent/x"],
+            "`facts capture` does not use --facts",
+        ),
+    ] {
+        let out = k3d_gpu(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+    }
+    // From the environment, a global is meant for every command: not refused.
+    let out =
+        Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).arg("schema").env("K3D_GPU_ROOT", "/nonexistent").output().unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+#[test]
+fn validate_takes_roots_and_facts_together() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("npu.json");
+    k3d_gpu(&["facts", "--root", &host("lunar-lake-npu"), "--out", file.to_str().unwrap()]);
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "").unwrap();
+    let out = k3d_gpu(&[
+        "validate",
+        "-c",
+        config.to_str().unwrap(),
+        "--facts",
+        file.to_str().unwrap(),
+        "--root",
+        &host("xeon-2s-snc2"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("npu.json") && stdout(&out).contains("xeon-2s-snc2"), "{}", stdout(&out));
+}
+
+#[test]
+fn a_reference_launcher_variable_names_the_key_that_replaces_it() {
+    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .args(["detect", "--root", &host("lunar-lake-npu")])
+        .env("K3D_GPU_CLUSTER", "secret-cluster-name")
+        .env("K3D_GPU_INTEL_SHARED", "4")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(
+        text.contains("note: K3D_GPU_CLUSTER is set, but k3d-gpu does not read it; instead: `[cluster]` `name`"),
+        "{text}"
+    );
+    assert!(
+        text.contains("note: K3D_GPU_INTEL_SHARED is set, but k3d-gpu does not read it; instead: `[sharing]` `shared`"),
+        "{text}"
+    );
+    assert!(!text.contains("secret-cluster-name"), "values are never printed: {text}");
+}
+
+#[test]
+fn a_bad_id_is_underlined_in_its_list() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[sharing]\ndeny_ids = [\"e20b\", \"zz\", \"a780\"]\n").unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("arc-b580-xe-rpl-igpu")]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stderr(&out);
+    // "zz" (column 21), not the whole list; and the empty selection is blamed on deny_ids.
+    assert!(text.contains("deny_ids: \"zz\" is not a PCI device id [bad-pci-id]\n   ╭─["), "{text}");
+    assert!(text.contains("k3dgpu.toml:2:21]"), "{text}");
+    assert!(text.contains("leaves no Intel GPU (deny_ids removes the last one"), "{text}");
+}
+
+#[test]
+fn only_plan_suggests_offline_when_docker_is_unreachable() {
+    let root = host("lunar-lake-npu");
+    let plan = k3d_gpu(&["plan", "--root", &root]);
+    assert_eq!(plan.status.code(), Some(2), "{}", stderr(&plan));
+    assert!(stderr(&plan).contains("--offline"), "{}", stderr(&plan));
+    let observe = k3d_gpu(&["observe"]);
+    assert_eq!(observe.status.code(), Some(2), "{}", stderr(&observe));
+    assert!(stderr(&observe).contains("cannot reach Docker"), "{}", stderr(&observe));
+    assert!(!stderr(&observe).contains("--offline"), "{}", stderr(&observe));
+}
+
+#[test]
+fn a_malformed_plan_hash_is_bad_usage() {
+    // Refused before anything is read or observed: a typo is not a plan that changed.
+    for command in ["apply", "destroy"] {
+        for hash in ["sha256:0000", "0".repeat(64).as_str(), &format!("sha256:{}", "A".repeat(64))] {
+            let out = k3d_gpu(&[command, "--plan-hash", hash]);
+            assert_eq!(out.status.code(), Some(2), "{command} {hash}: {}", stderr(&out));
+            assert!(stderr(&out).contains("64 lowercase hex digits"), "{}", stderr(&out));
+        }
+    }
+}
+
+#[test]
 fn doctor_exits_1_on_a_fail_finding_and_prints_the_fix() {
     let out = k3d_gpu(&["doctor", "--root", &host("rpl-guc-too-old")]);
     assert_eq!(out.status.code(), Some(1));
@@ -139,7 +270,20 @@ fn capture_makes_a_fixture_host_that_detects_the_same() {
         let out_dir = dir.path().join("captured");
         let out = k3d_gpu(&["facts", "capture", "--root", &host(name), "--out", out_dir.to_str().unwrap()]);
         assert_eq!(out.status.code(), Some(0), "{name}: {}", stderr(&out));
-        assert!(stderr(&out).contains("captured"), "{}", stderr(&out));
+        // The summary counts every file written, placeholders and markers included.
+        fn regular_files(dir: &std::path::Path) -> usize {
+            std::fs::read_dir(dir)
+                .unwrap()
+                .map(|e| e.unwrap())
+                .map(|e| match e.file_type().unwrap() {
+                    t if t.is_dir() => regular_files(&e.path()),
+                    t if t.is_file() => 1,
+                    _ => 0,
+                })
+                .sum()
+        }
+        let summary = format!("captured {} files into", regular_files(&out_dir));
+        assert!(stderr(&out).contains(&summary), "{summary}: {}", stderr(&out));
         let original = k3d_gpu(&["facts", "--root", &host(name)]);
         let captured = k3d_gpu(&["facts", "--root", out_dir.to_str().unwrap()]);
         for (which, run) in [("original", &original), ("captured", &captured)] {
@@ -163,6 +307,9 @@ fn capture_copies_only_what_detection_reads_and_never_overwrites() {
     assert!(out_dir.join("proc/cpuinfo").exists());
     let sidecar = std::fs::read_to_string(out_dir.join(".k3d-gpu-stat")).unwrap();
     assert!(sidecar.contains(" /dev/dri/renderD128\n"), "{sidecar}");
+    // Only the command line's parameters detection reads: the rest may hold secrets.
+    assert!(hosts_dir().join("desktop-rpl-nvidia/proc/cmdline").metadata().unwrap().len() > 1);
+    assert_eq!(std::fs::read_to_string(out_dir.join("proc/cmdline")).unwrap(), "\n");
 
     let again =
         k3d_gpu(&["facts", "capture", "--root", &host("desktop-rpl-nvidia"), "--out", out_dir.to_str().unwrap()]);
@@ -399,4 +546,19 @@ fn validate_applies_vendors_to_a_saved_facts_file_as_to_a_root() {
     };
     assert_eq!(active(&["--facts", facts.to_str().unwrap()]), serde_json::json!(["nvidia"]));
     assert_eq!(active(&["--root", &host("desktop-rpl-nvidia")]), serde_json::json!(["nvidia"]));
+}
+
+/// With several nodes, `validate` says which one advertises the accelerators and why.
+#[test]
+fn validate_explains_which_node_advertises_the_accelerators() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[cluster]\nagents = 2\n").unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("desktop-rpl-nvidia")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("only server:0 (label k3d-gpu.io/accelerators=true) advertises them"), "{text}");
+    std::fs::write(&config, "[cluster]\nagents = 2\naccelerator_node = \"all\"\n").unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("desktop-rpl-nvidia")]);
+    assert!(stdout(&out).contains("the scheduler can give one device to two pods"), "{}", stdout(&out));
 }

@@ -1,5 +1,6 @@
 //! The exact text users see for the common mistakes: config keys, values and types, compile
-//! rules, and component files. Rendered as on a terminal without colour, 80 columns.
+//! rules, and component files. Rendered as the CLI does, without colour and without wrapping
+//! (a wrapped line would break a hash or a command the user copies).
 
 mod support;
 
@@ -11,6 +12,7 @@ fn render(diagnostic: &dyn Diagnostic) -> String {
     let mut out = String::new();
     GraphicalReportHandler::new_themed(GraphicalTheme::unicode_nocolor())
         .with_width(80)
+        .with_wrap_lines(false)
         .render_report(&mut out, diagnostic)
         .unwrap();
     out.lines().map(str::trim_end).collect::<Vec<_>>().join("\n")
@@ -29,17 +31,14 @@ fn component_error(kdl: &str, manifest: &str) -> String {
 fn a_misspelt_key() {
     assert_eq!(
         config_error("[sharing]\nallocaton = \"packed\"\n"),
-        r#"k3d_gpu::config
-
-  × unknown key `allocaton`
+        r#"  × unknown key `allocaton`
    ╭─[k3dgpu.toml:2:1]
  1 │ [sharing]
  2 │ allocaton = "packed"
    · ────┬────
    ·     ╰── unknown key
    ╰────
-  help: did you mean `allocation`? allowed: mode, shared, allocation,
-        monitoring, gpus, allow_ids, deny_ids"#
+  help: did you mean `allocation`? allowed: mode, shared, allocation, monitoring, gpus, allow_ids, deny_ids"#
     );
 }
 
@@ -54,9 +53,7 @@ fn a_misspelt_section() {
 fn a_value_that_is_not_allowed() {
     assert_eq!(
         config_error("[placement]\nballoons = \"helm\"\n"),
-        r#"k3d_gpu::config
-
-  × unknown value `helm`
+        r#"  × unknown value `helm`
    ╭─[k3dgpu.toml:2:12]
  1 │ [placement]
  2 │ balloons = "helm"
@@ -69,8 +66,14 @@ fn a_value_that_is_not_allowed() {
 
 #[test]
 fn a_wrong_type_and_a_bad_word() {
+    // Words, not Rust types (`expected u32`), with the bounds the schema states.
     let text = config_error("[cluster]\nservers = \"one\"\n");
-    assert!(text.contains("× wrong type: string \"one\", expected u32"), "{text}");
+    assert!(
+        text.contains("× wrong type: cluster.servers: found text \"one\", expected a whole number, at least 1"),
+        "{text}"
+    );
+    let text = config_error("[cluster]\napi_port = 70000\n");
+    assert!(text.contains("found integer 70000, expected a whole number from 0 to 65535"), "{text}");
     let text = config_error("[sharing]\nshared = \"lots\"\n");
     assert!(text.contains("expected \"auto\" or a number of pods per GPU, found \"lots\""), "{text}");
     let text = config_error("[vendors]\nenable = [\"nvida\"]\n");
@@ -85,9 +88,7 @@ fn a_component_file_with_an_unknown_node() {
     let err = parse_component("stdlib/mine.kdl", kdl, &|_| Ok(String::new())).unwrap_err();
     assert_eq!(
         render(&*err),
-        r#"k3d_gpu::catalog
-
-  × unknown node `imge` in component mine
+        r#"  × unknown node `imge` in component mine
    ╭─[stdlib/mine.kdl:5:5]
  4 │     manifest m.yml
  5 │     imge "a"
@@ -185,4 +186,49 @@ fn a_claim_the_host_cannot_satisfy() {
         errors[0].help.as_deref(),
         Some("this host's Intel GPUs: a780 Raptor Lake-S (integrated), e20b Arc Battlemage (BMG) (discrete)")
     );
+}
+
+#[test]
+fn a_key_in_the_wrong_section_names_the_section_it_belongs_to() {
+    let text = config_error("[cluster]\nshared = 4\n");
+    assert!(text.contains("help: `shared` belongs in [sharing], not [cluster]; move it there."), "{text}");
+}
+
+#[test]
+fn every_config_error_is_reported_in_file_order() {
+    let errors = k3d_gpu::config::load_all(
+        "k3dgpu.toml",
+        "[sharing]\nallocaton = \"packed\"\nshared = \"lots\"\n\n[cluster]\nservers = \"one\"\nagents = -1\n",
+    )
+    .unwrap_err();
+    let headlines: Vec<String> = errors.iter().map(|e| e.message.clone()).collect();
+    assert_eq!(headlines.len(), 4, "{headlines:#?}");
+    assert_eq!(headlines[0], "unknown key `allocaton`");
+    assert!(headlines[1].contains("found \"lots\""), "{headlines:#?}");
+    assert!(headlines[2].starts_with("wrong type: cluster.servers"), "{headlines:#?}");
+    assert!(headlines[3].starts_with("invalid value: cluster.agents: found integer -1"), "{headlines:#?}");
+}
+
+#[test]
+fn the_bad_element_is_underlined_not_the_list() {
+    let text = config_error("[sharing]\ndeny_ids = [\"e20b\", 5]\n");
+    assert!(text.contains("found integer 5, expected text in quotes"), "{text}");
+    assert!(text.contains("   ·                     ┬\n"), "the span is the element 5:\n{text}");
+}
+
+#[test]
+fn an_array_of_tables_written_as_one_table_says_how_to_write_it() {
+    let text = config_error("[components]\npath = \"mine.kdl\"\n");
+    assert!(text.contains("found a table, expected a list"), "{text}");
+    assert!(text.contains("write `[[components]]` (double brackets) once per entry"), "{text}");
+}
+
+#[test]
+fn one_spelling_per_value_with_the_other_pointed_at() {
+    let text = config_error("[agent]\ndevice = \"gaudi\"\n");
+    assert!(text.contains("unknown value `gaudi`"), "{text}");
+    assert!(text.contains("did you mean `hpu`?"), "{text}");
+    // And the other way: a vendor list takes the vendor, not the agent's device name.
+    let text = config_error("[vendors]\nenable = [\"hpu\"]\n");
+    assert!(text.contains("unknown vendor \"hpu\" (did you mean \"gaudi\"?)"), "{text}");
 }

@@ -1,8 +1,9 @@
 //! Observe against a real Docker engine: containers shaped like k3d's nodes, created in the
-//! private dockerd `.ci/run` starts (DESIGN.md §6). GPUs cannot be attached here, but a
+//! private dockerd `.ci/run` starts (docs/ARCHITECTURE.md, Tests). GPUs cannot be attached here, but a
 //! created (never started) container keeps its `--gpus all` device request, so that is read
-//! too. Needs DOCKER_HOST; with K3D_GPU_TEST_DOCKER=1 (set by .ci/run) a missing engine fails
-//! the test instead of skipping it.
+//! too. The tests that need an engine are `#[ignore]`d, so a plain `cargo test` lists them as
+//! ignored; .ci/run runs them (`-- --include-ignored`) with K3D_GPU_TEST_DOCKER=1, which fails
+//! them when no engine answers at DOCKER_HOST.
 
 mod support;
 
@@ -74,6 +75,7 @@ async fn remove(docker: &Docker, names: &[&str]) {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn observe_reads_k3d_shaped_node_containers() {
     let Some((docker, ep)) = engine() else { return };
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -137,10 +139,12 @@ fn an_unreachable_engine_is_a_clear_error_not_a_hang() {
     let err = connect(&ep).expect_err("no socket there");
     let text = err.to_string();
     assert!(text.contains("cannot reach Docker at unix:///nonexistent/docker.sock (a test)"), "{text}");
-    assert!(err.help().contains("--offline"));
+    // Not every command that observes has --offline: only `plan` adds it to the help.
+    assert!(err.help().contains("dockerd") && !err.help().contains("--offline"), "{}", err.help());
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn plan_observes_the_live_engine_and_finds_no_cluster() {
     let Some(_) = engine() else { return };
     let repo = env!("CARGO_MANIFEST_DIR");

@@ -98,6 +98,7 @@ fn image_in_plan(plan: &serde_json::Value, name: &str) -> String {
 }
 
 #[test]
+#[ignore = "needs a Docker engine and a registry: .ci/run runs it (see README, Run the tests)"]
 fn lock_records_the_registry_digest_and_a_repush_shows_in_check_and_plan() {
     let Some(registry) = registry() else { return };
     let tagged = format!("{registry}/k3d-gpu-test/tagged:1");
@@ -155,6 +156,7 @@ fn lock_records_the_registry_digest_and_a_repush_shows_in_check_and_plan() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine and a registry: .ci/run runs it (see README, Run the tests)"]
 fn an_unreachable_registry_is_a_clear_error_and_leaves_the_old_lock() {
     let Some(registry) = registry() else { return };
     let good = format!("{registry}/k3d-gpu-test/reachable:1");
@@ -226,6 +228,7 @@ fn auth_registry(user: &str, password: &str) -> AuthRegistry {
 }
 
 #[test]
+#[ignore = "needs a Docker engine and a registry: .ci/run runs it (see README, Run the tests)"]
 fn lock_sends_the_users_registry_login() {
     if registry().is_none() {
         return;

@@ -75,7 +75,6 @@ pub struct Component {
 /// A problem in a component file or its manifest.
 #[derive(Debug, thiserror::Error, Diagnostic)]
 #[error("{message}")]
-#[diagnostic(code(k3d_gpu::catalog))]
 pub struct CatalogError {
     pub message: String,
     #[source_code]

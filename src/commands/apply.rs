@@ -272,6 +272,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         }
     }
 
+    needs_k3d(plan)?;
     let providers = providers(name);
     let actions = executable(plan, &computed.graph);
     let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
@@ -318,6 +319,31 @@ fn refusal(why: &str) -> Error {
     )
 }
 
+/// Refuses before any action runs when the plan has a cluster action and the k3d binary is
+/// not there: otherwise the first action fails and every other one is skipped.
+fn needs_k3d(plan: &Plan) -> Result<()> {
+    if !plan.actions.iter().any(|a| a.id.starts_with("k3d/")) {
+        return Ok(());
+    }
+    let binary = crate::apply::k3d::binary(&|k| std::env::var(k).ok());
+    if crate::apply::k3d::locate(&binary, std::env::var_os("PATH").as_deref()).is_some() {
+        return Ok(());
+    }
+    Err(refused(
+        format!("refused before any action ran: this plan runs k3d, and {} was not found", binary.display()),
+        crate::apply::k3d::INSTALL_HINT.into(),
+    ))
+}
+
+/// A destroy hash that is not the destroy plan's: the way back is `destroy` itself, not the
+/// apply workflow (`plan --out`, `apply PLANFILE`), which never deletes the cluster.
+fn destroy_refusal(hash: &str, wanted: &str) -> Error {
+    refused(
+        format!("refused: the destroy plan now hashes to {hash}, not {wanted}"),
+        "run `k3d-gpu destroy` to review the current destroy plan; it prints the command that runs it".into(),
+    )
+}
+
 /// The destroy plan, from the config's cluster name and Docker alone (no facts, no compile).
 fn destroy_plan(inputs: &super::Inputs, rt: &tokio::runtime::Runtime) -> Result<Plan> {
     let name = &inputs.config.cluster.name;
@@ -355,12 +381,13 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         return Ok(EXIT_OK);
     };
     if *wanted != hash {
-        return Err(refusal(&format!("the destroy plan now hashes to {hash}, not {wanted}")));
+        return Err(destroy_refusal(&hash, wanted));
     }
     if plan.is_empty() {
         eprintln!("Nothing to destroy.");
         return Ok(EXIT_OK);
     }
+    needs_k3d(&plan)?;
     let providers = providers(&inputs.config.cluster.name);
     let reporter = Reporter::new(global.json, plan.actions.len());
     let outcome = rt.block_on(execute(&plan.actions, &providers, 1, &mut |e| reporter.event(e)));

@@ -7,6 +7,9 @@ pub fn run(global: &Global, args: &FactsArgs) -> Result<u8> {
     if let Some(FactsCommand::Capture { out }) = &args.command {
         return capture(global, out);
     }
+    if let Some(path) = &args.out {
+        super::check_out_file(path)?;
+    }
     let facts = super::load_facts(global)?;
     let bytes = facts.to_bytes();
     match &args.out {
@@ -45,13 +48,19 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
     let report = crate::host::capture::capture(&host, &trail, out)
         .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
     eprintln!(
-        "captured {} files ({} bytes), {} device nodes, {} directories, {} links into {}",
+        "captured {} files into {}: {} with the content detection read ({} bytes; /proc/cmdline cut to the \
+parameters detection uses), {} device nodes as empty files, {} empty placeholders for listed entries, {} .keep \
+markers{}; {} directories, {} links",
+        report.files_written(),
+        out.display(),
         report.files,
         report.bytes,
         report.device_nodes,
+        report.placeholders,
+        report.keeps,
+        if report.sidecar { ", the .k3d-gpu-stat sidecar" } else { "" },
         report.dirs,
         report.links,
-        out.display()
     );
     eprintln!("check it: k3d-gpu detect --root {}", out.display());
     Ok(EXIT_OK)

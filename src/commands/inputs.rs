@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use crate::catalog::Catalog;
 use crate::cli::Global;
 use crate::compile::CompileError;
-use crate::config::{Config, ConfigError, load_str, span_of};
+use crate::config::{Config, ConfigError, load_all, span_of, span_of_element};
 use crate::error::{Error, Result};
 
 /// The config as loaded, with its text for diagnostics.
@@ -39,7 +39,8 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
         })?
     };
     let name = path.display().to_string();
-    let config = load_str(&name, &text).map_err(|e| Error::Invalid(vec![miette::Report::new(*e)]))?;
+    let config = load_all(&name, &text)
+        .map_err(|errors| Error::Invalid(errors.into_iter().map(miette::Report::new).collect()))?;
     let dir = path.parent().map(Path::to_path_buf).filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
     Ok(Inputs { config, name, text, dir })
 }
@@ -103,7 +104,10 @@ pub fn compile_diagnostics(inputs: &Inputs, errors: Vec<CompileError>) -> Vec<mi
     errors
         .into_iter()
         .map(|e| {
-            let span = span_of(&inputs.text, &e.key);
+            let span = match e.element {
+                Some(i) => span_of_element(&inputs.text, &e.key, i),
+                None => span_of(&inputs.text, &e.key),
+            };
             let label = if span.is_some() { e.key.join(".") } else { String::new() };
             let mut report = ConfigError::at(&inputs.name, &inputs.text, span, e.message, label, e.help);
             report.message = format!("{} [{}]", report.message, e.code);

@@ -26,6 +26,7 @@ use crate::facts::{Facts, VendorFilter};
 use crate::host::HostRoot;
 
 pub fn run(cli: Cli) -> Result<u8> {
+    reference_variable_notes(cli.global.json);
     match &cli.command {
         Command::Detect => detect::run(&cli.global),
         Command::Doctor(args) => doctor::run(&cli.global, args),
@@ -45,6 +46,24 @@ pub fn run(cli: Cli) -> Result<u8> {
     }
 }
 
+/// A note on stderr for each of the reference launcher's variables that is set: k3d-gpu
+/// reads none of them, and without a word a user would think `K3D_GPU_CLUSTER=lab` took
+/// effect. Only the name is printed, never the value.
+fn reference_variable_notes(json: bool) {
+    let mut names: Vec<String> =
+        std::env::vars_os().filter_map(|(k, _)| k.into_string().ok()).filter(|k| k.starts_with("K3D_GPU_")).collect();
+    names.sort();
+    for name in names {
+        let Some(here) = crate::config::env::replacement(&name) else { continue };
+        let text = format!("{name} is set, but k3d-gpu does not read it; instead: {here} (docs/config.md)");
+        if json {
+            eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+        } else {
+            eprintln!("note: {text}");
+        }
+    }
+}
+
 /// Opens the host root named by `--root` (default `/`).
 pub fn open_host(global: &Global) -> Result<HostRoot> {
     if global.root.len() > 1 {
@@ -56,13 +75,23 @@ pub fn open_host(global: &Global) -> Result<HostRoot> {
     open_root(global.root.first().map_or(Path::new("/"), |p| p.as_path()))
 }
 
+/// What every Linux host has; a root without them is a typo or an empty directory, not a
+/// host with 0 CPUs, and reading on would report a healthy, empty machine.
+const HOST_BASICS: [&str; 2] = ["/proc/cpuinfo", "/sys/devices/system/cpu"];
+
 pub fn open_root(root: &Path) -> Result<HostRoot> {
-    HostRoot::open(root).map_err(|e| Error::Input {
+    let input = |reason: String| Error::Input {
         what: "host root",
         path: root.display().to_string(),
-        reason: e.to_string(),
+        reason,
         help: Some("--root takes a fixture host directory (see docs/fixture-hosts.md)".into()),
-    })
+    };
+    let host = HostRoot::open(root).map_err(|e| input(e.to_string()))?;
+    let missing: Vec<&str> = HOST_BASICS.into_iter().filter(|p| !host.exists(p).unwrap_or(false)).collect();
+    if !missing.is_empty() {
+        return Err(input(format!("not a host: it has no {}", missing.join(" and no "))));
+    }
+    Ok(host)
 }
 
 /// The facts for this invocation: a saved document (`--facts`) or a fresh detection.
@@ -72,6 +101,13 @@ pub fn load_facts(global: &Global) -> Result<Facts> {
         return Err(Error::Usage {
             message: "this command reads one host; --facts was given more than once".into(),
             help: Some("`validate` takes several".into()),
+        });
+    }
+    // Only `validate` checks several hosts; here both would leave one silently unused.
+    if !global.facts.is_empty() && !global.root.is_empty() {
+        return Err(Error::Usage {
+            message: "this command reads one host; give --root or --facts, not both".into(),
+            help: Some("`validate` takes both, each more than once".into()),
         });
     }
     if let Some(path) = global.facts.first() {
@@ -131,6 +167,19 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// server not reachable), with what to check.
 pub fn observe_failed(e: crate::observe::ObserveError) -> Error {
     Error::Usage { help: Some(e.help()), message: e.to_string() }
+}
+
+/// Checks, before any work, that `--out FILE` can be created: a directory that does not
+/// exist is bad usage (exit 2), like an unreadable input, not a failed check.
+pub fn check_out_file(path: &Path) -> Result<()> {
+    let parent = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    if parent.is_dir() {
+        return Ok(());
+    }
+    Err(Error::Usage {
+        message: format!("cannot write {}: directory {} does not exist", path.display(), parent.display()),
+        help: Some(format!("create it first (`mkdir -p {}`) or pick another --out", parent.display())),
+    })
 }
 
 /// Writes bytes to stdout, ignoring a closed pipe (`k3d-gpu facts | head`).

@@ -78,8 +78,24 @@ fn observe_live(
 pub fn observe_command(global: &Global) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
-    let observed = observe_live(&inputs, &catalog, &super::runtime()?)?;
+    let rt = super::runtime()?;
+    let target = target(&inputs, &catalog);
+    let cluster = rt
+        .block_on(crate::observe::observe_containers(&target.docker, &target.cluster, &target.image))
+        .map_err(super::observe_failed)?;
+    // The Docker side stands on its own: when the API cannot be read (a missing kubeconfig
+    // context), print what Docker showed and say what is missing.
+    let (kubernetes, missing) = match rt.block_on(crate::observe::observe_kubernetes(&target, cluster.as_ref())) {
+        Ok(k) => (k, None),
+        Err(e) => (None, Some(e)),
+    };
+    let observed = Observed { schema: crate::observe::SCHEMA.into(), cluster, kubernetes };
     if global.json {
+        // A document without its Kubernetes half would read as "no objects" to a later
+        // `plan --observed`, so none is printed then.
+        if let Some(e) = missing {
+            return Err(Error::Refused { help: Some(e.help()), message: format!("not observed: {e}") });
+        }
         super::print_bytes(&observed.masked().to_bytes());
         return Ok(EXIT_OK);
     }
@@ -108,15 +124,30 @@ pub fn observe_command(global: &Global) -> Result<u8> {
             k.resource_slices.len()
         ));
     }
+    if let Some(e) = missing {
+        out.push_str("kubernetes: not observed\n");
+        super::print_bytes(out.as_bytes());
+        return Err(Error::Refused { help: Some(e.help()), message: format!("not observed: {e}") });
+    }
     super::print_bytes(out.as_bytes());
     Ok(EXIT_OK)
 }
 
 pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
+    if let Some(path) = &args.out {
+        super::check_out_file(path)?;
+    }
     let inputs = super::load_config(global)?;
     let plan = match observed_file(args)? {
         Some(saved) => compute(global, inputs, Observation::Saved(saved))?,
-        None => compute(global, inputs, Observation::Live(&super::runtime()?))?,
+        // Only `plan` has --offline, so only its help names it.
+        None => compute(global, inputs, Observation::Live(&super::runtime()?)).map_err(|e| match e {
+            Error::Usage { message, help } if message.starts_with("cannot reach") => Error::Usage {
+                message,
+                help: Some(format!("{}; or plan without them: --offline", help.unwrap_or_default())),
+            },
+            e => e,
+        })?,
     }
     .plan;
     let bytes = plan.to_bytes();

@@ -275,6 +275,9 @@ fn place_addons(
     }
     let mut free_gpu = gpus as u32 * intel.shared.unwrap_or(1);
     let mut free_npu = u32::from(npu) * cx.facts.host.npus.iter().filter(|n| n.device_node.is_some()).count() as u32;
+    // How many units each engine had before the LLM took one: the help differs between "none
+    // here" and "all taken".
+    let (gpu_units, npu_units) = (free_gpu, free_npu);
     match llm {
         "GPU" => free_gpu = free_gpu.saturating_sub(1),
         "NPU" => free_npu = free_npu.saturating_sub(1),
@@ -326,25 +329,34 @@ fn place_addons(
         if name == AddonName::Video && device == "NPU" {
             cx.error(CompileError::new(
                 "addon-device",
-                &["addons"],
+                &["addons", "video", "device"],
                 "video never runs on the NPU: only the GPU has media engines".to_string(),
                 None,
             ));
             continue;
         }
         if !take(device, &mut free_gpu, &mut free_npu) {
-            cx.error(CompileError::new(
-                "addon-device",
-                &["addons"],
-                format!(
-                    "{} asks for the {device}, and no {device} unit is free (the LLM runs on the {llm})",
-                    name_of(name)
+            let units = if device == "NPU" { npu_units } else { gpu_units };
+            let (problem, help) = match (device, units) {
+                (_, 0) => (
+                    format!("{} asks for the {device}, and the cluster gets no usable {device} here", name_of(name)),
+                    "`k3d-gpu detect` shows what this host has; let the add-on choose (device = \"auto\") or ask for \
+                     another device"
+                        .to_string(),
                 ),
-                Some(
+                ("NPU", _) => (
+                    format!("{} asks for the NPU, and no NPU unit is free (the LLM runs on the {llm})", name_of(name)),
+                    "an NPU serves one engine at a time: let the add-on choose (device = \"auto\") or ask for \
+                     another device"
+                        .to_string(),
+                ),
+                _ => (
+                    format!("{} asks for the GPU, and no GPU unit is free (the LLM runs on the {llm})", name_of(name)),
                     "set [sharing] shared = <n> to share the GPU, or let the add-on choose (device = \"auto\")"
                         .to_string(),
                 ),
-            ));
+            };
+            cx.error(CompileError::new("addon-device", &["addons", name_of(name), "device"], problem, Some(help)));
             continue;
         }
         placed.push(AddonPlan { name, device, resource: None, cores: None, reason: format!("asked for the {device}") });
@@ -379,7 +391,7 @@ fn place_addons(
     placed
 }
 
-fn name_of(name: AddonName) -> &'static str {
+pub(super) fn name_of(name: AddonName) -> &'static str {
     match name {
         AddonName::Vlm => "vlm",
         AddonName::Stt => "stt",

@@ -56,8 +56,16 @@ pub fn resources<'a>(
             format!("your component {} is not used on this host: its `when` does not hold", c.name),
         );
     }
+    // One node advertises the accelerators (cluster::accelerator_node): the components that
+    // advertise devices run only where k3s set the label.
+    let one_node = out
+        .iter()
+        .find(|r| r.kind == ResourceKind::Cluster)
+        .is_some_and(|r| r.spec["node_labels"].as_array().is_some_and(|l| !l.is_empty()));
     let mut objects: Vec<(String, &Component, Value)> = Vec::new();
     for c in &wanted {
+        let advertises =
+            !c.provides_resources.is_empty() || c.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL);
         for object in &c.objects {
             let mut object = object.clone();
             let labels = &mut object["metadata"]["labels"];
@@ -66,6 +74,16 @@ pub fn resources<'a>(
             }
             labels[MANAGED_BY.0] = json!(MANAGED_BY.1);
             labels[COMPONENT_LABEL] = json!(c.name);
+            // Only workloads (a pod template); pointer_mut never creates what is missing.
+            if one_node
+                && advertises
+                && let Some(Value::Object(pod)) = object.pointer_mut("/spec/template/spec")
+            {
+                let selector = pod.entry("nodeSelector").or_insert_with(|| json!({}));
+                if let Value::Object(selector) = selector {
+                    selector.insert(super::ACCELERATOR_NODE_LABEL.into(), json!("true"));
+                }
+            }
             for hook in &c.configure {
                 if hook.hook == INTEL_GPU_PLUGIN_ARGS && !intel.plugin_args.is_empty() {
                     append_args(&mut object, &hook.container, &intel.plugin_args);

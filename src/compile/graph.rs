@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use petgraph::graph::{DiGraph, NodeIndex};
 use serde::{Deserialize, Serialize};
 
-/// How a resource changes (DESIGN.md §4).
+/// How a resource changes: in place, replace (the cluster), or verify (docs/ARCHITECTURE.md).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Change {

@@ -34,6 +34,14 @@ pub(super) fn id_of(gpu: &IntelGpu) -> String {
     format!("{:04x}", gpu.device_id)
 }
 
+/// A GPU's PCI device id as the Intel device plugin's `-allow-ids`/`-deny-ids` take it:
+/// `0x` and four lowercase hex digits. The plugin (v0.36.0, `validatePCIDeviceIDs`) checks
+/// every id against `^0x[0-9a-f]{4}$` and exits on anything else, so the DaemonSet would
+/// crash-loop and advertise nothing.
+pub(super) fn plugin_id(id: &str) -> String {
+    format!("0x{id}")
+}
+
 /// The help that lists this host's Intel GPUs: `e20b Arc Battlemage (BMG) (discrete)`.
 pub(super) fn host_gpus_help<'g>(gpus: impl IntoIterator<Item = &'g IntelGpu>) -> String {
     let list: Vec<String> = gpus
@@ -62,7 +70,26 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
     let config = cx.config;
     let sharing = &config.sharing;
     let mut out = IntelPlan::default();
+    // The keys that configure the Intel device plugin, where the user set them.
+    let explicitly_set = [
+        (sharing.shared != Shared::Auto, "sharing.shared"),
+        (sharing.allocation.is_some(), "sharing.allocation"),
+        (sharing.monitoring, "sharing.monitoring"),
+        (sharing.gpus != GpuSet::All, "sharing.gpus"),
+        (!sharing.allow_ids.is_empty(), "sharing.allow_ids"),
+        (!sharing.deny_ids.is_empty(), "sharing.deny_ids"),
+    ];
+    let set_keys = explicitly_set.into_iter().filter(|(set, _)| *set).map(|(_, key)| key);
     if !cx.is_active(Vendor::Intel) {
+        // `[sharing]` is Intel-only: on an NVIDIA-only host `shared = 4` would otherwise
+        // validate "ok" and do nothing.
+        for key in set_keys {
+            cx.warn(
+                "sharing-without-intel",
+                Some(key),
+                format!("{key} configures the Intel GPU plugin, and no Intel GPU is active here: it has no effect"),
+            );
+        }
         if sharing.mode == IntelGpuMode::Dra {
             cx.warn(
                 "dra-without-intel",
@@ -78,15 +105,7 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
     // neither applied nor checked, only named.
     if sharing.mode == IntelGpuMode::Dra {
         out.gpus = usable.iter().map(|g| g.pci_address.clone()).collect();
-        let explicitly_set = [
-            (sharing.shared != Shared::Auto, "sharing.shared"),
-            (sharing.allocation.is_some(), "sharing.allocation"),
-            (sharing.monitoring, "sharing.monitoring"),
-            (sharing.gpus != GpuSet::All, "sharing.gpus"),
-            (!sharing.allow_ids.is_empty(), "sharing.allow_ids"),
-            (!sharing.deny_ids.is_empty(), "sharing.deny_ids"),
-        ];
-        for key in explicitly_set.into_iter().filter(|(set, _)| *set).map(|(_, key)| key) {
+        for key in set_keys {
             cx.warn(
                 "ignored-in-dra-mode",
                 Some(key),
@@ -102,10 +121,18 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         let mut good = Vec::new();
         let mut malformed = Vec::new();
         let mut unmatched = Vec::new();
-        for raw in list {
+        // The first bad element of each kind, for the underline.
+        let (mut first_malformed, mut first_unmatched) = (None, None);
+        for (i, raw) in list.iter().enumerate() {
             match normalise_id(raw) {
-                None => malformed.push(format!("{raw:?}")),
-                Some(id) if !usable.iter().any(|g| id_of(g) == id) => unmatched.push(id),
+                None => {
+                    first_malformed.get_or_insert(i);
+                    malformed.push(format!("{raw:?}"))
+                }
+                Some(id) if !usable.iter().any(|g| id_of(g) == id) => {
+                    first_unmatched.get_or_insert(i);
+                    unmatched.push(id)
+                }
                 Some(id) => good.push(id),
             }
         }
@@ -117,21 +144,27 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
             text
         };
         if !malformed.is_empty() {
-            cx.error(CompileError::new(
-                "bad-pci-id",
-                &["sharing", key],
-                format!("{key}: {} is not a PCI device id", shown(&malformed)),
-                Some("write four hex digits, e.g. \"e20b\"".to_string()),
-            ));
+            cx.error(
+                CompileError::new(
+                    "bad-pci-id",
+                    &["sharing", key],
+                    format!("{key}: {} is not a PCI device id", shown(&malformed)),
+                    Some("write four hex digits, e.g. \"e20b\"".to_string()),
+                )
+                .at_element(first_malformed),
+            );
         }
         if !unmatched.is_empty() {
             let have: Vec<String> = usable.iter().map(|g| id_of(g)).collect();
-            cx.error(CompileError::new(
-                "pci-id-matches-nothing",
-                &["sharing", key],
-                format!("{key} {} matches no Intel GPU on this host", shown(&unmatched)),
-                Some(format!("this host's Intel GPU ids: {}", have.join(", "))),
-            ));
+            cx.error(
+                CompileError::new(
+                    "pci-id-matches-nothing",
+                    &["sharing", key],
+                    format!("{key} {} matches no Intel GPU on this host", shown(&unmatched)),
+                    Some(format!("this host's Intel GPU ids: {}", have.join(", "))),
+                )
+                .at_element(first_unmatched),
+            );
         }
         good
     };
@@ -153,11 +186,19 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         .copied()
         .collect();
     if selected.is_empty() {
+        // Point at the key that emptied the selection, not always at `gpus`.
+        let by_set = usable.iter().any(|g| sharing.gpus.admits(g.integrated));
+        let key = match (by_set, allow.is_empty(), deny.is_empty()) {
+            (false, _, _) => "gpus",
+            (true, false, _) => "allow_ids",
+            (true, true, false) => "deny_ids",
+            _ => "gpus",
+        };
         cx.error(CompileError::new(
             "no-intel-gpu-selected",
-            &["sharing", "gpus"],
+            &["sharing", key],
             format!(
-                "the GPU selection leaves no Intel GPU (gpus = {:?})",
+                "the GPU selection leaves no Intel GPU ({key} removes the last one; gpus = {:?})",
                 format!("{:?}", sharing.gpus).to_lowercase()
             ),
             Some(host_gpus_help(usable.iter().copied())),
@@ -168,14 +209,18 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
 
     // The plugin's id flags: an explicit allow list, else everything outside the set is denied.
     if !allow.is_empty() {
-        let ids: Vec<String> =
-            selected.iter().map(|g| id_of(g)).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let ids: Vec<String> = selected
+            .iter()
+            .map(|g| plugin_id(&id_of(g)))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
         out.plugin_args.push(format!("-allow-ids={}", ids.join(",")));
     } else {
         let denied: std::collections::BTreeSet<String> = usable
             .iter()
             .filter(|g| !selected.iter().any(|s| s.pci_address == g.pci_address))
-            .map(|g| id_of(g))
+            .map(|g| plugin_id(&id_of(g)))
             .collect();
         if !denied.is_empty() {
             out.plugin_args.push(format!("-deny-ids={}", denied.into_iter().collect::<Vec<_>>().join(",")));

@@ -31,6 +31,9 @@ pub struct CompileError {
     pub help: Option<String>,
     /// The config key it is about, as a path (`["sharing", "allocation"]`).
     pub key: Vec<&'static str>,
+    /// The element of that key's list it is about, so the diagnostic underlines the element
+    /// rather than the whole list.
+    pub element: Option<usize>,
 }
 
 impl CompileError {
@@ -40,7 +43,13 @@ impl CompileError {
         message: impl Into<String>,
         help: impl Into<Option<String>>,
     ) -> Self {
-        CompileError { code, message: message.into(), help: help.into(), key: key.to_vec() }
+        CompileError { code, message: message.into(), help: help.into(), key: key.to_vec(), element: None }
+    }
+
+    /// About element `index` of the key's list.
+    fn at_element(mut self, index: Option<usize>) -> Self {
+        self.element = index;
+        self
     }
 }
 
@@ -108,6 +117,7 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
     let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
     let agent = agent::plan(&mut cx, &intel);
+    not_deployed(&mut cx);
     verify::resources(&mut cx, &mut wanted, &intel, &mut resources);
     if !cx.errors.is_empty() {
         let mut errors = cx.errors;
@@ -183,6 +193,19 @@ fn select_vendors(cx: &mut Context) {
     cx.active = active_vendors(config, cx.facts);
 }
 
+/// `[agent]` and `[addons.*]` are placed (graph/v1, `k3d-gpu agent`) but have no manifests
+/// yet, so nothing in the plan deploys them: the plan says so instead of staying silent.
+fn not_deployed(cx: &mut Context) {
+    const WHY: &str = "its manifests are not part of the catalog yet; `k3d-gpu agent` shows where it would run";
+    if cx.config.agent.is_some() {
+        cx.warn("not-deployed", Some("agent"), format!("[agent] is not deployed by this version: {WHY}"));
+    }
+    let addons: Vec<String> = cx.config.addons.keys().map(|a| format!("[addons.{}]", agent::name_of(*a))).collect();
+    for addon in addons {
+        cx.warn("not-deployed", Some("addons"), format!("{addon} is not deployed by this version: {WHY}"));
+    }
+}
+
 /// `[expect]`: assertions about the machine, checked against the facts.
 fn expect(cx: &mut Context) {
     let expect = &cx.config.expect;
@@ -223,6 +246,10 @@ fn expect(cx: &mut Context) {
 
 /// A label the balloons policy or the DRA driver needs, owned by the compiler.
 pub const DRA_NODE_LABEL: &str = "k3d-gpu.io/intel-gpu-dra";
+
+/// The node label k3s sets at registration on the one node that advertises the host's
+/// accelerators (`[cluster] accelerator_node`); device plugins and the DRA driver select it.
+pub const ACCELERATOR_NODE_LABEL: &str = "k3d-gpu.io/accelerators";
 
 /// Every `(apiVersion, kind)` a graph compiled with this catalog can hold: the kinds the
 /// components define, and those the compiler writes itself (claim templates and their

@@ -26,6 +26,118 @@ pub const SECTIONS: &[&str] = &[
     "claims",
 ];
 
+/// How a section is written in TOML, read from its schema.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    /// `[section]`, always there (defaults when absent).
+    Table,
+    /// `[section]`, absent unless written: writing it (even empty) turns it on.
+    Optional,
+    /// `[section.<name>]`: a table of tables.
+    Map,
+    /// `[[section]]`: an array of tables, one `[[section]]` per entry.
+    Array,
+}
+
+impl Shape {
+    pub fn of(prop: &Value, defs: &Value) -> Shape {
+        if prop["anyOf"].as_array().is_some_and(|o| o.iter().any(|v| v["type"] == "null")) {
+            return Shape::Optional;
+        }
+        let body = resolve(prop, defs).unwrap_or(prop);
+        if body["type"] == "array" {
+            Shape::Array
+        } else if body["additionalProperties"].is_object() && body.get("properties").is_none() {
+            Shape::Map
+        } else {
+            Shape::Table
+        }
+    }
+
+    /// How the section's header is written.
+    pub fn heading(self, section: &str) -> String {
+        match self {
+            Shape::Table | Shape::Optional => format!("[{section}]"),
+            Shape::Map => format!("[{section}.<name>]"),
+            Shape::Array => format!("[[{section}]]"),
+        }
+    }
+
+    /// The schema of one table of the section (an entry, for arrays and maps).
+    pub fn body<'a>(self, prop: &'a Value, defs: &'a Value) -> Option<&'a Value> {
+        match self {
+            Shape::Table => resolve(prop, defs),
+            Shape::Optional => {
+                prop["anyOf"].as_array()?.iter().find(|v| v["type"] != "null").and_then(|v| resolve(v, defs))
+            }
+            Shape::Map => resolve(&prop["additionalProperties"], defs),
+            Shape::Array => resolve(&prop["items"], defs),
+        }
+    }
+
+    fn note(self, section: &str) -> String {
+        match self {
+            Shape::Table => String::new(),
+            Shape::Optional => format!(
+                "Absent by default. Writing `[{section}]`, even with no keys, turns it on with the defaults below.\n\n"
+            ),
+            Shape::Map => format!(
+                "A table of tables: one `[{section}.<name>]` per entry, where `<name>` is one of {}.\n\n",
+                map_names(section).iter().map(|n| format!("`{n}`")).collect::<Vec<_>>().join(", ")
+            ),
+            Shape::Array => format!(
+                "An array of tables: write `[[{section}]]` (double brackets) once per entry. A single \
+                 `[{section}]` table is an error.\n\n"
+            ),
+        }
+    }
+}
+
+/// The names a table of tables takes (`[addons.<name>]`).
+pub fn map_names(section: &str) -> &'static [&'static str] {
+    match section {
+        "addons" => &["vlm", "stt", "video"],
+        _ => &[],
+    }
+}
+
+/// A short example per section, shown in docs/config.md. A test parses every one, so an
+/// example cannot drift from the types; a section without one gets one built from its
+/// defaults.
+pub const EXAMPLES: &[(&str, &str)] = &[
+    (
+        "cluster",
+        "[cluster]\nname = \"lab\"\nagents = 1\nk3s_args = [\"--disable=traefik\"]\nnode_labels = { \"ei-infra-eligible\" = \"true\" }\n",
+    ),
+    ("vendors", "[vendors]\nenable = [\"intel\", \"npu\"]\nexclude = [\"wsl\"]\n"),
+    ("sharing", "[sharing]\nshared = 4\nallocation = \"packed\"\nmonitoring = true\ndeny_ids = [\"a780\"]\n"),
+    ("placement", "[placement]\nballoons = \"external\"\n"),
+    ("experimental", "[experimental]\nfeatures = [\"dra\"]\n"),
+    ("expect", "[expect]\nvendors = [\"intel\"]\ndevices = { \"gpu.intel.com/i915\" = 1 }\n"),
+    ("agent", "[agent]\nbackend = \"ovms\"\ndevice = \"gpu\"\ncpus = 4\nmemory = \"6Gi\"\n"),
+    ("addons", "[addons.stt]\ndevice = \"npu\"\n\n[addons.video]\nsource = \"rtsp://camera.lan:8554/stream\"\n"),
+    ("components", "[[components]]\npath = \"components/my-exporter.kdl\"\n"),
+    (
+        "claims",
+        "[[claims]]\nname = \"arc-12g\"\nmodel = \"Battlemage\"\nmin_memory = \"12Gi\"\n\n[[claims]]\nname = \"two-gpus\"\ncount = 2\n",
+    ),
+];
+
+/// The example for `section`: the hand-written one, else the section's keys at their defaults.
+fn example(section: &str, shape: Shape, body: &Value, defaults: &Value) -> String {
+    if let Some((_, text)) = EXAMPLES.iter().find(|(s, _)| *s == section) {
+        return text.to_string();
+    }
+    let mut out = format!("{}\n", shape.heading(section));
+    for (key, value) in body["properties"].as_object().into_iter().flatten() {
+        let default = value.get("default").unwrap_or(&defaults[section][key]);
+        if let Ok(text) = toml::to_string(&serde_json::json!({ key: default })) {
+            out.push_str(&text);
+        }
+    }
+    out
+}
+
 /// docs/config.md.
 pub fn markdown() -> String {
     let schema: Value = serde_json::from_slice(&schema_bytes()).expect("the schema is JSON");
@@ -37,56 +149,57 @@ pub fn markdown() -> String {
          (`UPDATE_GOLDEN=1 cargo test --test schema` regenerates it).\n\n\
          Every key has a default that reproduces the reference launcher's behaviour, so an empty\n\
          file is a valid config. Unknown keys and wrong types are errors. The last column names\n\
-         the reference launcher's environment variable each key replaces.\n\n\
+         the reference launcher's environment variable each key replaces; k3d-gpu reads none of\n\
+         them, and says which key to use when one is set.\n\n\
          Editors: put `#:schema ./k3dgpu.schema.json` (or the file's URL) on the first line and\n\
          taplo / Even Better TOML complete and check the keys.\n",
     );
     for section in SECTIONS {
         let prop = &schema["properties"][section];
-        out.push_str(&format!("\n## `[{section}]`\n\n"));
+        let shape = Shape::of(prop, defs);
+        out.push_str(&format!("\n## `{}`\n\n", shape.heading(section)));
         if let Some(text) = description(prop, defs) {
-            out.push_str(&format!("{}\n\n", text.replace('\n', " ")));
+            out.push_str(&format!("{}\n\n", super::env::env_of(&text.replace('\n', " ")).0));
         }
-        let Some(mut body) = resolve(prop, defs) else { continue };
-        if body["type"] == "array" {
-            // An array of tables ([[components]]): document the table's keys.
-            body = resolve(&body["items"], defs).unwrap_or(body);
+        out.push_str(&shape.note(section));
+        let Some(body) = shape.body(prop, defs) else { continue };
+        if let Some(props) = body["properties"].as_object() {
+            out.push_str("| key | type | default | meaning | replaces |\n|---|---|---|---|---|\n");
+            for (key, value) in props {
+                let text = description(value, defs).unwrap_or_default().replace('\n', " ");
+                let (meaning, env) = super::env::env_of(&text);
+                let env = env.unwrap_or_default().iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
+                // The schema's own default where it states one (entries of arrays, maps and
+                // optional tables), else the config's.
+                let default = match value.get("default").unwrap_or(&defaults[section][key]) {
+                    Value::Null => "unset".to_string(),
+                    v => format!("`{}`", serde_json::to_string(v).unwrap_or_default()),
+                };
+                let required = body["required"].as_array().is_some_and(|r| r.iter().any(|k| k == key));
+                let default = if required { "required".to_string() } else { default };
+                out.push_str(&format!("| `{key}` | {} | {default} | {meaning} | {env} |\n", type_of(value, defs)));
+            }
         }
-        let Some(props) = body["properties"].as_object() else {
-            continue;
-        };
-        out.push_str("| key | type | default | meaning | replaces |\n|---|---|---|---|---|\n");
-        for (key, value) in props {
-            let text = description(value, defs).unwrap_or_default().replace('\n', " ");
-            let (meaning, env) = split_env(&text);
-            // The schema's own default where it states one (array items), else the config's.
-            let default = match value.get("default").unwrap_or(&defaults[section][key]) {
-                Value::Null => "unset".to_string(),
-                v => format!("`{}`", serde_json::to_string(v).unwrap_or_default()),
-            };
-            out.push_str(&format!("| `{key}` | {} | {default} | {meaning} | {env} |\n", type_of(value, defs)));
-        }
+        out.push_str(&format!("\nExample:\n\n```toml\n{}```\n", example(section, shape, body, &defaults)));
     }
-    out.push_str(OTHER_VARIABLES);
+    out.push_str(
+        "\n## The reference launcher's environment variables\n\n\
+         k3d-gpu reads its configuration from `k3dgpu.toml` only. When one of these variables is\n\
+         set, every command prints a note naming what replaces it.\n\n\
+         | variable | here |\n|---|---|\n",
+    );
+    for row in super::env::table() {
+        let names = row.variables.iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
+        let mut here = row.here;
+        if row.variables.iter().any(|v| v == "K3D_GPU_VENDORS") {
+            here.push_str("; k3d-gpu also reads `K3D_GPU_VENDORS` itself, as `--vendors`");
+        }
+        out.push_str(&format!("| {names} | {here} |\n"));
+    }
     out
 }
 
-/// Reference variables that are not config keys, and what replaces them.
-const OTHER_VARIABLES: &str = "
-## Reference variables that are not keys
-
-| variable | here |
-|---|---|
-| `K3D_GPU_SHARE`, `K3D_GPU_PLUGIN`, `K3D_GPU_INTEL_PLUGIN`, `K3D_GPU_GAUDI_PLUGIN`, `K3D_GPU_NPU_PLUGIN`, `K3D_GPU_DSA_PLUGIN`, `K3D_GPU_IAA_PLUGIN`, `K3D_GPU_QAT_PLUGIN`, `K3D_GPU_HYBRID_PLUGIN`, `K3D_GPU_WSL_PLUGIN`, `K3D_GPU_INTEL_DRA` | the component catalog: `--stdlib DIR` replaces it, `[[components]]` adds to it (docs/stdlib.md) |
-| `K3D_GPU_VENDORS` | `[vendors]`, or `--vendors` for detect/doctor/facts |
-| `K3D_GPU_DRA` | `[sharing] mode = \"dra\"` |
-| `K3D_GPU_EXPERIMENTAL` | `[experimental] features` |
-| `K3D_GPU_AGENT_*` | `[agent]` and `[addons.*]` above, each key naming the variable it replaces; `k3d-gpu agent` shows the placement |
-| `K3D_GPU_SANDBOX*`, `K3D_GPU_NPU_EMBEDDINGS` | no key yet: the sandbox and NPU embeddings components wait on pinned image digests (see docs/stdlib.md) |
-| `K3D_GPU_TEST_IMAGE`, `K3D_GPU_DEVICE_TEST_IMAGE` | no key: `apply` verifies without a test pod, through the plan's `verify/…` nodes (allocatable resources, rollouts, ResourceSlices) |
-";
-
-fn resolve<'a>(value: &'a Value, defs: &'a Value) -> Option<&'a Value> {
+pub(super) fn resolve<'a>(value: &'a Value, defs: &'a Value) -> Option<&'a Value> {
     if let Some(r) = value["$ref"].as_str() {
         return defs.get(r.rsplit('/').next()?);
     }
@@ -96,7 +209,7 @@ fn resolve<'a>(value: &'a Value, defs: &'a Value) -> Option<&'a Value> {
     Some(value)
 }
 
-fn description(value: &Value, defs: &Value) -> Option<String> {
+pub(super) fn description(value: &Value, defs: &Value) -> Option<String> {
     value["description"]
         .as_str()
         .or_else(|| resolve(value, defs).and_then(|v| v["description"].as_str()))
@@ -130,14 +243,17 @@ fn type_of(value: &Value, defs: &Value) -> String {
     }
 }
 
-/// `"… (K3D_GPU_X)"` → `("…", "`K3D_GPU_X`")`.
-fn split_env(text: &str) -> (String, String) {
-    if let Some(start) = text.rfind("(K3D_GPU_")
-        && let Some(end) = text[start..].find(')')
-    {
-        let env = &text[start + 1..start + end];
-        let meaning = format!("{}{}", &text[..start], &text[start + end + 1..]);
-        return (meaning.trim().to_string(), format!("`{env}`"));
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_example_is_a_valid_config() {
+        for (section, text) in EXAMPLES {
+            assert!(SECTIONS.contains(section), "{section}");
+            if let Err(e) = super::super::load_str("example", text) {
+                panic!("the [{section}] example does not load: {e:?}");
+            }
+        }
     }
-    (text.to_string(), String::new())
 }

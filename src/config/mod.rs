@@ -6,6 +6,7 @@
 //! maps to one key here; `docs/config.md` lists the mapping.
 
 pub mod docs;
+pub mod env;
 mod load;
 mod selection;
 mod span;
@@ -15,13 +16,17 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-pub use load::{ConfigError, load_str};
+pub use load::{ConfigError, load_all, load_str};
 pub use selection::{ExperimentalSelection, Feature, Shared, VendorSelection};
-pub use span::span_of;
+pub use span::{path_at, span_of, span_of_element};
 
 /// The version of the node image this release creates clusters from (the reference launcher
 /// tags its image with its own version).
 pub const DEFAULT_IMAGE: &str = concat!("cryptoandcoffee/k3d-gpu:", env!("CARGO_PKG_VERSION"));
+
+/// Where the Kubernetes API is published by default: loopback only. k3d's own default is every
+/// interface, which puts the API server of a developer's laptop on the network.
+pub const DEFAULT_API_HOST_IP: &str = "127.0.0.1";
 
 /// A DNS label (RFC 1123), the rule Kubernetes names follow: 1-63 lowercase letters, digits
 /// and '-', not starting or ending with '-'. Cluster, claim, namespace and component names.
@@ -67,7 +72,7 @@ pub struct Agent {
     /// (K3D_GPU_AGENT_BACKEND)
     pub backend: AgentBackend,
     /// `auto` (a Gaudi, else an Intel GPU only on an XMX node, else CPU), or force `cpu`,
-    /// `gpu`, `npu` or `hpu`. (K3D_GPU_AGENT_DEVICE)
+    /// `gpu`, `npu` or `hpu` (a Gaudi). (K3D_GPU_AGENT_DEVICE)
     pub device: AgentDevice,
     /// Model to serve (Hugging Face id). (K3D_GPU_AGENT_MODEL)
     pub model: Option<String>,
@@ -95,7 +100,8 @@ pub enum AgentDevice {
     Cpu,
     Gpu,
     Npu,
-    #[serde(alias = "gaudi")]
+    // A Gaudi. Only this spelling: the schema, the docs and the parser agree on one (an
+    // alias the schema did not show made editors and the tool disagree).
     Hpu,
 }
 
@@ -111,14 +117,15 @@ pub enum AddonName {
     Video,
 }
 
-/// One add-on. (K3D_GPU_AGENT_VLM_DEVICE, _STT_DEVICE, _VIDEO_DEVICE, _VIDEO_SOURCE)
+/// One add-on.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Addon {
     /// `auto` or an explicit `gpu`, `npu` or `cpu`; explicit requests are served first and
-    /// fail when nothing is free.
+    /// fail when nothing is free. (K3D_GPU_AGENT_<NAME>_DEVICE)
     pub device: AddonDevice,
     /// Video only: a stream URI (`rtsp://…`, `https://…`); host paths and `file://` are refused.
+    /// (K3D_GPU_AGENT_VIDEO_SOURCE)
     pub source: Option<String>,
 }
 
@@ -187,6 +194,22 @@ pub struct Cluster {
     pub node_labels: BTreeMap<String, String>,
     /// Host port for the Kubernetes API; unset lets k3d pick a free one.
     pub api_port: Option<u16>,
+    /// Host IPv4 address the Kubernetes API is published on (k3d's `kubeAPI.hostIP`). The
+    /// default, `127.0.0.1`, keeps it on this machine; `"0.0.0.0"` publishes it on every
+    /// interface, and the plan says so. With a Docker engine on another machine, the address
+    /// is on that machine: use one of its addresses this machine can reach.
+    pub api_host_ip: String,
+    /// The node that advertises the host's accelerators: `"server:0"` (default) or
+    /// `"agent:N"`. Every k3d node container sees every device of the host, so with more than
+    /// one node each node's plugin would advertise the same GPUs and the scheduler could give
+    /// one GPU to two pods. k3s labels this node `k3d-gpu.io/accelerators=true` and the device
+    /// plugins run only there. `"all"` runs them on every node (`validate` warns).
+    pub accelerator_node: String,
+    /// The Kubernetes minor version the node image runs, e.g. `"1.37"`. Feature gates, DRA
+    /// and the experimental defaults depend on it. Unset: read from a `rancher/k3s:vX.Y.Z-k3sN`
+    /// image tag, else unknown (never guessed from another image's tag).
+    #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?$"))]
+    pub kubernetes_version: Option<String>,
 }
 
 impl Default for Cluster {
@@ -199,6 +222,9 @@ impl Default for Cluster {
             k3s_args: Vec::new(),
             node_labels: BTreeMap::new(),
             api_port: None,
+            api_host_ip: DEFAULT_API_HOST_IP.into(),
+            accelerator_node: "server:0".into(),
+            kubernetes_version: None,
         }
     }
 }
@@ -229,9 +255,10 @@ pub struct Sharing {
     pub monitoring: bool,
     /// Which Intel GPUs the cluster gets.
     pub gpus: GpuSet,
-    /// Only these PCI device ids (hex, e.g. `"e20b"`), as the plugin's -allow-ids.
+    /// Only these PCI device ids (hex, `"e20b"` or `"0xe20b"`), passed as the plugin's
+    /// -allow-ids in its own spelling (`0xe20b`).
     pub allow_ids: Vec<String>,
-    /// Never these PCI device ids, as the plugin's -deny-ids.
+    /// Never these PCI device ids (either spelling), passed as the plugin's -deny-ids (`0xa780`).
     pub deny_ids: Vec<String>,
 }
 

@@ -98,6 +98,8 @@ struct ToolCheck<'a> {
     args: &'a [&'a str],
     code: &'a str,
     fix: &'a str,
+    /// Where to get the tool when it is not on PATH.
+    install: &'a str,
 }
 
 const TOOLS: [ToolCheck<'static>; 3] = [
@@ -107,6 +109,7 @@ const TOOLS: [ToolCheck<'static>; 3] = [
         args: &["info", "--format", "{{.ServerVersion}}"],
         code: "docker-unreachable",
         fix: "start the Docker daemon (`sudo systemctl start docker`) and check that your user may use it (DOCKER_HOST, the docker group)",
+        install: "install Docker Engine (https://docs.docker.com/engine/install/, or your distribution's docker.io package)",
     },
     ToolCheck {
         tool: "k3d",
@@ -114,6 +117,7 @@ const TOOLS: [ToolCheck<'static>; 3] = [
         args: &["version"],
         code: "k3d-broken",
         fix: "reinstall k3d v5 (https://k3d.io)",
+        install: "install k3d v5 (https://k3d.io: `curl -s https://raw.githubusercontent.com/k3d-io/k3d/main/install.sh | bash`)",
     },
     ToolCheck {
         tool: "kubectl",
@@ -121,6 +125,7 @@ const TOOLS: [ToolCheck<'static>; 3] = [
         args: &["version", "--client"],
         code: "kubectl-broken",
         fix: "reinstall kubectl",
+        install: "install kubectl (https://kubernetes.io/docs/tasks/tools/)",
     },
 ];
 
@@ -131,13 +136,13 @@ pub fn tool_findings() -> Vec<Finding> {
 
 fn check_tools(checks: &[ToolCheck], timeout: Duration) -> Vec<Finding> {
     let mut out = Vec::new();
-    for &ToolCheck { tool, program, args, code, fix } in checks {
+    for &ToolCheck { tool, program, args, code, fix, install } in checks {
         let ran = run_with_timeout(program, args, timeout);
         let evidence = format!("{tool} {}", args.join(" "));
         if ran.missing {
             out.push(
                 Finding::new(Level::Fail, &format!("{tool}-missing"), format!("{tool} is not on PATH"), evidence)
-                    .with_fix(format!("install {tool}")),
+                    .with_fix(install),
             );
         } else if ran.timed_out {
             out.push(
@@ -214,7 +219,14 @@ mod tests {
             stub("hung", "sleep 30"),
         );
         let missing = dir.path().join("missing").to_str().unwrap().to_string();
-        let check = |tool, program| ToolCheck { tool, program, args: &["version"], code: "t-broken", fix: "fix it" };
+        let check = |tool, program| ToolCheck {
+            tool,
+            program,
+            args: &["version"],
+            code: "t-broken",
+            fix: "fix it",
+            install: "get it from example.org",
+        };
         let checks = [
             check("okay", ok.as_str()),
             check("bad", failed.as_str()),
@@ -230,7 +242,7 @@ mod tests {
                 (Level::Info, "okay-ok", "okay: v1.2.3", None),
                 (Level::Fail, "t-broken", "`bad version` failed: Cannot connect to the daemon", Some("fix it")),
                 (Level::Fail, "t-broken", "`slow version` did not answer within 300ms", Some("fix it")),
-                (Level::Fail, "gone-missing", "gone is not on PATH", Some("install gone")),
+                (Level::Fail, "gone-missing", "gone is not on PATH", Some("get it from example.org")),
             ]
         );
         assert!(findings.iter().all(|f| f.evidence.ends_with(" version")));

@@ -76,9 +76,15 @@ impl FromStr for Vendor {
 
     fn from_str(name: &str) -> Result<Vendor, UnknownVendor> {
         let wanted = name.trim().to_ascii_lowercase();
+        // The device names the agent's keys use for a Gaudi ("hpu") are not vendor keys, and
+        // by spelling alone "hpu" looks like "npu": point at the vendor they mean.
+        let synonym = match wanted.as_str() {
+            "hpu" | "habana" => Some("gaudi"),
+            _ => None,
+        };
         Vendor::ALL.into_iter().find(|v| v.key() == wanted).ok_or_else(|| UnknownVendor {
             name: name.to_string(),
-            suggestion: crate::suggest::closest(&wanted, Vendor::ALL.map(Vendor::key)),
+            suggestion: synonym.or_else(|| crate::suggest::closest(&wanted, Vendor::ALL.map(Vendor::key))),
         })
     }
 }

@@ -12,14 +12,43 @@ use std::path::{Path, PathBuf};
 use super::stat::{NodeStat, SIDECAR, format_sidecar};
 use super::{HostRoot, Trail};
 
-/// What a capture wrote, for the command's summary.
+/// What a capture wrote, for the command's summary. Every regular file written is counted
+/// in exactly one of `files`, `device_nodes`, `placeholders`, `keeps` and `sidecar`.
 #[derive(Debug, Default, PartialEq, Eq)]
 pub struct CaptureReport {
+    /// Files copied with the content detection read.
     pub files: usize,
     pub dirs: usize,
     pub links: usize,
+    /// Device nodes, written as empty files.
     pub device_nodes: usize,
+    /// Empty files standing for the entries of a listed directory (their names are facts).
+    pub placeholders: usize,
+    /// `.keep` markers that keep empty directories in git.
+    pub keeps: usize,
+    /// Whether the `.k3d-gpu-stat` sidecar was written.
+    pub sidecar: bool,
     pub bytes: u64,
+}
+
+impl CaptureReport {
+    /// Every regular file the capture wrote.
+    pub fn files_written(&self) -> usize {
+        self.files + self.device_nodes + self.placeholders + self.keeps + usize::from(self.sidecar)
+    }
+}
+
+/// The only `/proc/cmdline` parameters detection reads. The rest of a command line can hold
+/// secrets (disk-encryption keys, tokens passed to an initramfs), so capture keeps only these.
+const CMDLINE_KEPT: [&str; 2] = ["i915.force_probe=", "xe.force_probe="];
+
+/// A kernel command line reduced to what detection needs.
+fn cmdline_for_capture(bytes: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(bytes);
+    let kept: Vec<&str> = text.split_whitespace().filter(|p| CMDLINE_KEPT.iter().any(|k| p.starts_with(k))).collect();
+    let mut line = kept.join(" ");
+    line.push('\n');
+    line.into_bytes()
 }
 
 /// Writes the trail of `host` into `out`, which must not exist yet or be empty.
@@ -32,6 +61,8 @@ pub fn capture(host: &HostRoot, trail: &Trail, out: &Path) -> io::Result<Capture
     }
     fs::create_dir_all(out)?;
     let mut report = CaptureReport::default();
+    // Placeholders a read file later fills are counted as that file, not twice.
+    let mut placeholders = std::collections::BTreeSet::new();
     for dir in &trail.dirs {
         fs::create_dir_all(inside(out, dir))?;
         report.dirs += 1;
@@ -67,6 +98,7 @@ pub fn capture(host: &HostRoot, trail: &Trail, out: &Path) -> io::Result<Capture
                 fs::create_dir_all(&at)?;
             } else {
                 fs::write(&at, b"")?;
+                placeholders.insert(at);
             }
         }
     }
@@ -74,6 +106,7 @@ pub fn capture(host: &HostRoot, trail: &Trail, out: &Path) -> io::Result<Capture
     for file in &trail.files {
         let source = host.on_disk(file);
         let at = inside(out, file);
+        placeholders.remove(&at);
         if let Some(parent) = at.parent() {
             fs::create_dir_all(parent)?;
         }
@@ -86,16 +119,21 @@ pub fn capture(host: &HostRoot, trail: &Trail, out: &Path) -> io::Result<Capture
             }
             report.device_nodes += 1;
         } else {
-            let bytes = fs::read(&source)?;
+            let mut bytes = fs::read(&source)?;
+            if file == "/proc/cmdline" {
+                bytes = cmdline_for_capture(&bytes);
+            }
             report.bytes += bytes.len() as u64;
             fs::write(&at, bytes)?;
             report.files += 1;
         }
     }
+    report.placeholders = placeholders.len();
     if !stats.is_empty() {
         fs::write(out.join(SIDECAR), format_sidecar(&stats))?;
+        report.sidecar = true;
     }
-    keep_empty_dirs(out)?;
+    report.keeps = keep_empty_dirs(out)?;
     Ok(report)
 }
 
@@ -104,18 +142,33 @@ fn inside(out: &Path, host_path: &str) -> PathBuf {
 }
 
 /// Git drops empty directories, and an empty directory can be a fact (an engine, a module);
-/// a `.keep` file keeps it. Detection skips dot entries.
-fn keep_empty_dirs(dir: &Path) -> io::Result<()> {
+/// a `.keep` file keeps it. Detection skips dot entries. Returns how many it wrote.
+fn keep_empty_dirs(dir: &Path) -> io::Result<usize> {
     let mut empty = true;
+    let mut written = 0;
     for entry in fs::read_dir(dir)? {
         let entry = entry?;
         empty = false;
         if entry.file_type()?.is_dir() {
-            keep_empty_dirs(&entry.path())?;
+            written += keep_empty_dirs(&entry.path())?;
         }
     }
     if empty {
         fs::write(dir.join(".keep"), b"")?;
+        written += 1;
     }
-    Ok(())
+    Ok(written)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_captured_cmdline_keeps_only_what_detection_reads() {
+        let line =
+            b"BOOT_IMAGE=/vmlinuz root=UUID=1 cryptkey=hunter2 xe.force_probe=e20b quiet i915.force_probe=!e20b\n";
+        assert_eq!(cmdline_for_capture(line), b"xe.force_probe=e20b i915.force_probe=!e20b\n");
+        assert_eq!(cmdline_for_capture(b"quiet splash\n"), b"\n");
+    }
 }

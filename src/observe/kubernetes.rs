@@ -39,6 +39,10 @@ async fn client_with(
     let context = context_name(cluster);
     let unreachable = |reason: String| ObserveError::KubernetesUnreachable { context: context.clone(), reason };
     let file = Kubeconfig::read_from(kubeconfig).map_err(|e| unreachable(format!("{}: {e}", kubeconfig.display())))?;
+    // Said plainly: kube-rs's own message for a missing context does not name the file.
+    if !file.contexts.iter().any(|c| c.name == context) {
+        return Err(unreachable(format!("{} has no context {context}", kubeconfig.display())));
+    }
     let options = KubeConfigOptions { context: Some(context.clone()), ..Default::default() };
     let mut config = Config::from_custom_kubeconfig(file, &options).await.map_err(|e| unreachable(e.to_string()))?;
     config.connect_timeout = Some(CALL_TIMEOUT);

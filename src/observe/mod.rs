@@ -12,7 +12,7 @@ use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
 
-/// Why the world could not be observed. Each names what to check, and `--offline`.
+/// Why the world could not be observed. Each names what to check.
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
     #[error("cannot reach Docker at {} ({}): {reason}", endpoint.host, endpoint.source)]
@@ -25,12 +25,15 @@ impl ObserveError {
     pub fn help(&self) -> String {
         match self {
             ObserveError::DockerUnreachable { .. } => {
-                "check that dockerd runs and that DOCKER_HOST / the Docker context point at it; or plan with --offline"
-                    .into()
+                "check that dockerd runs and that DOCKER_HOST / the Docker context point at it".into()
             }
-            ObserveError::KubernetesUnreachable { context, .. } => format!(
-                "check that the cluster's nodes run (`docker ps`) and that your kubeconfig has context {context} (`k3d kubeconfig merge`); or plan with --offline"
-            ),
+            ObserveError::KubernetesUnreachable { context, .. } => {
+                let cluster = context.strip_prefix("k3d-").unwrap_or(context);
+                format!(
+                    "check that the cluster's nodes run (`docker ps`) and that your kubeconfig has context {context} \
+                     (`k3d kubeconfig merge {cluster} --kubeconfig-merge-default` adds it)"
+                )
+            }
         }
     }
 }
@@ -48,16 +51,26 @@ pub struct Target {
 /// Observes Docker, then (when the cluster exists) Kubernetes.
 pub async fn observe(target: &Target) -> Result<Observed, ObserveError> {
     let cluster = observe_containers(&target.docker, &target.cluster, &target.image).await?;
-    let kubernetes = match &cluster {
-        None => None,
+    let kubernetes = observe_kubernetes(target, cluster.as_ref()).await?;
+    Ok(Observed { schema: SCHEMA.into(), cluster, kubernetes })
+}
+
+/// The Kubernetes side of a cluster Docker showed: `None` when there is no cluster or no
+/// running server to answer. Separate, so `observe` can still show the Docker side when this
+/// half fails.
+pub async fn observe_kubernetes(
+    target: &Target,
+    cluster: Option<&ObservedCluster>,
+) -> Result<Option<ObservedKubernetes>, ObserveError> {
+    match cluster {
+        None => Ok(None),
         // Stopped nodes serve no API; the plan starts them and re-applies (idempotently).
-        Some(c) if !c.nodes.iter().any(|n| n.running && n.role == "server") => None,
+        Some(c) if !c.nodes.iter().any(|n| n.running && n.role == "server") => Ok(None),
         Some(_) => {
             let client = kubernetes::client(&target.kubeconfig, &target.cluster).await?;
-            Some(kubernetes::observe(client, &target.cluster, &target.kinds).await?)
+            Ok(Some(kubernetes::observe(client, &target.cluster, &target.kinds).await?))
         }
-    };
-    Ok(Observed { schema: SCHEMA.into(), cluster, kubernetes })
+    }
 }
 
 /// The cluster's node containers, from Docker alone (all `destroy` needs).
