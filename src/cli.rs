@@ -117,6 +117,28 @@ pub enum Command {
     /// by images.lock beside the config, by the tool's own lock, or not at all (deployed by
     /// tag). `images lock` and `images check` maintain the lock.
     Images(ImagesArgs),
+
+    /// Print the shell completion script for SHELL (bash, zsh, fish), generated from these
+    /// definitions; packages install it.
+    Completions(CompletionsArgs),
+
+    /// Print the man page k3d-gpu(1); with --out, write it and one page per subcommand.
+    Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_name = "SHELL")]
+    pub shell: crate::commands::Shell,
+}
+
+#[derive(Debug, Args)]
+pub struct ManArgs {
+    /// Write k3d-gpu.1 and k3d-gpu-<command>.1 for every subcommand into DIR (created if
+    /// missing) instead of printing k3d-gpu.1.
+    #[arg(long, value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

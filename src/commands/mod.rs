@@ -2,6 +2,7 @@
 //! stdout carries data (tables, JSON); stderr carries progress and diagnostics.
 
 mod apply;
+mod completions;
 mod detect;
 mod doctor;
 mod facts;
@@ -14,6 +15,7 @@ mod validate;
 
 use inputs::{Inputs, load_catalog, load_config};
 
+pub use completions::Shell;
 pub use detect::render as render_detect;
 
 use std::path::Path;
@@ -39,6 +41,8 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Agent => graph::agent(&cli.global),
         Command::Apply(args) => apply::run(&cli.global, args),
         Command::Destroy(args) => apply::destroy(&cli.global, args),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => completions::man(args),
     }
 }
 

@@ -1,0 +1,79 @@
+//! `k3d-gpu completions SHELL` and `k3d-gpu man`: shell completions and man pages generated
+//! from the clap definitions in `cli.rs`, so they can never drift from `--help`. Packages run
+//! these at build time and install the output (see packaging/README.md).
+//!
+//! Rendering is pure (bytes from the command tree); only `man --out` writes, and only the
+//! `k3d-gpu*.1` files it names, into the directory the user gave.
+
+use std::path::Path;
+
+use clap::CommandFactory;
+
+use crate::cli::{Cli, CompletionsArgs, ManArgs};
+use crate::error::{EXIT_OK, Error, Result};
+
+pub use clap_complete::Shell;
+
+/// The completion script for `shell`.
+pub fn completion_script(shell: Shell) -> Vec<u8> {
+    let mut cmd = Cli::command();
+    let mut out = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "k3d-gpu", &mut out);
+    out
+}
+
+/// Every man page: `k3d-gpu.1` first, then one per (nested) subcommand, e.g.
+/// `k3d-gpu-images-lock.1`, as (file name, roff bytes). No date in them, so the bytes depend
+/// only on the version and the definitions.
+pub fn man_pages() -> Vec<(String, Vec<u8>)> {
+    fn walk(cmd: clap::Command, pages: &mut Vec<(String, Vec<u8>)>) {
+        let subs: Vec<clap::Command> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
+        let man = clap_mangen::Man::new(cmd);
+        let mut bytes = Vec::new();
+        // Rendering into a Vec cannot fail: the only errors are the writer's.
+        man.render(&mut bytes).expect("writing to a Vec");
+        pages.push((man.get_filename(), bytes));
+        for sub in subs {
+            walk(sub, pages);
+        }
+    }
+    // `build` gives each subcommand its full display name (k3d-gpu-images-lock), which is the
+    // page's file name and title; the `help` subcommand has no page.
+    let mut cmd = Cli::command().disable_help_subcommand(true);
+    cmd.build();
+    let mut pages = Vec::new();
+    walk(cmd, &mut pages);
+    pages
+}
+
+pub fn completions(args: &CompletionsArgs) -> Result<u8> {
+    super::print_bytes(&completion_script(args.shell));
+    Ok(EXIT_OK)
+}
+
+pub fn man(args: &ManArgs) -> Result<u8> {
+    let pages = man_pages();
+    let Some(dir) = &args.out else {
+        super::print_bytes(&pages[0].1);
+        return Ok(EXIT_OK);
+    };
+    write_pages(dir, &pages)?;
+    Ok(EXIT_OK)
+}
+
+fn write_pages(dir: &Path, pages: &[(String, Vec<u8>)]) -> Result<()> {
+    let failed = |path: &Path, e: std::io::Error| Error::Output {
+        path: path.display().to_string(),
+        reason: e.kind().to_string(),
+    };
+    std::fs::create_dir_all(dir).map_err(|e| failed(dir, e))?;
+    for (name, bytes) in pages {
+        let path = dir.join(name);
+        // A link planted where a page goes would redirect the write elsewhere: replace it.
+        if path.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
+            std::fs::remove_file(&path).map_err(|e| failed(&path, e))?;
+        }
+        std::fs::write(&path, bytes).map_err(|e| failed(&path, e))?;
+    }
+    Ok(())
+}
