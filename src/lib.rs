@@ -15,6 +15,7 @@ pub mod config;
 pub mod detect;
 pub mod doctor;
 pub mod error;
+pub mod escape;
 pub mod facts;
 pub mod host;
 pub mod hwdb;

@@ -23,6 +23,16 @@ pub use span::span_of;
 /// tags its image with its own version).
 pub const DEFAULT_IMAGE: &str = concat!("cryptoandcoffee/k3d-gpu:", env!("CARGO_PKG_VERSION"));
 
+/// The longest cluster name: k3d names containers `k3d-<name>-server-0` and the hostname
+/// they get must stay a DNS label.
+pub const MAX_CLUSTER_NAME: usize = 32;
+
+/// A cluster name k3d accepts and that is safe as a file name: a DNS label of at most
+/// [`MAX_CLUSTER_NAME`] characters (so never `/`, `.` or `..`).
+pub fn cluster_name(name: &str) -> bool {
+    dns_label(name) && name.len() <= MAX_CLUSTER_NAME
+}
+
 /// A DNS label (RFC 1123), the rule Kubernetes names follow: 1-63 lowercase letters, digits
 /// and '-', not starting or ending with '-'. Cluster, claim, namespace and component names.
 pub fn dns_label(name: &str) -> bool {

@@ -1,0 +1,155 @@
+//! A config from a pull request is untrusted input. These run the real binary as an attacker
+//! would (issue 10): what the tool may read, what it may write, what it prints.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+use support::hosts_dir;
+
+fn k3d_gpu_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
+    command
+        .current_dir(dir)
+        .args(args)
+        .env_remove("K3D_GPU_VENDORS")
+        .env_remove("K3D_GPU_ROOT")
+        .env_remove("KUBECONFIG")
+        .env("DOCKER_HOST", "unix:///nonexistent/k3d-gpu-test.sock")
+        .env("NO_COLOR", "1");
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().unwrap()
+}
+
+fn k3d_gpu(args: &[&str]) -> Output {
+    k3d_gpu_in(Path::new("."), args, &[])
+}
+
+fn host(name: &str) -> String {
+    hosts_dir().join(name).display().to_string()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// A config in a fresh directory made a repository (a `.git` beside it).
+fn repo_with_config(config: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    let path = dir.path().join("k3dgpu.toml");
+    std::fs::write(&path, config).unwrap();
+    (dir, path.display().to_string())
+}
+
+const SECRET: &str = "hunter2-s3cr3t-t0ken";
+
+#[test]
+fn component_paths_cannot_leave_the_repository() {
+    let outside = tempfile::tempdir().unwrap();
+    let secret_file = outside.path().join("credentials.kdl");
+    std::fs::write(&secret_file, format!("token {SECRET}\n")).unwrap();
+    let (repo, _) = repo_with_config("");
+    std::os::unix::fs::symlink(&secret_file, repo.path().join("linked.kdl")).unwrap();
+    let sub = repo.path().join("sub");
+    std::fs::create_dir(&sub).unwrap();
+    for path in [
+        "/proc/self/environ".to_string(),
+        secret_file.display().to_string(),
+        format!("../../../../../../..{}", secret_file.display()),
+        "linked.kdl".into(),
+        "k3dgpu.toml".into(),
+    ] {
+        let config = repo.path().join("k3dgpu.toml");
+        std::fs::write(&config, format!("[[components]]\npath = {path:?}\n")).unwrap();
+        let out = k3d_gpu_in(
+            repo.path(),
+            &["validate", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")],
+            &[("K3D_GPU_TEST_SECRET", SECRET)],
+        );
+        assert_eq!(out.status.code(), Some(1), "{path}: {}", stderr(&out));
+        assert!(!stderr(&out).contains(SECRET) && !stdout(&out).contains(SECRET), "{path}: {}", stderr(&out));
+        assert!(stderr(&out).contains("component path"), "{path}: {}", stderr(&out));
+    }
+    // Inside the repository, `..` from a config in a subdirectory is fine.
+    std::fs::write(repo.path().join("mine.kdl"), "not { a component\n").unwrap();
+    let config = sub.join("k3dgpu.toml");
+    std::fs::write(&config, "[[components]]\npath = \"../mine.kdl\"\n").unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    assert!(stderr(&out).contains("not valid KDL (line 1"), "{}", stderr(&out));
+}
+
+#[test]
+fn a_file_that_is_not_a_component_is_never_echoed() {
+    // Well-formed KDL, not a component: a one-line credential file renamed .kdl.
+    for text in [format!("token {SECRET}\n"), format!("password \"{SECRET}\" {{\n"), format!("{SECRET}=1 {{{{\n")] {
+        let (repo, config) = repo_with_config("[[components]]\npath = \"creds.kdl\"\n");
+        std::fs::write(repo.path().join("creds.kdl"), &text).unwrap();
+        let out = k3d_gpu(&["validate", "-c", &config, "--root", &host("plain-laptop-amd")]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        assert!(!stderr(&out).contains(SECRET), "{text:?} echoed: {}", stderr(&out));
+        assert!(stderr(&out).contains("(line 1, column "), "{}", stderr(&out));
+    }
+}
+
+#[test]
+fn a_cluster_name_is_checked_before_it_becomes_a_path() {
+    let (repo, config) = repo_with_config("[cluster]\nname = \"../../victim/Cargo\"\n");
+    let victim = repo.path().join("victim");
+    std::fs::create_dir(&victim).unwrap();
+    std::fs::write(victim.join("Cargo.lock"), "keep me\n").unwrap();
+    let state = repo.path().join("state/a/b");
+    std::fs::create_dir_all(&state).unwrap();
+    let env = [("XDG_STATE_HOME", state.to_str().unwrap()), ("XDG_RUNTIME_DIR", state.to_str().unwrap())];
+    for args in [vec!["destroy", "-c", &config], vec!["apply", "-c", &config], vec!["validate", "-c", &config]] {
+        let out = k3d_gpu_in(repo.path(), &args, &env);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("is not a valid k3d name"), "{}", stderr(&out));
+        assert_eq!(std::fs::read_to_string(victim.join("Cargo.lock")).unwrap(), "keep me\n", "{args:?}");
+        assert!(std::fs::read_dir(&victim).unwrap().count() == 1, "{args:?} wrote beside the victim");
+    }
+}
+
+#[test]
+fn a_huge_value_gives_a_short_diagnostic() {
+    let huge = "v".repeat(30 << 20);
+    let (_repo, config) =
+        repo_with_config(&format!("[cluster]\nnode_labels = {{ x = 1, y = \"{huge}\" }}\nbogus = 1\n"));
+    let start = std::time::Instant::now();
+    let out = k3d_gpu(&["validate", "-c", &config, "--root", &host("plain-laptop-amd")]);
+    assert_eq!(out.status.code(), Some(1), "{}", &stderr(&out)[..2000.min(out.stderr.len())]);
+    assert!(out.stderr.len() < 16 << 10, "{} bytes of diagnostics", out.stderr.len());
+    assert!(start.elapsed() < std::time::Duration::from_secs(30));
+}
+
+#[test]
+fn kernel_files_devices_and_fifos_are_refused_without_waiting() {
+    let start = std::time::Instant::now();
+    for args in [vec!["validate", "-c", "/proc/kmsg", "--root", "x"], vec!["detect", "--facts", "/proc/self/environ"]] {
+        let out = k3d_gpu(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains("kernel file"), "{}", stderr(&out));
+    }
+    assert!(start.elapsed() < std::time::Duration::from_secs(20));
+}
+
+#[test]
+fn the_kubeconfig_is_read_bounded_and_never_waits() {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let fifo = dir.path().join("kubeconfig");
+    assert!(Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+    for path in [Path::new("/dev/zero"), fifo.as_path()] {
+        let start = std::time::Instant::now();
+        let err = rt.block_on(k3d_gpu::observe::kubernetes::client(path, "gpu")).map(|_| ()).unwrap_err();
+        assert!(err.to_string().contains("not a regular file"), "{err}");
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+    }
+}
