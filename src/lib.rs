@@ -21,6 +21,7 @@ pub mod host;
 pub mod hwdb;
 pub mod input_file;
 pub mod observe;
+pub mod output_file;
 pub mod parse;
 pub mod plan;
 pub mod secrets;

@@ -153,3 +153,141 @@ fn the_kubeconfig_is_read_bounded_and_never_waits() {
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
     }
 }
+
+/// A repository with a component of its own whose manifest holds a Secret and a Deployment.
+fn repo_with_secret_component(config_extra: &str) -> (tempfile::TempDir, String) {
+    let (repo, config) = repo_with_config(&format!("[[components]]\npath = \"vault.kdl\"\n{config_extra}"));
+    std::fs::write(
+        repo.path().join("vault.kdl"),
+        "component vault {\n    summary \"a secret\"\n    upstream mine version=v1\n    manifest vault.yml\n    image \"example.invalid/app:1@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb\"\n}\n",
+    )
+    .unwrap();
+    let manifest = format!(
+        r#"apiVersion: v1
+kind: Secret
+metadata: {{name: vault, namespace: default}}
+stringData: {{password: "{SECRET}"}}
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: app, namespace: default}}
+spec:
+  selector: {{matchLabels: {{app: x}}}}
+  template:
+    metadata: {{labels: {{app: x}}}}
+    spec:
+      initContainers:
+        - name: init
+          image: "example.invalid/app:1@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+          env: [{{name: DB_PASS, value: "{SECRET}"}}, {{name: GITHUB_PAT, value: "{SECRET}"}}]
+          args: ["--token", "{SECRET}", "-t={SECRET}", "--vpn-auth={SECRET}", "--db=postgres://u:{SECRET}@db/x"]
+      containers:
+        - name: app
+          image: "example.invalid/app:1@sha256:bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb"
+          env: [{{name: OPENAI_KEY, value: "{SECRET}"}}, {{name: HF_TOKEN, value: "{SECRET}"}}, {{name: PATH, value: /bin}}]
+"#
+    );
+    std::fs::write(repo.path().join("vault.yml"), manifest).unwrap();
+    (repo, config)
+}
+
+#[test]
+fn render_never_writes_through_a_link_and_keeps_secrets_private() {
+    use std::os::unix::fs::PermissionsExt;
+    let (repo, config) = repo_with_secret_component("");
+    let out = repo.path().join("gitops");
+    std::fs::create_dir(&out).unwrap();
+    let victim = repo.path().join("bashrc");
+    std::fs::write(&victim, "keep\n").unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("vault.yaml")).unwrap();
+    std::os::unix::fs::symlink(&victim, out.join("kustomization.yaml")).unwrap();
+    let result =
+        k3d_gpu(&["render", "-c", &config, "--root", &host("plain-laptop-amd"), "--out", out.to_str().unwrap()]);
+    assert_eq!(result.status.code(), Some(0), "{}", stderr(&result));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+    let vault = std::fs::symlink_metadata(out.join("vault.yaml")).unwrap();
+    assert!(vault.file_type().is_file());
+    assert_eq!(vault.permissions().mode() & 0o777, 0o600, "a Secret's file is its owner's alone");
+    assert!(
+        std::fs::read_to_string(out.join("vault.yaml")).unwrap().contains(SECRET),
+        "render writes what GitOps applies"
+    );
+    let kustomization = std::fs::symlink_metadata(out.join("kustomization.yaml")).unwrap();
+    assert_eq!(kustomization.permissions().mode() & 0o777, 0o644);
+    // --out FILE for plan and facts: the same rule.
+    let plan = repo.path().join("plan.json");
+    std::os::unix::fs::symlink(&victim, &plan).unwrap();
+    let result = k3d_gpu(&[
+        "plan",
+        "--offline",
+        "-c",
+        &config,
+        "--root",
+        &host("plain-laptop-amd"),
+        "--out",
+        plan.to_str().unwrap(),
+    ]);
+    assert_eq!(result.status.code(), Some(0), "{}", stderr(&result));
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
+}
+
+#[test]
+fn no_printed_or_saved_document_holds_a_secret() {
+    let extra = format!(
+        "[cluster]\nk3s_args = [\"--token={SECRET}\", \"--datastore-endpoint=postgres://k3s:{SECRET}@db:5432/k3s\"]\n"
+    );
+    let (repo, config) = repo_with_secret_component(&extra);
+    let root = host("plain-laptop-amd");
+    let saved = repo.path().join("plan.json");
+    for args in [
+        vec!["graph", "--json", "-c", &config, "--root", &root],
+        vec!["plan", "--json", "--offline", "-c", &config, "--root", &root],
+        vec!["plan", "--offline", "-c", &config, "--root", &root, "--out", saved.to_str().unwrap()],
+        vec!["plan", "--offline", "-c", &config, "--root", &root],
+    ] {
+        let out = k3d_gpu(&args);
+        assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+        assert!(!stdout(&out).contains(SECRET) && !stderr(&out).contains(SECRET), "{args:?}: {}", stdout(&out));
+    }
+    let saved = std::fs::read_to_string(&saved).unwrap();
+    assert!(!saved.contains(SECRET));
+    assert!(saved.contains("(sensitive"), "masked, not dropped");
+    assert!(saved.contains("\"value\": \"/bin\""), "PATH is not a secret");
+}
+
+#[test]
+fn a_secret_changes_the_plan_hash_without_showing() {
+    let hash = |secret: &str| {
+        let (_repo, config) = repo_with_config(&format!("[cluster]\nk3s_args = [\"--token={secret}\"]\n"));
+        let out = k3d_gpu(&["plan", "--offline", "--hash", "-c", &config, "--root", &host("plain-laptop-amd")]);
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        stdout(&out)
+    };
+    assert_ne!(hash("one-secret"), hash("another-secret"));
+}
+
+#[test]
+fn observe_json_masks_split_flags_and_urls_in_node_env() {
+    use k3d_gpu::observe::{NodeContainer, Observed, ObservedCluster, SCHEMA};
+    let node = NodeContainer {
+        name: "k3d-gpu-server-0".into(),
+        role: "server".into(),
+        image: "img:1".into(),
+        image_id: "sha256:1".into(),
+        image_version: None,
+        k3s_args: vec!["server".into(), "-t".into(), SECRET.into(), "--agent-token".into(), SECRET.into()],
+        mounts: vec![],
+        env: [("K3S_DATASTORE_ENDPOINT".to_string(), format!("mysql://root:{SECRET}@tcp(db:3306)/k3s"))].into(),
+        gpus: None,
+        running: true,
+        recorded_spec: Some(serde_json::json!({"k3s_args": [{"arg": format!("--vpn-auth={SECRET}"), "nodes": "all"}]})),
+    };
+    let observed = Observed {
+        schema: SCHEMA.into(),
+        cluster: Some(ObservedCluster { name: "gpu".into(), configured_image_id: None, nodes: vec![node] }),
+        kubernetes: None,
+    };
+    let printed = String::from_utf8(observed.masked().to_bytes()).unwrap();
+    assert!(!printed.contains(SECRET), "{printed}");
+    assert!(printed.contains("\"server\""), "{printed}");
+}

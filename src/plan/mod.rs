@@ -255,9 +255,11 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
     let image = desired.spec["image"].as_str().unwrap_or_default();
     let mut paths = Vec::new();
     let mut texts = Vec::new();
+    // Labels record secrets as digests: compared as digests (an older clear label too).
+    let desired_recorded = crate::secrets::digest_secrets(&desired.spec);
     match &server.recorded_spec {
         Some(recorded) => {
-            for key in changed_keys(&desired.spec, recorded) {
+            for key in changed_keys(&desired_recorded, &crate::secrets::digest_secrets(recorded)) {
                 texts.push(match key.as_str() {
                     "image" => format!("node image differs ({} → {image})", server.image),
                     "k3s_args" => "k3s args changed".to_string(),
@@ -328,7 +330,8 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
                     ),
                 ),
                 server.recorded_spec.clone().or_else(|| Some(json!({ "image": server.image }))),
-                Some(desired.spec.clone()),
+                // Digested as the recorded one is, so the mask shows which secret changed.
+                Some(desired_recorded),
             )
         });
     }
