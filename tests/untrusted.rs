@@ -291,3 +291,61 @@ fn observe_json_masks_split_flags_and_urls_in_node_env() {
     assert!(!printed.contains(SECRET), "{printed}");
     assert!(printed.contains("\"server\""), "{printed}");
 }
+
+const FORGED: &str = "x\u{1b}[2K\r\nPlan: 0 to create, 0 to update, 0 to replace, 0 to delete.\u{9b}1A\u{202e}";
+
+fn assert_no_control(text: &str, what: &str) {
+    let bad: Vec<char> = text.chars().filter(|c| k3d_gpu::escape::is_control(*c)).collect();
+    assert!(bad.is_empty(), "{what}: {bad:?} in\n{text}");
+    assert!(!text.lines().any(|l| l.starts_with("Plan: 0 to create")), "{what}: a forged line\n{text}");
+}
+
+#[test]
+fn names_from_manifests_and_hosts_cannot_drive_the_terminal() {
+    // A manifest name with an escape sequence, a carriage return and a newline.
+    let (repo, config) = repo_with_config("[[components]]\npath = \"evil.kdl\"\n");
+    std::fs::write(
+        repo.path().join("evil.kdl"),
+        "component evil {\n    summary \"x\"\n    upstream mine version=v1\n    manifest evil.yml\n}\n",
+    )
+    .unwrap();
+    // A YAML (and TOML) double-quoted string: every control character as \uXXXX.
+    let name: String = std::iter::once("\"".to_string())
+        .chain(FORGED.chars().map(|c| {
+            if k3d_gpu::escape::is_control(c) || c == '\n' { format!("\\u{:04x}", c as u32) } else { c.to_string() }
+        }))
+        .chain(std::iter::once("\"".to_string()))
+        .collect();
+    std::fs::write(
+        repo.path().join("evil.yml"),
+        format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: {name}, namespace: default}}\ndata: {{k: {name}}}\n"
+        ),
+    )
+    .unwrap();
+    let out = k3d_gpu(&["plan", "--offline", "-c", &config, "--root", &host("plain-laptop-amd")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_no_control(&stdout(&out), "plan");
+    assert!(stdout(&out).contains("\\x1b[2K"), "shown, escaped: {}", stdout(&out));
+
+    // os-release on a fixture host.
+    let root = support::copy_host("plain-laptop-amd");
+    let raw = FORGED.replace('\n', " ");
+    std::fs::write(root.path().join("etc/os-release"), format!("PRETTY_NAME=\"{raw}\"\nID=ubuntu\n")).unwrap();
+    for command in ["detect", "doctor"] {
+        let out = k3d_gpu(&[command, "--root", root.path().to_str().unwrap()]);
+        assert_no_control(&stdout(&out), command);
+        if command == "detect" {
+            assert!(stdout(&out).contains("x\\x1b[2K"), "{}", stdout(&out));
+        }
+    }
+    let (_repo, config) = repo_with_config("");
+    let out = k3d_gpu(&["validate", "-c", &config, "--root", root.path().to_str().unwrap()]);
+    assert_no_control(&stdout(&out), "validate");
+
+    // A config whose bad key carries the sequence: the diagnostic echoes it escaped.
+    let (_repo, config) = repo_with_config(&format!("[cluster]\n{name} = 1\n"));
+    let out = k3d_gpu(&["validate", "-c", &config, "--root", &host("plain-laptop-amd")]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_no_control(&stderr(&out), "diagnostic");
+}

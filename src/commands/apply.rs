@@ -99,14 +99,16 @@ impl Reporter {
             return;
         }
         let t = self.started.elapsed().as_secs_f64();
-        let line = match event {
+        // Ids and errors carry names from manifests and k3d's own output.
+        let line = crate::escape::for_terminal(&match event {
             Event::Started { id } => format!("[{t:7.1}s] start  {id}"),
             Event::Done { id, elapsed_ms } => format!("[{t:7.1}s] done   {id} ({:.1}s)", *elapsed_ms as f64 / 1e3),
             Event::Failed { id, elapsed_ms, error } => {
                 format!("[{t:7.1}s] FAILED {id} ({:.1}s): {error}", *elapsed_ms as f64 / 1e3)
             }
             Event::Skipped { id, because } => format!("[{t:7.1}s] skip   {id}: {because} failed"),
-        };
+        })
+        .into_owned();
         let Some(bar) = &self.live else {
             eprintln!("{line}");
             return;
@@ -157,7 +159,7 @@ fn print_summary(json: bool, outcome: &Outcome, verify_failed: &[(String, String
         let failed: Vec<_> = verify_failed.iter().map(|(id, e)| serde_json::json!({ "id": id, "error": e })).collect();
         eprintln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
     } else {
-        eprintln!("{}", summary(outcome, verify_failed));
+        eprintln!("{}", crate::escape::for_terminal(&summary(outcome, verify_failed)));
     }
 }
 

@@ -11,7 +11,7 @@ use crate::error::{EXIT_OK, Error, Result};
 pub fn compiled(global: &Global) -> Result<DesiredGraph> {
     let graph = super::inputs::compile(global, &super::load_config(global)?)?.graph;
     for w in &graph.warnings {
-        eprintln!("warning: {} [{}]", w.text, w.code);
+        eprintln!("warning: {} [{}]", crate::escape::one_line(&w.text), crate::escape::one_line(&w.code));
     }
     Ok(graph)
 }
@@ -56,7 +56,7 @@ pub fn agent(global: &Global) -> Result<u8> {
     for w in graph.warnings.iter().filter(|w| w.code.starts_with("agent") || w.code.starts_with("addon")) {
         out.push_str(&format!("warning   {}\n", w.text));
     }
-    super::print_bytes(out.as_bytes());
+    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
     Ok(EXIT_OK)
 }
 

@@ -108,7 +108,7 @@ pub fn observe_command(global: &Global) -> Result<u8> {
             k.resource_slices.len()
         ));
     }
-    super::print_bytes(out.as_bytes());
+    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
     Ok(EXIT_OK)
 }
 
