@@ -349,3 +349,60 @@ fn names_from_manifests_and_hosts_cannot_drive_the_terminal() {
     assert_eq!(out.status.code(), Some(1));
     assert_no_control(&stderr(&out), "diagnostic");
 }
+
+#[test]
+fn destroy_of_a_cluster_that_does_not_exist_says_so() {
+    if !support::docker_ready() {
+        return;
+    }
+    let (repo, config) = repo_with_config("[cluster]\nname = \"never-made\"\n");
+    let state = repo.path().join("state");
+    let docker = std::env::var("DOCKER_HOST").unwrap();
+    let env = [("DOCKER_HOST", docker.as_str()), ("XDG_RUNTIME_DIR", state.to_str().unwrap())];
+    let out = k3d_gpu_in(repo.path(), &["destroy", "-c", &config], &env);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("Nothing to destroy: cluster never-made does not exist."), "{}", stdout(&out));
+    assert!(!stdout(&out).contains("No changes"), "{}", stdout(&out));
+}
+
+#[test]
+fn the_apply_lock_is_never_in_the_working_directory_and_io_errors_say_so() {
+    let (repo, config) = repo_with_config("");
+    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .current_dir(repo.path())
+        .args(["apply", "-c", &config, "--root", &host("plain-laptop-amd")])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap())
+        .env("DOCKER_HOST", "unix:///nonexistent/k3d-gpu-test.sock")
+        .output()
+        .unwrap();
+    assert_ne!(out.status.code(), Some(0));
+    assert!(!repo.path().join(".local").exists(), "HOME unset put the lock in the working directory");
+    // A lock directory that cannot be made: said as such, not "wait for the other apply".
+    let blocked = repo.path().join("file");
+    std::fs::write(&blocked, "").unwrap();
+    let out = k3d_gpu_in(repo.path(), &["apply", "-c", &config], &[("XDG_RUNTIME_DIR", blocked.to_str().unwrap())]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("cannot take the lock"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("wait for the other apply"), "{}", stderr(&out));
+}
+
+#[test]
+fn an_unreadable_stdlib_is_unreadable_input() {
+    let (repo, config) = repo_with_config("");
+    let file = repo.path().join("not-a-dir");
+    std::fs::write(&file, "").unwrap();
+    for stdlib in [repo.path().join("missing"), file] {
+        let out = k3d_gpu(&[
+            "validate",
+            "-c",
+            &config,
+            "--root",
+            &host("plain-laptop-amd"),
+            "--stdlib",
+            stdlib.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        assert!(stderr(&out).contains("cannot read component catalog"), "{}", stderr(&out));
+    }
+}

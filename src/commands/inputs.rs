@@ -65,7 +65,17 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
 pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
     let invalid = |e: Box<crate::catalog::CatalogError>| Error::Invalid(vec![miette::Report::new(*e)]);
     let mut catalog = match &global.stdlib {
-        Some(dir) => Catalog::from_dir(dir).map_err(invalid)?,
+        Some(dir) => {
+            // A directory that cannot be read is unreadable input (exit 2), not an invalid
+            // catalog (exit 1): that is for what is in it.
+            std::fs::read_dir(dir).map_err(|e| Error::Input {
+                what: "component catalog",
+                path: dir.display().to_string(),
+                reason: e.kind().to_string(),
+                help: Some("--stdlib takes a directory laid out like the repository's stdlib/ and share/".into()),
+            })?;
+            Catalog::from_dir(dir).map_err(invalid)?
+        }
         None => Catalog::embedded().map_err(invalid)?,
     };
     for component in &inputs.config.components {
