@@ -30,8 +30,11 @@ pub fn mask_pair(before: &mut Option<Value>, after: &mut Option<Value>) {
     let changed = |secret: &str, other: Option<&str>| {
         if other == Some(secret) { SENSITIVE.to_string() } else { SENSITIVE_CHANGED.to_string() }
     };
-    let original_before = before.clone();
-    let original_after = after.clone();
+    // Each side is walked against the other as it was; copied only when there is a side to
+    // walk against it (a delete has no `after`: its `before`, the whole observed object, is
+    // not copied).
+    let original_before = if after.is_some() { before.clone() } else { None };
+    let original_after = if before.is_some() { after.clone() } else { None };
     if let Some(a) = after.as_mut() {
         walk(a, Some(original_before.as_ref().unwrap_or(&Value::Null)), &changed);
     }
