@@ -322,8 +322,7 @@ pub struct Expect {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComponentRef {
-    /// Path to a component `.kdl` file, relative to the config file and inside the
-    /// repository that holds it.
+    /// Path to a component `.kdl` file, relative to the config file, in the repository that holds it.
     pub path: String,
 }
 
