@@ -45,7 +45,7 @@ fn main() {
 /// namespace itself.
 fn unwanted(i: usize) -> serde_json::Value {
     let labels = json!({"app.kubernetes.io/managed-by": "k3d-gpu"});
-    if i % 100 == 0 {
+    if i.is_multiple_of(100) {
         json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": format!("old-{}", i / 100), "labels": labels, "uid": format!("ns-{i}")}})
     } else {
         json!({"apiVersion": "v1", "kind": "ConfigMap",

@@ -101,7 +101,7 @@ pub fn line_column(text: &str, offset: usize) -> (usize, usize) {
 /// Source text for a diagnostic snippet: each control character replaced by as many `?` as it
 /// has bytes, so the byte offsets of the spans into it stay right.
 pub fn source(text: &str) -> String {
-    if !text.chars().any(|c| is_control(c)) {
+    if !text.chars().any(is_control) {
         return text.to_string();
     }
     let mut out = String::with_capacity(text.len());
@@ -171,7 +171,7 @@ mod tests {
         assert!(quoted(&huge).len() < MAX_QUOTE + 40);
         assert!(capped(huge.clone()).len() < MAX_MESSAGE + 40);
         let text = format!("a = 1\nb = \"{huge}\"\nc = 2\n");
-        assert!(snippet_fits(&text, &(0..1)) == false, "line 1 is shown with its neighbour");
+        assert!(!snippet_fits(&text, &(0..1)), "line 1 is shown with its neighbour");
         let short = "a = 1\nb = 2\nc = 3\n";
         assert!(snippet_fits(short, &(6..11)));
         assert_eq!(line_column(short, 8), (2, 3));
