@@ -114,6 +114,7 @@ fn case(runs: usize, extra: usize, target: Duration) -> Duration {
         facts: "f".into(),
         observed: "o".into(),
         stdlib: "s".into(),
+        images: "i".into(),
         tool_version: "v".into(),
     };
 

@@ -111,6 +111,29 @@ pub enum Command {
     /// Compare the config's graph with what exists and print the plan: each action with its
     /// reason and a diff, a summary, and the plan hash that `apply` checks.
     Plan(PlanArgs),
+
+    /// The images this config deploys on this host and how each is pinned: by the catalog,
+    /// by images.lock beside the config, by the tool's own lock, or not at all (deployed by
+    /// tag). `images lock` and `images check` maintain the lock.
+    Images(ImagesArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ImagesArgs {
+    #[command(subcommand)]
+    pub command: Option<ImagesCommand>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ImagesCommand {
+    /// Resolve every image the config deploys to its digest through the Docker engine (its
+    /// mirrors, proxy and registry settings apply) and write images.lock beside the config:
+    /// sorted, no timestamps, all or nothing. A digest the catalog pins still wins.
+    Lock,
+
+    /// No network: exit 1 when images.lock misses an image the config deploys, holds one it no
+    /// longer deploys, or names another digest than the catalog pins. For CI.
+    Check,
 }
 
 #[derive(Debug, Args)]

@@ -19,6 +19,7 @@ pub mod escape;
 pub mod facts;
 pub mod host;
 pub mod hwdb;
+pub mod images;
 pub mod input_file;
 pub mod observe;
 pub mod output_file;

@@ -42,8 +42,9 @@ impl Drop for World {
     }
 }
 
-/// A fake API server with one ready node, and a thread playing the controllers: workloads
-/// report rolled out, and (when `plugin` is set) the node advertises the Intel GPU. `None`
+/// A fake API server that starts like a fresh k3s, with one ready server node, and a thread
+/// playing the controllers: workloads report rolled out, the NPU plugin advertises the NPU,
+/// and (when `plugin` is set) the node advertises the Intel GPU. `None`
 /// (the test skips) without a Docker engine.
 fn world(cluster: &str, plugin: bool) -> Option<World> {
     if !docker_ready() {
@@ -51,9 +52,9 @@ fn world(cluster: &str, plugin: bool) -> Option<World> {
     }
     let image = format!("k3d-gpu-test/node:{cluster}");
     import_image(&image, "0.1.0");
-    let node = json!({"apiVersion": "v1", "kind": "Node",
-        "metadata": {"name": format!("k3d-{cluster}-server-0"), "labels": {"kubernetes.io/hostname": format!("k3d-{cluster}-server-0")}},
-        "status": {"allocatable": {"cpu": "8"}, "conditions": [{"type": "Ready", "status": "True"}]}});
+    let mut node = support::fake_apiserver::k3s_node(&format!("k3d-{cluster}-server-0"), true);
+    // k3s sets it at registration from the config's nodeLabels (--node-label on server:0).
+    node["metadata"]["labels"]["k3d-gpu.io/accelerators"] = json!("true");
     let server = FakeApiServer::start_in_background(State { nodes: vec![node], ..State::k3s() });
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -61,7 +62,9 @@ fn world(cluster: &str, plugin: bool) -> Option<World> {
     std::thread::spawn(move || {
         while !flag.load(Ordering::SeqCst) {
             controllers.change(|s| {
-                let plugin_applied = s.objects.iter().any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "intel-gpu-plugin");
+                let applied = |name: &str| s.objects.iter().any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == name);
+                let plugin_applied = applied("intel-gpu-plugin");
+                let npu_applied = applied("intel-npu-plugin");
                 for o in s.objects.iter_mut() {
                     let generation = o["metadata"]["generation"].clone();
                     o["status"] = match o["kind"].as_str() {
@@ -73,6 +76,12 @@ fn world(cluster: &str, plugin: bool) -> Option<World> {
                 if plugin && plugin_applied {
                     for n in s.nodes.iter_mut() {
                         n["status"]["allocatable"]["gpu.intel.com/xe"] = json!("8");
+                    }
+                }
+                // The NPU plugin advertises the host's NPU once it runs.
+                if npu_applied {
+                    for n in s.nodes.iter_mut() {
+                        n["status"]["allocatable"]["npu.intel.com/accel"] = json!("1");
                     }
                 }
             });
@@ -386,6 +395,9 @@ fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
     assert_eq!(lock.trim().parse::<u32>().ok(), Some(child.id()), "a killed apply leaves its pid: {lock:?}");
 
     w.server.change(|s| s.patch_delay_ms = 0);
+    // A PATCH the killed apply had in flight still lands after its delay; let it, so the
+    // plan below and the apply after it see the same objects.
+    std::thread::sleep(std::time::Duration::from_millis(400));
     let rest = w.run(&["plan"]);
     let left = to_create(&rest);
     assert!(left > 0 && left < total, "only what is left: {left} of {total}\n{}", text(&rest));

@@ -400,3 +400,18 @@ fn validate_applies_vendors_to_a_saved_facts_file_as_to_a_root() {
     assert_eq!(active(&["--facts", facts.to_str().unwrap()]), serde_json::json!(["nvidia"]));
     assert_eq!(active(&["--root", &host("desktop-rpl-nvidia")]), serde_json::json!(["nvidia"]));
 }
+
+/// With several nodes, `validate` says which one advertises the accelerators and why.
+#[test]
+fn validate_explains_which_node_advertises_the_accelerators() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[cluster]\nagents = 2\n").unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("desktop-rpl-nvidia")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("only server:0 (label k3d-gpu.io/accelerators=true) advertises them"), "{text}");
+    std::fs::write(&config, "[cluster]\nagents = 2\naccelerator_node = \"all\"\n").unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("desktop-rpl-nvidia")]);
+    assert!(stdout(&out).contains("the scheduler can give one device to two pods"), "{}", stdout(&out));
+}

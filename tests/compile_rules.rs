@@ -4,7 +4,7 @@
 mod support;
 
 use k3d_gpu::catalog::Catalog;
-use k3d_gpu::compile::{CompileError, DesiredGraph, compile};
+use k3d_gpu::compile::{CompileError, DesiredGraph, ResourceKind, compile};
 use k3d_gpu::config::load_str;
 use support::{facts_of, repo};
 
@@ -83,9 +83,12 @@ fn monitoring_adds_the_flag_and_a_verify_node() {
 #[test]
 fn which_gpus_the_cluster_gets() {
     let g = graph("[sharing]\ngpus = \"discrete\"\n", "arc-b580-xe-rpl-igpu");
-    assert_eq!(plugin_args(&g), ["-v=2", "-deny-ids=a780"]);
+    assert_eq!(plugin_args(&g), ["-v=2", "-deny-ids=0xa780"]);
     let g = graph("[sharing]\nallow_ids = [\"0xE20B\"]\n", "arc-b580-xe-rpl-igpu");
-    assert_eq!(plugin_args(&g), ["-v=2", "-allow-ids=e20b"]);
+    assert_eq!(plugin_args(&g), ["-v=2", "-allow-ids=0xe20b"]);
+    // Either spelling in the config; always the plugin's own (`^0x[0-9a-f]{4}$`) on the flag.
+    let g = graph("[sharing]\ndeny_ids = [\"A780\"]\n", "arc-b580-xe-rpl-igpu");
+    assert_eq!(plugin_args(&g), ["-v=2", "-deny-ids=0xa780"]);
     assert_eq!(codes("[sharing]\ngpus = \"discrete\"\n", "lunar-lake-npu"), ["no-intel-gpu-selected"]);
     assert_eq!(codes("[sharing]\nallow_ids = [\"56a0\"]\n", "arc-b580-xe-rpl-igpu"), ["pci-id-matches-nothing"]);
     assert_eq!(codes("[sharing]\ndeny_ids = [\"xyz\"]\n", "arc-b580-xe-rpl-igpu"), ["bad-pci-id"]);
@@ -97,7 +100,10 @@ fn which_gpus_the_cluster_gets() {
 
 #[test]
 fn dra_mode_replaces_the_plugin_and_ignores_its_keys() {
-    let g = graph("[sharing]\nmode = \"dra\"\nshared = 4\n", "arc-b580-xe-rpl-igpu");
+    let g = graph(
+        "[cluster]\nkubernetes_version = \"1.37\"\n[sharing]\nmode = \"dra\"\nshared = 4\n",
+        "arc-b580-xe-rpl-igpu",
+    );
     assert!(g.get("k8s/apps/DaemonSet/test-system/intel-gpu-plugin").is_none(), "never both");
     assert!(g.get("k8s/apps/DaemonSet/test-system/intel-gpu-dra").is_some());
     assert_eq!(g.get("node-label/k3d-gpu.io/intel-gpu-dra").unwrap().spec["value"], "true");
@@ -232,7 +238,10 @@ fn never_both_intel_gpu_paths_whatever_the_catalog_holds() {
 
 #[test]
 fn dra_mode_ignores_the_plugins_selection_keys() {
-    let g = graph("[sharing]\nmode = \"dra\"\ngpus = \"discrete\"\nallow_ids = [\"56a0\"]\n", "arc-b580-xe-rpl-igpu");
+    let g = graph(
+        "[cluster]\nkubernetes_version = \"1.37\"\n[sharing]\nmode = \"dra\"\ngpus = \"discrete\"\nallow_ids = [\"56a0\"]\n",
+        "arc-b580-xe-rpl-igpu",
+    );
     assert_eq!(g.get("verify/resourceslices/gpu.intel.com").unwrap().spec["min_devices"], 2, "every GPU");
     let mut w = warnings(&g);
     w.sort();
@@ -346,4 +355,172 @@ fn the_agent_uses_only_the_gpus_the_sharing_selection_gives_the_cluster() {
     // Add-ons count the selected GPUs only: one exclusive B580, and the LLM has it.
     let toml = "[sharing]\ngpus = \"discrete\"\n[agent]\nbackend = \"vllm\"\n[addons.vlm]\ndevice = \"gpu\"\n";
     assert_eq!(codes(toml, host), ["addon-device"]);
+}
+
+#[test]
+fn the_api_server_is_published_on_loopback_unless_the_config_opts_out() {
+    let cluster = |g: &DesiredGraph| g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap().spec.clone();
+    let g = graph("", "plain-laptop-amd");
+    assert_eq!(cluster(&g)["api_host_ip"], "127.0.0.1");
+    assert_eq!(k3d_gpu::apply::k3d::simple_config(&cluster(&g))["kubeAPI"]["hostIP"], "127.0.0.1");
+    assert!(!warnings(&g).contains(&"api-published-off-loopback".to_string()));
+    let g = graph("[cluster]\napi_host_ip = \"0.0.0.0\"\n", "plain-laptop-amd");
+    assert_eq!(k3d_gpu::apply::k3d::simple_config(&cluster(&g))["kubeAPI"]["hostIP"], "0.0.0.0");
+    assert!(
+        g.warnings.iter().any(|w| w.code == "api-published-off-loopback" && w.text.contains("every interface")),
+        "{:?}",
+        warnings(&g)
+    );
+    assert_eq!(codes("[cluster]\napi_host_ip = \"localhost\"\n", "plain-laptop-amd"), ["bad-api-host-ip"]);
+    assert_eq!(codes("[cluster]\napi_host_ip = \"::1\"\n", "plain-laptop-amd"), ["bad-api-host-ip"]);
+}
+
+#[test]
+fn the_nvidia_runtime_class_is_k3ss_verified_and_never_disabled() {
+    let embedded = Catalog::embedded().unwrap();
+    let build =
+        |toml: &str| compile(&load_str("k3dgpu.toml", toml).unwrap(), &facts_of("desktop-rpl-nvidia"), &embedded);
+    let g = build("").unwrap();
+    assert!(g.get("k8s/node.k8s.io/RuntimeClass/nvidia").is_none(), "k3s owns RuntimeClass nvidia");
+    let check = g.get("verify/runtimeclass/nvidia").expect("a verify node for k3s's RuntimeClass");
+    assert_eq!(check.spec, serde_json::json!({"check": "runtimeclass", "name": "nvidia"}));
+    let errors = build("[cluster]\nk3s_args = [\"--disable=traefik,runtimes\"]\n").unwrap_err();
+    assert_eq!(errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["runtimes-disabled"]);
+    // Without NVIDIA nothing runs under it: k3s's runtimes may go.
+    let intel = load_str("k3dgpu.toml", "[cluster]\nk3s_args = [\"--disable=runtimes\"]\n").unwrap();
+    assert!(compile(&intel, &facts_of("arc-b580-xe-rpl-igpu"), &embedded).is_ok());
+}
+
+/// Docker creates a missing bind source as an empty root-owned directory on the host: every
+/// source the cluster mounts must exist on the host the facts came from.
+#[test]
+fn the_node_binds_only_host_paths_that_exist() {
+    let embedded = Catalog::embedded().unwrap();
+    let mut checked = 0;
+    for host in support::host_names() {
+        let facts = facts_of(&host);
+        let Ok(g) = compile(&load_str("k3dgpu.toml", "").unwrap(), &facts, &embedded) else { continue };
+        let cluster = g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+        for v in cluster.spec["volumes"].as_array().unwrap() {
+            let source = v["host"].as_str().unwrap();
+            let on_disk = support::hosts_dir().join(&host).join(source.trim_start_matches('/'));
+            assert!(on_disk.exists(), "{host}: binds {source}, which the host does not have");
+            checked += 1;
+        }
+    }
+    assert!(checked > 20, "only {checked} binds checked");
+}
+
+#[test]
+fn a_missing_bind_source_is_not_mounted_and_the_plan_says_what_nfd_loses() {
+    let embedded = Catalog::embedded().unwrap();
+    let g = compile(&load_str("k3dgpu.toml", "").unwrap(), &facts_of("wsl2-intel"), &embedded).unwrap();
+    let cluster = g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+    let sources: Vec<&str> =
+        cluster.spec["volumes"].as_array().unwrap().iter().map(|v| v["host"].as_str().unwrap()).collect();
+    assert_eq!(sources, ["/usr/lib/wsl", "/etc/os-release"], "WSL2 has no /boot/config-<release> and no /lib/modules");
+    let texts: Vec<&str> =
+        g.warnings.iter().filter(|w| w.code == "bind-source-missing").map(|w| w.text.as_str()).collect();
+    assert_eq!(texts.len(), 2, "{texts:?}");
+    assert!(
+        texts.iter().any(|t| t.starts_with("/boot/config-<release> does not exist") && t.contains("kernel.config"))
+    );
+    assert!(texts.iter().any(|t| t.starts_with("/lib/modules does not exist") && t.contains("modules.builtin")));
+
+    // A saved facts document says what existed when it was taken; without the field (an older
+    // document), nothing is mounted.
+    let mut facts = facts_of("desktop-rpl-nvidia");
+    facts.host.bind_sources = Default::default();
+    let g = compile(&load_str("k3dgpu.toml", "").unwrap(), &facts, &embedded).unwrap();
+    let cluster = g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+    assert_eq!(cluster.spec["volumes"], serde_json::json!([]));
+}
+
+fn daemonset_selector(g: &DesiredGraph, id: &str) -> serde_json::Value {
+    g.get(id).unwrap().spec["spec"]["template"]["spec"]["nodeSelector"].clone()
+}
+
+/// Issue 9, deviation 5: every node container sees every device, so one node advertises.
+#[test]
+fn one_node_advertises_the_accelerators_unless_the_config_says_all() {
+    let embedded = Catalog::embedded().unwrap();
+    let build =
+        |toml: &str| compile(&load_str("k3dgpu.toml", toml).unwrap(), &facts_of("desktop-rpl-nvidia"), &embedded);
+    let plugin = "k8s/apps/DaemonSet/kube-system/nvidia-device-plugin-daemonset";
+    let cluster = |g: &DesiredGraph| g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap().spec.clone();
+
+    let g = build("[cluster]\nagents = 2\n").unwrap();
+    assert_eq!(
+        cluster(&g)["node_labels"],
+        serde_json::json!([{"label": "k3d-gpu.io/accelerators=true", "nodes": "server:0"}])
+    );
+    let config = k3d_gpu::apply::k3d::simple_config(&cluster(&g));
+    assert_eq!(
+        config["options"]["k3s"]["nodeLabels"],
+        serde_json::json!([{"label": "k3d-gpu.io/accelerators=true", "nodeFilters": ["server:0"]}])
+    );
+    assert_eq!(daemonset_selector(&g, plugin)["k3d-gpu.io/accelerators"], "true");
+    assert!(warnings(&g).contains(&"accelerators-on-one-node".to_string()));
+    // NFD runs everywhere: it advertises no device.
+    assert!(
+        daemonset_selector(&g, "k8s/apps/DaemonSet/node-feature-discovery/nfd-worker")["k3d-gpu.io/accelerators"]
+            .is_null()
+    );
+
+    let g = build("[cluster]\nagents = 2\naccelerator_node = \"agent:1\"\n").unwrap();
+    assert_eq!(cluster(&g)["node_labels"][0]["nodes"], "agent:1");
+
+    let g = build("[cluster]\nagents = 2\naccelerator_node = \"all\"\n").unwrap();
+    assert_eq!(cluster(&g)["node_labels"], serde_json::json!([]));
+    assert!(daemonset_selector(&g, plugin)["k3d-gpu.io/accelerators"].is_null());
+    assert!(warnings(&g).contains(&"accelerators-on-every-node".to_string()));
+
+    for bad in ["agent:2", "server:1", "gpu", "agent:-1"] {
+        let errors = build(&format!("[cluster]\nagents = 2\naccelerator_node = \"{bad}\"\n")).unwrap_err();
+        assert_eq!(errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["bad-accelerator-node"], "{bad}");
+    }
+    // One node: nothing to explain.
+    assert!(!warnings(&build("").unwrap()).iter().any(|w| w.starts_with("accelerators-")));
+}
+
+/// Issue 9, deviation 6: the version is the config's or an upstream k3s tag's, never a guess
+/// from the node image's own tag; DRA on 1.32/1.33 turns its beta API on, before 1.32 is refused.
+#[test]
+fn the_kubernetes_version_is_explicit_and_dra_gets_its_beta_api() {
+    // The default node image's tag says nothing: DRA mode warns instead of assuming 1.37.
+    assert!(
+        warnings(&graph("[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu"))
+            .contains(&"kubernetes-version-unknown".to_string())
+    );
+    let g = graph("[cluster]\nkubernetes_version = \"1.37\"\n[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu");
+    assert!(!warnings(&g).contains(&"kubernetes-version-unknown".to_string()));
+    assert_eq!(
+        codes("[cluster]\nkubernetes_version = \"1.35\"\n[sharing]\nmode = \"dra\"\n", "arc-b580-xe-rpl-igpu"),
+        ["dra-kubernetes-too-old"]
+    );
+    assert_eq!(codes("[cluster]\nkubernetes_version = \"latest\"\n", "plain-laptop-amd"), ["bad-kubernetes-version"]);
+    assert_eq!(
+        codes("[cluster]\nimage = \"rancher/k3s:v1.33.1-k3s1\"\nkubernetes_version = \"1.37\"\n", "plain-laptop-amd"),
+        ["kubernetes-version-mismatch"]
+    );
+
+    let dra = |version: &str| {
+        graph(
+            &format!("[cluster]\nkubernetes_version = \"{version}\"\n[experimental]\nfeatures = [\"dra\"]\n"),
+            "plain-laptop-amd",
+        )
+    };
+    let runtime_config =
+        |g: &DesiredGraph| k3s_args(g).into_iter().filter(|a| a.contains("runtime-config")).collect::<Vec<_>>();
+    assert_eq!(runtime_config(&dra("1.32")), ["--kube-apiserver-arg=runtime-config=resource.k8s.io/v1beta1=true"]);
+    assert_eq!(
+        runtime_config(&dra("1.33")),
+        ["--kube-apiserver-arg=runtime-config=resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true"]
+    );
+    assert!(runtime_config(&dra("1.34")).is_empty(), "resource.k8s.io/v1 is served by default");
+    assert!(k3s_args(&dra("1.33")).iter().any(|a| a.contains("feature-gates=DynamicResourceAllocation=true")));
+    assert_eq!(
+        codes("[cluster]\nkubernetes_version = \"1.31\"\n[experimental]\nfeatures = [\"dra\"]\n", "plain-laptop-amd"),
+        ["feature-unsupported"]
+    );
 }

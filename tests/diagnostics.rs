@@ -100,11 +100,12 @@ fn a_component_file_with_an_unknown_node() {
 }
 
 #[test]
-fn component_images_must_be_pinned_and_match_the_manifest() {
+fn component_images_need_a_tag_and_must_match_the_manifest() {
     let manifest = "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c, image: \"busybox:1.37\"}]\n";
-    let kdl = "component mine {\n    summary \"x\"\n    upstream x version=v1\n    manifest m.yml\n    image \"busybox:1.37\"\n}\n";
+    let kdl = "component mine {\n    summary \"x\"\n    upstream x version=v1\n    manifest m.yml\n    image \"busybox\"\n}\n";
     let text = component_error(kdl, manifest);
-    assert!(text.contains("× image busybox:1.37 is not pinned by digest"), "{text}");
+    assert!(text.contains("× image \"busybox\": the image has no tag"), "{text}");
+    // A tag alone is enough (images.lock pins it); a digest must then match the manifest too.
     let pinned = format!("busybox:1.37@sha256:{}", "a".repeat(64));
     let kdl = format!(
         "component mine {{\n    summary \"x\"\n    upstream x version=v1\n    manifest m.yml\n    image \"{pinned}\"\n}}\n"

@@ -57,19 +57,23 @@ fn the_cluster_is_the_only_resource_that_forces_replacement() {
 }
 
 #[test]
-fn the_baked_balloons_policy_is_skipped_unless_hybrid_or_numa_wants_it() {
-    // With the shipped catalog (which does not apply a balloons policy of its own), the
-    // node image's baked policy serves hybrid and NUMA hosts and is skipped elsewhere.
+fn the_balloons_component_replaces_the_baked_policy_where_hybrid_or_numa_wants_it() {
+    // The catalog applies its own balloons policy, so k3s always skips the baked copy; the
+    // component's objects are there exactly where the reference rule wants a policy.
     let catalog = Catalog::embedded().unwrap();
-    let disabled = |toml: &str, host: &str| {
+    let outcome = |toml: &str, host: &str| {
         let config = k3d_gpu::config::load_str("k3dgpu.toml", toml).unwrap();
         let graph = compile(&config, &facts_of(host), &catalog).unwrap();
         let cluster = graph.resources().find(|r| r.id.starts_with("k3d/cluster/")).unwrap();
-        cluster.spec["k3s_args"].as_array().unwrap().iter().any(|a| a["arg"] == "--disable=nri-balloons")
+        let baked_off =
+            cluster.spec["k3s_args"].as_array().unwrap().iter().any(|a| a["arg"] == "--disable=nri-balloons");
+        let applied = graph.get("k8s/apps/DaemonSet/kube-system/nri-resource-policy-balloons").is_some()
+            && graph.get("k8s/config.nri/BalloonsPolicy/kube-system/default").is_some();
+        (baked_off, applied)
     };
-    assert!(!disabled("", "desktop-rpl-nvidia"), "hybrid keeps it");
-    assert!(!disabled("", "xeon-2s-snc2"), "numa keeps it");
-    assert!(disabled("", "plain-laptop-amd"), "neither");
-    assert!(disabled("[placement]\nballoons = \"external\"\n", "desktop-rpl-nvidia"), "a Helm release owns it");
-    assert!(disabled("[vendors]\nexclude = [\"hybrid\"]\n", "desktop-rpl-nvidia"), "left out of the vendors");
+    assert_eq!(outcome("", "desktop-rpl-nvidia"), (true, true), "hybrid");
+    assert_eq!(outcome("", "xeon-2s-snc2"), (true, true), "numa");
+    assert_eq!(outcome("", "plain-laptop-amd"), (true, false), "neither");
+    assert_eq!(outcome("[placement]\nballoons = \"external\"\n", "desktop-rpl-nvidia"), (true, false), "Helm owns it");
+    assert_eq!(outcome("[vendors]\nexclude = [\"hybrid\"]\n", "desktop-rpl-nvidia"), (true, false), "excluded");
 }

@@ -123,3 +123,93 @@ fn verify_watches_and_notices_a_change_without_polling() {
     // One watch request for the whole wait: a poll would have made many.
     assert_eq!(server.requests(), ["GET /api/v1/nodes"]);
 }
+
+/// Applies every object of `graph` the way apply does (namespaces and CRDs first, so their
+/// kinds are served), with the real provider code; returns the failures.
+async fn apply_objects(client: &kube::Client, graph: &k3d_gpu::compile::DesiredGraph) -> Vec<String> {
+    let mut objects: Vec<&serde_json::Value> =
+        graph.resources().filter(|r| r.kind == k3d_gpu::compile::ResourceKind::Object).map(|r| &r.spec).collect();
+    objects.sort_by_key(|o| match o["kind"].as_str() {
+        Some("Namespace") => 0,
+        Some("CustomResourceDefinition") => 1,
+        _ => 2,
+    });
+    let mut failures = Vec::new();
+    for object in objects {
+        if let Err(e) = k3d_gpu::apply::kubernetes::apply(client, object, true).await {
+            failures.push(format!("{} {}: {e}", object["kind"], object["metadata"]["name"]));
+        }
+    }
+    failures
+}
+
+/// Issue 9, deviation 1: k3s ships RuntimeClass nvidia. Applied to a fresh k3s, every object of
+/// the NVIDIA example is created (none collides with one of k3s's), the next plan wants no
+/// object, and the RuntimeClass the plugin runs under is k3s's, which verify finds.
+#[test]
+fn the_nvidia_example_applies_and_converges_against_a_fresh_k3s() {
+    use support::fake_apiserver::k3s_node;
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let graph = k3d_gpu::compile::compile(
+        &support::example_config("nvidia-workstation"),
+        &support::facts_of("desktop-rpl-nvidia"),
+        &catalog,
+    )
+    .unwrap();
+    let name = graph.resources().find(|r| r.kind == k3d_gpu::compile::ResourceKind::Cluster).unwrap().spec["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let server = FakeApiServer::start_in_background(State {
+        nodes: vec![k3s_node(&format!("k3d-{name}-server-0"), true)],
+        ..State::k3s()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = server.kubeconfig(&name, dir.path());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let client = client(&kubeconfig, &name).await.unwrap();
+        let failures = apply_objects(&client, &graph).await;
+        assert!(failures.is_empty(), "apply refused:\n{}", failures.join("\n"));
+
+        let kinds = k3d_gpu::compile::object_kinds(&catalog);
+        let mut observed = support::converged(&graph);
+        let seen = observe(client.clone(), &name, &kinds).await.unwrap();
+        observed.kubernetes.as_mut().unwrap().objects = seen.objects;
+        let plan = k3d_gpu::plan::plan(
+            &graph,
+            &observed,
+            k3d_gpu::plan::Inputs {
+                config: "sha256:c".into(),
+                facts: "sha256:f".into(),
+                observed: "sha256:o".into(),
+                stdlib: "sha256:s".into(),
+                images: "sha256:i".into(),
+                tool_version: "0".into(),
+            },
+        );
+        let objects: Vec<&String> = plan.actions.iter().map(|a| &a.id).filter(|id| id.starts_with("k8s/")).collect();
+        assert!(objects.is_empty(), "the second plan still wants {objects:?}");
+
+        let verify = graph.get("verify/runtimeclass/nvidia").expect("the plugin's RuntimeClass is verified");
+        k3d_gpu::apply::verify::wait_for(&client, &verify.spec, &name, std::time::Duration::from_secs(5))
+            .await
+            .unwrap();
+    });
+}
+
+/// Without k3s's runtimes manifest (`--disable=runtimes`, or a node image without it) the
+/// check fails in time and says why.
+#[test]
+fn verify_names_a_missing_runtime_class() {
+    let server = FakeApiServer::start_in_background(State::empty_k3s());
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = server.kubeconfig("t", dir.path());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client = runtime.block_on(client(&kubeconfig, "t")).unwrap();
+    let spec = json!({"check": "runtimeclass", "name": "nvidia"});
+    let err = runtime
+        .block_on(k3d_gpu::apply::verify::wait_for(&client, &spec, "t", std::time::Duration::from_millis(800)))
+        .unwrap_err();
+    assert!(err.contains("RuntimeClass nvidia does not exist") && err.contains("--disable=runtimes"), "{err}");
+}

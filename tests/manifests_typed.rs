@@ -3,6 +3,9 @@
 //! misspelt field (which the typed structs drop) or a wrong type fails here, not at apply.
 //! Custom resources (NFD's NodeFeatureRule, the balloons policy) have no typed struct: each must
 //! be of a kind and version a CustomResourceDefinition in share/ defines.
+//!
+//! Types say nothing of what the API server's validation refuses beyond them; the rules of it
+//! that our objects can break are checked by `server_rules` (docs/upstream-checks.md).
 
 mod support;
 
@@ -59,7 +62,44 @@ fn check(object: &Value) -> Option<Result<Value, String>> {
     })
 }
 
+/// Rules of the API server's validation (k8s.io/kubernetes pkg/apis/apps/validation and
+/// core/validation) that typed deserialisation cannot see: a workload's selector must match
+/// its pod template's labels, every container needs a name and an image, and container
+/// names are unique DNS labels within the pod.
+fn server_rules(object: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    if !matches!(object["kind"].as_str(), Some("DaemonSet" | "Deployment" | "StatefulSet" | "Job")) {
+        return out;
+    }
+    let labels = &object["spec"]["template"]["metadata"]["labels"];
+    for (k, v) in object["spec"]["selector"]["matchLabels"].as_object().into_iter().flatten() {
+        if &labels[k] != v {
+            out.push(format!("selector {k}={v} does not match the template's labels"));
+        }
+    }
+    let pod = &object["spec"]["template"]["spec"];
+    let mut names = Vec::new();
+    for c in ["initContainers", "containers"].iter().flat_map(|k| pod[*k].as_array().into_iter().flatten()) {
+        let name = c["name"].as_str().unwrap_or_default();
+        if !k3d_gpu::config::dns_label(name) || names.contains(&name) {
+            out.push(format!("container name {name:?} is not a unique DNS label"));
+        }
+        names.push(name);
+        if c["image"].as_str().is_none_or(str::is_empty) {
+            out.push(format!("container {name} has no image"));
+        }
+    }
+    if pod["containers"].as_array().is_none_or(Vec::is_empty) {
+        out.push("the pod template has no containers".into());
+    }
+    out
+}
+
 fn problem(name: &str, object: &Value, back: Result<Value, String>) -> Option<String> {
+    let rules = server_rules(object);
+    if !rules.is_empty() {
+        return Some(format!("{name}: {}", rules.join("; ")));
+    }
     match back {
         Err(e) => Some(format!("{name}: {e}")),
         Ok(back) if normal(&back) != normal(object) => {
@@ -145,4 +185,13 @@ fn every_share_manifest_is_a_valid_object_of_its_kind() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
     assert!(checked > 30, "only {checked} objects checked");
+}
+
+#[test]
+fn the_server_rules_catch_what_the_types_cannot() {
+    let ds = serde_json::json!({"apiVersion": "apps/v1", "kind": "DaemonSet", "metadata": {"name": "p"},
+        "spec": {"selector": {"matchLabels": {"app": "p"}},
+            "template": {"metadata": {"labels": {"app": "q"}}, "spec": {"containers": [{"name": "Bad_Name"}]}}}});
+    let found = server_rules(&ds);
+    assert_eq!(found.len(), 3, "{found:?}");
 }

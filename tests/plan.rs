@@ -22,6 +22,7 @@ fn inputs() -> Inputs {
         facts: "sha256:facts".into(),
         observed: "sha256:observed".into(),
         stdlib: "sha256:stdlib".into(),
+        images: "sha256:images".into(),
         tool_version: "0.0.0-test".into(),
     }
 }
@@ -189,7 +190,7 @@ fn every_input_change_changes_the_hash() {
         let config = k3d_gpu::config::load_str("k", config_text).unwrap();
         let graph = compile(&config, facts, catalog).unwrap();
         let observed = observed(&graph);
-        let mut inputs = Inputs::new(&config, facts, &observed, catalog.digest());
+        let mut inputs = Inputs::new(&config, facts, &observed, catalog.digest(), &graph.images);
         if !version.is_empty() {
             inputs.tool_version = version.into();
         }

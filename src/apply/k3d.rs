@@ -12,11 +12,11 @@ use crate::observe::CLUSTER_SPEC_LABEL;
 /// How long `k3d cluster create` may take: pulling the node image on a slow line is minutes.
 pub const CREATE_TIMEOUT: Duration = Duration::from_secs(900);
 
-fn node_filters(nodes: &str) -> Vec<&'static str> {
+fn node_filters(nodes: &str) -> Vec<String> {
     match nodes {
-        "server:*" => vec!["server:*"],
-        "agent:*" => vec!["agent:*"],
-        _ => vec!["server:*", "agent:*"],
+        "all" | "" => vec!["server:*".into(), "agent:*".into()],
+        // One role, or one node of a role (`server:0`), as k3d's node filters write it.
+        one => vec![one.to_string()],
     }
 }
 
@@ -33,6 +33,12 @@ pub fn simple_config(spec: &Value) -> Value {
         .into_iter()
         .flatten()
         .map(|v| json!({ "volume": crate::plan::bind_mount(v), "nodeFilters": ["server:*", "agent:*"] }))
+        .collect();
+    let node_labels: Vec<Value> = spec["node_labels"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|l| json!({ "label": l["label"], "nodeFilters": node_filters(l["nodes"].as_str().unwrap_or("all")) }))
         .collect();
     let mut runtime = json!({
         // What apply created, recorded on every node so a later plan compares exactly. One line
@@ -56,13 +62,15 @@ pub fn simple_config(spec: &Value) -> Value {
         "image": spec["image"],
         "volumes": volumes,
         "options": {
-            "k3s": { "extraArgs": extra_args },
+            "k3s": { "extraArgs": extra_args, "nodeLabels": node_labels },
             "runtime": runtime,
             "kubeconfig": { "updateDefaultKubeconfig": true, "switchCurrentContext": false },
         },
     });
+    // k3d publishes the API on every interface unless told otherwise.
+    config["kubeAPI"] = json!({ "hostIP": spec["api_host_ip"].as_str().unwrap_or(crate::config::DEFAULT_API_HOST_IP) });
     if let Some(port) = spec["api_port"].as_u64() {
-        config["kubeAPI"] = json!({ "hostPort": port.to_string() });
+        config["kubeAPI"]["hostPort"] = json!(port.to_string());
     }
     config
 }
@@ -98,7 +106,7 @@ mod tests {
     #[test]
     fn the_config_carries_everything_fixed_at_creation() {
         let spec = json!({
-            "name": "gpu", "image": "img:1", "servers": 1, "agents": 1, "gpus": "all", "api_port": 6443,
+            "name": "gpu", "image": "img:1", "servers": 1, "agents": 1, "gpus": "all", "api_port": 6443, "api_host_ip": "127.0.0.1",
             "k3s_args": [{"arg": "--default-runtime=nvidia", "nodes": "server:*"}, {"arg": "--kubelet-arg=x", "nodes": "all"}],
             "volumes": [{"host": "/usr/lib/wsl", "node": "/usr/lib/wsl", "read_only": true}],
         });
@@ -112,6 +120,7 @@ mod tests {
         assert_eq!(config["options"]["k3s"]["extraArgs"][1]["nodeFilters"], json!(["server:*", "agent:*"]));
         assert_eq!(config["volumes"][0]["volume"], "/usr/lib/wsl:/usr/lib/wsl:ro");
         assert_eq!(config["kubeAPI"]["hostPort"], "6443");
+        assert_eq!(config["kubeAPI"]["hostIP"], "127.0.0.1", "the API stays on loopback");
         let label = config["options"]["runtime"]["labels"][0]["label"].as_str().unwrap();
         let recorded: Value = serde_json::from_str(label.strip_prefix("k3d-gpu.io/cluster-spec=").unwrap()).unwrap();
         assert_eq!(recorded, spec, "a later plan reads back exactly the spec");

@@ -1,5 +1,6 @@
 //! Verify: after apply, wait — with watches, not sleep loops — for what the graph says must
-//! hold: a resource allocatable on some node, a workload rolled out, ResourceSlices published.
+//! hold: a resource allocatable on some node, a workload rolled out, ResourceSlices published,
+//! a RuntimeClass the cluster provides present.
 //! Each check has its own deadline; a failure names the likely cause and where to look.
 
 use std::time::Duration;
@@ -44,6 +45,8 @@ pub fn holds(spec: &Value, object: &Value) -> bool {
                 }
             }
         }
+        // Any object of that name: k3s's packaged classes carry its own handler and labels.
+        Some("runtimeclass") => object["metadata"]["name"] == spec["name"],
         _ => false,
     }
 }
@@ -77,6 +80,12 @@ pub fn diagnosis(spec: &Value, cluster: &str) -> String {
         Some("resourceslices") => format!(
             "the Intel GPU DRA driver published no ResourceSlices. Look: kubectl {context} -n intel-gpu-resource-driver logs ds/intel-gpu-resource-driver-kubelet-plugin; kubectl {context} get resourceslices"
         ),
+        Some("runtimeclass") => {
+            let name = spec["name"].as_str().unwrap_or_default();
+            format!(
+                "RuntimeClass {name} does not exist. k3s creates it from its packaged runtimes manifest unless it runs with --disable=runtimes (check [cluster] k3s_args and the node image). Look: kubectl {context} get runtimeclass; kubectl {context} -n kube-system get addon runtimes"
+            )
+        }
         _ => "unknown check".into(),
     }
 }
@@ -109,6 +118,16 @@ async fn watch_until(client: &Client, spec: &Value) -> Result<(), String> {
             let ns = spec["namespace"].as_str().unwrap_or_default();
             (
                 Api::namespaced_with(client.clone(), ns, &ar),
+                Some(format!("metadata.name={}", spec["name"].as_str().unwrap_or_default())),
+            )
+        }
+        "runtimeclass" => {
+            let ar = ApiResource::from_gvk_with_plural(
+                &GroupVersionKind::gvk("node.k8s.io", "v1", "RuntimeClass"),
+                "runtimeclasses",
+            );
+            (
+                Api::all_with(client.clone(), &ar),
                 Some(format!("metadata.name={}", spec["name"].as_str().unwrap_or_default())),
             )
         }

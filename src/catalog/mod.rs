@@ -100,6 +100,9 @@ pub const MAX_COMPONENT: u64 = 1 << 20;
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
     pub components: BTreeMap<String, Component>,
+    /// The image locks the compiler pins tag-only images with: the tool's own, and the one
+    /// beside the config once `commands` has read it.
+    pub images: crate::images::Locks,
 }
 
 /// The hook that appends the Intel GPU plugin's flags to a container's args.
@@ -112,7 +115,7 @@ impl Catalog {
     /// The catalog built into the binary.
     pub fn embedded() -> Result<Catalog, Box<CatalogError>> {
         let manifests: BTreeMap<&str, &str> = embedded::SHARE.iter().copied().collect();
-        let mut catalog = Catalog::default();
+        let mut catalog = Catalog { images: crate::images::Locks::shipped(), ..Catalog::default() };
         for (file, text) in embedded::STDLIB {
             let origin = format!("stdlib/{file}");
             let component = parse_component(&origin, text, &|name| {
@@ -136,7 +139,17 @@ impl Catalog {
             .filter(|p| p.extension().is_some_and(|x| x == "kdl"))
             .collect();
         files.sort();
-        let mut catalog = Catalog::default();
+        // A directory laid out like the repository carries its own shipped lock.
+        let lock = share.join(crate::images::LOCK_FILE);
+        let shipped = if lock.is_file() {
+            let text = crate::input_file::read_text(&lock)
+                .map_err(|e| CatalogError::plain(format!("cannot read {}: {e}", lock.display()), None))?;
+            crate::images::Lock::parse(&text)
+                .map_err(|e| CatalogError::plain(format!("{}: {e}", lock.display()), None))?
+        } else {
+            crate::images::Lock::default()
+        };
+        let mut catalog = Catalog { images: crate::images::Locks { user: None, shipped }, ..Catalog::default() };
         for path in files {
             catalog.add_file(&path, &share)?;
         }

@@ -36,6 +36,7 @@ fn changed_inputs(saved: &Inputs, now: &Inputs) -> Vec<&'static str> {
         ("host facts", &saved.facts, &now.facts),
         ("observed state (the cluster or its node containers changed)", &saved.observed, &now.observed),
         ("component catalog", &saved.stdlib, &now.stdlib),
+        ("image digests (images.lock)", &saved.images, &now.images),
         ("k3d-gpu version", &saved.tool_version, &now.tool_version),
     ] {
         if a != b {

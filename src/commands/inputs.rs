@@ -97,6 +97,7 @@ pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
         catalog.add_user_file(&path, &manifests).map_err(invalid)?;
     }
     catalog.check().map_err(invalid)?;
+    catalog.images.user = user_lock(inputs)?;
     Ok(catalog)
 }
 
@@ -133,6 +134,28 @@ pub fn confine_component(config_dir: &Path, path: &str) -> std::result::Result<P
         return Err("is a link to something that is not a .kdl file".into());
     }
     Ok(resolved)
+}
+
+/// Where the config's images.lock is: beside the config.
+pub fn lock_path(inputs: &Inputs) -> PathBuf {
+    inputs.dir.join(crate::images::LOCK_FILE)
+}
+
+/// The images.lock beside the config, if there is one; a lock that cannot be read or parsed
+/// is bad input (exit 2), never silently ignored.
+pub fn user_lock(inputs: &Inputs) -> Result<Option<crate::images::Lock>> {
+    let path = lock_path(inputs);
+    if crate::input_file::is_missing(&path) {
+        return Ok(None);
+    }
+    let bad = |reason: String| Error::Input {
+        what: "image lock",
+        path: path.display().to_string(),
+        reason,
+        help: Some("fix or delete it, then run `k3d-gpu images lock`".into()),
+    };
+    let text = crate::input_file::read_text(&path).map_err(bad)?;
+    crate::images::Lock::parse(&text).map(Some).map_err(bad)
 }
 
 /// What compiling these inputs gives, with what it was compiled from.

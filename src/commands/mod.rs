@@ -6,6 +6,7 @@ mod detect;
 mod doctor;
 mod facts;
 mod graph;
+mod images;
 mod inputs;
 mod plan;
 mod schema;
@@ -32,6 +33,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Render(args) => graph::render(&cli.global, args),
         Command::Schema(args) => schema::run(args),
         Command::Plan(args) => plan::run(&cli.global, args),
+        Command::Images(args) => images::run(&cli.global, args),
         Command::Observe => plan::observe_command(&cli.global),
         Command::Agent => graph::agent(&cli.global),
         Command::Apply(args) => apply::run(&cli.global, args),

@@ -28,7 +28,7 @@ pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation)
         Observation::Saved(saved) => saved,
         Observation::Live(rt) => observe_live(&inputs, &catalog, rt)?,
     };
-    let digests = Inputs::new(&inputs.config, &facts, &observed, catalog.digest());
+    let digests = Inputs::new(&inputs.config, &facts, &observed, catalog.digest(), &graph.images);
     let plan = plan::plan(&graph, &observed, digests);
     Ok(Computed { plan, graph, inputs })
 }

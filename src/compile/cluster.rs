@@ -16,6 +16,15 @@ const MAX_CLUSTER_NAME: usize = 32;
 /// The name k3s knows the node image's baked balloons policy by (`--disable=<name>`).
 const BAKED_BALLOONS: &str = "nri-balloons";
 
+/// k3s's packaged manifest with RuntimeClass `nvidia` (and nvidia-experimental, crun, wasm).
+const K3S_RUNTIMES: &str = "runtimes";
+
+/// Whether a k3s arg (`--disable=a,b`, `--disable a`) turns off packaged component `name`.
+fn disables(arg: &str, name: &str) -> bool {
+    let value = arg.strip_prefix("--disable=").or_else(|| arg.strip_prefix("--disable "));
+    value.is_some_and(|v| v.split(',').any(|c| c.trim() == name))
+}
+
 /// Where the node reads the host's files for Node Feature Discovery.
 const NFD_HOST_DIR: &str = "/k3d-gpu/host";
 
@@ -54,6 +63,27 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             None,
         ));
     }
+    match cluster.api_host_ip.parse::<std::net::Ipv4Addr>() {
+        // k3d's schema takes an IPv4 address here (format ipv4).
+        Err(_) => cx.error(CompileError::new(
+            "bad-api-host-ip",
+            &["cluster", "api_host_ip"],
+            format!("api_host_ip {:?} is not an IPv4 address", cluster.api_host_ip),
+            Some(format!(
+                "use {:?} (this machine only) or \"0.0.0.0\" (every interface)",
+                crate::config::DEFAULT_API_HOST_IP
+            )),
+        )),
+        Ok(ip) if !ip.is_loopback() => cx.warn(
+            "api-published-off-loopback",
+            Some("cluster.api_host_ip"),
+            format!(
+                "the Kubernetes API is published on {ip}{}: anyone who can reach this machine can reach it",
+                if ip.is_unspecified() { " (every interface)" } else { "" }
+            ),
+        ),
+        Ok(_) => {}
+    }
     if cluster.k3s_args.iter().any(|a| a.trim().is_empty() || !a.starts_with('-')) {
         cx.error(CompileError::new(
             "bad-k3s-arg",
@@ -73,6 +103,14 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
         ));
     }
     let nvidia = cx.is_active(Vendor::Nvidia);
+    if nvidia && cluster.k3s_args.iter().any(|a| disables(a, K3S_RUNTIMES)) {
+        cx.error(CompileError::new(
+            "runtimes-disabled",
+            &["cluster", "k3s_args"],
+            "--disable=runtimes removes k3s's RuntimeClass nvidia, which the NVIDIA device plugin runs under",
+            Some("drop runtimes from --disable; k3d-gpu uses the RuntimeClass k3s ships".to_string()),
+        ));
+    }
     let mut k3s_args: Vec<serde_json::Value> = Vec::new();
     let mut arg = |arg: String, nodes: &str| k3s_args.push(json!({ "arg": arg, "nodes": nodes }));
     if nvidia {
@@ -110,36 +148,17 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
         }
         arg(format!("--kubelet-arg=feature-gates={gates}"), "all");
     }
+    if !features.runtime_config.is_empty() {
+        arg(format!("--kube-apiserver-arg=runtime-config={}", features.runtime_config.join(",")), "server:*");
+    }
     for extra in &cluster.k3s_args {
         arg(extra.clone(), "server:*");
     }
 
-    let mut volumes: Vec<serde_json::Value> = Vec::new();
-    let mut mount = |host: String, node: String, read_only: bool| {
-        volumes.push(json!({ "host": host, "node": node, "read_only": read_only }));
-    };
-    if cx.is_active(Vendor::Wsl) || (nvidia && cx.facts.host.wsl.microsoft_kernel) {
-        mount("/usr/lib/wsl".into(), "/usr/lib/wsl".into(), true);
-    }
-    if cx.is_active(Vendor::Dsa) || cx.is_active(Vendor::Iaa) {
-        // The plugins accept a work queue only if its /dev/char link exists, and a privileged
-        // container has no /dev/char of its own.
-        mount("/dev/char".into(), "/dev/char".into(), false);
-    }
-    mount("/lib/modules".into(), format!("{NFD_HOST_DIR}/lib/modules"), true);
-    match cx.facts.host.kernel.release.as_deref() {
-        // A release is one path component; anything else came from a tampered facts document.
-        Some(release) if !release.is_empty() && !release.contains('/') && release != ".." && release != "." => {
-            mount(format!("/boot/config-{release}"), format!("{NFD_HOST_DIR}/boot/config-{release}"), true);
-        }
-        Some(release) => cx.warn(
-            "bad-kernel-release",
-            None,
-            format!("kernel release {release:?} is not a file name; /boot/config is not mounted"),
-        ),
-        None => {}
-    }
-    mount("/etc/os-release".into(), format!("{NFD_HOST_DIR}/etc/os-release"), true);
+    let volumes = volumes(cx, nvidia);
+
+    let node_labels = accelerator_node(cx)
+        .map(|node| vec![json!({ "label": format!("{}=true", super::ACCELERATOR_NODE_LABEL), "nodes": node })]);
 
     let id = format!("k3d/cluster/{}", cluster.name);
     out.push(Resource {
@@ -154,12 +173,138 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             "agents": cluster.agents,
             "gpus": if nvidia { Some("all") } else { None },
             "api_port": cluster.api_port,
+            "api_host_ip": cluster.api_host_ip,
             "k3s_args": k3s_args,
             "volumes": volumes,
+            "node_labels": node_labels.unwrap_or_default(),
         }),
         depends_on: Vec::new(),
     });
     id
+}
+
+/// The k3d node filter (`server:0`, `agent:1`) of the one node that advertises accelerators,
+/// or `None` for "all". Checked against the cluster's shape; with several nodes the choice is
+/// explained as a warning, which `validate` and the plan print.
+pub(super) fn accelerator_node(cx: &mut Context) -> Option<String> {
+    let cluster = &cx.config.cluster;
+    let nodes = cluster.servers + cluster.agents;
+    let choice = cluster.accelerator_node.trim();
+    if choice == "all" {
+        if nodes > 1 {
+            cx.warn(
+                "accelerators-on-every-node",
+                Some("cluster.accelerator_node"),
+                format!(
+                    "every one of the {nodes} nodes sees all of this host's devices and advertises them: the scheduler can give one device to two pods on two nodes"
+                ),
+            );
+        }
+        return None;
+    }
+    let parsed = choice.split_once(':').and_then(|(role, index)| {
+        let index: u32 = index.parse().ok()?;
+        let count = match role {
+            "server" => cluster.servers,
+            "agent" => cluster.agents,
+            _ => return None,
+        };
+        (index < count).then(|| format!("{role}:{index}"))
+    });
+    let Some(node) = parsed else {
+        cx.error(CompileError::new(
+            "bad-accelerator-node",
+            &["cluster", "accelerator_node"],
+            format!(
+                "accelerator_node {:?} is not a node of this cluster ({} servers, {} agents)",
+                cluster.accelerator_node, cluster.servers, cluster.agents
+            ),
+            Some("use \"server:0\", \"agent:<n>\" below the agent count, or \"all\"".to_string()),
+        ));
+        return None;
+    };
+    if nodes > 1 {
+        cx.warn(
+            "accelerators-on-one-node",
+            Some("cluster.accelerator_node"),
+            format!(
+                "all {nodes} nodes see this host's devices; only {node} (label {}=true) advertises them, so no device is handed out twice. Pods that need one run there",
+                super::ACCELERATOR_NODE_LABEL
+            ),
+        );
+    }
+    Some(node)
+}
+
+/// The node's bind mounts: only sources the facts say exist. Docker would create a missing
+/// source as an empty root-owned directory on the host, and k3d-gpu never writes to the
+/// host. What a missing source costs is a warning, which the plan prints.
+fn volumes(cx: &mut Context, nvidia: bool) -> Vec<serde_json::Value> {
+    let present = cx.facts.host.bind_sources.clone();
+    let mut volumes: Vec<serde_json::Value> = Vec::new();
+    let mut mount = |host: String, node: String, read_only: bool| {
+        volumes.push(json!({ "host": host, "node": node, "read_only": read_only }));
+    };
+    let mut missing: Vec<(&str, &str)> = Vec::new();
+    if cx.is_active(Vendor::Wsl) || (nvidia && cx.facts.host.wsl.microsoft_kernel) {
+        if present.usr_lib_wsl {
+            mount("/usr/lib/wsl".into(), "/usr/lib/wsl".into(), true);
+        } else {
+            missing.push(("/usr/lib/wsl", "pods get no WSL2 GPU user space (libdxcore, the driver store)"));
+        }
+    }
+    if cx.is_active(Vendor::Dsa) || cx.is_active(Vendor::Iaa) {
+        // The plugins accept a work queue only if its /dev/char link exists, and a privileged
+        // container has no /dev/char of its own.
+        if present.dev_char {
+            mount("/dev/char".into(), "/dev/char".into(), false);
+        } else {
+            missing.push(("/dev/char", "the DSA/IAA plugins accept no work queue without its /dev/char link"));
+        }
+    }
+    if present.lib_modules {
+        mount("/lib/modules".into(), format!("{NFD_HOST_DIR}/lib/modules"), true);
+    } else {
+        missing.push((
+            "/lib/modules",
+            "Node Feature Discovery cannot see built-in modules (modules.builtin): a GPU driver built into the kernel is not seen, so Intel's rule may not set intel.feature.node.kubernetes.io/gpu",
+        ));
+    }
+    match cx.facts.host.kernel.release.as_deref() {
+        // A release is one path component; anything else came from a tampered facts document.
+        Some(release) if !release.is_empty() && !release.contains('/') && release != ".." && release != "." => {
+            if present.boot_config {
+                mount(format!("/boot/config-{release}"), format!("{NFD_HOST_DIR}/boot/config-{release}"), true);
+            } else {
+                missing.push((
+                    "/boot/config-<release>",
+                    "Node Feature Discovery finds the kernel config only in /proc/config.gz, where the kernel has one (IKCONFIG_PROC); otherwise the node gets no kernel.config labels",
+                ));
+            }
+        }
+        Some(release) => cx.warn(
+            "bad-kernel-release",
+            None,
+            format!("kernel release {release:?} is not a file name; /boot/config is not mounted"),
+        ),
+        None => {}
+    }
+    if present.os_release {
+        mount("/etc/os-release".into(), format!("{NFD_HOST_DIR}/etc/os-release"), true);
+    } else {
+        missing.push((
+            "/etc/os-release",
+            "Node Feature Discovery labels the node image's OS (system-os_release), not the host's",
+        ));
+    }
+    for (path, loss) in missing {
+        cx.warn(
+            "bind-source-missing",
+            Some("cluster"),
+            format!("{path} does not exist on this host, so it is not mounted: {loss}"),
+        );
+    }
+    volumes
 }
 
 /// One resource per node label and annotation: the host's, the config's, and the ones the

@@ -56,8 +56,16 @@ pub fn resources<'a>(
             format!("your component {} is not used on this host: its `when` does not hold", c.name),
         );
     }
+    // One node advertises the accelerators (cluster::accelerator_node): the components that
+    // advertise devices run only where k3s set the label.
+    let one_node = out
+        .iter()
+        .find(|r| r.kind == ResourceKind::Cluster)
+        .is_some_and(|r| r.spec["node_labels"].as_array().is_some_and(|l| !l.is_empty()));
     let mut objects: Vec<(String, &Component, Value)> = Vec::new();
     for c in &wanted {
+        let advertises =
+            !c.provides_resources.is_empty() || c.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL);
         for object in &c.objects {
             let mut object = object.clone();
             let labels = &mut object["metadata"]["labels"];
@@ -66,14 +74,26 @@ pub fn resources<'a>(
             }
             labels[MANAGED_BY.0] = json!(MANAGED_BY.1);
             labels[COMPONENT_LABEL] = json!(c.name);
+            // Only workloads (a pod template); pointer_mut never creates what is missing.
+            if one_node
+                && advertises
+                && let Some(Value::Object(pod)) = object.pointer_mut("/spec/template/spec")
+            {
+                let selector = pod.entry("nodeSelector").or_insert_with(|| json!({}));
+                if let Value::Object(selector) = selector {
+                    selector.insert(super::ACCELERATOR_NODE_LABEL.into(), json!("true"));
+                }
+            }
             for hook in &c.configure {
                 if hook.hook == INTEL_GPU_PLUGIN_ARGS && !intel.plugin_args.is_empty() {
                     append_args(&mut object, &hook.container, &intel.plugin_args);
                 }
             }
+            crate::images::pin_object(&mut object, &catalog.images, &mut cx.images);
             objects.push((object_id(&object), c, object));
         }
     }
+    unlocked_images(cx);
 
     // Who provides what, for dependencies: namespaces, CRDs by (group, kind), node labels.
     let namespaces: BTreeMap<String, String> = objects
@@ -164,6 +184,33 @@ pub fn resources<'a>(
             rollout_ids: Vec::new(),
         })
         .collect()
+}
+
+/// An image deployed by tag is a warning, or an error under `[policy] images = "pinned"`:
+/// a tag can be re-pushed, so what runs would change without the plan changing.
+fn unlocked_images(cx: &mut Context) {
+    let unlocked: Vec<String> = cx
+        .images
+        .values()
+        .filter(|u| u.source == crate::images::Source::Unlocked)
+        .map(|u| u.reference.clone())
+        .collect();
+    for image in unlocked {
+        if cx.config.policy.images == crate::config::ImagePolicy::Pinned {
+            cx.error(CompileError::new(
+                "image-unlocked",
+                &["policy", "images"],
+                format!("image {image} has no digest, and the policy wants every image pinned"),
+                Some("run `k3d-gpu images lock` to pin it in images.lock beside the config".to_string()),
+            ));
+        } else {
+            cx.warn(
+                "image-unlocked",
+                Some("policy.images"),
+                format!("image {image} is deployed by tag (no digest in images.lock); `k3d-gpu images lock` pins it"),
+            );
+        }
+    }
 }
 
 fn node_selector_keys(object: &Value) -> Vec<String> {

@@ -6,13 +6,14 @@ use super::{CompileError, Context};
 use crate::config::{ExperimentalSelection, Feature};
 use crate::facts::Vendor;
 
-/// The Kubernetes minor version of the k3s the default node image ships.
-pub const NODE_IMAGE_KUBERNETES: (u32, u32) = (1, 37);
-
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct FeaturePlan {
     /// Feature gates to pass to every Kubernetes component (`Name=true`).
     pub gates: Vec<String>,
+    /// API group versions the API server must serve (`--runtime-config`): beta APIs are off
+    /// by default, so DRA on Kubernetes 1.32/1.33 needs `resource.k8s.io/v1beta1` (and
+    /// v1beta2 on 1.33) turned on.
+    pub runtime_config: Vec<String>,
     pub npu_turbo: bool,
 }
 
@@ -69,15 +70,37 @@ const SPECS: &[Spec] = &[
     },
 ];
 
-/// The Kubernetes version the cluster will run, read from the node image tag when it says
-/// (`rancher/k3s:v1.33.1-k3s1`); the default image ships [`NODE_IMAGE_KUBERNETES`].
-pub fn kubernetes_version(image: &str) -> Option<(u32, u32)> {
-    if image == crate::config::DEFAULT_IMAGE || image.starts_with("cryptoandcoffee/k3d-gpu:") {
-        return Some(NODE_IMAGE_KUBERNETES);
+/// The Kubernetes version the cluster will run, never guessed: the config's
+/// `[cluster] kubernetes_version`, else the tag of an upstream k3s image
+/// (`rancher/k3s:v1.33.1-k3s1`, whose tag is the k3s release), else unknown. The node image's
+/// own tag says nothing: builds of one tag have carried different k3s releases.
+pub fn kubernetes_version(cluster: &crate::config::Cluster) -> Option<(u32, u32)> {
+    if let Some(text) = &cluster.kubernetes_version {
+        return parse_version(text);
     }
+    k3s_image_version(&cluster.image)
+}
+
+/// `1.37` or `1.37.1` (a leading `v` allowed) → (1, 37).
+pub fn parse_version(text: &str) -> Option<(u32, u32)> {
+    let rest = text.trim().strip_prefix('v').unwrap_or(text.trim());
+    let mut parts = rest.split('.');
+    let major = parts.next()?.parse().ok()?;
+    let minor = parts.next()?.parse().ok()?;
+    if parts.next().is_some_and(|p| p.parse::<u32>().is_err()) || parts.next().is_some() {
+        return None;
+    }
+    Some((major, minor))
+}
+
+/// The version in the tag of `rancher/k3s` (Docker Hub) only.
+fn k3s_image_version(image: &str) -> Option<(u32, u32)> {
     // `repo:tag@sha256:…`: the tag is before the digest.
     let reference = image.split_once('@').map_or(image, |(r, _)| r);
-    let tag = reference.rsplit_once(':')?.1;
+    let (repo, tag) = reference.rsplit_once(':')?;
+    if !matches!(repo, "rancher/k3s" | "docker.io/rancher/k3s" | "index.docker.io/rancher/k3s") {
+        return None;
+    }
     let rest = tag.strip_prefix('v')?;
     let mut parts = rest.split(['.', '-', '+']);
     let major = parts.next()?.parse().ok()?;
@@ -86,19 +109,47 @@ pub fn kubernetes_version(image: &str) -> Option<(u32, u32)> {
 }
 
 pub fn plan(cx: &mut Context) -> FeaturePlan {
-    let version = kubernetes_version(&cx.config.cluster.image);
+    let cluster = &cx.config.cluster;
+    if let Some(text) = &cluster.kubernetes_version
+        && parse_version(text).is_none()
+    {
+        cx.error(CompileError::new(
+            "bad-kubernetes-version",
+            &["cluster", "kubernetes_version"],
+            format!("kubernetes_version {text:?} is not a version such as \"1.37\""),
+            None,
+        ));
+    }
+    if let (Some(set), Some(tagged)) =
+        (cluster.kubernetes_version.as_deref().and_then(parse_version), k3s_image_version(&cluster.image))
+        && set != tagged
+    {
+        cx.error(CompileError::new(
+            "kubernetes-version-mismatch",
+            &["cluster", "kubernetes_version"],
+            format!(
+                "kubernetes_version is {}.{}, but image {} is k3s {}.{}",
+                set.0, set.1, cluster.image, tagged.0, tagged.1
+            ),
+            Some("remove kubernetes_version: the k3s image tag says it".to_string()),
+        ));
+    }
+    let version = kubernetes_version(cluster);
     if cx.config.sharing.mode == crate::config::IntelGpuMode::Dra {
         match version {
             Some(v) if v < (1, 36) => cx.error(CompileError::new(
                 "dra-kubernetes-too-old",
                 &["sharing", "mode"],
                 format!("DRA mode needs Kubernetes 1.36+, and image {} runs {}.{}", cx.config.cluster.image, v.0, v.1),
-                Some("use the default node image (k3s v1.37), or set [sharing] mode = \"plugin\"".to_string()),
+                Some("use a node image with k3s 1.36 or newer, or set [sharing] mode = \"plugin\"".to_string()),
             )),
             None => cx.warn(
                 "kubernetes-version-unknown",
-                Some("cluster.image"),
-                format!("cannot tell which Kubernetes {} runs; DRA mode needs 1.36+", cx.config.cluster.image),
+                Some("cluster.kubernetes_version"),
+                format!(
+                    "cannot tell which Kubernetes {} runs; DRA mode needs 1.36+: set [cluster] kubernetes_version",
+                    cx.config.cluster.image
+                ),
             ),
             Some(_) => {}
         }
@@ -116,6 +167,23 @@ pub fn plan(cx: &mut Context) -> FeaturePlan {
             .collect(),
         ExperimentalSelection::Only(list) => {
             for feature in list {
+                if *feature == Feature::Dra {
+                    match version {
+                        // Alpha (v1alpha3) before 1.32: nothing k3d-gpu emits is served there.
+                        Some(v) if v < (1, 32) => cx.error(CompileError::new(
+                            "feature-unsupported",
+                            &["experimental", "features"],
+                            format!("dra needs Kubernetes 1.32+ (beta), and the cluster runs {}.{}", v.0, v.1),
+                            Some("remove dra from [experimental] features, or use a newer k3s".to_string()),
+                        )),
+                        None => cx.warn(
+                            "kubernetes-version-unknown",
+                            Some("cluster.kubernetes_version"),
+                            "dra: on Kubernetes 1.32/1.33 the beta API must be turned on with runtime-config, which k3d-gpu adds only when it knows the version: set [cluster] kubernetes_version",
+                        ),
+                        Some(_) => {}
+                    }
+                }
                 if *feature == Feature::NpuTurbo && !cx.is_active(Vendor::Npu) {
                     cx.error(CompileError::new(
                         "feature-unsupported",
@@ -144,6 +212,18 @@ pub fn plan(cx: &mut Context) -> FeaturePlan {
             );
         }
     }
+    // Beta API versions are off by default (KEP-3136): DRA's are served only when asked for,
+    // until resource.k8s.io/v1 in 1.34.
+    if enabled.contains(&Feature::Dra) {
+        match version {
+            Some((1, 32)) => out.runtime_config.push("resource.k8s.io/v1beta1=true".into()),
+            Some((1, 33)) => {
+                out.runtime_config.push("resource.k8s.io/v1beta1=true".into());
+                out.runtime_config.push("resource.k8s.io/v1beta2=true".into());
+            }
+            _ => {}
+        }
+    }
     out.npu_turbo = enabled.contains(&Feature::NpuTurbo);
     out.gates.sort();
     out
@@ -154,11 +234,22 @@ mod tests {
     use super::*;
 
     #[test]
-    fn kubernetes_versions_from_image_tags() {
-        assert_eq!(kubernetes_version("rancher/k3s:v1.33.1-k3s1"), Some((1, 33)));
-        assert_eq!(kubernetes_version(crate::config::DEFAULT_IMAGE), Some(NODE_IMAGE_KUBERNETES));
-        assert_eq!(kubernetes_version(&format!("rancher/k3s:v1.33.1-k3s1@sha256:{}", "a".repeat(64))), Some((1, 33)));
-        assert_eq!(kubernetes_version("my/image:latest"), None);
-        assert_eq!(kubernetes_version("my/image"), None);
+    fn kubernetes_versions_are_never_guessed() {
+        let cluster = |image: &str, version: Option<&str>| crate::config::Cluster {
+            image: image.into(),
+            kubernetes_version: version.map(str::to_string),
+            ..Default::default()
+        };
+        assert_eq!(kubernetes_version(&cluster("rancher/k3s:v1.33.1-k3s1", None)), Some((1, 33)));
+        let digest = format!("docker.io/rancher/k3s:v1.33.1-k3s1@sha256:{}", "a".repeat(64));
+        assert_eq!(kubernetes_version(&cluster(&digest, None)), Some((1, 33)));
+        // The node image's tag is its own release, not k3s's.
+        assert_eq!(kubernetes_version(&cluster(crate::config::DEFAULT_IMAGE, None)), None);
+        assert_eq!(kubernetes_version(&cluster("cryptoandcoffee/k3d-gpu:v1.37.1", None)), None);
+        assert_eq!(kubernetes_version(&cluster("my/image:latest", None)), None);
+        assert_eq!(kubernetes_version(&cluster(crate::config::DEFAULT_IMAGE, Some("1.35"))), Some((1, 35)));
+        assert_eq!(parse_version("v1.37.1"), Some((1, 37)));
+        assert_eq!(parse_version("1.37.x"), None);
+        assert_eq!(parse_version("latest"), None);
     }
 }

@@ -56,6 +56,8 @@ pub struct DesiredGraph {
     pub warnings: Vec<Warning>,
     /// Where the agent runs and why, when the config has one.
     pub agent: Option<super::agent::AgentPlan>,
+    /// The images the graph deploys, by catalog name, and how each is pinned.
+    pub images: BTreeMap<String, crate::images::Use>,
 }
 
 #[derive(Serialize)]
@@ -99,7 +101,7 @@ impl DesiredGraph {
         }
         warnings.sort();
         warnings.dedup();
-        Ok(DesiredGraph { graph, index, warnings, agent })
+        Ok(DesiredGraph { graph, index, warnings, agent, images: BTreeMap::new() })
     }
 
     pub fn get(&self, id: &str) -> Option<&Resource> {

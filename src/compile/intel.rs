@@ -34,6 +34,14 @@ pub(super) fn id_of(gpu: &IntelGpu) -> String {
     format!("{:04x}", gpu.device_id)
 }
 
+/// A GPU's PCI device id as the Intel device plugin's `-allow-ids`/`-deny-ids` take it:
+/// `0x` and four lowercase hex digits. The plugin (v0.36.0, `validatePCIDeviceIDs`) checks
+/// every id against `^0x[0-9a-f]{4}$` and exits on anything else, so the DaemonSet would
+/// crash-loop and advertise nothing.
+pub(super) fn plugin_id(id: &str) -> String {
+    format!("0x{id}")
+}
+
 /// The help that lists this host's Intel GPUs: `e20b Arc Battlemage (BMG) (discrete)`.
 pub(super) fn host_gpus_help<'g>(gpus: impl IntoIterator<Item = &'g IntelGpu>) -> String {
     let list: Vec<String> = gpus
@@ -168,14 +176,18 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
 
     // The plugin's id flags: an explicit allow list, else everything outside the set is denied.
     if !allow.is_empty() {
-        let ids: Vec<String> =
-            selected.iter().map(|g| id_of(g)).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
+        let ids: Vec<String> = selected
+            .iter()
+            .map(|g| plugin_id(&id_of(g)))
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect();
         out.plugin_args.push(format!("-allow-ids={}", ids.join(",")));
     } else {
         let denied: std::collections::BTreeSet<String> = usable
             .iter()
             .filter(|g| !selected.iter().any(|s| s.pci_address == g.pci_address))
-            .map(|g| id_of(g))
+            .map(|g| plugin_id(&id_of(g)))
             .collect();
         if !denied.is_empty() {
             out.plugin_args.push(format!("-deny-ids={}", denied.into_iter().collect::<Vec<_>>().join(",")));

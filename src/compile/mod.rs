@@ -53,6 +53,8 @@ pub struct Context<'a> {
     pub active: Vec<Detected>,
     pub errors: Vec<CompileError>,
     pub warnings: Vec<Warning>,
+    /// Every image the wanted components deploy, by its catalog name, as it is deployed.
+    pub images: std::collections::BTreeMap<String, crate::images::Use>,
 }
 
 impl Context<'_> {
@@ -87,7 +89,15 @@ impl Context<'_> {
 
 /// Compiles. `Ok` may still carry warnings; `Err` carries every error found.
 pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<DesiredGraph, Vec<CompileError>> {
-    let mut cx = Context { config, facts, catalog, active: Vec::new(), errors: Vec::new(), warnings: Vec::new() };
+    let mut cx = Context {
+        config,
+        facts,
+        catalog,
+        active: Vec::new(),
+        errors: Vec::new(),
+        warnings: Vec::new(),
+        images: Default::default(),
+    };
     select_vendors(&mut cx);
     expect(&mut cx);
     let intel = intel::plan(&mut cx);
@@ -108,14 +118,17 @@ pub fn compile(config: &Config, facts: &Facts, catalog: &Catalog) -> Result<Desi
         }
         return Err(errors);
     }
-    DesiredGraph::build(resources, cx.warnings, agent).map_err(|text| {
+    let images = cx.images;
+    let mut graph = DesiredGraph::build(resources, cx.warnings, agent).map_err(|text| {
         vec![CompileError::new(
             "graph",
             &["components"],
             text,
             Some("check the `after` lines of your own components".into()),
         )]
-    })
+    })?;
+    graph.images = images;
+    Ok(graph)
 }
 
 /// The vendors the cluster gets: the host's active ones, less `[vendors] exclude`, and only
@@ -210,6 +223,10 @@ fn expect(cx: &mut Context) {
 
 /// A label the balloons policy or the DRA driver needs, owned by the compiler.
 pub const DRA_NODE_LABEL: &str = "k3d-gpu.io/intel-gpu-dra";
+
+/// The node label k3s sets at registration on the one node that advertises the host's
+/// accelerators (`[cluster] accelerator_node`); device plugins and the DRA driver select it.
+pub const ACCELERATOR_NODE_LABEL: &str = "k3d-gpu.io/accelerators";
 
 /// Every `(apiVersion, kind)` a graph compiled with this catalog can hold: the kinds the
 /// components define, and those the compiler writes itself (claim templates and their

@@ -1,5 +1,6 @@
 //! Verify nodes: checks after apply that fail loudly — each active vendor's resource
-//! allocatable > 0 (ResourceSlices in DRA mode), each component's workloads rolled out.
+//! allocatable > 0 (ResourceSlices in DRA mode), each component's workloads rolled out, and
+//! each RuntimeClass a workload runs under that the cluster itself provides (k3s's `nvidia`).
 
 use serde_json::json;
 
@@ -42,6 +43,7 @@ pub fn resources(cx: &mut Context, wanted: &mut [Wanted], intel: &IntelPlan, out
         }
     }
     let wanted = &*wanted;
+    runtime_classes(out);
 
     let dra = cx.intel_mode() == IntelGpuMode::Dra;
     let active = cx.active.clone();
@@ -99,6 +101,38 @@ pub fn resources(cx: &mut Context, wanted: &mut [Wanted], intel: &IntelPlan, out
             component: providers.first().map(|w| w.component.name.clone()),
             spec: json!({ "check": "resourceslices", "driver": "gpu.intel.com", "min_devices": intel.gpus.len() }),
             depends_on: deps,
+        });
+    }
+}
+
+/// A RuntimeClass that a workload names and no object of ours creates is the cluster's: k3s
+/// ships `nvidia` (and more) in its packaged `runtimes` manifest. We never create or own it
+/// (apply would refuse k3s's copy, and a copy of ours would be a second writer), but a pod
+/// under a missing class never starts, so verify checks that it exists.
+fn runtime_classes(out: &mut Vec<Resource>) {
+    let Some(cluster) = out.iter().find(|r| r.kind == ResourceKind::Cluster).map(|r| r.id.clone()) else { return };
+    let objects = || out.iter().filter(|r| r.kind == ResourceKind::Object);
+    let ours: Vec<&str> = objects()
+        .filter(|r| r.spec["kind"] == "RuntimeClass")
+        .filter_map(|r| r.spec["metadata"]["name"].as_str())
+        .collect();
+    let mut needed: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+    for r in objects() {
+        if let Some(name) = r.spec["spec"]["template"]["spec"]["runtimeClassName"].as_str()
+            && !ours.contains(&name)
+        {
+            needed.entry(name.to_string()).or_default().push(r.id.clone());
+        }
+    }
+    for (name, users) in needed {
+        let component = out.iter().find(|r| users.contains(&r.id)).and_then(|r| r.component.clone());
+        out.push(Resource {
+            id: format!("verify/runtimeclass/{name}"),
+            kind: ResourceKind::Verify,
+            change: Change::Verify,
+            component,
+            spec: json!({ "check": "runtimeclass", "name": name }),
+            depends_on: vec![cluster.clone()],
         });
     }
 }

@@ -19,6 +19,7 @@ pub const SECTIONS: &[&str] = &[
     "placement",
     "experimental",
     "expect",
+    "policy",
     "agent",
     "addons",
     "components",

@@ -33,6 +33,10 @@ pub fn cluster_name(name: &str) -> bool {
     dns_label(name) && name.len() <= MAX_CLUSTER_NAME
 }
 
+/// Where the Kubernetes API is published by default: loopback only. k3d's own default is every
+/// interface, which puts the API server of a developer's laptop on the network.
+pub const DEFAULT_API_HOST_IP: &str = "127.0.0.1";
+
 /// A DNS label (RFC 1123), the rule Kubernetes names follow: 1-63 lowercase letters, digits
 /// and '-', not starting or ending with '-'. Cluster, claim, namespace and component names.
 pub fn dns_label(name: &str) -> bool {
@@ -54,6 +58,8 @@ pub struct Config {
     pub placement: Placement,
     pub experimental: Experimental,
     pub expect: Expect,
+    /// Rules for what the cluster may run.
+    pub policy: Policy,
     /// The OpenAI-compatible LLM agent; present means wanted. `k3d-gpu agent` explains where it
     /// runs and why.
     pub agent: Option<Agent>,
@@ -195,6 +201,22 @@ pub struct Cluster {
     pub node_labels: BTreeMap<String, String>,
     /// Host port for the Kubernetes API; unset lets k3d pick a free one.
     pub api_port: Option<u16>,
+    /// Host IPv4 address the Kubernetes API is published on (k3d's `kubeAPI.hostIP`). The
+    /// default, `127.0.0.1`, keeps it on this machine; `"0.0.0.0"` publishes it on every
+    /// interface, and the plan says so. With a Docker engine on another machine, the address
+    /// is on that machine: use one of its addresses this machine can reach.
+    pub api_host_ip: String,
+    /// The node that advertises the host's accelerators: `"server:0"` (default) or
+    /// `"agent:N"`. Every k3d node container sees every device of the host, so with more than
+    /// one node each node's plugin would advertise the same GPUs and the scheduler could give
+    /// one GPU to two pods. k3s labels this node `k3d-gpu.io/accelerators=true` and the device
+    /// plugins run only there. `"all"` runs them on every node (`validate` warns).
+    pub accelerator_node: String,
+    /// The Kubernetes minor version the node image runs, e.g. `"1.37"`. Feature gates, DRA
+    /// and the experimental defaults depend on it. Unset: read from a `rancher/k3s:vX.Y.Z-k3sN`
+    /// image tag, else unknown (never guessed from another image's tag).
+    #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?$"))]
+    pub kubernetes_version: Option<String>,
 }
 
 impl Default for Cluster {
@@ -207,6 +229,9 @@ impl Default for Cluster {
             k3s_args: Vec::new(),
             node_labels: BTreeMap::new(),
             api_port: None,
+            api_host_ip: DEFAULT_API_HOST_IP.into(),
+            accelerator_node: "server:0".into(),
+            kubernetes_version: None,
         }
     }
 }
@@ -237,9 +262,10 @@ pub struct Sharing {
     pub monitoring: bool,
     /// Which Intel GPUs the cluster gets.
     pub gpus: GpuSet,
-    /// Only these PCI device ids (hex, e.g. `"e20b"`), as the plugin's -allow-ids.
+    /// Only these PCI device ids (hex, `"e20b"` or `"0xe20b"`), passed as the plugin's
+    /// -allow-ids in its own spelling (`0xe20b`).
     pub allow_ids: Vec<String>,
-    /// Never these PCI device ids, as the plugin's -deny-ids.
+    /// Never these PCI device ids (either spelling), passed as the plugin's -deny-ids (`0xa780`).
     pub deny_ids: Vec<String>,
 }
 
@@ -303,6 +329,24 @@ pub struct Experimental {
     /// `"auto"` (what this host supports and the shipped k3s has as beta or GA), `"off"`, or
     /// exactly this list.
     pub features: ExperimentalSelection,
+}
+
+/// Rules for what the cluster may run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Policy {
+    /// `tags` (default): an image without a digest in images.lock is deployed by its tag, and
+    /// the plan warns. `pinned`: every image must be pinned by digest (the catalog or
+    /// images.lock), or the config does not compile. `k3d-gpu images lock` pins them.
+    pub images: ImagePolicy,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ImagePolicy {
+    #[default]
+    Tags,
+    Pinned,
 }
 
 /// What the machine must have. `validate` and `apply` fail when the facts do not satisfy it.

@@ -33,7 +33,9 @@ pub fn inventory(host: &HostRoot) -> (Host, Vec<Finding>) {
     let (npus, gaudi) = accel::accel(&mut r, &pci, &kernel);
     let (dsa, iaa) = xeon::idxd(&mut r, &pci);
     let qat = xeon::qat(&mut r, &pci, &kernel.modules);
-    let host = Host { cpu, memory, numa, intel_gpus, nvidia, npus, gaudi, dsa, iaa, qat, wsl, kernel, os };
+    let bind_sources = system::bind_sources(&mut r, kernel.release.as_deref());
+    let host =
+        Host { cpu, memory, numa, intel_gpus, nvidia, npus, gaudi, dsa, iaa, qat, wsl, kernel, os, bind_sources };
     (host, r.into_findings())
 }
 

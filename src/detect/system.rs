@@ -1,7 +1,7 @@
 //! Kernel, OS, memory and WSL2.
 
 use super::Reader;
-use crate::facts::{Kernel, Memory, Os, Wsl};
+use crate::facts::{BindSources, Kernel, Memory, Os, Wsl};
 use crate::hwdb;
 use crate::parse;
 
@@ -58,5 +58,20 @@ pub fn wsl(r: &mut Reader) -> Wsl {
         intel_driver_packages,
         nvidia_smi: r.exists("/usr/lib/wsl/lib/nvidia-smi"),
         libdxcore: r.exists("/usr/lib/wsl/lib/libdxcore.so"),
+    }
+}
+
+/// Which of the host paths the node may bind-mount exist. Only a release that is one path
+/// component names a /boot file; anything else is not looked up.
+pub fn bind_sources(r: &mut Reader, release: Option<&str>) -> BindSources {
+    let boot_config = release
+        .filter(|rel| !rel.is_empty() && !rel.contains('/') && *rel != "." && *rel != "..")
+        .is_some_and(|rel| r.exists(&format!("/boot/config-{rel}")));
+    BindSources {
+        boot_config,
+        lib_modules: r.exists("/lib/modules"),
+        os_release: r.exists("/etc/os-release"),
+        dev_char: r.exists("/dev/char"),
+        usr_lib_wsl: r.exists("/usr/lib/wsl"),
     }
 }

@@ -21,6 +21,27 @@ pub struct Host {
     pub wsl: Wsl,
     pub kernel: Kernel,
     pub os: Os,
+    /// Which host paths the node container bind-mounts exist. Docker creates a missing bind
+    /// source as an empty root-owned directory on the host, so compile mounts only these.
+    /// Absent in documents older than this field: nothing is mounted then.
+    #[serde(default)]
+    pub bind_sources: BindSources,
+}
+
+/// Host paths k3d-gpu may bind into the node, and whether each exists on this host.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BindSources {
+    /// `/boot/config-<release>` (the kernel's config; WSL2 and some distros have only
+    /// `/proc/config.gz`).
+    pub boot_config: bool,
+    /// `/lib/modules` (modules.builtin and the module tree).
+    pub lib_modules: bool,
+    /// `/etc/os-release`.
+    pub os_release: bool,
+    /// `/dev/char` (udev's major:minor links; DSA/IAA plugins need them).
+    pub dev_char: bool,
+    /// `/usr/lib/wsl` (WSL2's GPU user space).
+    pub usr_lib_wsl: bool,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

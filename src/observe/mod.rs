@@ -5,6 +5,7 @@
 
 pub mod docker;
 pub mod kubernetes;
+pub mod registry;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;

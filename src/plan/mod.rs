@@ -17,10 +17,13 @@ use diff::{changed_keys, owned_differences, project};
 pub const SCHEMA: &str = "k3d-gpu.plan/v1";
 
 /// Digests of everything the plan was computed from, so a refusal can say which changed.
+/// Fields in sorted order, like every struct of the plan (see `Action`).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Inputs {
     pub config: String,
     pub facts: String,
+    /// Digest of how each deployed image is pinned (images.lock is a plan input).
+    pub images: String,
     pub observed: String,
     pub stdlib: String,
     pub tool_version: String,
@@ -33,12 +36,14 @@ impl Inputs {
         facts: &crate::facts::Facts,
         observed: &Observed,
         stdlib: String,
+        images: &BTreeMap<String, crate::images::Use>,
     ) -> Inputs {
         Inputs {
             config: crate::canonical::digest(config),
             facts: crate::canonical::digest(facts),
             observed: crate::canonical::digest(observed),
             stdlib,
+            images: crate::canonical::digest(images),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
@@ -50,6 +55,7 @@ impl Inputs {
             facts: "none: destroy reads no facts".into(),
             observed: crate::canonical::digest(observed),
             stdlib: "none: destroy uses no component".into(),
+            images: "none: destroy deploys no image".into(),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
@@ -551,6 +557,7 @@ mod tests {
         let inputs = Inputs {
             config: "c".into(),
             facts: "f".into(),
+            images: "i".into(),
             observed: "o".into(),
             stdlib: "s".into(),
             tool_version: "v".into(),

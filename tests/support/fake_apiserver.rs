@@ -49,8 +49,23 @@ pub struct State {
 }
 
 impl State {
-    /// A server with the built-in kinds served.
+    /// A server that starts like a fresh k3s (`k3d cluster create` with k3s's defaults): the
+    /// built-in kinds served, and the objects k3s itself makes — see [`fresh_k3s_objects`].
+    /// Nodes are the test's to add ([`k3s_node`]): k3s registers them as containers start.
     pub fn k3s() -> State {
+        let mut served: Vec<String> = BUILT_IN.iter().map(|s| s.to_string()).collect();
+        served.push("/apis/k3s.cattle.io/v1/addons".into());
+        let mut objects = fresh_k3s_objects();
+        for (i, o) in objects.iter_mut().enumerate() {
+            o["metadata"]["uid"] = json!(format!("k3s-{i}"));
+            o["metadata"]["resourceVersion"] = json!((i + 1).to_string());
+            o["metadata"]["generation"] = json!(1);
+        }
+        State { served, version: objects.len() as u64, objects, ..State::default() }
+    }
+
+    /// A server with the built-in kinds served and nothing in it.
+    pub fn empty_k3s() -> State {
         State { served: BUILT_IN.iter().map(|s| s.to_string()).collect(), ..State::default() }
     }
 
@@ -76,6 +91,144 @@ impl State {
         self.version = self.version.max(newest) + 1;
         self.version.to_string()
     }
+}
+
+/// k3s's packaged manifests (k3s-io/k3s `manifests/`, deployed by its deploy controller as
+/// Addons in kube-system): what their objects carry that tells them apart from ours.
+fn packaged(mut object: Value, addon: &str) -> Value {
+    object["metadata"]["labels"]["objectset.rio.cattle.io/hash"] = json!(format!("{:0>40}", addon.len()));
+    let annotations = &mut object["metadata"]["annotations"];
+    annotations["objectset.rio.cattle.io/id"] = json!("");
+    annotations["objectset.rio.cattle.io/owner-gvk"] = json!("k3s.cattle.io/v1, Kind=Addon");
+    annotations["objectset.rio.cattle.io/owner-name"] = json!(addon);
+    annotations["objectset.rio.cattle.io/owner-namespace"] = json!("kube-system");
+    object
+}
+
+/// What a fresh k3s cluster holds before anyone applies anything:
+/// - the four namespaces the API server makes;
+/// - RuntimeClasses from k3s's `runtimes` manifest (manifests/runtimes.yaml at commit
+///   c77d0b8509ac11a9659220187c3f8b7db99b8092): nvidia, nvidia-experimental, crun, the wasm
+///   runtimes — none labelled managed-by k3d-gpu;
+/// - kube-system workloads of k3s's defaults: coredns, local-path-provisioner, metrics-server
+///   (Deployments), and traefik with its service load balancer (k3s's bundled Helm chart);
+/// - their Services, ConfigMaps and ServiceAccounts, and the Addon objects themselves.
+pub fn fresh_k3s_objects() -> Vec<Value> {
+    let mut out = Vec::new();
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        out.push(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": ns, "labels": {"kubernetes.io/metadata.name": ns}}, "spec": {"finalizers": ["kubernetes"]}}));
+        out.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "kube-root-ca.crt", "namespace": ns}, "data": {"ca.crt": "-----BEGIN CERTIFICATE-----\n"}}));
+        out.push(
+            json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "default", "namespace": ns}}),
+        );
+    }
+    out.push(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default", "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.43.0.1", "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}]}}));
+    for handler in
+        ["nvidia", "nvidia-experimental", "crun", "lunatic", "slight", "spin", "wws", "wasmedge", "wasmer", "wasmtime"]
+    {
+        out.push(packaged(
+            json!({"apiVersion": "node.k8s.io/v1", "kind": "RuntimeClass", "metadata": {"name": handler}, "handler": handler}),
+            "runtimes",
+        ));
+    }
+    let deployment = |name: &str, app: &str, image: &str, addon: &str| {
+        packaged(
+            json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": "kube-system", "labels": {"k8s-app": app}},
+                "spec": {"replicas": 1, "selector": {"matchLabels": {"k8s-app": app}},
+                    "template": {"metadata": {"labels": {"k8s-app": app}},
+                        "spec": {"priorityClassName": "system-cluster-critical", "serviceAccountName": name,
+                            "containers": [{"name": name, "image": image}]}}},
+                "status": {"observedGeneration": 1, "replicas": 1, "updatedReplicas": 1, "readyReplicas": 1, "availableReplicas": 1}}),
+            addon,
+        )
+    };
+    out.push(deployment("coredns", "kube-dns", "rancher/mirrored-coredns-coredns:1.12.3", "coredns"));
+    out.push(deployment(
+        "local-path-provisioner",
+        "local-path-provisioner",
+        "rancher/local-path-provisioner:v0.0.32",
+        "local-storage",
+    ));
+    out.push(deployment(
+        "metrics-server",
+        "metrics-server",
+        "rancher/mirrored-metrics-server:v0.8.0",
+        "metrics-server",
+    ));
+    // Helm-installed, not an Addon: no objectset owner, Helm's labels instead.
+    out.push(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "traefik", "namespace": "kube-system",
+            "labels": {"app.kubernetes.io/managed-by": "Helm", "app.kubernetes.io/name": "traefik"},
+            "annotations": {"meta.helm.sh/release-name": "traefik", "meta.helm.sh/release-namespace": "kube-system"}},
+        "spec": {"replicas": 1, "selector": {"matchLabels": {"app.kubernetes.io/name": "traefik"}},
+            "template": {"metadata": {"labels": {"app.kubernetes.io/name": "traefik"}},
+                "spec": {"containers": [{"name": "traefik", "image": "rancher/mirrored-library-traefik:3.5.1"}]}}}}));
+    out.push(json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "svclb-traefik-00000000", "namespace": "kube-system",
+            "labels": {"objectset.rio.cattle.io/hash": "0000000000000000000000000000000000000000", "svccontroller.k3s.cattle.io/svcname": "traefik"}},
+        "spec": {"selector": {"matchLabels": {"app": "svclb-traefik-00000000"}},
+            "template": {"metadata": {"labels": {"app": "svclb-traefik-00000000"}},
+                "spec": {"containers": [{"name": "lb-tcp-80", "image": "rancher/klipper-lb:v0.4.13"}]}}}}));
+    for (name, addon) in [("kube-dns", "coredns"), ("metrics-server", "metrics-server")] {
+        out.push(packaged(
+            json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "kube-system"},
+                "spec": {"type": "ClusterIP", "ports": [{"port": 443, "protocol": "TCP"}]}}),
+            addon,
+        ));
+    }
+    out.push(packaged(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "coredns", "namespace": "kube-system"},
+            "data": {"Corefile": ".:53 {\n    errors\n}\n"}}),
+        "coredns",
+    ));
+    out.push(packaged(
+        json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "local-path-config", "namespace": "kube-system"},
+            "data": {"config.json": "{}"}}),
+        "local-storage",
+    ));
+    for name in ["coredns", "local-path-provisioner-service-account", "metrics-server"] {
+        out.push(json!({"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": name, "namespace": "kube-system"}}));
+    }
+    for addon in ["ccm", "coredns", "local-storage", "metrics-server", "rolebindings", "runtimes", "traefik"] {
+        out.push(json!({"apiVersion": "k3s.cattle.io/v1", "kind": "Addon",
+            "metadata": {"name": addon, "namespace": "kube-system"},
+            "spec": {"source": format!("/var/lib/rancher/k3s/server/manifests/{addon}.yaml")}}));
+    }
+    out
+}
+
+/// A node as k3s registers it: the kubelet's well-known labels, k3s's instance type and, on
+/// a server, the control-plane role labels; k3s's own annotations; Ready.
+pub fn k3s_node(name: &str, server: bool) -> Value {
+    let mut labels = json!({
+        "beta.kubernetes.io/arch": "amd64",
+        "beta.kubernetes.io/instance-type": "k3s",
+        "beta.kubernetes.io/os": "linux",
+        "kubernetes.io/arch": "amd64",
+        "kubernetes.io/hostname": name,
+        "kubernetes.io/os": "linux",
+        "node.kubernetes.io/instance-type": "k3s",
+    });
+    if server {
+        labels["node-role.kubernetes.io/control-plane"] = json!("true");
+        labels["node-role.kubernetes.io/master"] = json!("true");
+    }
+    json!({"apiVersion": "v1", "kind": "Node",
+        "metadata": {"name": name, "labels": labels, "annotations": {
+            "k3s.io/hostname": name,
+            "k3s.io/internal-ip": "172.18.0.2",
+            "k3s.io/node-args": if server { "[\"server\"]" } else { "[\"agent\"]" },
+            "node.alpha.kubernetes.io/ttl": "0",
+            "volumes.kubernetes.io/controller-managed-attach-detach": "true"}},
+        "spec": {"podCIDR": "10.42.0.0/24", "providerID": format!("k3s://{name}")},
+        "status": {"allocatable": {"cpu": "8", "memory": "16Gi", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True"}],
+            "nodeInfo": {"kubeletVersion": "v1.37.1+k3s1", "containerRuntimeVersion": "containerd://2.1.4-k3s1"}}})
 }
 
 /// What a list or a watch returns: the objects of one collection, in one namespace or all,

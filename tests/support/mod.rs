@@ -172,6 +172,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ("hybrid-igpu-sharing", "meteor-lake-old-npu-fw"),
     ("xeon-numa-accelerators", "xeon-2s-snc2"),
     ("wsl2-intel", "wsl2-intel"),
+    ("gaudi-server", "gaudi3-server"),
 ];
 
 /// `examples/<example>.toml`, loaded.

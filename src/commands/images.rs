@@ -1,0 +1,262 @@
+//! `k3d-gpu images`, `images check` and `images lock` (DESIGN.md §7): the images this config
+//! deploys on this host, the CI check of images.lock (no network), and resolving tags to
+//! digests through the Docker engine, written atomically beside the config.
+
+use std::collections::BTreeMap;
+use std::io::Write;
+use std::path::Path;
+
+use serde::Serialize;
+
+use crate::cli::{Global, ImagesArgs, ImagesCommand};
+use crate::error::{EXIT_OK, Error, Result};
+use crate::images::{Entry, ImageRef, Lock, Source};
+
+/// One image the config deploys, as `images` prints it.
+#[derive(Debug, Serialize)]
+struct Row {
+    image: String,
+    state: Source,
+    /// What the manifests carry.
+    reference: String,
+}
+
+/// What a lock check found.
+#[derive(Debug, Default, Serialize)]
+pub struct Check {
+    /// Deployed by tag: neither the catalog nor a lock pins it.
+    pub missing: Vec<String>,
+    /// In the config's lock, but nothing this config deploys uses it.
+    pub extra: Vec<String>,
+    /// The config's lock names another digest than the catalog pins: `(image, lock, catalog)`.
+    pub disagrees: Vec<(String, String, String)>,
+}
+
+impl Check {
+    pub fn passed(&self) -> bool {
+        self.missing.is_empty() && self.extra.is_empty() && self.disagrees.is_empty()
+    }
+}
+
+/// Compares the graph's images with the config's lock. Pure.
+pub fn check(images: &BTreeMap<String, crate::images::Use>, user: Option<&Lock>) -> Check {
+    let mut out = Check::default();
+    let mut used = std::collections::BTreeSet::new();
+    for (name, used_as) in images {
+        let Ok(image) = ImageRef::parse(name) else { continue };
+        used.insert(image.tagged());
+        if used_as.source == Source::Unlocked {
+            out.missing.push(image.tagged());
+        }
+        if let (Some(pin), Some(entry)) = (&image.digest, user.and_then(|l| l.images.get(&image.tagged())))
+            && *pin != entry.digest
+        {
+            out.disagrees.push((image.tagged(), entry.digest.clone(), pin.clone()));
+        }
+    }
+    if let Some(lock) = user {
+        out.extra = lock.images.keys().filter(|k| !used.contains(*k)).cloned().collect();
+    }
+    out
+}
+
+pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
+    let mut inputs = super::load_config(global)?;
+    // Listing and locking must work when `[policy] images = "pinned"` refuses what is not
+    // locked yet: that is what `images lock` is for.
+    inputs.config.policy.images = crate::config::ImagePolicy::Tags;
+    let compiled = super::inputs::compile(global, &inputs)?;
+    let images = &compiled.graph.images;
+    let user = compiled.catalog.images.user.as_ref();
+    let lock_path = super::inputs::lock_path(&inputs);
+    match &args.command {
+        None => list(global, images),
+        Some(ImagesCommand::Check) => {
+            let found = check(images, user);
+            if global.json {
+                super::print_bytes(&crate::canonical::to_bytes(&found));
+            } else {
+                super::print_bytes(check_text(&found, &lock_path).as_bytes());
+            }
+            if found.passed() {
+                Ok(EXIT_OK)
+            } else {
+                Err(Error::CheckFailed(format!("{} is not current", lock_path.display())))
+            }
+        }
+        Some(ImagesCommand::Lock) => lock(images, user, &lock_path),
+    }
+}
+
+fn list(global: &Global, images: &BTreeMap<String, crate::images::Use>) -> Result<u8> {
+    let rows: Vec<Row> = images
+        .iter()
+        .map(|(name, u)| Row {
+            image: ImageRef::parse(name).map(|i| i.tagged()).unwrap_or_else(|_| name.clone()),
+            state: u.source,
+            reference: u.reference.clone(),
+        })
+        .collect();
+    if global.json {
+        super::print_bytes(&crate::canonical::to_bytes(&rows));
+        return Ok(EXIT_OK);
+    }
+    let width = rows.iter().map(|r| r.image.len()).max().unwrap_or(5).max(5);
+    let mut out = format!("{:<width$}  {:<21}  DIGEST\n", "IMAGE", "STATE");
+    for r in &rows {
+        let digest = r.reference.split_once('@').map_or("-", |(_, d)| d);
+        out.push_str(&format!("{:<width$}  {:<21}  {digest}\n", r.image, r.state.word()));
+    }
+    if rows.iter().any(|r| r.state == Source::Unlocked) {
+        out.push_str("\nunlocked images are deployed by tag; `k3d-gpu images lock` pins them\n");
+    }
+    super::print_bytes(out.as_bytes());
+    Ok(EXIT_OK)
+}
+
+fn check_text(found: &Check, path: &Path) -> String {
+    if found.passed() {
+        return format!("{}: every image this config deploys is pinned\n", path.display());
+    }
+    let mut out = String::new();
+    for image in &found.missing {
+        out.push_str(&format!("missing   {image}: deployed by tag; run `k3d-gpu images lock`\n"));
+    }
+    for image in &found.extra {
+        out.push_str(&format!("extra     {image}: this config no longer deploys it; run `k3d-gpu images lock`\n"));
+    }
+    for (image, locked, pinned) in &found.disagrees {
+        out.push_str(&format!("disagrees {image}: the lock says {locked}, the catalog pins {pinned}\n"));
+    }
+    out
+}
+
+/// Resolves every image the config deploys and writes the lock. Images the catalog pins are
+/// resolved too: the catalog's digest still wins, and `images check` then reports a tag that
+/// was re-pushed since. All or nothing: an image that cannot be resolved is an error and the
+/// old lock stays as it was.
+fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path: &Path) -> Result<u8> {
+    let pins: BTreeMap<String, String> = images
+        .keys()
+        .filter_map(|name| ImageRef::parse(name).ok())
+        .filter_map(|i| Some((i.tagged(), i.digest.clone()?)))
+        .collect();
+    let mut wanted: Vec<String> =
+        images.keys().filter_map(|name| ImageRef::parse(name).ok().map(|i| i.tagged())).collect();
+    wanted.sort();
+    wanted.dedup();
+    let endpoint = crate::observe::docker::endpoint(&|k| std::env::var(k).ok(), None);
+    let docker_config = docker_config();
+    let rt = super::runtime()?;
+    let resolving = crate::observe::registry::resolve_all(&endpoint, &wanted, docker_config.as_ref());
+    let resolved = rt.block_on(resolving).map_err(|reason| {
+        Error::Usage {
+            message: format!("images lock: {reason}"),
+            help: Some(format!(
+                "Docker at {} ({}) resolves tags with its own registry access; check that it runs, that the registry is reachable from it, and `docker login` for a private one. {} was left as it was",
+                endpoint.host,
+                endpoint.source,
+                path.display()
+            )),
+        }
+    })?;
+    let mut lock = Lock::default();
+    for (image, r) in resolved {
+        lock.images.insert(image, Entry { digest: r.digest, platforms: r.platforms });
+    }
+    let mut report = String::new();
+    for (image, entry) in &lock.images {
+        let before = old.and_then(|l| l.images.get(image)).map(|e| e.digest.as_str());
+        let word = match before {
+            None => "added",
+            Some(d) if d == entry.digest => "same",
+            Some(_) => "changed",
+        };
+        report.push_str(&format!("{word:<8} {image}@{}\n", entry.digest));
+        if let Some(pin) = pins.get(image).filter(|p| **p != entry.digest) {
+            report.push_str(&format!("         the catalog pins {pin}: the tag was re-pushed; `images check` fails\n"));
+        }
+    }
+    let dropped: Vec<&String> =
+        old.map(|l| l.images.keys().filter(|k| !lock.images.contains_key(*k)).collect()).unwrap_or_default();
+    for image in dropped {
+        report.push_str(&format!("dropped  {image}\n"));
+    }
+    write_atomically(path, lock.to_text().as_bytes())?;
+    super::print_bytes(report.as_bytes());
+    eprintln!("wrote {} ({} images)", path.display(), lock.images.len());
+    Ok(EXIT_OK)
+}
+
+/// The Docker CLI's config (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`), for
+/// the registry logins it holds; absent or unreadable means no login.
+fn docker_config() -> Option<serde_json::Value> {
+    let dir = std::env::var_os("DOCKER_CONFIG")
+        .map(std::path::PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".docker")))?;
+    let text = crate::input_file::read_text(&dir.join("config.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
+/// Writes a temporary file beside `path`, syncs it and renames it over `path`, so a reader
+/// sees the old file or the new one, never half of one.
+pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
+    let failed = |e: std::io::Error| Error::Output { path: path.display().to_string(), reason: e.to_string() };
+    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let result = (|| {
+        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
+        file.write_all(bytes)?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path)
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result.map_err(failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::images::Use;
+
+    fn d(c: char) -> String {
+        format!("sha256:{}", c.to_string().repeat(64))
+    }
+
+    #[test]
+    fn check_finds_missing_extra_and_disagreeing_entries() {
+        let mut images = BTreeMap::new();
+        images.insert("a/pinned:1@".to_string() + &d('1'), Use { reference: String::new(), source: Source::Catalog });
+        images.insert("a/locked:1".to_string(), Use { reference: String::new(), source: Source::Lock });
+        images.insert("a/bare:1".to_string(), Use { reference: String::new(), source: Source::Unlocked });
+        let mut lock = Lock::default();
+        for (k, c) in [("a/pinned:1", '2'), ("a/locked:1", '3'), ("a/gone:1", '4')] {
+            lock.images.insert(k.into(), Entry { digest: d(c), platforms: vec![] });
+        }
+        let found = check(&images, Some(&lock));
+        assert_eq!(found.missing, ["a/bare:1"]);
+        assert_eq!(found.extra, ["a/gone:1"]);
+        assert_eq!(found.disagrees, [("a/pinned:1".to_string(), d('2'), d('1'))]);
+        assert!(!found.passed());
+        lock.images.remove("a/gone:1");
+        lock.images.get_mut("a/pinned:1").unwrap().digest = d('1');
+        images.get_mut("a/bare:1").unwrap().source = Source::Shipped;
+        assert!(check(&images, Some(&lock)).passed());
+    }
+
+    #[test]
+    fn an_atomic_write_replaces_the_whole_file_and_leaves_no_temporary() {
+        let dir = std::env::temp_dir().join(format!("k3d-gpu-atomic-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("images.lock");
+        std::fs::write(&path, "old").unwrap();
+        write_atomically(&path, b"new").unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        assert_eq!(left.len(), 1, "{left:?}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+}

@@ -1,0 +1,392 @@
+//! Our output held to upstream's own definitions, each stored under `tests/upstream/` with the
+//! release and commit it was read from (docs/upstream-checks.md says what covers what):
+//! - the k3d SimpleConfig apply writes, against k3d's v1alpha5 JSON schema;
+//! - every device plugin container's args (and env), against the flags that plugin release
+//!   defines and the values its own validation accepts.
+//!
+//! Both run over every example on its fixture host and over variations that exercise the
+//! rules a plain example leaves off (id lists, sharing, several nodes, an API port).
+
+mod support;
+
+use std::collections::BTreeMap;
+
+use k3d_gpu::compile::{DesiredGraph, ResourceKind};
+use serde::Deserialize;
+use serde_json::Value;
+
+/// Each example, plus configs that reach the rules the examples do not.
+fn cases() -> Vec<(String, DesiredGraph)> {
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let mut out = Vec::new();
+    for (example, host) in support::EXAMPLES {
+        let config = support::example_config(example);
+        let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog)
+            .unwrap_or_else(|e| panic!("{example} on {host}: {e:#?}"));
+        out.push((format!("{example} on {host}"), graph));
+    }
+    let variations = [
+        ("[sharing]\ngpus = \"discrete\"\n", "arc-b580-xe-rpl-igpu"),
+        ("[sharing]\nallow_ids = [\"e20b\"]\nshared = 2\nallocation = \"packed\"\n", "arc-b580-xe-rpl-igpu"),
+        ("[sharing]\ndeny_ids = [\"0xA780\"]\nmonitoring = true\n", "arc-b580-xe-rpl-igpu"),
+        ("[cluster]\nagents = 2\napi_port = 6443\n", "desktop-rpl-nvidia"),
+        ("[cluster]\nagents = 1\napi_host_ip = \"0.0.0.0\"\n", "meteor-lake-old-npu-fw"),
+        ("[cluster]\nagents = 1\naccelerator_node = \"agent:0\"\n", "xeon-2s-snc2"),
+        ("[cluster]\nkubernetes_version = \"1.33\"\n[experimental]\nfeatures = [\"dra\"]\n", "wsl2-intel"),
+    ];
+    for (text, host) in variations {
+        let config = k3d_gpu::config::load_str("k3dgpu.toml", text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+        let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog)
+            .unwrap_or_else(|e| panic!("{text} on {host}: {e:#?}"));
+        out.push((format!("{text:?} on {host}"), graph));
+    }
+    out
+}
+
+// ---- k3d's SimpleConfig schema --------------------------------------------------------------
+
+fn k3d_schema() -> jsonschema::Validator {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/k3d-v1alpha5.schema.json")).unwrap();
+    let schema: Value = serde_json::from_str(&text).unwrap();
+    // Formats are part of k3d's rules (kubeAPI.hostIP is an ipv4).
+    jsonschema::options().should_validate_formats(true).build(&schema).unwrap()
+}
+
+fn schema_errors(validator: &jsonschema::Validator, config: &Value) -> Vec<String> {
+    validator.iter_errors(config).map(|e| format!("{} at {}", e, e.instance_path())).collect()
+}
+
+#[test]
+fn every_generated_k3d_config_is_valid_against_k3ds_v1alpha5_schema() {
+    let validator = k3d_schema();
+    let mut problems = Vec::new();
+    for (name, graph) in cases() {
+        let cluster = graph.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+        let config = k3d_gpu::apply::k3d::simple_config(&cluster.spec);
+        for e in schema_errors(&validator, &config) {
+            problems.push(format!("{name}: {e}"));
+        }
+        // Valid to k3d, but k3d v5.9.0 fills a missing kubeAPI.hostIP with DefaultAPIHost,
+        // 0.0.0.0 (pkg/types/defaults.go): the API on every interface. Always say where.
+        if !config["kubeAPI"]["hostIP"].is_string() {
+            problems.push(format!("{name}: kubeAPI.hostIP is unset, so k3d publishes the API on 0.0.0.0"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_k3d_schema_check_catches_what_k3d_refuses() {
+    let validator = k3d_schema();
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let graph =
+        k3d_gpu::compile::compile(&Default::default(), &support::facts_of("desktop-rpl-nvidia"), &catalog).unwrap();
+    let cluster = graph.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+    let good = k3d_gpu::apply::k3d::simple_config(&cluster.spec);
+    assert!(schema_errors(&validator, &good).is_empty());
+    for (pointer, bad) in [
+        ("/kubeAPI/hostIP", serde_json::json!("localhost:6443")),
+        ("/kubeAPI/hostPort", serde_json::json!(6443)),
+        ("/options/runtime/gpuRequest", serde_json::json!(true)),
+    ] {
+        let mut config = good.clone();
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        config.pointer_mut(parent).unwrap()[key] = bad.clone();
+        assert!(!schema_errors(&validator, &config).is_empty(), "{pointer} = {bad} passed the schema");
+    }
+    let mut config = good.clone();
+    config["kubeAPI"]["hostAddress"] = serde_json::json!("127.0.0.1");
+    assert!(!schema_errors(&validator, &config).is_empty(), "an unknown kubeAPI key passed the schema");
+}
+
+// ---- device plugin flags --------------------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FlagData {
+    schema: String,
+    repos: Vec<String>,
+    klog: Klog,
+    plugin: Vec<Plugin>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Klog {
+    #[allow(dead_code)]
+    source: String,
+    flags: BTreeMap<String, FlagKind>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Plugin {
+    images: Vec<String>,
+    source: String,
+    release: String,
+    commit: String,
+    files: Vec<String>,
+    syntax: String,
+    #[serde(default)]
+    klog: bool,
+    #[serde(default)]
+    exclusive: Vec<Vec<String>>,
+    #[serde(default)]
+    env: Vec<String>,
+    flags: BTreeMap<String, FlagKind>,
+}
+
+#[derive(Deserialize, Clone)]
+#[serde(untagged)]
+enum FlagKind {
+    Simple(String),
+    Rule {
+        kind: Option<String>,
+        min: Option<i64>,
+        #[serde(rename = "enum")]
+        one_of: Option<Vec<String>>,
+        list: Option<String>,
+        pattern: Option<String>,
+    },
+}
+
+fn flag_data() -> FlagData {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/plugin-flags.toml")).unwrap();
+    let data: FlagData = toml::from_str(&text).unwrap();
+    assert_eq!(data.schema, "k3d-gpu.upstream-flags/v1");
+    for p in &data.plugin {
+        assert!(
+            p.commit.len() == 40 && p.commit.chars().all(|c| c.is_ascii_hexdigit()),
+            "{:?}: every entry names the commit it was read from",
+            p.images
+        );
+        assert!(!p.source.is_empty() && !p.release.is_empty() && !p.files.is_empty());
+    }
+    data
+}
+
+/// Checks one value against a flag's kind; `Err` says why the plugin would refuse it.
+fn check_value(kind: &FlagKind, value: Option<&str>) -> Result<(), String> {
+    let (kind, min, one_of, list, pattern) = match kind {
+        FlagKind::Simple(k) => (k.as_str(), None, None, None, None),
+        FlagKind::Rule { kind, min, one_of, list, pattern } => {
+            (kind.as_deref().unwrap_or("string"), *min, one_of.as_ref(), list.as_deref(), pattern.as_deref())
+        }
+    };
+    if kind == "bool" {
+        return match value {
+            None | Some("true" | "false" | "1" | "0" | "t" | "f" | "TRUE" | "FALSE" | "True" | "False") => Ok(()),
+            Some(v) => Err(format!("{v:?} is not a bool")),
+        };
+    }
+    let Some(value) = value else { return Err("needs a value".into()) };
+    if kind == "int" {
+        let n: i64 = value.parse().map_err(|_| format!("{value:?} is not an int"))?;
+        if let Some(min) = min
+            && n < min
+        {
+            return Err(format!("{n} is below {min}"));
+        }
+        return Ok(());
+    }
+    let items: Vec<&str> = match list {
+        Some(sep) => value.split(sep).map(str::trim).collect(),
+        None => vec![value],
+    };
+    for item in items {
+        if let Some(one_of) = one_of
+            && !one_of.iter().any(|v| v == item)
+        {
+            return Err(format!("{item:?} is not one of {one_of:?}"));
+        }
+        if let Some(pattern) = pattern
+            && !regex::Regex::new(pattern).unwrap().is_match(item)
+        {
+            return Err(format!("{item:?} does not match {pattern}"));
+        }
+    }
+    Ok(())
+}
+
+/// What is wrong with one container's args and env for `plugin`.
+fn check_container(data: &FlagData, plugin: &Plugin, container: &Value) -> Vec<String> {
+    let mut problems = Vec::new();
+    let args: Vec<String> = container["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|a| a.as_str().unwrap_or_default().to_string())
+        .collect();
+    let flag_of = |name: &str| {
+        plugin.flags.get(name).or_else(|| if plugin.klog { data.klog.flags.get(name) } else { None }).cloned()
+    };
+    let mut seen = Vec::new();
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        if plugin.syntax == "none" {
+            problems.push(format!("{arg:?}: this plugin parses no flags"));
+            continue;
+        }
+        let Some(body) = arg.strip_prefix("--").or_else(|| arg.strip_prefix('-')) else {
+            problems.push(format!("{arg:?} is not a flag"));
+            continue;
+        };
+        let (name, mut value) = match body.split_once('=') {
+            Some((n, v)) => (n.to_string(), Some(v.to_string())),
+            None => (body.to_string(), None),
+        };
+        let Some(kind) = flag_of(&name) else {
+            problems.push(format!("{arg:?}: {} {} defines no flag {name:?}", plugin.source, plugin.release));
+            continue;
+        };
+        // `-flag value`: a non-bool flag takes the next arg.
+        let is_bool = matches!(&kind, FlagKind::Simple(k) if k == "bool");
+        if value.is_none() && !is_bool && i < args.len() {
+            value = Some(args[i].clone());
+            i += 1;
+        }
+        if let Err(why) = check_value(&kind, value.as_deref()) {
+            problems.push(format!("{arg:?}: {why} ({} {} exits on it)", plugin.source, plugin.release));
+        }
+        seen.push(name);
+    }
+    for group in &plugin.exclusive {
+        if group.iter().filter(|f| seen.contains(f)).count() > 1 {
+            problems.push(format!("{group:?} cannot be used together"));
+        }
+    }
+    if !plugin.env.is_empty() || plugin.syntax == "urfave-cli" {
+        for env in container["env"].as_array().into_iter().flatten() {
+            let name = env["name"].as_str().unwrap_or_default();
+            // Downward-API values (the pod's node, namespace, IP) describe the pod; whether
+            // the binary reads them is not a flag.
+            if env["valueFrom"]["fieldRef"].is_object() {
+                continue;
+            }
+            if !plugin.env.iter().any(|e| e == name) {
+                problems.push(format!("env {name}: {} {} reads no such variable", plugin.source, plugin.release));
+            }
+        }
+    }
+    problems
+}
+
+/// `repo:tag` of an image reference, without a digest.
+fn repo_tag(image: &str) -> (&str, &str) {
+    let reference = image.split_once('@').map_or(image, |(r, _)| r);
+    reference.rsplit_once(':').unwrap_or((reference, ""))
+}
+
+/// Every container of a workload object.
+fn containers(object: &Value) -> Vec<&Value> {
+    let spec = &object["spec"]["template"]["spec"];
+    ["initContainers", "containers"].iter().flat_map(|k| spec[*k].as_array().into_iter().flatten()).collect()
+}
+
+/// Problems of every container in `objects` whose image has a flag set; `strict`: an image
+/// of a covered repository without an entry is a problem too.
+fn check_objects<'a>(data: &FlagData, objects: impl Iterator<Item = &'a Value>, strict: bool) -> (usize, Vec<String>) {
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for object in objects {
+        for c in containers(object) {
+            let image = c["image"].as_str().unwrap_or_default();
+            let (repo, tag) = repo_tag(image);
+            let key = format!("{repo}:{tag}");
+            let where_ = format!("{} {} container {}", object["kind"], object["metadata"]["name"], c["name"]);
+            match data.plugin.iter().find(|p| p.images.contains(&key)) {
+                Some(plugin) => {
+                    checked += 1;
+                    problems.extend(check_container(data, plugin, c).into_iter().map(|p| format!("{where_}: {p}")));
+                }
+                None if strict && data.repos.iter().any(|r| r == repo) => problems.push(format!(
+                    "{where_}: no flag set recorded for {key} in tests/upstream/plugin-flags.toml (read it at that release)"
+                )),
+                None => {}
+            }
+        }
+    }
+    (checked, problems)
+}
+
+#[test]
+fn every_plugin_container_the_examples_compile_to_passes_its_flag_set() {
+    let data = flag_data();
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for (name, graph) in cases() {
+        let objects = graph.resources().filter(|r| r.kind == ResourceKind::Object).map(|r| &r.spec);
+        let (n, p) = check_objects(&data, objects, true);
+        checked += n;
+        problems.extend(p.into_iter().map(|p| format!("{name}: {p}")));
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(checked >= 8, "only {checked} plugin containers checked");
+}
+
+#[test]
+fn every_share_manifest_with_a_recorded_flag_set_passes_it() {
+    let data = flag_data();
+    let mut objects = Vec::new();
+    for entry in std::fs::read_dir(support::repo().join("share")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|x| x == "yml") {
+            let text = std::fs::read_to_string(&path).unwrap();
+            objects.extend(k3d_gpu::catalog::parse_manifest(&path.display().to_string(), &text).unwrap());
+        }
+    }
+    let (checked, problems) = check_objects(&data, objects.iter(), false);
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(checked >= 3, "only {checked} containers checked");
+}
+
+#[test]
+fn the_flag_check_catches_what_the_plugins_exit_on() {
+    let data = flag_data();
+    let gpu =
+        data.plugin.iter().find(|p| p.images.iter().any(|i| i == "docker.io/intel/intel-gpu-plugin:0.36.0")).unwrap();
+    let with = |args: &[&str]| check_container(&data, gpu, &serde_json::json!({ "args": args }));
+    assert!(with(&["-v=2", "-deny-ids=0xa780", "-shared-dev-num=8", "-allocation-policy=balanced"]).is_empty());
+    // The spelling k3d-gpu rendered before: the plugin exits with "invalid PCI ID".
+    assert_eq!(with(&["-deny-ids=a780"]).len(), 1);
+    assert_eq!(with(&["-allow-ids=0xE20B"]).len(), 1, "upper case is refused too");
+    assert_eq!(with(&["-allow-ids=0xe20b", "-deny-ids=0xa780"]).len(), 1);
+    assert_eq!(with(&["-shared-dev-num=0"]).len(), 1);
+    assert_eq!(with(&["-allocation-policy=spread"]).len(), 1);
+    assert_eq!(with(&["-no-such-flag"]).len(), 1);
+    let nvidia = data.plugin.iter().find(|p| p.syntax == "urfave-cli").unwrap();
+    let env =
+        serde_json::json!({ "env": [{ "name": "FAIL_ON_INIT_ERROR", "value": "false" }, { "name": "FAIL_ON_ERR" }] });
+    assert_eq!(check_container(&data, nvidia, &env).len(), 1);
+}
+
+// ---- what k3s makes itself ------------------------------------------------------------------
+
+/// An object k3s deploys from its packaged manifests (or the API server makes) is k3s's:
+/// apply refuses to take it over and observe never sees it, so emitting one never converges.
+#[test]
+fn no_object_we_emit_is_one_k3s_makes_itself() {
+    let key = |o: &Value| {
+        let api = o["apiVersion"].as_str().unwrap_or_default();
+        let group = api.rsplit_once('/').map_or("", |(g, _)| g).to_string();
+        (
+            group,
+            o["kind"].as_str().unwrap_or_default().to_string(),
+            o["metadata"]["namespace"].clone(),
+            o["metadata"]["name"].clone(),
+        )
+    };
+    let k3s: Vec<_> =
+        support::fake_apiserver::fresh_k3s_objects().iter().filter(|o| o["kind"] != "Namespace").map(key).collect();
+    let mut problems = Vec::new();
+    for (name, graph) in cases() {
+        for r in graph.resources().filter(|r| r.kind == ResourceKind::Object) {
+            if k3s.contains(&key(&r.spec)) {
+                problems.push(format!("{name}: {} is made by k3s itself", r.id));
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
