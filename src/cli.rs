@@ -356,12 +356,15 @@ pub fn main() -> ExitCode {
             let code = error.exit_code();
             match error {
                 Error::CheckFailed(_) => {}
+                // Diagnostics quote names and lines from untrusted files: escaped on the way out.
                 Error::Invalid(reports) => {
                     for report in reports {
-                        eprintln!("{report:?}");
+                        eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
                     }
                 }
-                other => eprintln!("{:?}", miette::Report::new(other)),
+                other => {
+                    eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{:?}", miette::Report::new(other))))
+                }
             }
             ExitCode::from(code)
         }

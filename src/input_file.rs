@@ -1,6 +1,7 @@
-//! Reading the user's files (config, saved facts and observed documents, component files and
-//! their manifests): regular files only, bounded, so `/dev/zero` or a FIFO given by mistake is
-//! an error, not a hang or a machine out of memory.
+//! Reading the user's files (config, saved facts and observed documents, plans, component files
+//! and their manifests, the kubeconfig): regular files only, never in /proc or /sys, opened
+//! without blocking and read bounded, so `/dev/zero`, `/proc/kmsg` or a FIFO given by mistake
+//! (or by a hostile config) is an error, not a hang or a machine out of memory.
 
 use std::io::Read;
 use std::path::Path;
@@ -11,22 +12,67 @@ pub const MAX_INPUT: u64 = 32 << 20;
 /// Reads `path` as UTF-8 text, refusing anything that is not a regular file or is larger
 /// than [`MAX_INPUT`]. The error is a sentence for the user.
 pub fn read_text(path: &Path) -> Result<String, String> {
-    let bytes = read_bytes(path)?;
+    read_text_capped(path, MAX_INPUT)
+}
+
+/// [`read_text`] with a smaller cap.
+pub fn read_text_capped(path: &Path, cap: u64) -> Result<String, String> {
+    let bytes = read_capped(path, cap)?;
     String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
 }
 
 pub fn read_bytes(path: &Path) -> Result<Vec<u8>, String> {
+    read_capped(path, MAX_INPUT)
+}
+
+/// Opens without blocking (O_NONBLOCK: a FIFO or a tty does not wait for a writer), checks the
+/// type of what was opened (not of what the name pointed to a moment before), and reads at
+/// most `cap` bytes. procfs calls `/proc/kmsg` a regular file, yet a read waits for the next
+/// kernel message: non-blocking, that read is an error instead of a hang.
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
+    use std::os::unix::fs::OpenOptionsExt;
+    // No input of ours lives in the kernel's own filesystems; some of their "regular files"
+    // block or have side effects when read (/proc/kmsg consumes the kernel log).
+    let resolved = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
+    if resolved.starts_with("/proc") || resolved.starts_with("/sys") {
+        return Err("is a kernel file (/proc or /sys), not a document".into());
+    }
     let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
     if !meta.is_file() {
         return Err("not a regular file".into());
     }
-    let file = std::fs::File::open(path).map_err(|e| e.to_string())?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc_flags::O_NONBLOCK | libc_flags::O_NOCTTY)
+        .open(path)
+        .map_err(|e| e.to_string())?;
+    let meta = file.metadata().map_err(|e| e.to_string())?;
+    if !meta.is_file() {
+        return Err("not a regular file".into());
+    }
+    if meta.len() > cap {
+        return Err(too_large(cap));
+    }
     let mut bytes = Vec::new();
-    file.take(MAX_INPUT + 1).read_to_end(&mut bytes).map_err(|e| e.to_string())?;
-    if bytes.len() as u64 > MAX_INPUT {
-        return Err(format!("larger than {} MiB", MAX_INPUT >> 20));
+    file.take(cap + 1).read_to_end(&mut bytes).map_err(|e| match e.kind() {
+        std::io::ErrorKind::WouldBlock => "reading it would wait (not an ordinary file)".to_string(),
+        _ => e.to_string(),
+    })?;
+    if bytes.len() as u64 > cap {
+        return Err(too_large(cap));
     }
     Ok(bytes)
+}
+
+fn too_large(cap: u64) -> String {
+    if cap >= 1 << 20 { format!("larger than {} MiB", cap >> 20) } else { format!("larger than {} KiB", cap >> 10) }
+}
+
+/// The open(2) flags std has no name for (Linux values; the same on every architecture Rust
+/// supports there except alpha/sparc/parisc/mips, which k3d does not run on).
+mod libc_flags {
+    pub const O_NONBLOCK: i32 = 0o4000;
+    pub const O_NOCTTY: i32 = 0o400;
 }
 
 /// The kind of error std gives for a missing file, for callers that treat "absent" specially.
@@ -87,5 +133,18 @@ mod tests {
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
         assert_eq!(read_text(&fifo).unwrap_err(), "not a regular file");
         assert!(is_missing(&dir.path().join("nothing")));
+    }
+
+    #[test]
+    fn a_file_that_would_block_is_an_error_not_a_hang() {
+        // procfs says "regular file", and a read of /proc/kmsg waits for the next message.
+        let start = std::time::Instant::now();
+        assert!(read_bytes(Path::new("/proc/kmsg")).unwrap_err().contains("kernel file"));
+        assert!(read_bytes(Path::new("/proc/self/environ")).unwrap_err().contains("kernel file"));
+        assert!(start.elapsed() < std::time::Duration::from_secs(5));
+        let dir = tempfile::tempdir().unwrap();
+        let big = dir.path().join("big");
+        std::fs::write(&big, vec![b'x'; 2048]).unwrap();
+        assert_eq!(read_text_capped(&big, 1024).unwrap_err(), "larger than 1 KiB");
     }
 }

@@ -116,6 +116,8 @@ impl World {
             .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
             .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&self.server.url, &self.cluster))
             .env("XDG_STATE_HOME", self.dir.path().join("state"))
+            // The lock goes to the runtime directory when there is one: the same here.
+            .env("XDG_RUNTIME_DIR", self.dir.path().join("state"))
             .env("NO_COLOR", "1");
         command
     }
@@ -669,4 +671,36 @@ fn node_image_reference(plan: &str) -> String {
     let plan: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(plan).unwrap()).unwrap();
     let action = plan["actions"].as_array().unwrap().iter().find(|a| a["id"] == "docker/node-image").unwrap();
     action["after"]["reference"].as_str().unwrap().to_string()
+}
+
+#[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
+fn a_signal_to_apply_alone_waits_for_k3d_before_the_lock_goes() {
+    let Some(w) = world("e2e-signal", false) else { return };
+    let planned = w.run(&["plan"]);
+    let hash = hash_of(&planned);
+    let mark = w.path("k3d-mark");
+    let child = w
+        .command_on(HOST, &["apply", "--plan-hash", &hash])
+        .env("K3D_STUB_CREATE_DELAY", "3")
+        .env("K3D_STUB_MARK", &mark)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while std::fs::read_to_string(&mark).unwrap_or_default() != "started" {
+        assert!(std::time::Instant::now() < deadline, "k3d never started");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // The signal goes to k3d-gpu alone (kill PID), not to its process group (Ctrl-C).
+    assert!(Command::new("kill").args(["-TERM", &child.id().to_string()]).status().unwrap().success());
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let second = w.run(&["apply", "--plan-hash", &hash]);
+    assert!(text(&second).contains("another apply holds the lock"), "k3d still runs: {}", text(&second));
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(std::fs::read_to_string(&mark).unwrap(), "done", "k3d finished before k3d-gpu let go");
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("SIGTERM: stopping"), "{}", text(&out));
+    assert!(text(&out).contains("not started"), "nothing new started: {}", text(&out));
 }

@@ -54,6 +54,18 @@ pub async fn execute(
     parallel: usize,
     report: &mut dyn FnMut(&Event),
 ) -> Outcome {
+    execute_until(actions, runner, parallel, &|| false, report).await
+}
+
+/// [`execute`], starting nothing new once `stop` says so (a signal): the actions already
+/// running finish, what never started is listed as not started.
+pub async fn execute_until(
+    actions: &[Action],
+    runner: &dyn Runner,
+    parallel: usize,
+    stop: &(dyn Fn() -> bool + Sync),
+    report: &mut dyn FnMut(&Event),
+) -> Outcome {
     let start = Instant::now();
     let ids: BTreeSet<&str> = actions.iter().map(|a| a.id.as_str()).collect();
     // Dependencies outside the plan are already satisfied.
@@ -95,7 +107,7 @@ pub async fn execute(
             .iter()
             .copied()
             .filter(|id| deps[id].iter().all(|d| done.contains(d)))
-            .take(parallel - running.len())
+            .take(if stop() { 0 } else { parallel - running.len() })
             .collect();
         for id in ready {
             pending.remove(id);
@@ -208,6 +220,19 @@ mod tests {
             events.contains(&Event::Skipped { id: "c".into(), because: "b".into() }),
             "the whole chain is reported"
         );
+    }
+
+    #[test]
+    fn a_stop_lets_running_actions_finish_and_starts_nothing_new() {
+        let actions = [action("a", &[]), action("b", &["a"]), action("x", &[])];
+        let f = fake(30, &[]);
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        // Stop as soon as the first action has started.
+        let stop = || !f.log.lock().unwrap().is_empty();
+        let outcome = rt.block_on(execute_until(&actions, &f, 1, &stop, &mut |_| {}));
+        assert_eq!(outcome.done, ["a"], "the running action finished");
+        assert_eq!(outcome.not_started, ["b", "x"]);
+        assert_eq!(f.live.load(std::sync::atomic::Ordering::SeqCst), 0, "nothing left running");
     }
 
     #[test]

@@ -42,8 +42,13 @@ pub fn simple_config(spec: &Value) -> Value {
         .collect();
     let mut runtime = json!({
         // What apply created, recorded on every node so a later plan compares exactly. One line
-        // of sorted keys: serde_json's map is a BTreeMap (see canonical.rs).
-        "labels": [{ "label": format!("{CLUSTER_SPEC_LABEL}={spec}"), "nodeFilters": ["server:*", "agent:*"] }],
+        // of sorted keys: serde_json's map is a BTreeMap (see canonical.rs). Anyone who can
+        // list containers reads labels: a secret is recorded as its digest, which the plan
+        // compares just as well.
+        "labels": [{
+            "label": format!("{CLUSTER_SPEC_LABEL}={}", crate::secrets::digest_secrets(spec)),
+            "nodeFilters": ["server:*", "agent:*"],
+        }],
     });
     if let Some(gpus) = spec["gpus"].as_str() {
         runtime["gpuRequest"] = json!(gpus);
@@ -149,6 +154,9 @@ mod tests {
         let label = config["options"]["runtime"]["labels"][0]["label"].as_str().unwrap();
         let recorded: Value = serde_json::from_str(label.strip_prefix("k3d-gpu.io/cluster-spec=").unwrap()).unwrap();
         assert_eq!(recorded, spec, "a later plan reads back exactly the spec");
+        let with_token = json!({"name": "gpu", "k3s_args": [{"arg": "--token=hunter2", "nodes": "all"}]});
+        let label = simple_config(&with_token)["options"]["runtime"]["labels"][0]["label"].to_string();
+        assert!(!label.contains("hunter2") && label.contains("--token=sha256:"), "{label}");
         assert_eq!(config["options"]["kubeconfig"]["switchCurrentContext"], false, "never touch the current context");
     }
 }

@@ -1,7 +1,9 @@
-//! One apply at a time per cluster: an advisory lock (`flock`) on a file under
-//! `$XDG_STATE_HOME/k3d-gpu/` (default `~/.local/state/k3d-gpu/`). The kernel releases it when
-//! the holder dies, however it dies, so a stale lock cannot exist; the pid written into the
-//! file only names the holder, or the apply that ended without finishing.
+//! One apply at a time per cluster: an advisory lock (`flock`) on a file in a per-user
+//! directory ([`lock_dir`]: `$XDG_RUNTIME_DIR/k3d-gpu/`, else the state directory, else
+//! `/tmp/k3d-gpu-<uid>/`, never the working directory, so two applies started from two
+//! directories meet at the same lock). The kernel releases it when the holder dies, however
+//! it dies, so a stale lock cannot exist; the pid written into the file only names the holder,
+//! or the apply that ended without finishing.
 
 use std::fs::File;
 use std::io::{Read, Seek, Write};
@@ -18,16 +20,61 @@ pub struct Lock {
 pub enum LockError {
     #[error("another apply holds the lock for cluster {cluster}: {holder} ({path})")]
     Held { cluster: String, holder: String, path: String },
+    /// The lock file cannot be made or written (a read-only or full directory): not a
+    /// sign of another apply.
     #[error("cannot take the lock {path}: {reason}")]
     Io { path: String, reason: String },
 }
 
-/// The state directory: `$XDG_STATE_HOME/k3d-gpu`, else `~/.local/state/k3d-gpu`.
+/// An environment variable naming a directory, if it names one absolutely (the XDG rule: a
+/// relative value is ignored, as is an unset or empty one).
+fn absolute(env: &dyn Fn(&str) -> Option<String>, key: &str) -> Option<PathBuf> {
+    env(key).map(PathBuf::from).filter(|p| p.is_absolute())
+}
+
+/// The state directory (k3d configs apply wrote, kept for review): `$XDG_STATE_HOME/k3d-gpu`,
+/// else `~/.local/state/k3d-gpu`, else the per-user temporary directory.
 pub fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
-    match env("XDG_STATE_HOME").filter(|v| !v.is_empty()) {
-        Some(dir) => PathBuf::from(dir).join("k3d-gpu"),
-        None => PathBuf::from(env("HOME").unwrap_or_else(|| ".".into())).join(".local/state/k3d-gpu"),
+    absolute(env, "XDG_STATE_HOME")
+        .map(|d| d.join("k3d-gpu"))
+        .or_else(|| absolute(env, "HOME").map(|h| h.join(".local/state/k3d-gpu")))
+        .unwrap_or_else(user_temp_dir)
+}
+
+/// Where the locks live: `$XDG_RUNTIME_DIR/k3d-gpu` (per user, made for exactly this), else
+/// the state directory. Never relative: with HOME unset it is not `./.local/state`.
+pub fn lock_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
+    absolute(env, "XDG_RUNTIME_DIR").map(|d| d.join("k3d-gpu")).unwrap_or_else(|| state_dir(env))
+}
+
+/// `/tmp/k3d-gpu-<uid>`: the last resort, checked before use ([`Lock::acquire`] makes it
+/// 0700 and refuses one that another user owns or that is a link).
+fn user_temp_dir() -> PathBuf {
+    use std::os::unix::fs::MetadataExt;
+    let uid = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(u32::MAX);
+    std::env::temp_dir().join(format!("k3d-gpu-{uid}"))
+}
+
+/// Makes `dir` (0700 when it is new); the shared-temp fallback must be ours alone.
+fn prepare(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().recursive(true).mode(0o700).create(dir)?;
+    if dir == user_temp_dir() { check_private(dir) } else { Ok(()) }
+}
+
+/// In a directory everyone can write to, another user could have made ours first (or left a
+/// link there): it must be a directory, not a link, owned by us, closed to others.
+fn check_private(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(dir)?;
+    let me = std::fs::metadata("/proc/self")?.uid();
+    if !meta.is_dir() || meta.uid() != me || meta.mode() & 0o077 != 0 {
+        return Err(std::io::Error::other(format!(
+            "{} is not a private directory of this user (a link, another owner, or open to others)",
+            dir.display()
+        )));
     }
+    Ok(())
 }
 
 impl Lock {
@@ -35,7 +82,11 @@ impl Lock {
     pub fn acquire(dir: &Path, cluster: &str, pid: u32) -> Result<Lock, LockError> {
         let path = dir.join(format!("{cluster}.lock"));
         let io = |e: std::io::Error| LockError::Io { path: path.display().to_string(), reason: e.to_string() };
-        std::fs::create_dir_all(dir).map_err(io)?;
+        // The name becomes a file name: only a checked cluster name may (see config).
+        if !crate::config::cluster_name(cluster) {
+            return Err(io(std::io::Error::other(format!("{cluster:?} is not a valid cluster name"))));
+        }
+        prepare(dir).map_err(io)?;
         let mut file =
             std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path).map_err(io)?;
         let mut previous = String::new();
@@ -109,6 +160,32 @@ mod tests {
         for t in threads {
             t.join().unwrap();
         }
+    }
+
+    #[test]
+    fn the_lock_never_lives_in_the_working_directory() {
+        let none = |_: &str| None;
+        assert!(lock_dir(&none).is_absolute(), "{:?}", lock_dir(&none));
+        assert!(state_dir(&none).starts_with(std::env::temp_dir()));
+        let relative =
+            |k: &str| (k == "HOME" || k == "XDG_STATE_HOME" || k == "XDG_RUNTIME_DIR").then(|| ".".to_string());
+        assert!(lock_dir(&relative).is_absolute());
+        let runtime = |k: &str| (k == "XDG_RUNTIME_DIR").then(|| "/run/user/1000".to_string());
+        assert_eq!(lock_dir(&runtime), PathBuf::from("/run/user/1000/k3d-gpu"));
+        // The shared-temp fallback is made private, and one that is not is refused.
+        let dir = tempfile::tempdir().unwrap();
+        let ours = dir.path().join("k3d-gpu-test");
+        Lock::acquire(&ours, "gpu", 1).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(std::fs::metadata(&ours).unwrap().permissions().mode() & 0o777, 0o700);
+        check_private(&ours).unwrap();
+        let open = dir.path().join("open");
+        std::fs::create_dir(&open).unwrap();
+        std::fs::set_permissions(&open, std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(check_private(&open).is_err());
+        std::os::unix::fs::symlink(&ours, dir.path().join("link")).unwrap();
+        assert!(check_private(&dir.path().join("link")).is_err());
+        assert!(matches!(Lock::acquire(&ours, "../x", 1), Err(LockError::Io { .. })));
     }
 
     #[test]

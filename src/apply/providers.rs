@@ -63,16 +63,10 @@ impl Providers {
             std::fs::create_dir_all(&self.workdir).map_err(|e| format!("{}: {e}", self.workdir.display()))?;
             let file = self.workdir.join(format!("{name}.k3d.json"));
             let text = serde_json::to_string_pretty(&k3d::simple_config(spec)).unwrap_or_default() + "\n";
-            // It can hold a k3s token or datastore credentials: readable by its owner only.
-            use std::os::unix::fs::OpenOptionsExt;
-            let mut out = std::fs::OpenOptions::new()
-                .write(true)
-                .create(true)
-                .truncate(true)
-                .mode(0o600)
-                .open(&file)
+            // It can hold a k3s token or datastore credentials: readable by its owner only,
+            // and never written through a link left in the state directory.
+            crate::output_file::write(&file, text.as_bytes(), crate::output_file::PRIVATE)
                 .map_err(|e| format!("{}: {e}", file.display()))?;
-            std::io::Write::write_all(&mut out, text.as_bytes()).map_err(|e| format!("{}: {e}", file.display()))?;
             Ok(file)
         };
         match action.action {

@@ -39,6 +39,10 @@ const RESERVED: &[&str] = &["kustomization", "k3d-gpu"];
 struct File<'a> {
     origin: &'a str,
     text: &'a str,
+    /// Whether a diagnostic may quote the file: only once it has parsed as KDL holding one
+    /// `component` node. A file that is not a component (a key, `/etc/shadow`) is never
+    /// echoed; its errors give the line and column instead.
+    quotable: bool,
 }
 
 impl File<'_> {
@@ -49,9 +53,15 @@ impl File<'_> {
         label: &str,
         help: Option<String>,
     ) -> Box<CatalogError> {
+        let range = span.offset()..span.offset() + span.len();
+        if !self.quotable || !crate::escape::snippet_fits(self.text, &range) {
+            let (line, column) = crate::escape::line_column(self.text, span.offset());
+            let message = crate::escape::capped(message.into());
+            return Box::new(CatalogError::plain(format!("{message} (line {line}, column {column})"), help));
+        }
         Box::new(CatalogError {
             message: message.into(),
-            source_code: Some(NamedSource::new(self.origin, self.text.to_string())),
+            source_code: Some(NamedSource::new(self.origin, crate::escape::source(self.text))),
             span: Some(span),
             label: label.into(),
             help,
@@ -84,13 +94,12 @@ pub fn parse_component(
     text: &str,
     load_manifest: &dyn Fn(&str) -> Result<String, String>,
 ) -> Result<Component, Box<CatalogError>> {
-    let file = File { origin, text };
+    let mut file = File { origin, text, quotable: false };
     let doc: KdlDocument = text.parse().map_err(|e: kdl::KdlError| {
         let span = e.diagnostics.first().map(|d| d.span).unwrap_or_else(|| SourceSpan::from(0..0));
-        let message = e.diagnostics.first().and_then(|d| d.message.clone()).unwrap_or_else(|| "not valid KDL".into());
         file.error(
             span,
-            format!("{origin}: {message}"),
+            format!("{origin}: not valid KDL"),
             "here",
             Some("component files are KDL v2; see docs/stdlib.md".into()),
         )
@@ -105,6 +114,7 @@ pub fn parse_component(
             None,
         ));
     };
+    file.quotable = true;
     let name = file.arg(root, 0, "a name")?;
     if !crate::config::dns_label(&name) {
         return Err(file.error(

@@ -5,8 +5,11 @@ use super::CatalogError;
 /// Parses the documents of a manifest (`name` is how messages call it); empty documents are skipped; each object needs
 /// `apiVersion`, `kind` and `metadata.name`.
 pub fn parse_manifest(name: &str, text: &str) -> Result<Vec<serde_json::Value>, Box<CatalogError>> {
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text)
-        .map_err(|e| Box::new(CatalogError::plain(format!("{name} is not valid YAML: {e}"), None)))?;
+    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text).map_err(|e| {
+        // The parser's message can quote the text; a file that is not YAML is never echoed.
+        let at = e.location().map(|l| format!(" (line {}, column {})", l.line(), l.column())).unwrap_or_default();
+        Box::new(CatalogError::plain(format!("{name} is not valid YAML{at}"), None))
+    })?;
     let mut objects = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
         if doc.is_null() {

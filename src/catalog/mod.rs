@@ -92,6 +92,9 @@ impl CatalogError {
     }
 }
 
+/// The largest component file read from disk; real ones are a few hundred bytes.
+pub const MAX_COMPONENT: u64 = 1 << 20;
+
 /// All components, by name.
 #[derive(Debug, Clone, Default)]
 pub struct Catalog {
@@ -154,8 +157,21 @@ impl Catalog {
     }
 
     /// Reads one of the config's own component files (`[[components]]`).
+    /// Its manifest must be a `.yml`/`.yaml` file beside it, not a link: a component in a pull
+    /// request must not name `.env` or a link to `~/.kube/config` as its manifest.
     pub fn add_user_file(&mut self, path: &Path, manifest_dir: &Path) -> Result<(), Box<CatalogError>> {
-        let mut component = read_component(path, manifest_dir)?;
+        let text = crate::input_file::read_text_capped(path, MAX_COMPONENT)
+            .map_err(|e| CatalogError::plain(format!("cannot read component {}: {e}", path.display()), None))?;
+        let mut component = parse_component(&path.display().to_string(), &text, &|name| {
+            let file = manifest_dir.join(name);
+            if !(name.ends_with(".yml") || name.ends_with(".yaml")) {
+                return Err(format!("{} is not a .yml or .yaml file", file.display()));
+            }
+            if std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(format!("{} is a link; a component's manifest must be a file beside it", file.display()));
+            }
+            crate::input_file::read_text(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))
+        })?;
         component.user = true;
         self.insert(component)
     }

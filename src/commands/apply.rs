@@ -4,8 +4,8 @@
 use std::io::{BufRead, IsTerminal, Write};
 use std::time::Instant;
 
-use crate::apply::executor::{Event, Outcome, execute};
-use crate::apply::lock::{Lock, state_dir};
+use crate::apply::executor::{Event, Outcome, execute_until};
+use crate::apply::lock::{Lock, LockError, lock_dir, state_dir};
 use crate::apply::providers::Providers;
 use crate::apply::verify;
 use crate::cli::{ApplyArgs, DestroyArgs, Global};
@@ -100,14 +100,16 @@ impl Reporter {
             return;
         }
         let t = self.started.elapsed().as_secs_f64();
-        let line = match event {
+        // Ids and errors carry names from manifests and k3d's own output.
+        let line = crate::escape::for_terminal(&match event {
             Event::Started { id } => format!("[{t:7.1}s] start  {id}"),
             Event::Done { id, elapsed_ms } => format!("[{t:7.1}s] done   {id} ({:.1}s)", *elapsed_ms as f64 / 1e3),
             Event::Failed { id, elapsed_ms, error } => {
                 format!("[{t:7.1}s] FAILED {id} ({:.1}s): {error}", *elapsed_ms as f64 / 1e3)
             }
             Event::Skipped { id, because } => format!("[{t:7.1}s] skip   {id}: {because} failed"),
-        };
+        })
+        .into_owned();
         let Some(bar) = &self.live else {
             eprintln!("{line}");
             return;
@@ -147,6 +149,58 @@ impl Reporter {
     }
 }
 
+/// SIGINT, SIGTERM or SIGHUP while actions run. By default each kills k3d-gpu alone: the lock
+/// goes with it while `k3d cluster create` runs on, re-parented to init, and a second apply
+/// could start k3d on the same cluster. Instead, from the first action on, a signal stops new
+/// actions from starting; the running ones (and their child processes) finish, verify is
+/// cut short, and only then is the lock released.
+struct Signals {
+    stopped: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    notify: std::sync::Arc<tokio::sync::Notify>,
+}
+
+impl Signals {
+    fn watch(rt: &tokio::runtime::Runtime, json: bool) -> Result<Signals> {
+        use tokio::signal::unix::{SignalKind, signal};
+        let streams = rt.block_on(async {
+            Ok::<_, std::io::Error>((
+                signal(SignalKind::interrupt())?,
+                signal(SignalKind::terminate())?,
+                signal(SignalKind::hangup())?,
+            ))
+        });
+        let (mut int, mut term, mut hup) =
+            streams.map_err(|e| Error::Output { path: "signal handlers".into(), reason: e.to_string() })?;
+        let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let notify = std::sync::Arc::new(tokio::sync::Notify::new());
+        let (flag, wake) = (stopped.clone(), notify.clone());
+        rt.spawn(async move {
+            loop {
+                let name = tokio::select! {
+                    _ = int.recv() => "SIGINT",
+                    _ = term.recv() => "SIGTERM",
+                    _ = hup.recv() => "SIGHUP",
+                };
+                flag.store(true, std::sync::atomic::Ordering::SeqCst);
+                wake.notify_waiters();
+                let text = format!(
+                    "{name}: stopping; no new action starts, the running ones (k3d among them) finish, then the lock is released"
+                );
+                if json {
+                    eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+                } else {
+                    eprintln!("note: {text}");
+                }
+            }
+        });
+        Ok(Signals { stopped, notify })
+    }
+
+    fn stopped(&self) -> bool {
+        self.stopped.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
 fn providers(cluster: &str) -> Providers {
     let env = |k: &str| std::env::var(k).ok();
     Providers::new(crate::apply::k3d::binary(&env), state_dir(&env), super::plan::kubeconfig_path(), cluster.into())
@@ -158,7 +212,7 @@ fn print_summary(json: bool, outcome: &Outcome, verify_failed: &[(String, String
         let failed: Vec<_> = verify_failed.iter().map(|(id, e)| serde_json::json!({ "id": id, "error": e })).collect();
         eprintln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
     } else {
-        eprintln!("{}", summary(outcome, verify_failed));
+        eprintln!("{}", crate::escape::for_terminal(&summary(outcome, verify_failed)));
     }
 }
 
@@ -188,8 +242,17 @@ fn summary(outcome: &Outcome, verify_failed: &[(String, String)]) -> String {
 /// cluster between the check of the plan and its actions.
 fn lock_cluster(global: &Global, cluster: &str) -> Result<Lock> {
     let env = |k: &str| std::env::var(k).ok();
-    let lock = Lock::acquire(&state_dir(&env), cluster, std::process::id())
-        .map_err(|e| refused(e.to_string(), "wait for the other apply to finish".into()))?;
+    let dir = lock_dir(&env);
+    let lock = Lock::acquire(&dir, cluster, std::process::id()).map_err(|e| match e {
+        LockError::Held { .. } => refused(e.to_string(), "wait for the other apply to finish".into()),
+        LockError::Io { .. } => Error::Refused {
+            message: e.to_string(),
+            help: Some(format!(
+                "the lock directory {} must be writable, with space left; or set XDG_RUNTIME_DIR",
+                dir.display()
+            )),
+        },
+    })?;
     if let Some(pid) = lock.took_over_from {
         let text =
             format!("took over the lock of pid {pid}, an apply that did not finish; re-planning shows what it left");
@@ -277,9 +340,11 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     providers.json = global.json;
     let actions = executable(plan, &computed.graph);
     let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
-    let outcome = rt.block_on(execute(&actions, &providers, args.parallel, &mut |e| reporter.event(e)));
+    let signals = Signals::watch(&rt, global.json)?;
+    let stop = || signals.stopped();
+    let outcome = rt.block_on(execute_until(&actions, &providers, args.parallel, &stop, &mut |e| reporter.event(e)));
     let mut verify_failed = Vec::new();
-    if outcome.ok() && !plan.verify.is_empty() {
+    if outcome.ok() && !plan.verify.is_empty() && !signals.stopped() {
         let timeout = std::time::Duration::from_secs(args.verify_timeout);
         let results: Vec<(String, std::result::Result<(), String>)> = rt.block_on(async {
             let client = &match providers.watch_client().await {
@@ -303,14 +368,18 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
                     (id.clone(), result)
                 }
             });
-            futures_util::future::join_all(checks).await
+            let stopped = signals.notify.notified();
+            tokio::select! {
+                results = futures_util::future::join_all(checks) => results,
+                _ = stopped => plan.verify.iter().map(|id| (id.clone(), Err("stopped by a signal".to_string()))).collect(),
+            }
         });
         verify_failed = results.into_iter().filter_map(|(id, r)| r.err().map(|e| (id, e))).collect();
     }
     reporter.finish();
     print_summary(global.json, &outcome, &verify_failed);
     drop(lock);
-    Ok(if outcome.ok() && verify_failed.is_empty() { EXIT_OK } else { EXIT_FAILED })
+    Ok(if outcome.ok() && verify_failed.is_empty() && !signals.stopped() { EXIT_OK } else { EXIT_FAILED })
 }
 
 fn refusal(why: &str) -> Error {
@@ -371,6 +440,15 @@ fn destroy_plan(inputs: &super::Inputs, rt: &tokio::runtime::Runtime) -> Result<
     })
 }
 
+/// What `destroy` without a hash prints: the plan, or, when there is nothing to delete, that
+/// the cluster does not exist (not the plan's "matches the config", which is about apply).
+fn destroy_text(plan: &Plan, hash: &str, cluster: &str) -> String {
+    if plan.is_empty() {
+        return format!("Nothing to destroy: cluster {cluster} does not exist.\nplan hash: {hash}\n");
+    }
+    crate::plan::render::text(plan, hash, crate::plan::render::Style { color: false })
+}
+
 pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let _lock = lock_cluster(global, &inputs.config.cluster.name)?;
@@ -378,9 +456,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let plan = destroy_plan(&inputs, &rt)?;
     let hash = plan.hash();
     let Some(wanted) = &args.plan_hash else {
-        super::print_bytes(
-            crate::plan::render::text(&plan, &hash, crate::plan::render::Style { color: false }).as_bytes(),
-        );
+        super::print_bytes(destroy_text(&plan, &hash, &inputs.config.cluster.name).as_bytes());
         if !plan.is_empty() {
             eprintln!("to run it: k3d-gpu destroy --plan-hash {hash}");
         }
@@ -396,7 +472,9 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     needs_k3d(&plan)?;
     let providers = providers(&inputs.config.cluster.name);
     let reporter = Reporter::new(global.json, plan.actions.len());
-    let outcome = rt.block_on(execute(&plan.actions, &providers, 1, &mut |e| reporter.event(e)));
+    let signals = Signals::watch(&rt, global.json)?;
+    let stop = || signals.stopped();
+    let outcome = rt.block_on(execute_until(&plan.actions, &providers, 1, &stop, &mut |e| reporter.event(e)));
     reporter.finish();
     print_summary(global.json, &outcome, &[]);
     Ok(if outcome.ok() { EXIT_OK } else { EXIT_FAILED })

@@ -27,7 +27,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
         let report = DoctorReport { schema: "k3d-gpu.doctor/v1", fingerprint: &facts.fingerprint, findings: &findings };
         super::print_bytes(&crate::canonical::to_bytes(&report));
     } else {
-        super::print_bytes(render(&findings).as_bytes());
+        super::print_bytes(crate::escape::for_terminal(&render(&findings)).as_bytes());
     }
     Ok(if findings.iter().any(|f| f.level == Level::Fail) { EXIT_FAILED } else { EXIT_OK })
 }

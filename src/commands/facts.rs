@@ -13,7 +13,7 @@ pub fn run(global: &Global, args: &FactsArgs) -> Result<u8> {
     let facts = super::load_facts(global)?;
     let bytes = facts.to_bytes();
     match &args.out {
-        Some(path) => std::fs::write(path, &bytes)
+        Some(path) => crate::output_file::write(path, &bytes, crate::output_file::PUBLIC)
             .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })?,
         None => super::print_bytes(&bytes),
     }

@@ -11,7 +11,7 @@ use crate::error::{EXIT_OK, Error, Result};
 pub fn compiled(global: &Global) -> Result<DesiredGraph> {
     let graph = super::inputs::compile(global, &super::load_config(global)?)?.graph;
     for w in &graph.warnings {
-        eprintln!("warning: {} [{}]", w.text, w.code);
+        eprintln!("warning: {} [{}]", crate::escape::one_line(&w.text), crate::escape::one_line(&w.code));
     }
     Ok(graph)
 }
@@ -56,18 +56,26 @@ pub fn agent(global: &Global) -> Result<u8> {
     for w in graph.warnings.iter().filter(|w| w.code.starts_with("agent") || w.code.starts_with("addon")) {
         out.push_str(&format!("warning   {}\n", w.text));
     }
-    super::print_bytes(out.as_bytes());
+    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
     Ok(EXIT_OK)
 }
 
 pub fn run(global: &Global) -> Result<u8> {
     let graph = compiled(global)?;
     if global.json {
-        super::print_bytes(&graph.to_json());
+        super::print_bytes(&masked_json(&graph));
     } else {
         super::print_bytes(graph.to_dot().as_bytes());
     }
     Ok(EXIT_OK)
+}
+
+/// graph/v1 as printed: secrets masked by the rule every printed document follows.
+fn masked_json(graph: &DesiredGraph) -> Vec<u8> {
+    let bytes = graph.to_json();
+    let Ok(mut document) = serde_json::from_slice::<serde_json::Value>(&bytes) else { return bytes };
+    crate::secrets::mask_document(&mut document);
+    crate::canonical::to_bytes(&document)
 }
 
 /// The objects of each component as one YAML file, and a kustomization listing them.
@@ -95,6 +103,12 @@ pub fn render_files(graph: &DesiredGraph) -> BTreeMap<String, String> {
     files
 }
 
+/// Whether a rendered file holds a Secret (its data is in clear: `render` writes what
+/// GitOps applies).
+fn holds_secret(text: &str) -> bool {
+    text.lines().any(|l| l.trim_end() == "kind: Secret")
+}
+
 pub fn render(global: &Global, args: &RenderArgs) -> Result<u8> {
     let graph = compiled(global)?;
     let files = render_files(&graph);
@@ -102,14 +116,18 @@ pub fn render(global: &Global, args: &RenderArgs) -> Result<u8> {
     let write_err = |e: std::io::Error| Error::Output { path: out.display().to_string(), reason: e.to_string() };
     std::fs::create_dir_all(out).map_err(write_err)?;
     for (name, text) in &files {
-        std::fs::write(out.join(name), text).map_err(write_err)?;
+        // A link already at the name is replaced, never written through; a file holding a
+        // Secret is its owner's alone.
+        let mode = if holds_secret(text) { crate::output_file::PRIVATE } else { crate::output_file::PUBLIC };
+        crate::output_file::write(&out.join(name), text.as_bytes(), mode).map_err(write_err)?;
     }
     // Files a previous render wrote for a component that is gone: say so, never delete.
     if let Ok(entries) = std::fs::read_dir(out) {
         for entry in entries.flatten() {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.ends_with(".yaml") && !files.contains_key(&name) {
-                eprintln!("note: {} is not part of this render (left in place)", entry.path().display());
+                let path = entry.path().display().to_string();
+                eprintln!("note: {} is not part of this render (left in place)", crate::escape::one_line(&path));
             }
         }
     }

@@ -3,7 +3,6 @@
 //! digests through the Docker engine, written atomically beside the config.
 
 use std::collections::BTreeMap;
-use std::io::Write;
 use std::path::Path;
 
 use serde::Serialize;
@@ -76,7 +75,7 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
             if global.json {
                 super::print_bytes(&crate::canonical::to_bytes(&found));
             } else {
-                super::print_bytes(check_text(&found, &lock_path).as_bytes());
+                super::print_bytes(crate::escape::for_terminal(&check_text(&found, &lock_path)).as_bytes());
             }
             if found.passed() {
                 Ok(EXIT_OK)
@@ -110,7 +109,8 @@ fn list(global: &Global, images: &BTreeMap<String, crate::images::Use>) -> Resul
     if rows.iter().any(|r| r.state == Source::Unlocked) {
         out.push_str("\nunlocked images are deployed by tag; `k3d-gpu images lock` pins them\n");
     }
-    super::print_bytes(out.as_bytes());
+    // Image names come from manifests: escaped like every table.
+    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
     Ok(EXIT_OK)
 }
 
@@ -183,7 +183,7 @@ fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path:
         report.push_str(&format!("dropped  {image}\n"));
     }
     write_atomically(path, lock.to_text().as_bytes())?;
-    super::print_bytes(report.as_bytes());
+    super::print_bytes(crate::escape::for_terminal(&report).as_bytes());
     eprintln!("wrote {} ({} images)", path.display(), lock.images.len());
     Ok(EXIT_OK)
 }
@@ -200,21 +200,10 @@ fn docker_config() -> Option<serde_json::Value> {
 
 /// Writes a temporary file beside `path`, syncs it and renames it over `path`, so a reader
 /// sees the old file or the new one, never half of one.
+/// (`output_file`, the one way k3d-gpu writes what the user named: never through a link.)
 pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let failed = |e: std::io::Error| Error::Output { path: path.display().to_string(), reason: e.to_string() };
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
-    let tmp = dir.join(format!(".{name}.{}.tmp", std::process::id()));
-    let result = (|| {
-        let mut file = std::fs::OpenOptions::new().write(true).create_new(true).open(&tmp)?;
-        file.write_all(bytes)?;
-        file.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result.map_err(failed)
+    crate::output_file::write(path, bytes, crate::output_file::PUBLIC)
+        .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })
 }
 
 #[cfg(test)]

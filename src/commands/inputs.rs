@@ -41,6 +41,24 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
     let name = path.display().to_string();
     let config = load_all(&name, &text)
         .map_err(|errors| Error::Invalid(errors.into_iter().map(miette::Report::new).collect()))?;
+    // The name becomes file names (the lock, k3d's config) and a Docker/kubectl context: it
+    // is checked here, before anything uses it, not later in compile.
+    if !crate::config::cluster_name(&config.cluster.name) {
+        let span = span_of(&text, &["cluster", "name"]);
+        let label = if span.is_some() { "cluster.name".to_string() } else { String::new() };
+        let error = ConfigError::at(
+            &name,
+            &text,
+            span,
+            format!("cluster name {} is not a valid k3d name", crate::escape::quoted(&config.cluster.name)),
+            label,
+            Some(format!(
+                "use 1-{} lowercase letters, digits and '-', not starting or ending with '-'",
+                crate::config::MAX_CLUSTER_NAME
+            )),
+        );
+        return Err(Error::Invalid(vec![miette::Report::new(error)]));
+    }
     let dir = path.parent().map(Path::to_path_buf).filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
     Ok(Inputs { config, name, text, dir })
 }
@@ -48,17 +66,75 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
 pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
     let invalid = |e: Box<crate::catalog::CatalogError>| Error::Invalid(vec![miette::Report::new(*e)]);
     let mut catalog = match &global.stdlib {
-        Some(dir) => Catalog::from_dir(dir).map_err(invalid)?,
+        Some(dir) => {
+            // A directory that cannot be read is unreadable input (exit 2), not an invalid
+            // catalog (exit 1): that is for what is in it.
+            std::fs::read_dir(dir).map_err(|e| Error::Input {
+                what: "component catalog",
+                path: dir.display().to_string(),
+                reason: e.kind().to_string(),
+                help: Some("--stdlib takes a directory laid out like the repository's stdlib/ and share/".into()),
+            })?;
+            Catalog::from_dir(dir).map_err(invalid)?
+        }
         None => Catalog::embedded().map_err(invalid)?,
     };
     for component in &inputs.config.components {
-        let path = inputs.dir.join(&component.path);
+        let path = confine_component(&inputs.dir, &component.path).map_err(|reason| {
+            let span = span_of(&inputs.text, &["components"]);
+            let label = if span.is_some() { "components".to_string() } else { String::new() };
+            let message = format!("component path {}: {reason}", crate::escape::quoted(&component.path));
+            let help = "a component is a .kdl file in the repository that holds the config, named relative to it";
+            Error::Invalid(vec![miette::Report::new(ConfigError::at(
+                &inputs.name,
+                &inputs.text,
+                span,
+                message,
+                label,
+                Some(help.into()),
+            ))])
+        })?;
         let manifests = path.parent().map(Path::to_path_buf).unwrap_or_else(|| ".".into());
         catalog.add_user_file(&path, &manifests).map_err(invalid)?;
     }
     catalog.check().map_err(invalid)?;
     catalog.images.user = user_lock(inputs)?;
     Ok(catalog)
+}
+
+/// The directory a config's component files must stay in: the repository that holds the
+/// config (the nearest directory above it with a `.git`), or the config's own directory when
+/// it is in none. Canonical, so links are resolved before anything is compared.
+pub fn confinement(config_dir: &Path) -> std::io::Result<PathBuf> {
+    let dir = std::fs::canonicalize(config_dir)?;
+    Ok(dir.ancestors().find(|d| d.join(".git").exists()).unwrap_or(&dir).to_path_buf())
+}
+
+/// A `[[components]] path` as a file to read, or why not: a relative path to a `.kdl` file
+/// that, with every link resolved, is inside [`confinement`]. A config from a pull request
+/// must not make `validate` read (and echo) `/proc/self/environ` or `~/.ssh/id_rsa`.
+pub fn confine_component(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, String> {
+    let relative = Path::new(path);
+    if path.is_empty() || relative.is_absolute() {
+        return Err("must be relative to the config's directory".into());
+    }
+    if relative.extension().is_none_or(|e| e != "kdl") {
+        return Err("is not a .kdl file".into());
+    }
+    let boundary =
+        confinement(config_dir).map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
+    let resolved = std::fs::canonicalize(config_dir.join(relative)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_string(),
+        kind => format!("cannot resolve it: {kind}"),
+    })?;
+    if !resolved.starts_with(&boundary) {
+        return Err(format!("leads outside {} (links included)", boundary.display()));
+    }
+    // Checked on the resolved name too: a link named x.kdl to a file that is not one.
+    if resolved.extension().is_none_or(|e| e != "kdl") {
+        return Err("is a link to something that is not a .kdl file".into());
+    }
+    Ok(resolved)
 }
 
 /// Where the config's images.lock is: beside the config.

@@ -148,10 +148,10 @@ pub fn observe_command(global: &Global) -> Result<u8> {
     }
     if let Some(e) = missing {
         out.push_str("kubernetes: not observed\n");
-        super::print_bytes(out.as_bytes());
+        super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
         return Err(Error::Refused { help: Some(e.help()), message: format!("not observed: {e}") });
     }
-    super::print_bytes(out.as_bytes());
+    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
     Ok(EXIT_OK)
 }
 
@@ -175,7 +175,7 @@ pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
     let bytes = plan.to_bytes();
     let hash = crate::canonical::sha256(&bytes);
     if let Some(path) = &args.out {
-        std::fs::write(path, &bytes)
+        crate::output_file::write(path, &bytes, crate::output_file::PUBLIC)
             .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })?;
         eprintln!("wrote the plan to {} ({hash})", path.display());
     }

@@ -78,11 +78,11 @@ pub fn run(global: &Global) -> Result<u8> {
             hosts: &results,
         }));
     } else {
-        super::print_bytes(table(&inputs.name, &results).as_bytes());
+        super::print_bytes(crate::escape::for_terminal(&table(&inputs.name, &results)).as_bytes());
         for (host, reports) in diagnostics {
-            eprintln!("\n{host}:");
+            eprintln!("\n{}:", crate::escape::one_line(&host.to_string()));
             for report in reports {
-                eprintln!("{report:?}");
+                eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
             }
         }
     }

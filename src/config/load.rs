@@ -28,12 +28,23 @@ impl ConfigError {
         label: impl Into<String>,
         help: Option<String>,
     ) -> ConfigError {
+        let mut message = crate::escape::capped(message.into());
+        // A span on a huge line (a 30 MiB value) is named by line and column, not quoted.
+        let span = match span {
+            Some(r) if !crate::escape::snippet_fits(text, &r) => {
+                let (line, column) = crate::escape::line_column(text, r.start);
+                message.push_str(&format!(" (line {line}, column {column})"));
+                None
+            }
+            other => other,
+        };
+        let source = if span.is_some() { crate::escape::source(text) } else { String::new() };
         ConfigError {
-            message: message.into(),
-            source_code: NamedSource::new(name, text.to_string()),
+            message,
+            source_code: NamedSource::new(name, source),
             span: span.map(|r| SourceSpan::from(r.start..r.end)),
             label: label.into(),
-            help,
+            help: help.map(crate::escape::capped),
         }
     }
 }

@@ -20,6 +20,16 @@ pub use load::{ConfigError, load_all, load_str};
 pub use selection::{ExperimentalSelection, Feature, Shared, VendorSelection};
 pub use span::{path_at, span_of, span_of_element};
 
+/// The longest cluster name: k3d names containers `k3d-<name>-server-0` and the hostname
+/// they get must stay a DNS label.
+pub const MAX_CLUSTER_NAME: usize = 32;
+
+/// A cluster name k3d accepts and that is safe as a file name: a DNS label of at most
+/// [`MAX_CLUSTER_NAME`] characters (so never `/`, `.` or `..`).
+pub fn cluster_name(name: &str) -> bool {
+    dns_label(name) && name.len() <= MAX_CLUSTER_NAME
+}
+
 /// Where the Kubernetes API is published by default: loopback only. k3d's own default is every
 /// interface, which puts the API server of a developer's laptop on the network.
 pub const DEFAULT_API_HOST_IP: &str = "127.0.0.1";
@@ -370,7 +380,7 @@ pub struct Expect {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ComponentRef {
-    /// Path to a component `.kdl` file, relative to the config file.
+    /// Path to a component `.kdl` file, relative to the config file, in the repository that holds it.
     pub path: String,
 }
 

@@ -170,12 +170,14 @@ pub async fn observe_cluster(
                 .unwrap_or_default()
                 .into_iter()
                 .filter_map(|kv| kv.split_once('=').map(|(k, v)| (k.to_string(), v.to_string())))
-                // The cluster token and the like never reach a printed document.
+                // The cluster token, a datastore URL's password and the like never reach a
+                // document, not even the internal one.
                 .map(|(k, v)| {
                     if crate::secrets::is_sensitive_name(&k) {
                         (k, crate::secrets::SENSITIVE.to_string())
                     } else {
-                        (k, v)
+                        let masked = crate::secrets::mask_arg(&v);
+                        (k, masked)
                     }
                 })
                 .collect(),

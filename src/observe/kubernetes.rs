@@ -38,7 +38,7 @@ async fn client_with(
 ) -> Result<Client, ObserveError> {
     let context = context_name(cluster);
     let unreachable = |reason: String| ObserveError::KubernetesUnreachable { context: context.clone(), reason };
-    let file = Kubeconfig::read_from(kubeconfig).map_err(|e| unreachable(format!("{}: {e}", kubeconfig.display())))?;
+    let file = read_kubeconfig(kubeconfig).map_err(|e| unreachable(format!("{}: {e}", kubeconfig.display())))?;
     // Said plainly: kube-rs's own message for a missing context does not name the file.
     if !file.contexts.iter().any(|c| c.name == context) {
         return Err(unreachable(format!("{} has no context {context}", kubeconfig.display())));
@@ -48,6 +48,34 @@ async fn client_with(
     config.connect_timeout = Some(CALL_TIMEOUT);
     config.read_timeout = read_timeout;
     Client::try_from(config).map_err(|e| unreachable(e.to_string()))
+}
+
+/// The kubeconfig, read as every input is (a regular file, bounded, never blocking: not
+/// `KUBECONFIG=/dev/zero` or a FIFO while apply holds the lock), with the files it names made
+/// absolute against its directory as kube's own reader does.
+fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, String> {
+    let text = crate::input_file::read_text(path)?;
+    let mut config = Kubeconfig::from_yaml(&text).map_err(|e| e.to_string())?;
+    let dir = path.parent().unwrap_or(Path::new("."));
+    let absolute = |file: &mut Option<String>| {
+        if let Some(f) = file.as_mut()
+            && Path::new(f.as_str()).is_relative()
+        {
+            *f = dir.join(&*f).display().to_string();
+        }
+    };
+    for named in &mut config.clusters {
+        if let Some(cluster) = named.cluster.as_mut() {
+            absolute(&mut cluster.certificate_authority);
+        }
+    }
+    for named in &mut config.auth_infos {
+        if let Some(auth) = named.auth_info.as_mut() {
+            absolute(&mut auth.client_certificate);
+            absolute(&mut auth.client_key);
+        }
+    }
+    Ok(config)
 }
 
 /// `DaemonSet` → `daemonsets`, `RuntimeClass` → `runtimeclasses`, `Policy` → `policies`:

@@ -202,19 +202,10 @@ impl Observed {
     /// and sensitive env values of objects masked. The unmasked one stays internal, where the
     /// plan compares it.
     pub fn masked(&self) -> Observed {
-        let mut copy = self.clone();
-        for node in copy.cluster.iter_mut().flat_map(|c| c.nodes.iter_mut()) {
-            for arg in &mut node.k3s_args {
-                *arg = crate::secrets::mask_arg(arg);
-            }
-            if let Some(spec) = node.recorded_spec.as_mut() {
-                crate::secrets::mask_cluster_args(spec);
-            }
-        }
-        for object in copy.kubernetes.iter_mut().flat_map(|k| k.objects.iter_mut()) {
-            crate::secrets::mask_object(object);
-        }
-        copy
+        let Ok(mut document) = serde_json::to_value(self) else { return self.clone() };
+        crate::secrets::mask_document(&mut document);
+        // Masking only replaces strings with strings: the shape still reads back.
+        serde_json::from_value(document).unwrap_or_else(|_| self.clone())
     }
 
     /// The first server node, whose labels and containers stand for the cluster.

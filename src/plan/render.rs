@@ -1,12 +1,16 @@
 //! The plan as text: grouped by resource with `+ ~ -/+ -` markers, unified diffs of what
 //! changes, a plain statement when the cluster's state will be deleted, and a summary.
 //! Colour only when asked (a TTY without NO_COLOR); the words carry the meaning without it.
+//! Ids, reasons, diff lines and warnings come from manifests and the cluster: every one is
+//! escaped (`escape`) before it is painted, so only our own colour codes reach the terminal
+//! and no name can start a line of its own.
 
 use std::fmt::Write;
 
 use similar::TextDiff;
 
 use super::{Action, ActionKind, Plan};
+use crate::escape::one_line;
 
 #[derive(Debug, Clone, Copy)]
 pub struct Style {
@@ -38,10 +42,10 @@ fn yaml(value: &Option<serde_json::Value>) -> String {
 fn render_action(out: &mut String, a: &Action, style: Style) {
     let (mark, color) = marker(a.action);
     let verb = format!("{:?}", a.action).to_lowercase();
-    let _ = writeln!(out, "{} {}  ({verb})", style.paint(color, &format!("{mark:>3}")), a.id);
-    let _ = writeln!(out, "      {}", a.reason.text);
+    let _ = writeln!(out, "{} {}  ({verb})", style.paint(color, &format!("{mark:>3}")), one_line(&a.id));
+    let _ = writeln!(out, "      {}", one_line(&a.reason.text));
     if !a.replace_paths.is_empty() {
-        let _ = writeln!(out, "      forces replacement: {}", a.replace_paths.join(", "));
+        let _ = writeln!(out, "      forces replacement: {}", one_line(&a.replace_paths.join(", ")));
     }
     if a.action == ActionKind::Replace && a.id.starts_with("k3d/cluster/") {
         let _ = writeln!(
@@ -57,7 +61,9 @@ fn render_action(out: &mut String, a: &Action, style: Style) {
         let before = yaml(&a.before);
         let after = yaml(&a.after);
         let diff = TextDiff::from_lines(&before, &after);
-        for line in diff.unified_diff().context_radius(2).header("observed", "desired").to_string().lines() {
+        let diff = diff.unified_diff().context_radius(2).header("observed", "desired").to_string();
+        for line in diff.lines() {
+            let line = &*one_line(line);
             let painted = match line.chars().next() {
                 Some('+') if !line.starts_with("+++") => style.paint("32", line),
                 Some('-') if !line.starts_with("---") => style.paint("31", line),
@@ -83,11 +89,11 @@ pub fn text(plan: &Plan, hash: &str, style: Style) -> String {
     if !plan.verify.is_empty() {
         let _ = writeln!(out, "\nverify after apply:");
         for id in &plan.verify {
-            let _ = writeln!(out, "      {id}");
+            let _ = writeln!(out, "      {}", one_line(id));
         }
     }
     for w in &plan.warnings {
-        let _ = writeln!(out, "\n{} {} [{}]", style.paint("33", "warning:"), w.text, w.code);
+        let _ = writeln!(out, "\n{} {} [{}]", style.paint("33", "warning:"), one_line(&w.text), one_line(&w.code));
     }
     let s = &plan.summary;
     let _ = writeln!(

@@ -1,91 +1,115 @@
-//! Masking documents: Secret data, sensitive-looking env values and k3s args. In a plan a
-//! change shows as a change, not as its value.
+//! Applying the rule of `secrets` to a whole JSON document: every env entry, Secret data,
+//! node env map, arg list and string in it. In a plan a masked value that differs between
+//! observed and desired reads "(sensitive, changed)", so a change shows without its value; in
+//! the Docker label the secret becomes its digest, so the next plan can still compare.
 
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
-use super::SENSITIVE;
+use super::{SENSITIVE, is_secret_flag, is_sensitive_name, secret_part};
+
 pub const SENSITIVE_CHANGED: &str = "(sensitive, changed)";
 
-/// Masks `after` (and `before`) in place; a masked value that differs reads "(sensitive, changed)".
-pub fn mask_pair(before: &mut Option<Value>, after: &mut Option<Value>) {
-    for spec in [before.as_mut(), after.as_mut()].into_iter().flatten() {
-        mask_cluster_args(spec);
-    }
-    let kind = after.as_ref().or(before.as_ref()).and_then(|o| o["kind"].as_str()).unwrap_or_default().to_string();
-    if kind == "Secret" {
-        for field in ["data", "stringData"] {
-            let b = before.as_ref().map(|o| o[field].clone()).unwrap_or(Value::Null);
-            let a = after.as_ref().map(|o| o[field].clone()).unwrap_or(Value::Null);
-            if let Some(o) = after.as_mut() {
-                mask_map(&mut o[field], &b);
-            }
-            if let Some(o) = before.as_mut() {
-                mask_map(&mut o[field], &a);
-            }
-        }
-    }
-    let b = before.clone();
-    let a = after.clone();
-    if let Some(o) = after.as_mut() {
-        mask_env(o, b.as_ref());
-    }
-    if let Some(o) = before.as_mut() {
-        mask_env(o, a.as_ref());
-    }
+/// What a secret becomes: given the secret and the one at the same place in the other
+/// document of a pair (if any).
+type Replace<'a> = &'a dyn Fn(&str, Option<&str>) -> String;
+
+/// Masks a document printed on its own (observe --json, graph --json): every secret reads
+/// "(sensitive)".
+pub fn mask_document(document: &mut Value) {
+    walk(document, None, &|_, _| SENSITIVE.to_string());
 }
 
-/// Masks one object on its own (an observed one): every secret reads "(sensitive)".
+/// Masks one object on its own (an observed one).
 pub fn mask_object(object: &mut Value) {
-    let mut same = Some(object.clone());
-    let mut masked = Some(object.take());
-    mask_pair(&mut same, &mut masked);
-    *object = masked.unwrap_or_default();
+    mask_document(object);
 }
 
-/// A cluster spec's k3s args (`--token=…`, credentials in a datastore URL).
-pub fn mask_cluster_args(spec: &mut Value) {
-    for arg in spec.get_mut("k3s_args").and_then(Value::as_array_mut).into_iter().flatten() {
-        if let Some(text) = arg.get("arg").and_then(Value::as_str) {
-            arg["arg"] = json!(crate::secrets::mask_arg(text));
-        }
-    }
-}
-
-fn mask_map(map: &mut Value, other: &Value) {
-    let Some(entries) = map.as_object_mut() else { return };
-    for (key, value) in entries.iter_mut() {
-        let changed = other.get(key) != Some(value);
-        *value = json!(if changed { SENSITIVE_CHANGED } else { SENSITIVE });
-    }
-}
-
-/// `spec.template.spec.containers[].env[]` entries with sensitive names.
-fn mask_env(object: &mut Value, other: Option<&Value>) {
-    let path = ["spec", "template", "spec", "containers"];
-    let other_containers = other.and_then(|o| path.iter().try_fold(o, |v, k| v.get(k))).cloned();
-    let Some(containers) = path.iter().try_fold(&mut *object, |v, k| v.get_mut(k)).and_then(Value::as_array_mut) else {
-        return;
+/// Masks `before` and `after` of a plan action; a secret that differs between them (or has
+/// no counterpart) reads "(sensitive, changed)".
+pub fn mask_pair(before: &mut Option<Value>, after: &mut Option<Value>) {
+    let changed = |secret: &str, other: Option<&str>| {
+        if other == Some(secret) { SENSITIVE.to_string() } else { SENSITIVE_CHANGED.to_string() }
     };
-    for container in containers.iter_mut() {
-        let name = container["name"].clone();
-        let other_env = other_containers
-            .as_ref()
-            .and_then(|cs| cs.as_array())
-            .and_then(|cs| cs.iter().find(|c| c["name"] == name))
-            .map(|c| c["env"].clone());
-        let Some(env) = container.get_mut("env").and_then(Value::as_array_mut) else { continue };
-        for var in env.iter_mut() {
-            let Some(var_name) = var["name"].as_str() else { continue };
-            if !crate::secrets::is_sensitive_name(var_name) || var.get("value").is_none() {
-                continue;
+    // Each side is walked against the other as it was; copied only when there is a side to
+    // walk against it (a delete has no `after`: its `before`, the whole observed object, is
+    // not copied).
+    let original_before = if after.is_some() { before.clone() } else { None };
+    let original_after = if before.is_some() { after.clone() } else { None };
+    if let Some(a) = after.as_mut() {
+        walk(a, Some(original_before.as_ref().unwrap_or(&Value::Null)), &changed);
+    }
+    if let Some(b) = before.as_mut() {
+        walk(b, Some(original_after.as_ref().unwrap_or(&Value::Null)), &changed);
+    }
+}
+
+/// A copy with every secret replaced by its `sha256:` digest (a digest stays as it is, so
+/// this can be applied to a spec recorded before). What the cluster's Docker label records:
+/// anyone who can list containers reads labels.
+pub fn digest_secrets(spec: &Value) -> Value {
+    let mut copy = spec.clone();
+    walk(&mut copy, None, &|secret, _| {
+        let is_digest = secret.len() == 71
+            && secret.strip_prefix("sha256:").is_some_and(|h| h.bytes().all(|b| b.is_ascii_hexdigit()));
+        if is_digest { secret.to_string() } else { crate::canonical::sha256(secret.as_bytes()) }
+    });
+    copy
+}
+
+fn whole(value: &mut Value, other: Option<&Value>, replace: Replace) {
+    if let Value::String(text) = value {
+        *value = json!(replace(text, other.and_then(Value::as_str)));
+    }
+}
+
+fn walk(value: &mut Value, other: Option<&Value>, replace: Replace) {
+    match value {
+        Value::Object(map) => walk_object(map, other, replace),
+        Value::Array(items) => {
+            // `--token VALUE`: the element after a secret flag is the secret.
+            let after_flag: Vec<bool> = std::iter::once(false)
+                .chain(items.iter().map(|v| v.as_str().is_some_and(|s| !s.contains('=') && is_secret_flag(s))))
+                .collect();
+            for (i, item) in items.iter_mut().enumerate() {
+                let other_item = other.and_then(|o| o.get(i));
+                if after_flag[i] {
+                    whole(item, other_item, replace);
+                } else {
+                    walk(item, other_item, replace);
+                }
             }
-            let before = other_env
-                .as_ref()
-                .and_then(|e| e.as_array())
-                .and_then(|e| e.iter().find(|v| v["name"] == var_name))
-                .map(|v| v["value"].clone());
-            let changed = before.as_ref() != Some(&var["value"]);
-            var["value"] = json!(if changed { SENSITIVE_CHANGED } else { SENSITIVE });
+        }
+        Value::String(text) => {
+            if let Some((before, secret, after)) = secret_part(text) {
+                let other_secret = other.and_then(Value::as_str).and_then(secret_part).map(|(_, s, _)| s);
+                *value = json!(format!("{before}{}{after}", replace(secret, other_secret)));
+            }
+        }
+        _ => {}
+    }
+}
+
+fn walk_object(map: &mut Map<String, Value>, other: Option<&Value>, replace: Replace) {
+    let secret_kind = map.get("kind").and_then(Value::as_str) == Some("Secret");
+    // An env entry, wherever it is (containers, initContainers, ephemeral containers).
+    let env_entry = map.get("name").and_then(Value::as_str).is_some_and(is_sensitive_name);
+    for (key, child) in map.iter_mut() {
+        let other_child = other.and_then(|o| o.get(key));
+        if (secret_kind && (key == "data" || key == "stringData")) || (key == "env" && child.is_object()) {
+            // Secret data, and a node container's env map: by key.
+            let Some(entries) = child.as_object_mut() else { continue };
+            for (name, entry) in entries.iter_mut() {
+                let other_entry = other_child.and_then(|o| o.get(name));
+                if secret_kind || is_sensitive_name(name) {
+                    whole(entry, other_entry, replace);
+                } else {
+                    walk(entry, other_entry, replace);
+                }
+            }
+        } else if env_entry && key == "value" {
+            whole(child, other_child, replace);
+        } else {
+            walk(child, other_child, replace);
         }
     }
 }
@@ -119,5 +143,35 @@ mod tests {
         let env = &after.unwrap()["spec"]["template"]["spec"]["containers"][0]["env"];
         assert_eq!(env[0]["value"], SENSITIVE_CHANGED);
         assert_eq!(env[1]["value"], "8080");
+    }
+
+    #[test]
+    fn everywhere_in_a_document() {
+        let mut doc = json!({
+            "initContainers": [{"env": [{"name": "DB_PASS", "value": "p1"}], "args": ["--token", "p2", "-t=p3", "--vpn-auth=p4", "-v", "2"]}],
+            "nodes": [{"env": {"K3S_TOKEN": "p5", "K3S_DATASTORE_ENDPOINT": "mysql://root:p6@tcp(db)/k3s", "PATH": "/bin"}}],
+            "k3s_args": [{"arg": "--agent-token=p7"}],
+            "kind": "ConfigMap", "data": {"url": "https://user:p8@example.com/x"},
+        });
+        mask_document(&mut doc);
+        let text = doc.to_string();
+        for p in ["p1", "p2", "p3", "p4", "p5", "p6", "p7", "p8"] {
+            assert!(!text.contains(&format!("{p}\"")) && !text.contains(&format!("{p}@")), "{p} in {text}");
+        }
+        assert_eq!(doc["initContainers"][0]["args"][5], "2", "only what follows a secret flag");
+        assert_eq!(doc["nodes"][0]["env"]["PATH"], "/bin");
+    }
+
+    #[test]
+    fn digests_compare_and_are_stable() {
+        let spec = json!({"k3s_args": [{"arg": "--token=abc"}, {"arg": "--disable=traefik"}]});
+        let digested = digest_secrets(&spec);
+        assert!(!digested.to_string().contains("abc"));
+        assert_eq!(digested["k3s_args"][1]["arg"], "--disable=traefik");
+        assert_eq!(digest_secrets(&digested), digested, "a recorded digest stays");
+        assert_ne!(
+            digest_secrets(&json!({"k3s_args": [{"arg": "--token=abd"}]}))["k3s_args"][0],
+            digested["k3s_args"][0]
+        );
     }
 }

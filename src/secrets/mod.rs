@@ -1,35 +1,71 @@
-//! Which names hold secrets. Their values never reach a document k3d-gpu prints: observed/v1
-//! masks them at the source, plan/v1 masks them again in case a manifest carries one.
+//! Which values are secrets, by one rule for every document k3d-gpu prints or writes
+//! (observed/v1, plan/v1, graph/v1, the cluster spec recorded in a Docker label):
+//!
+//! - **by name**: an env var (`{name, value}`, or a node container's env map), a Secret's
+//!   `data`/`stringData` entry, or a flag whose name says secret: *TOKEN*, *SECRET*,
+//!   *PASSWORD*, *PASSWD*, *PASSPHRASE*, *CREDENTIAL*, *APIKEY*, *PRIVATE_KEY*, or a word
+//!   PASS, PAT, AUTH or KEY (`DB_PASS`, `GITHUB_PAT`, `--vpn-auth`, `OPENAI_KEY`; not `PATH`);
+//! - **by value**: URL userinfo (`postgres://user:pw@db` → `postgres://(sensitive)@db`),
+//!   `--flag=value` and `--flag value` for a secret flag (`-t` and `--token` included).
+//!
+//! `mask.rs` walks a document and applies it.
 
 mod mask;
 
-pub use mask::{mask_cluster_args, mask_object, mask_pair};
+pub use mask::{digest_secrets, mask_document, mask_object, mask_pair};
 
 /// The mask written in place of a secret value.
 pub const SENSITIVE: &str = "(sensitive)";
 
-/// Environment variable and key names whose values are secrets (`K3S_TOKEN`, `DB_PASSWORD`,
-/// `WEBUI_SECRET_KEY`, …).
+/// Whether an env var, data key or flag name (dashes and all) names a secret.
 pub fn is_sensitive_name(name: &str) -> bool {
-    let upper = name.to_ascii_uppercase();
-    ["PASSWORD", "PASSWD", "TOKEN", "SECRET", "API_KEY", "APIKEY", "PRIVATE_KEY", "CREDENTIAL"]
-        .iter()
-        .any(|w| upper.contains(w))
+    let upper = name.trim_start_matches('-').to_ascii_uppercase();
+    let substring = ["TOKEN", "SECRET", "PASSWORD", "PASSWD", "PASSPHRASE", "CREDENTIAL", "APIKEY", "PRIVATE_KEY"];
+    let word = ["PASS", "PAT", "AUTH", "KEY", "PWD"];
+    substring.iter().any(|w| upper.contains(w))
+        || upper.split(|c: char| !c.is_ascii_alphanumeric()).any(|part| word.contains(&part))
 }
 
-/// A command-line flag with its secret masked: `--token=abc` → `--token=(sensitive)`,
-/// `--datastore-endpoint=postgres://u:p@db/k3s` → `…//(sensitive)@db/k3s`.
-pub fn mask_arg(arg: &str) -> String {
-    let Some((flag, value)) = arg.split_once('=') else { return arg.to_string() };
-    if is_sensitive_name(flag.trim_start_matches('-')) {
-        return format!("{flag}={SENSITIVE}");
+/// A flag whose value is a secret: `-t` (k3s's `--token`), or a sensitive name that does not
+/// name a file or directory holding it (`--token-file` is a path, not a secret).
+pub fn is_secret_flag(flag: &str) -> bool {
+    if !flag.starts_with('-') {
+        return false;
     }
-    if let Some((scheme, rest)) = value.split_once("://")
-        && let Some((_userinfo, host)) = rest.split_once('@')
+    if flag == "-t" {
+        return true;
+    }
+    let lower = flag.to_ascii_lowercase();
+    is_sensitive_name(flag) && !["-file", "-path", "-dir"].iter().any(|s| lower.ends_with(s))
+}
+
+/// Where the secret is in a string, if it holds one: `(before, secret, after)`.
+/// `--token=abc` → ("--token=", "abc", ""); `postgres://u:p@db/x` → ("postgres://", "u:p", "@db/x").
+pub fn secret_part(text: &str) -> Option<(&str, &str, &str)> {
+    if text.starts_with('-')
+        && let Some((flag, _)) = text.split_once('=')
+        && is_secret_flag(flag)
     {
-        return format!("{flag}={scheme}://{SENSITIVE}@{host}");
+        let at = flag.len() + 1;
+        return Some((&text[..at], &text[at..], ""));
     }
-    arg.to_string()
+    let at = text.find("://")? + 3;
+    let authority_end = text[at..].find(['/', '?', '#']).map_or(text.len(), |e| at + e);
+    let userinfo_end = text[at..authority_end].rfind('@')? + at;
+    Some((&text[..at], &text[at..userinfo_end], &text[userinfo_end..]))
+}
+
+/// A string with its secret masked, if it holds one: `--token=abc` → `--token=(sensitive)`,
+/// `--datastore-endpoint=postgres://u:p@db/k3s` → `…//(sensitive)@db/k3s`. `mask` is what
+/// replaces the secret part.
+pub fn mask_string(text: &str, mask: &dyn Fn(&str) -> String) -> Option<String> {
+    let (before, secret, after) = secret_part(text)?;
+    Some(format!("{before}{}{after}", mask(secret)))
+}
+
+/// [`mask_string`] with the plain mask, or the text unchanged.
+pub fn mask_arg(arg: &str) -> String {
+    mask_string(arg, &|_| SENSITIVE.to_string()).unwrap_or_else(|| arg.to_string())
 }
 
 #[cfg(test)]
@@ -39,21 +75,39 @@ mod tests {
     #[test]
     fn secret_flags() {
         assert_eq!(mask_arg("--token=abc"), "--token=(sensitive)");
+        assert_eq!(mask_arg("-t=abc"), "-t=(sensitive)");
         assert_eq!(mask_arg("--agent-token=abc"), "--agent-token=(sensitive)");
+        assert_eq!(mask_arg("--vpn-auth=name=tailscale,joinKey=x"), "--vpn-auth=(sensitive)");
+        assert_eq!(mask_arg("--etcd-s3-secret-key=x"), "--etcd-s3-secret-key=(sensitive)");
         assert_eq!(
             mask_arg("--datastore-endpoint=postgres://u:p@db:5432/k3s"),
             "--datastore-endpoint=postgres://(sensitive)@db:5432/k3s"
         );
+        assert_eq!(mask_arg("https://u:p@host/a@b"), "https://(sensitive)@host/a@b");
+        assert_eq!(mask_arg("--token-file=/run/token"), "--token-file=/run/token");
         assert_eq!(mask_arg("--disable=traefik"), "--disable=traefik");
+        assert_eq!(mask_arg("-compatible=x"), "-compatible=x");
         assert_eq!(mask_arg("--tls-san"), "--tls-san");
+        assert_eq!(mask_arg("docker.io/x@sha256:abc"), "docker.io/x@sha256:abc");
     }
 
     #[test]
     fn secret_names() {
-        for name in ["K3S_TOKEN", "db_password", "WEBUI_SECRET_KEY", "OPENAI_API_KEY"] {
+        for name in [
+            "K3S_TOKEN",
+            "db_password",
+            "WEBUI_SECRET_KEY",
+            "OPENAI_API_KEY",
+            "DB_PASS",
+            "GITHUB_PAT",
+            "OPENAI_KEY",
+            "HF_TOKEN",
+            "AWS_CREDENTIALS",
+            "BASIC_AUTH",
+        ] {
             assert!(is_sensitive_name(name), "{name}");
         }
-        for name in ["PATH", "PORT", "K3S_KUBECONFIG_OUTPUT"] {
+        for name in ["PATH", "PORT", "K3S_KUBECONFIG_OUTPUT", "CDIPATH", "MONKEYS", "AUTHOR"] {
             assert!(!is_sensitive_name(name), "{name}");
         }
     }
