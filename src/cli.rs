@@ -118,12 +118,28 @@ pub enum Command {
     /// tag). `images lock` and `images check` maintain the lock.
     Images(ImagesArgs),
 
+    /// Safety rules for the running cluster: ports published off loopback (other than the API
+    /// server), images no lock pins by digest, images pulled at runtime, a kubeconfig readable
+    /// by group or others, Open WebUI with auth off. Each finding has a fix. Exits 1 on a finding.
+    Audit(AuditArgs),
+
     /// Print the shell completion script for SHELL (bash, zsh, fish), generated from these
     /// definitions; packages install it.
     Completions(CompletionsArgs),
 
     /// Print the man page k3d-gpu(1); with --out, write it and one page per subcommand.
     Man(ManArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AuditArgs {
+    /// Print what was read of the cluster (k3d-gpu.audit-observed/v1) instead of auditing it.
+    #[arg(long, conflicts_with = "observed")]
+    pub observe: bool,
+
+    /// Audit a saved document (written by `audit --observe`) instead of the live cluster.
+    #[arg(long, value_name = "FILE")]
+    pub observed: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]

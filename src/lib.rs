@@ -6,6 +6,7 @@
 //! edge that prints and exits.
 
 pub mod apply;
+pub mod audit;
 pub mod canonical;
 pub mod catalog;
 pub mod cli;

@@ -2,6 +2,7 @@
 //! stdout carries data (tables, JSON); stderr carries progress and diagnostics.
 
 mod apply;
+mod audit;
 mod completions;
 mod detect;
 mod doctor;
@@ -37,6 +38,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Schema(args) => schema::run(args),
         Command::Plan(args) => plan::run(&cli.global, args),
         Command::Images(args) => images::run(&cli.global, args),
+        Command::Audit(args) => audit::run(&cli.global, args),
         Command::Observe => plan::observe_command(&cli.global),
         Command::Agent => graph::agent(&cli.global),
         Command::Apply(args) => apply::run(&cli.global, args),

@@ -289,6 +289,7 @@ fn matches_selector(object: &Value, selector: &str, field: &str) -> bool {
     let fields_ok = field.split(',').filter(|s| !s.is_empty()).all(|term| match term.split_once('=') {
         Some(("metadata.name", v)) => object["metadata"]["name"] == v,
         Some(("metadata.namespace", v)) => object["metadata"]["namespace"] == v,
+        Some(("reason", v)) => object["reason"] == v,
         _ => true,
     });
     labels_ok && fields_ok

@@ -1,0 +1,123 @@
+//! Each rule passing and failing on a hand-made observation.
+
+use super::*;
+use crate::images::{Entry, Lock};
+
+const D1: &str = "sha256:1111111111111111111111111111111111111111111111111111111111111111";
+const D2: &str = "sha256:2222222222222222222222222222222222222222222222222222222222222222";
+
+fn locks() -> Locks {
+    let mut user = Lock::default();
+    user.images.insert("intel/intel-gpu-plugin:0.34.0".into(), Entry { digest: D1.into(), platforms: vec![] });
+    Locks { user: Some(user), shipped: Lock::default() }
+}
+
+fn clean() -> AuditObserved {
+    AuditObserved {
+        schema: OBSERVED_SCHEMA.into(),
+        cluster: "lab".into(),
+        listeners: vec![Listener {
+            container: "k3d-lab-serverlb".into(),
+            host_ip: "0.0.0.0".into(),
+            host_port: "6550".into(),
+            container_port: API_PORT.into(),
+        }],
+        images: vec![RunningImage {
+            container: "kube-system/p/plugin".into(),
+            image: "docker.io/intel/intel-gpu-plugin:0.34.0".into(),
+            image_id: format!("docker.io/intel/intel-gpu-plugin@{D1}"),
+        }],
+        pulls: vec![],
+        kubeconfigs: vec![KubeconfigFile { path: "/home/u/.kube/config".into(), mode: 0o600 }],
+        open_webui: vec![WebUi { container: "ai/ui/ui".into(), webui_auth: None }],
+    }
+}
+
+fn failed(o: &AuditObserved) -> Vec<&'static str> {
+    audit(o, &locks()).findings.iter().map(|f| f.rule).collect()
+}
+
+#[test]
+fn the_default_layout_passes_every_rule() {
+    let a = audit(&clean(), &locks());
+    assert!(a.passed, "{:?}", a.findings);
+    assert_eq!(a.rules.len(), RULES.len());
+}
+
+#[test]
+fn a_port_published_on_all_addresses_fails_but_the_api_server_and_loopback_pass() {
+    let mut o = clean();
+    o.listeners.push(Listener {
+        container: "k3d-lab-server-0".into(),
+        host_ip: "127.0.0.1".into(),
+        host_port: "8000".into(),
+        container_port: "8000/tcp".into(),
+    });
+    assert!(failed(&o).is_empty());
+    for ip in ["0.0.0.0", "::", ""] {
+        let mut o = clean();
+        o.listeners.push(Listener {
+            container: "k3d-lab-serverlb".into(),
+            host_ip: ip.into(),
+            host_port: "8080".into(),
+            container_port: "80/tcp".into(),
+        });
+        assert_eq!(failed(&o), ["listener"], "{ip:?}");
+    }
+}
+
+#[test]
+fn an_image_the_lock_does_not_pin_or_pins_otherwise_or_without_a_digest_fails() {
+    let cases = [
+        ("docker.io/intel/intel-gpu-plugin:0.34.0", format!("docker.io/intel/intel-gpu-plugin@{D2}")),
+        ("docker.io/intel/other:1.0", format!("docker.io/intel/other@{D1}")),
+        ("docker.io/intel/intel-gpu-plugin:0.34.0", format!("sha256:{}", "3".repeat(64))),
+    ];
+    for (image, id) in cases {
+        let mut o = clean();
+        o.images[0].image = image.into();
+        o.images[0].image_id = id.clone();
+        assert_eq!(failed(&o), ["image-digest"], "{image} {id}");
+    }
+    // A reference that pins the digest it runs needs no lock.
+    let mut o = clean();
+    o.images[0].image = format!("docker.io/intel/other:1.0@{D2}");
+    o.images[0].image_id = format!("docker.io/intel/other@{D2}");
+    assert!(failed(&o).is_empty());
+}
+
+#[test]
+fn a_runtime_pull_fails() {
+    let mut o = clean();
+    o.pulls.push(Pull { object: "kube-system/coredns-1".into(), message: "Successfully pulled image \"x\"".into() });
+    assert_eq!(failed(&o), ["runtime-pull"]);
+}
+
+#[test]
+fn a_kubeconfig_readable_by_group_or_others_fails() {
+    for mode in [0o640, 0o604, 0o644] {
+        let mut o = clean();
+        o.kubeconfigs[0].mode = mode;
+        let a = audit(&o, &locks());
+        assert_eq!(a.findings.iter().map(|f| f.rule).collect::<Vec<_>>(), ["kubeconfig-mode"], "{mode:o}");
+        assert!(a.findings[0].fix.contains("chmod 600"));
+    }
+}
+
+#[test]
+fn open_webui_with_auth_off_fails_and_auth_on_passes() {
+    for (value, fails) in [("False", true), ("false", true), ("0", true), ("True", false)] {
+        let mut o = clean();
+        o.open_webui[0].webui_auth = Some(value.into());
+        assert_eq!(failed(&o).len(), usize::from(fails), "{value}");
+    }
+}
+
+#[test]
+fn the_text_escapes_what_the_cluster_named() {
+    let mut o = clean();
+    o.pulls.push(Pull { object: "ns/p\u{1b}[2J".into(), message: "Successfully pulled \u{7}".into() });
+    let text = render(&audit(&o, &locks()));
+    assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
+    assert!(text.contains("audit failed"));
+}

@@ -1,0 +1,47 @@
+//! `k3d-gpu audit`: reads the running cluster (or a saved `--observed` document), applies the
+//! rules of [`crate::audit`] and prints each finding with its fix. Exit 0 pass, 1 fail, 2 bad
+//! input (no such cluster, unreadable document, unreachable engine or API).
+
+use crate::audit::{AuditObserved, OBSERVED_SCHEMA};
+use crate::cli::{AuditArgs, Global};
+use crate::error::{EXIT_FAILED, EXIT_OK, Error, Result};
+
+pub fn run(global: &Global, args: &AuditArgs) -> Result<u8> {
+    let inputs = super::load_config(global)?;
+    let catalog = super::load_catalog(global, &inputs)?;
+    let observed: AuditObserved = match &args.observed {
+        Some(path) => super::read_document(
+            path,
+            "audit observation",
+            OBSERVED_SCHEMA,
+            "write one with `k3d-gpu audit --observe`",
+        )?,
+        None => {
+            let env = |k: &str| std::env::var(k).ok();
+            let endpoint = crate::observe::docker::endpoint(&env, None);
+            let cluster = inputs.config.cluster.name.clone();
+            let rt = super::runtime()?;
+            let kubeconfig = super::plan::kubeconfig_path();
+            rt.block_on(crate::audit::read::read(&endpoint, &kubeconfig, &cluster))
+                .map_err(super::observe_failed)?
+                .ok_or_else(|| Error::Usage {
+                    message: format!("cluster {cluster} does not exist: there is nothing to audit"),
+                    help: Some(
+                        "create it with `k3d-gpu plan` and `k3d-gpu apply`, or audit a saved one with --observed FILE"
+                            .into(),
+                    ),
+                })?
+        }
+    };
+    if args.observe {
+        super::print_bytes(&crate::canonical::to_bytes(&observed));
+        return Ok(EXIT_OK);
+    }
+    let audit = crate::audit::audit(&observed, &catalog.images);
+    if global.json {
+        super::print_bytes(&crate::canonical::to_bytes(&audit));
+    } else {
+        print!("{}", crate::audit::render(&audit));
+    }
+    Ok(if audit.passed { EXIT_OK } else { EXIT_FAILED })
+}
