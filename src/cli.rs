@@ -123,6 +123,10 @@ pub enum Command {
     /// by group or others, Open WebUI with auth off. Each finding has a fix. Exits 1 on a finding.
     Audit(AuditArgs),
 
+    /// The k3s server node's log (through Docker), or with COMPONENT the logs of that catalog
+    /// component's pods (through the Kubernetes API), pods that are not ready first.
+    Logs(LogsArgs),
+
     /// Print the shell completion script for SHELL (bash, zsh, fish), generated from these
     /// definitions; packages install it.
     Completions(CompletionsArgs),
@@ -140,6 +144,20 @@ pub struct AuditArgs {
     /// Audit a saved document (written by `audit --observe`) instead of the live cluster.
     #[arg(long, value_name = "FILE")]
     pub observed: Option<PathBuf>,
+}
+
+#[derive(Debug, Args)]
+pub struct LogsArgs {
+    /// A catalog component (e.g. intel-gpu-plugin); without it, the server node's log.
+    pub component: Option<String>,
+
+    /// Keep printing the server node's log as it grows (until interrupted).
+    #[arg(short = 'f', long)]
+    pub follow: bool,
+
+    /// How many of the last lines to show of each log.
+    #[arg(long, value_name = "N", default_value_t = 200)]
+    pub tail: u32,
 }
 
 #[derive(Debug, Args)]

@@ -22,6 +22,7 @@ pub mod host;
 pub mod hwdb;
 pub mod images;
 pub mod input_file;
+pub mod logs;
 pub mod node_image;
 pub mod observe;
 pub mod output_file;

@@ -10,6 +10,7 @@ mod facts;
 mod graph;
 mod images;
 mod inputs;
+mod logs;
 mod plan;
 mod schema;
 mod validate;
@@ -39,6 +40,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Plan(args) => plan::run(&cli.global, args),
         Command::Images(args) => images::run(&cli.global, args),
         Command::Audit(args) => audit::run(&cli.global, args),
+        Command::Logs(args) => logs::run(&cli.global, args),
         Command::Observe => plan::observe_command(&cli.global),
         Command::Agent => graph::agent(&cli.global),
         Command::Apply(args) => apply::run(&cli.global, args),

@@ -9,7 +9,7 @@ mod cluster;
 mod components;
 
 pub use cluster::NODE_IMAGE_ID;
-pub use components::{MANAGED_BY, object_id};
+pub use components::{COMPONENT_LABEL, MANAGED_BY, object_id};
 mod experimental;
 mod graph;
 mod intel;

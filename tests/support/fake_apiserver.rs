@@ -363,6 +363,8 @@ fn merge_patch(target: &mut Value, patch: &Value) {
 
 enum Reply {
     Once(u16, Value),
+    /// A plain-text body (a pod's log).
+    Text(u16, String),
     Watch(Selection),
 }
 
@@ -373,6 +375,25 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
     };
     let mut state = state.lock().unwrap();
     state.requests.push(format!("{method} {path}"));
+    // A pod's log: the text in its `fake.k3d-gpu.io/log` annotation, the last `tailLines` lines.
+    if let Some(pod) = path.strip_suffix("/log")
+        && let Some(Target { namespace: Some(ns), name: Some(name), collection }) = parse_path(pod)
+        && collection == "/api/v1/pods"
+    {
+        let found = state.objects.iter().find(|o| {
+            list_path(o) == collection
+                && o["metadata"]["namespace"] == ns.as_str()
+                && o["metadata"]["name"] == name.as_str()
+        });
+        let Some(found) = found else {
+            return Reply::Once(404, status(404, "NotFound", format!("pods {name} not found")).1);
+        };
+        let text = found["metadata"]["annotations"]["fake.k3d-gpu.io/log"].as_str().unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = param("tailLines").parse::<usize>().unwrap_or(lines.len()).min(lines.len());
+        let kept: String = lines[lines.len() - tail..].iter().map(|l| format!("{l}\n")).collect();
+        return Reply::Text(200, kept);
+    }
     let Some(t) = parse_path(path) else {
         return Reply::Once(404, status(404, "NotFound", format!("no route {path}")).1);
     };
@@ -586,6 +607,15 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
                 let reason = if code < 300 { "OK" } else { "Error" };
                 let response = format!(
                     "HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                    body.len()
+                );
+                if write.write_all(response.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            Reply::Text(code, body) => {
+                let response = format!(
+                    "HTTP/1.1 {code} OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
                     body.len()
                 );
                 if write.write_all(response.as_bytes()).await.is_err() {

@@ -1,0 +1,66 @@
+//! `k3d-gpu logs [COMPONENT]`: the server node's log, or a catalog component's pods' logs.
+//! Exit 2 for an unknown component, a missing cluster or an unreachable engine or API.
+
+use crate::cli::{Global, LogsArgs};
+use crate::error::{EXIT_OK, Error, Result};
+
+pub fn run(global: &Global, args: &LogsArgs) -> Result<u8> {
+    let inputs = super::load_config(global)?;
+    let cluster = inputs.config.cluster.name.clone();
+    let rt = super::runtime()?;
+    let mut stdout = std::io::stdout().lock();
+    match &args.component {
+        None => {
+            let env = |k: &str| std::env::var(k).ok();
+            let endpoint = crate::observe::docker::endpoint(&env, None);
+            let docker = crate::observe::docker::connect(&endpoint).map_err(super::observe_failed)?;
+            let container = rt
+                .block_on(crate::logs::server_container(&docker, &endpoint, &cluster))
+                .map_err(super::observe_failed)?
+                .ok_or_else(|| Error::Usage {
+                    message: format!("cluster {cluster} has no server node: there is no log to show"),
+                    help: Some("`k3d-gpu observe` shows what exists".into()),
+                })?;
+            rt.block_on(crate::logs::container_log(
+                &docker,
+                &endpoint,
+                &container,
+                args.follow,
+                args.tail,
+                &mut stdout,
+            ))
+            .map_err(super::observe_failed)?;
+        }
+        Some(component) => {
+            let catalog = super::load_catalog(global, &inputs)?;
+            if !catalog.components.contains_key(component) {
+                let near = crate::suggest::closest(component, catalog.components.keys().map(String::as_str));
+                return Err(Error::Usage {
+                    message: format!("no component {} in the catalog", crate::escape::quoted(component)),
+                    help: Some(match near {
+                        Some(n) => format!("did you mean {n}? `k3d-gpu graph` lists the components"),
+                        None => "`k3d-gpu graph` lists the components".into(),
+                    }),
+                });
+            }
+            if args.follow {
+                return Err(Error::Usage {
+                    message: "--follow follows the server node's log; a component's pods are shown once".into(),
+                    help: Some("drop --follow, or use `kubectl logs -f` on one pod".into()),
+                });
+            }
+            let kubeconfig = super::plan::kubeconfig_path();
+            let context = crate::observe::kubernetes::context_name(&cluster);
+            rt.block_on(async {
+                let client = crate::observe::kubernetes::client(&kubeconfig, &cluster).await?;
+                let pods = crate::logs::component_pods(client.clone(), &context, component).await?;
+                if pods.is_empty() {
+                    eprintln!("component {component}: no pods in cluster {cluster}");
+                }
+                crate::logs::pod_logs(client, &context, &pods, args.tail, &mut stdout).await
+            })
+            .map_err(super::observe_failed)?;
+        }
+    }
+    Ok(EXIT_OK)
+}
