@@ -21,6 +21,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
     let on_real_host = global.facts.is_empty() && super::open_host(global)?.is_real_host();
     if on_real_host && !args.no_tools {
         findings.extend(crate::doctor::tool_findings());
+        findings.extend(live_findings(global, &facts)?);
     }
     findings.sort_by(|a, b| b.level.cmp(&a.level).then_with(|| a.code.cmp(&b.code)).then_with(|| a.text.cmp(&b.text)));
     if global.json {
@@ -30,6 +31,20 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
         super::print_bytes(crate::escape::for_terminal(&render(&findings)).as_bytes());
     }
     Ok(if findings.iter().any(|f| f.level == Level::Fail) { EXIT_FAILED } else { EXIT_OK })
+}
+
+/// The engine's version floor and NVIDIA path, and with the config's cluster up its node
+/// image and device-plugin DaemonSets.
+fn live_findings(global: &Global, facts: &crate::facts::Facts) -> Result<Vec<Finding>> {
+    let nvidia = facts.detected.iter().any(|d| d.vendor == crate::facts::Vendor::Nvidia);
+    let inputs = super::load_config(global)?;
+    let catalog = super::load_catalog(global, &inputs)?;
+    let image = super::inputs::node_image_reference(&inputs, &catalog)?;
+    let target = super::plan::target(&inputs, &catalog, &image);
+    let rt = super::runtime()?;
+    let mut out = rt.block_on(crate::doctor::live::engine_findings(&target.docker, nvidia));
+    out.extend(rt.block_on(crate::doctor::live::cluster_findings(&target)));
+    Ok(out)
 }
 
 pub fn render(findings: &[Finding]) -> String {

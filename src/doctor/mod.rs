@@ -2,6 +2,8 @@
 //! reachable. The host rules themselves are pure and live in `facts::rules`; this is the
 //! only part of doctor that runs programs, each with a timeout so a hung daemon cannot hang us.
 
+pub mod live;
+
 use std::io::Read;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
@@ -163,6 +165,10 @@ fn check_tools(checks: &[ToolCheck], timeout: Duration) -> Vec<Finding> {
         } else {
             let first = ran.output.lines().next().unwrap_or_default().trim().to_string();
             out.push(Finding::new(Level::Info, &format!("{tool}-ok"), format!("{tool}: {first}"), evidence));
+            // Docker's floor is read from the engine itself (`live::engine_findings`).
+            if tool == "k3d" {
+                out.push(live::version_floor("k3d", &ran.output, live::K3D_FLOOR));
+            }
         }
     }
     out

@@ -1,0 +1,202 @@
+//! Doctor's live checks: the Docker engine's version floor and its NVIDIA path (the nvidia
+//! runtime or a CDI spec: the most common NVIDIA failure), k3d's version floor, and with a
+//! cluster up its device-plugin DaemonSets and the node image it runs. The rules are pure
+//! functions of what was read; [`engine_findings`] and [`cluster_findings`] do the reading.
+
+use serde_json::Value;
+
+use crate::facts::{Finding, Level};
+use crate::observe::ObservedCluster;
+
+/// The reference's prerequisites: Docker 20.10+ and k3d v5.0.0+.
+pub const DOCKER_FLOOR: (u32, u32, u32) = (20, 10, 0);
+pub const K3D_FLOOR: (u32, u32, u32) = (5, 0, 0);
+
+/// The first `X.Y[.Z]` in `text` (`v5.8.3`, `27.3.1`, `20.10.24+dfsg1`).
+pub fn parse_version(text: &str) -> Option<(u32, u32, u32)> {
+    text.split(|c: char| !(c.is_ascii_digit() || c == '.')).find_map(|word| {
+        let mut parts = word.split('.').filter(|p| !p.is_empty()).map(|p| p.parse::<u32>().ok());
+        let major = parts.next()??;
+        let minor = parts.next()??;
+        let patch = parts.next().flatten().unwrap_or(0);
+        Some((major, minor, patch))
+    })
+}
+
+/// A finding for `tool` at the version `text` names against `floor`.
+pub fn version_floor(tool: &str, text: &str, floor: (u32, u32, u32)) -> Finding {
+    let floor_text = format!("{}.{}.{}", floor.0, floor.1, floor.2);
+    let evidence = format!("{tool} version: {}", text.lines().next().unwrap_or_default().trim());
+    match parse_version(text) {
+        Some(v) if v >= floor => Finding::new(
+            Level::Info,
+            &format!("{tool}-version-ok"),
+            format!("{tool} {}.{}.{} (at least {floor_text})", v.0, v.1, v.2),
+            evidence,
+        ),
+        Some(v) => Finding::new(
+            Level::Fail,
+            &format!("{tool}-too-old"),
+            format!("{tool} {}.{}.{} is older than {floor_text}, the oldest k3d-gpu supports", v.0, v.1, v.2),
+            evidence,
+        )
+        .with_fix(format!("upgrade {tool} to {floor_text} or newer")),
+        None => Finding::new(
+            Level::Warn,
+            &format!("{tool}-version-unknown"),
+            format!("cannot read {tool}'s version, so its floor ({floor_text}) is not checked"),
+            evidence,
+        ),
+    }
+}
+
+/// NVIDIA GPUs reach the node through Docker's `nvidia` runtime (the container toolkit) or a
+/// CDI spec for `nvidia.com/gpu`; with neither, `--gpus all` fails when the node is created.
+/// `cdi_specs` are the spec files found (path, text).
+pub fn nvidia_path(nvidia_gpu: bool, runtimes: &[String], cdi_specs: &[(String, String)]) -> Option<Finding> {
+    if !nvidia_gpu {
+        return None;
+    }
+    let runtime = runtimes.iter().any(|r| r == "nvidia");
+    let spec = cdi_specs.iter().find(|(_, text)| text.contains("nvidia.com/gpu"));
+    Some(match (runtime, spec) {
+        (true, _) => Finding::new(
+            Level::Info,
+            "nvidia-runtime-ok",
+            "Docker has the nvidia runtime (NVIDIA container toolkit)",
+            "docker info: Runtimes",
+        ),
+        (false, Some((path, _))) => Finding::new(
+            Level::Info,
+            "nvidia-cdi-ok",
+            "a CDI spec for nvidia.com/gpu exists, so Docker can resolve --gpus through CDI",
+            path.clone(),
+        ),
+        (false, None) => Finding::new(
+            Level::Fail,
+            "nvidia-runtime-missing",
+            "this host has an NVIDIA GPU, but Docker has no nvidia runtime and there is no CDI spec for nvidia.com/gpu: the node cannot get the GPU",
+            format!("docker info: Runtimes {}; no nvidia.com/gpu spec in the CDI directories", runtimes.join(",")),
+        )
+        .with_fix(
+            "install the NVIDIA container toolkit, then `sudo nvidia-ctk runtime configure --runtime=docker && sudo systemctl restart docker` (or `sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml`)",
+        ),
+    })
+}
+
+/// Each device-plugin DaemonSet k3d-gpu manages: ready on every node it is scheduled on.
+pub fn daemonsets(objects: &[Value]) -> Vec<Finding> {
+    let mut out = Vec::new();
+    for o in objects.iter().filter(|o| o["kind"] == "DaemonSet") {
+        let name = format!(
+            "{}/{}",
+            o["metadata"]["namespace"].as_str().unwrap_or_default(),
+            o["metadata"]["name"].as_str().unwrap_or_default()
+        );
+        let desired = o["status"]["desiredNumberScheduled"].as_i64().unwrap_or(0);
+        let ready = o["status"]["numberReady"].as_i64().unwrap_or(0);
+        let evidence = format!("DaemonSet {name}: {ready} of {desired} ready");
+        if desired > 0 && ready >= desired {
+            out.push(Finding::new(
+                Level::Info,
+                "daemonset-ready",
+                format!("{name} is ready on {ready} node(s)"),
+                evidence,
+            ));
+        } else if desired == 0 {
+            out.push(
+                Finding::new(Level::Warn, "daemonset-unscheduled", format!("{name} runs on no node"), evidence)
+                    .with_fix(format!(
+                        "check its node selector against the node labels (`kubectl -n {} describe daemonset`)",
+                        o["metadata"]["namespace"].as_str().unwrap_or_default()
+                    )),
+            );
+        } else {
+            out.push(
+                Finding::new(
+                    Level::Fail,
+                    "daemonset-not-ready",
+                    format!("{name}: only {ready} of {desired} pods ready"),
+                    evidence,
+                )
+                .with_fix(format!(
+                    "read its pods' logs: `k3d-gpu logs {}`",
+                    o["metadata"]["labels"][crate::compile::COMPONENT_LABEL].as_str().unwrap_or("COMPONENT")
+                )),
+            );
+        }
+    }
+    out
+}
+
+/// The node image the server runs against the one the config builds (`configured`), and a
+/// tag that now names another local image (a re-pull or a rebuild).
+pub fn node_image(cluster: &ObservedCluster, configured: &str) -> Option<Finding> {
+    let server = cluster.nodes.iter().find(|n| n.role == "server")?;
+    let version = server.image_version.as_deref().unwrap_or("unversioned");
+    let evidence = format!("container {}: image {} ({version})", server.name, server.image);
+    Some(if server.image != configured {
+        Finding::new(
+            Level::Warn,
+            "node-image-other",
+            format!("the cluster runs {} ({version}), not {configured}, the image this config builds", server.image),
+            evidence,
+        )
+        .with_fix("`k3d-gpu plan` shows the recreate that moves it to the config's image")
+    } else if cluster.configured_image_id.as_deref().is_some_and(|id| id != server.image_id) {
+        Finding::new(
+            Level::Warn,
+            "node-image-stale",
+            format!("{configured} now names another local image than the one the cluster runs"),
+            evidence,
+        )
+        .with_fix("`k3d-gpu plan` shows the recreate that moves the cluster to it")
+    } else {
+        Finding::new(Level::Info, "node-image-ok", format!("node image {} ({version})", server.image), evidence)
+    })
+}
+
+/// The engine's findings: its version floor and, with an NVIDIA GPU, its NVIDIA path. An
+/// unreachable engine gives none here: the tool check already says so.
+pub async fn engine_findings(endpoint: &crate::observe::docker::Endpoint, nvidia_gpu: bool) -> Vec<Finding> {
+    let Ok(docker) = crate::observe::docker::connect(endpoint) else { return vec![] };
+    let Ok(Ok(info)) = tokio::time::timeout(crate::observe::CALL_TIMEOUT, docker.info()).await else { return vec![] };
+    let mut out = vec![version_floor("docker", info.server_version.as_deref().unwrap_or_default(), DOCKER_FLOOR)];
+    let mut runtimes: Vec<String> = info.runtimes.unwrap_or_default().into_keys().collect();
+    runtimes.sort();
+    let dirs = info.cdi_spec_dirs.unwrap_or_else(|| vec!["/etc/cdi".into(), "/var/run/cdi".into()]);
+    let specs = if nvidia_gpu { read_cdi_specs(&dirs) } else { vec![] };
+    out.extend(nvidia_path(nvidia_gpu, &runtimes, &specs));
+    out
+}
+
+/// The spec files in the CDI directories (bounded reads; a directory that is not there is
+/// no spec).
+fn read_cdi_specs(dirs: &[String]) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for dir in dirs {
+        let Ok(entries) = std::fs::read_dir(dir) else { continue };
+        let mut paths: Vec<_> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+        paths.sort();
+        for path in paths.into_iter().take(64) {
+            if let Ok(text) = crate::input_file::read_text(&path) {
+                out.push((path.display().to_string(), text));
+            }
+        }
+    }
+    out
+}
+
+/// With the cluster up: its node image and its managed DaemonSets. No cluster, or one that
+/// cannot be read, gives none (plan and observe say why).
+pub async fn cluster_findings(target: &crate::observe::Target) -> Vec<Finding> {
+    let Ok((Some(cluster), _)) = crate::observe::observe_docker(target).await else { return vec![] };
+    let mut out: Vec<Finding> = node_image(&cluster, &target.image).into_iter().collect();
+    if let Ok(Some(kubernetes)) = crate::observe::observe_kubernetes(target, Some(&cluster)).await {
+        out.extend(daemonsets(&kubernetes.objects));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,89 @@
+//! Each live rule passing and failing.
+
+use super::*;
+use crate::observe::NodeContainer;
+use serde_json::json;
+
+#[test]
+fn versions_are_read_from_what_the_tools_print() {
+    assert_eq!(parse_version("k3d version v5.8.3\nk3s version v1.31.5-k3s1 (default)"), Some((5, 8, 3)));
+    assert_eq!(parse_version("20.10.24+dfsg1"), Some((20, 10, 24)));
+    assert_eq!(parse_version("28.1"), Some((28, 1, 0)));
+    assert_eq!(parse_version("dev"), None);
+}
+
+#[test]
+fn a_tool_below_its_floor_fails_and_one_at_or_above_passes() {
+    assert_eq!(version_floor("docker", "19.03.15", DOCKER_FLOOR).level, Level::Fail);
+    assert_eq!(version_floor("docker", "20.10.0", DOCKER_FLOOR).level, Level::Info);
+    assert_eq!(version_floor("k3d", "k3d version v4.4.8", K3D_FLOOR).level, Level::Fail);
+    assert_eq!(version_floor("k3d", "k3d version v5.0.0", K3D_FLOOR).level, Level::Info);
+    assert_eq!(version_floor("k3d", "k3d version dev", K3D_FLOOR).level, Level::Warn);
+}
+
+#[test]
+fn an_nvidia_gpu_needs_the_nvidia_runtime_or_a_cdi_spec() {
+    let runc = vec!["io.containerd.runc.v2".to_string(), "runc".to_string()];
+    assert!(nvidia_path(false, &runc, &[]).is_none(), "no NVIDIA GPU, nothing to check");
+    let missing = nvidia_path(true, &runc, &[]).unwrap();
+    assert_eq!((missing.level, missing.code.as_str()), (Level::Fail, "nvidia-runtime-missing"));
+    assert!(missing.fix.unwrap().contains("nvidia-ctk"));
+    let with_runtime = [runc.clone(), vec!["nvidia".into()]].concat();
+    assert_eq!(nvidia_path(true, &with_runtime, &[]).unwrap().level, Level::Info);
+    let spec = vec![("/etc/cdi/nvidia.yaml".to_string(), "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\n".to_string())];
+    assert_eq!(nvidia_path(true, &runc, &spec).unwrap().code, "nvidia-cdi-ok");
+    let other = vec![("/etc/cdi/intel.yaml".to_string(), "kind: gpu.intel.com/i915\n".to_string())];
+    assert_eq!(nvidia_path(true, &runc, &other).unwrap().level, Level::Fail);
+}
+
+fn ds(desired: i64, ready: i64) -> Value {
+    json!({"kind": "DaemonSet", "metadata": {"name": "intel-gpu-plugin", "namespace": "kube-system",
+        "labels": {"k3d-gpu.io/component": "intel-gpu-plugin"}},
+        "status": {"desiredNumberScheduled": desired, "numberReady": ready}})
+}
+
+#[test]
+fn a_device_plugin_daemonset_must_be_ready_where_it_is_scheduled() {
+    assert_eq!(daemonsets(&[ds(1, 1)])[0].level, Level::Info);
+    let not_ready = &daemonsets(&[ds(2, 1)])[0];
+    assert_eq!(not_ready.level, Level::Fail);
+    assert!(not_ready.fix.as_deref().unwrap().contains("k3d-gpu logs intel-gpu-plugin"));
+    assert_eq!(daemonsets(&[ds(0, 0)])[0].level, Level::Warn);
+    assert!(daemonsets(&[json!({"kind": "ConfigMap"})]).is_empty());
+}
+
+fn cluster(image: &str, id: &str, configured_id: &str) -> ObservedCluster {
+    ObservedCluster {
+        name: "lab".into(),
+        nodes: vec![NodeContainer {
+            name: "k3d-lab-server-0".into(),
+            role: "server".into(),
+            image: image.into(),
+            image_id: id.into(),
+            image_version: Some("1.2.3".into()),
+            k3s_args: vec![],
+            mounts: vec![],
+            env: Default::default(),
+            gpus: None,
+            running: true,
+            recorded_spec: None,
+        }],
+        configured_image_id: Some(configured_id.into()),
+    }
+}
+
+#[test]
+fn the_node_image_in_use_is_compared_with_the_configs() {
+    assert_eq!(
+        node_image(&cluster("k3d-gpu-node:a", "sha256:1", "sha256:1"), "k3d-gpu-node:a").unwrap().code,
+        "node-image-ok"
+    );
+    assert_eq!(
+        node_image(&cluster("rancher/k3s:v1", "sha256:1", "sha256:1"), "k3d-gpu-node:a").unwrap().code,
+        "node-image-other"
+    );
+    assert_eq!(
+        node_image(&cluster("k3d-gpu-node:a", "sha256:1", "sha256:2"), "k3d-gpu-node:a").unwrap().code,
+        "node-image-stale"
+    );
+}

@@ -1,0 +1,94 @@
+//! Doctor's live checks against the private dockerd (its version, its runtimes: no nvidia
+//! runtime there) and a cluster whose server node runs in it and whose API is the fake API
+//! server (a device-plugin DaemonSet ready or not, the node image in use).
+
+mod support;
+
+use std::collections::BTreeSet;
+
+use k3d_gpu::doctor::live::{cluster_findings, engine_findings};
+use k3d_gpu::facts::Level;
+use k3d_gpu::observe::Target;
+use serde_json::json;
+use support::fake_apiserver::{FakeApiServer, State, k3s_node};
+use support::{docker_ready, import_image};
+
+fn code_level(findings: &[k3d_gpu::facts::Finding], code: &str) -> Option<Level> {
+    findings.iter().find(|f| f.code == code).map(|f| f.level)
+}
+
+#[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
+fn the_engine_and_a_running_cluster_are_checked() {
+    if !docker_ready() {
+        return;
+    }
+    use bollard::models::ContainerCreateBody;
+    use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions, StartContainerOptions};
+    let ep = k3d_gpu::observe::docker::endpoint(&|k: &str| std::env::var(k).ok(), None);
+    let docker = k3d_gpu::observe::docker::connect(&ep).unwrap();
+    let rt = tokio::runtime::Runtime::new().unwrap();
+
+    // The engine: new enough; with an NVIDIA GPU, no nvidia runtime and no CDI spec is a fail.
+    let with_gpu = rt.block_on(engine_findings(&ep, true));
+    assert_eq!(code_level(&with_gpu, "docker-version-ok"), Some(Level::Info), "{with_gpu:?}");
+    assert_eq!(code_level(&with_gpu, "nvidia-runtime-missing"), Some(Level::Fail), "{with_gpu:?}");
+    let without = rt.block_on(engine_findings(&ep, false));
+    assert!(without.iter().all(|f| !f.code.starts_with("nvidia")), "{without:?}");
+
+    let cluster = format!("dl{}", std::process::id());
+    let image = "k3d-gpu-test/doctor:1";
+    import_image(image, "1.0.0");
+    let name = format!("k3d-{cluster}-server-0");
+    rt.block_on(async {
+        let labels = [("app", "k3d"), ("k3d.cluster", cluster.as_str()), ("k3d.role", "server")]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        let body = ContainerCreateBody {
+            image: Some(image.into()),
+            cmd: Some(vec!["server".into()]),
+            labels: Some(labels),
+            host_config: Some(bollard::models::HostConfig { network_mode: Some("none".into()), ..Default::default() }),
+            ..Default::default()
+        };
+        let options = CreateContainerOptions { name: Some(name.clone()), ..Default::default() };
+        docker.create_container(Some(options), body).await.unwrap();
+        docker.start_container(&name, None::<StartContainerOptions>).await.unwrap();
+    });
+    let daemonset = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "intel-gpu-plugin", "namespace": "kube-system",
+            "labels": {"app.kubernetes.io/managed-by": "k3d-gpu", "k3d-gpu.io/component": "intel-gpu-plugin"}},
+        "spec": {"selector": {"matchLabels": {"app": "p"}}, "template": {"metadata": {}}},
+        "status": {"desiredNumberScheduled": 1, "numberReady": 0}});
+    let server = FakeApiServer::start_in_background(State {
+        nodes: vec![k3s_node(&name, true)],
+        objects: vec![daemonset],
+        served: vec!["/apis/apps/v1/daemonsets".into()],
+        ..State::default()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let target = |configured: &str| Target {
+        docker: ep.clone(),
+        kubeconfig: server.kubeconfig(&cluster, dir.path()),
+        cluster: cluster.clone(),
+        image: configured.into(),
+        kinds: BTreeSet::from([("apps/v1".to_string(), "DaemonSet".to_string())]),
+    };
+    let found = rt.block_on(cluster_findings(&target(image)));
+    assert_eq!(code_level(&found, "node-image-ok"), Some(Level::Info), "{found:?}");
+    assert_eq!(code_level(&found, "daemonset-not-ready"), Some(Level::Fail), "{found:?}");
+
+    server.change(|s| s.objects[0]["status"]["numberReady"] = json!(1));
+    let found = rt.block_on(cluster_findings(&target("k3d-gpu-node:other")));
+    assert_eq!(code_level(&found, "daemonset-ready"), Some(Level::Info), "{found:?}");
+    assert_eq!(code_level(&found, "node-image-other"), Some(Level::Warn), "{found:?}");
+
+    rt.block_on(async {
+        let _ =
+            docker.remove_container(&name, Some(RemoveContainerOptions { force: true, ..Default::default() })).await;
+    });
+    // No cluster: nothing to say about one.
+    let target = Target { cluster: "nosuchcluster".into(), ..target(image) };
+    assert!(rt.block_on(cluster_findings(&target)).is_empty());
+}
