@@ -127,6 +127,12 @@ pub enum Command {
     /// component's pods (through the Kubernetes API), pods that are not ready first.
     Logs(LogsArgs),
 
+    /// What this host and its cluster have, engine by engine: findings with fixes, the plan
+    /// (actions, reasons, hash), the resource graph and the cluster's state. Text on stdout
+    /// (JSON k3d-gpu.report/v1 with --json); with DIR, report.txt, report.json and a
+    /// self-contained report.html (no script, nothing loaded, the graph as SVG) written there.
+    Report(ReportArgs),
+
     /// Print the shell completion script for SHELL (bash, zsh, fish), generated from these
     /// definitions; packages install it.
     Completions(CompletionsArgs),
@@ -158,6 +164,16 @@ pub struct LogsArgs {
     /// How many of the last lines to show of each log.
     #[arg(long, value_name = "N", default_value_t = 200)]
     pub tail: u32,
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Write report.txt, report.json and report.html into DIR (created if missing).
+    pub dir: Option<PathBuf>,
+
+    /// Do not read Docker or the cluster: the plan is against nothing, the cluster unobserved.
+    #[arg(long)]
+    pub offline: bool,
 }
 
 #[derive(Debug, Args)]

@@ -28,5 +28,6 @@ pub mod observe;
 pub mod output_file;
 pub mod parse;
 pub mod plan;
+pub mod report;
 pub mod secrets;
 pub mod suggest;

@@ -12,6 +12,7 @@ mod images;
 mod inputs;
 mod logs;
 mod plan;
+mod report;
 mod schema;
 mod validate;
 
@@ -41,6 +42,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Images(args) => images::run(&cli.global, args),
         Command::Audit(args) => audit::run(&cli.global, args),
         Command::Logs(args) => logs::run(&cli.global, args),
+        Command::Report(args) => report::run(&cli.global, args),
         Command::Observe => plan::observe_command(&cli.global),
         Command::Agent => graph::agent(&cli.global),
         Command::Apply(args) => apply::run(&cli.global, args),

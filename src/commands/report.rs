@@ -1,0 +1,62 @@
+//! `k3d-gpu report [DIR]`: the host, its findings, the plan and the graph, and the cluster
+//! when there is one. Without DIR: text (or JSON with --json) on stdout. With DIR: report.txt,
+//! report.json and report.html written there.
+
+use std::path::Path;
+
+use crate::cli::{Global, ReportArgs};
+use crate::error::{EXIT_OK, Error, Result};
+use crate::observe::Observed;
+
+pub fn run(global: &Global, args: &ReportArgs) -> Result<u8> {
+    if let Some(dir) = &args.dir
+        && dir.exists()
+        && !dir.is_dir()
+    {
+        return Err(Error::Usage { message: format!("{} is not a directory", dir.display()), help: None });
+    }
+    let inputs = super::load_config(global)?;
+    let cluster = inputs.config.cluster.name.clone();
+    let facts = super::load_facts(global)?;
+    let (observed, note) = if args.offline {
+        (None, Some("--offline".to_string()))
+    } else {
+        let catalog = super::load_catalog(global, &inputs)?;
+        let image = super::inputs::node_image_reference(&inputs, &catalog)?;
+        let target = super::plan::target(&inputs, &catalog, &image);
+        let rt = super::runtime()?;
+        // A report of the host is still worth having without Docker: say why the cluster is missing.
+        match rt.block_on(crate::observe::observe(&target)) {
+            Ok(o) => (Some(o), None),
+            Err(e) => (None, Some(e.to_string())),
+        }
+    };
+    let saved = observed.clone().unwrap_or_else(Observed::nothing);
+    let computed = super::plan::compute(global, inputs, super::plan::Observation::Saved(Box::new(saved)))?;
+    let report = crate::report::build(&cluster, &facts, &computed.plan, &computed.graph, observed.as_ref(), note);
+    let json = crate::canonical::to_bytes(&report);
+    let text = crate::report::text(&report);
+    let Some(dir) = &args.dir else {
+        if global.json {
+            super::print_bytes(&json);
+        } else {
+            super::print_bytes(text.as_bytes());
+        }
+        return Ok(EXIT_OK);
+    };
+    std::fs::create_dir_all(dir)
+        .map_err(|e| Error::Output { path: dir.display().to_string(), reason: e.to_string() })?;
+    let html = crate::report::html(&report);
+    for (name, bytes) in [("report.txt", text.as_bytes()), ("report.json", &json[..]), ("report.html", html.as_bytes())]
+    {
+        let path = dir.join(name);
+        write(&path, bytes)?;
+    }
+    eprintln!("wrote report.txt, report.json and report.html to {}", dir.display());
+    Ok(EXIT_OK)
+}
+
+fn write(path: &Path, bytes: &[u8]) -> Result<()> {
+    crate::output_file::write(path, bytes, crate::output_file::PUBLIC)
+        .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })
+}

@@ -1,0 +1,139 @@
+//! The report as one self-contained HTML page: inline styles, no script, a
+//! Content-Security-Policy that starts with `default-src 'none'` (so the page loads nothing),
+//! and the resource graph as an inline SVG laid out in-process by `layout-rs`.
+
+use layout::backends::svg::SVGWriter;
+use layout::core::base::Orientation;
+use layout::core::geometry::Point;
+use layout::core::style::StyleAttr;
+use layout::std_shapes::shapes::{Arrow, Element, ShapeKind};
+use layout::topo::layout::VisualGraph;
+
+use super::{GraphNode, Report};
+
+/// The page's policy: nothing may load; only the page's own inline styles apply (the SVG's
+/// `<style>` and the `style` attributes), which `default-src 'none'` alone would also block.
+pub const CSP: &str = "default-src 'none'; style-src 'unsafe-inline'";
+
+/// HTML text: `&`, `<`, `>`, `"` and `'` escaped, control characters made visible.
+fn esc(text: &str) -> String {
+    let visible = crate::escape::one_line(text);
+    let mut out = String::with_capacity(visible.len());
+    for c in visible.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// The graph as SVG: one box per resource, an arrow from each dependency. Ids are cleaned to
+/// printable ASCII first (layout-rs escapes markup, but a label is still the user's text).
+pub fn svg(graph: &[GraphNode]) -> String {
+    if graph.is_empty() {
+        return String::new();
+    }
+    let label = |id: &str| -> String {
+        id.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).take(60).collect()
+    };
+    let mut vg = VisualGraph::new(Orientation::TopToBottom);
+    let mut handles = std::collections::BTreeMap::new();
+    for node in graph {
+        let text = label(&node.id);
+        let width = 12.0 + 7.0 * text.len() as f64;
+        let element = Element::create(
+            ShapeKind::new_box(&text),
+            StyleAttr::simple(),
+            Orientation::TopToBottom,
+            Point::new(width, 36.0),
+        );
+        handles.insert(node.id.clone(), vg.add_node(element));
+    }
+    for node in graph {
+        for dep in &node.depends_on {
+            if let (Some(from), Some(to)) = (handles.get(dep), handles.get(&node.id)) {
+                vg.add_edge(Arrow::simple(""), *from, *to);
+            }
+        }
+    }
+    let mut writer = SVGWriter::new();
+    vg.do_it(false, false, false, &mut writer);
+    // Drop the XML declaration: inside HTML the <svg> element stands alone.
+    let svg = writer.finalize();
+    match svg.find("<svg") {
+        Some(at) => svg[at..].to_string(),
+        None => svg,
+    }
+}
+
+/// The page.
+pub fn html(r: &Report) -> String {
+    let mut o = String::new();
+    o.push_str("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n");
+    o.push_str(&format!("<meta http-equiv=\"Content-Security-Policy\" content=\"{CSP}\">\n"));
+    o.push_str(&format!("<title>k3d-gpu report: {}</title>\n</head>\n", esc(&r.cluster)));
+    o.push_str(
+        "<body style=\"font-family: sans-serif; max-width: 70em; margin: 1em auto; padding: 0 1em; color: #222;\">\n",
+    );
+    o.push_str(&format!("<h1>k3d-gpu report: cluster {}</h1>\n", esc(&r.cluster)));
+    o.push_str(&format!("<h2>Host</h2>\n<p>fingerprint <code>{}</code></p>\n", esc(&r.host.fingerprint)));
+    o.push_str("<table style=\"border-collapse: collapse;\">\n<tr><th style=\"text-align: left;\">engine</th><th>devices</th><th style=\"text-align: left;\">resources</th></tr>\n");
+    if r.host.engines.is_empty() {
+        o.push_str("<tr><td colspan=\"3\">no accelerator engines: CPU only</td></tr>\n");
+    }
+    for g in &r.host.engines {
+        o.push_str(&format!(
+            "<tr><td>{}</td><td style=\"text-align: right;\">{}</td><td>{}</td></tr>\n",
+            esc(&g.vendor),
+            g.devices,
+            esc(&g.resources.join(", "))
+        ));
+    }
+    for i in &r.host.inactive {
+        o.push_str(&format!("<tr><td>{}</td><td>-</td><td>inactive: {}</td></tr>\n", esc(&i.vendor), esc(&i.reason)));
+    }
+    o.push_str("</table>\n");
+    o.push_str(&format!("<h2>Findings ({})</h2>\n<ul>\n", r.findings.len()));
+    for f in &r.findings {
+        o.push_str(&format!("<li><strong>{}</strong> {} <code>[{}]</code>", f.level, esc(&f.text), esc(&f.code)));
+        if let Some(fix) = &f.fix {
+            o.push_str(&format!("<br>fix: {}", esc(fix)));
+        }
+        o.push_str("</li>\n");
+    }
+    o.push_str("</ul>\n");
+    o.push_str(&format!(
+        "<h2>Plan</h2>\n<p>hash <code>{}</code>, {} action(s)</p>\n<ul>\n",
+        esc(&r.plan.hash),
+        r.plan.actions.len()
+    ));
+    for a in &r.plan.actions {
+        o.push_str(&format!(
+            "<li><strong>{}</strong> <code>{}</code>: {}</li>\n",
+            esc(&a.action),
+            esc(&a.id),
+            esc(&a.reason)
+        ));
+    }
+    o.push_str("</ul>\n");
+    o.push_str(&format!("<h2>Resource graph ({} resources)</h2>\n<div style=\"overflow: auto;\">\n", r.graph.len()));
+    o.push_str(&svg(&r.graph));
+    o.push_str("\n</div>\n<h2>Cluster</h2>\n<p>");
+    match (&r.state, &r.observed_note) {
+        (Some(s), _) if s.exists => {
+            o.push_str(&format!("{} node container(s): {}", s.nodes.len(), esc(&s.nodes.join(", "))));
+            if let Some((ready, all)) = s.ready_nodes {
+                o.push_str(&format!("; {ready}/{all} node(s) ready; {} managed object(s)", s.managed_objects));
+            }
+        }
+        (Some(_), _) => o.push_str("does not exist"),
+        (None, note) => o.push_str(&format!("not observed ({})", esc(note.as_deref().unwrap_or("offline")))),
+    }
+    o.push_str("</p>\n</body>\n</html>\n");
+    o
+}

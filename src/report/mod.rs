@@ -1,0 +1,184 @@
+//! `k3d-gpu report`: what this host and its cluster have, engine by engine, as text, JSON
+//! (k3d-gpu.report/v1) and one self-contained HTML page. Pure: built from facts, the plan and
+//! what was observed; nothing from the clock, so the same inputs give the same bytes.
+
+mod html;
+
+use serde::Serialize;
+
+use crate::compile::DesiredGraph;
+use crate::facts::{Facts, Finding};
+use crate::observe::Observed;
+use crate::plan::Plan;
+
+pub use html::{html, svg};
+
+pub const SCHEMA: &str = "k3d-gpu.report/v1";
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub schema: &'static str,
+    pub cluster: String,
+    pub host: Host,
+    /// Every doctor finding about the host, each with its fix.
+    pub findings: Vec<Finding>,
+    pub plan: PlanSummary,
+    /// The resource graph: each resource and what it depends on.
+    pub graph: Vec<GraphNode>,
+    /// What exists: `None` when the cluster was not observed (then `observed_note` says why).
+    pub state: Option<ClusterState>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub observed_note: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Host {
+    pub fingerprint: String,
+    pub engines: Vec<Engine>,
+    pub inactive: Vec<Inactive>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Engine {
+    pub vendor: String,
+    pub devices: u32,
+    pub resources: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Inactive {
+    pub vendor: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanSummary {
+    pub hash: String,
+    pub actions: Vec<PlanAction>,
+    /// The checks apply runs after the actions.
+    pub verify: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PlanAction {
+    pub id: String,
+    pub action: String,
+    pub reason: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct GraphNode {
+    pub id: String,
+    pub depends_on: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ClusterState {
+    pub exists: bool,
+    pub nodes: Vec<String>,
+    /// Kubernetes nodes ready / all, when the API answered.
+    pub ready_nodes: Option<(usize, usize)>,
+    pub managed_objects: usize,
+}
+
+fn word<T: Serialize>(value: &T) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(s)) => s,
+        Ok(other) => other.to_string(),
+        Err(_) => String::new(),
+    }
+}
+
+/// Builds the report. `observed` is `None` when the cluster could not be read (`note` says
+/// why); the plan was then computed against nothing.
+pub fn build(
+    cluster: &str,
+    facts: &Facts,
+    plan: &Plan,
+    graph: &DesiredGraph,
+    observed: Option<&Observed>,
+    note: Option<String>,
+) -> Report {
+    let bytes = plan.to_bytes();
+    let mut findings = facts.findings.clone();
+    findings.sort_by(|a, b| b.level.cmp(&a.level).then_with(|| a.code.cmp(&b.code)).then_with(|| a.text.cmp(&b.text)));
+    let state = observed.map(|o| ClusterState {
+        exists: o.cluster.is_some(),
+        nodes: o.cluster.iter().flat_map(|c| &c.nodes).map(|n| format!("{} ({})", n.name, n.role)).collect(),
+        ready_nodes: o.kubernetes.as_ref().map(|k| (k.nodes.iter().filter(|n| n.ready).count(), k.nodes.len())),
+        managed_objects: o.kubernetes.as_ref().map_or(0, |k| k.objects.len()),
+    });
+    Report {
+        schema: SCHEMA,
+        cluster: cluster.into(),
+        host: Host {
+            fingerprint: facts.fingerprint.clone(),
+            engines: facts
+                .detected
+                .iter()
+                .map(|d| Engine { vendor: word(&d.vendor), devices: d.devices, resources: d.resources.clone() })
+                .collect(),
+            inactive: facts
+                .inactive
+                .iter()
+                .map(|i| Inactive { vendor: word(&i.vendor), reason: i.reason.clone() })
+                .collect(),
+        },
+        findings,
+        plan: PlanSummary {
+            hash: crate::canonical::sha256(&bytes),
+            actions: plan
+                .actions
+                .iter()
+                .map(|a| PlanAction { id: a.id.clone(), action: word(&a.action), reason: a.reason.text.clone() })
+                .collect(),
+            verify: plan.verify.clone(),
+        },
+        graph: graph.resources().map(|r| GraphNode { id: r.id.clone(), depends_on: r.depends_on.clone() }).collect(),
+        state,
+        observed_note: note,
+    }
+}
+
+/// The text form. Every string from the host or cluster goes through [`crate::escape`].
+pub fn text(r: &Report) -> String {
+    use crate::escape::one_line as e;
+    let mut out = format!("k3d-gpu report: cluster {}\n\nhost {}\n", e(&r.cluster), e(&r.host.fingerprint));
+    if r.host.engines.is_empty() {
+        out.push_str("  no accelerator engines: CPU only\n");
+    }
+    for g in &r.host.engines {
+        out.push_str(&format!("  {:<8} {} device(s)  {}\n", e(&g.vendor), g.devices, e(&g.resources.join(", "))));
+    }
+    for i in &r.host.inactive {
+        out.push_str(&format!("  {:<8} inactive: {}\n", e(&i.vendor), e(&i.reason)));
+    }
+    out.push_str(&format!("\nfindings ({})\n", r.findings.len()));
+    for f in &r.findings {
+        out.push_str(&format!("  {:<4} {} [{}]\n", f.level, e(&f.text), e(&f.code)));
+        if let Some(fix) = &f.fix {
+            out.push_str(&format!("       fix: {}\n", e(fix)));
+        }
+    }
+    out.push_str(&format!("\nplan {} ({} action(s))\n", r.plan.hash, r.plan.actions.len()));
+    for a in &r.plan.actions {
+        out.push_str(&format!("  {:<8} {}  ({})\n", a.action, e(&a.id), e(&a.reason)));
+    }
+    out.push_str(&format!("\ngraph: {} resource(s)\n", r.graph.len()));
+    out.push_str("\ncluster: ");
+    match (&r.state, &r.observed_note) {
+        (Some(s), _) if s.exists => {
+            out.push_str(&format!("{} node container(s)", s.nodes.len()));
+            if let Some((ready, all)) = s.ready_nodes {
+                out.push_str(&format!(", {ready}/{all} node(s) ready, {} managed object(s)", s.managed_objects));
+            }
+            out.push('\n');
+        }
+        (Some(_), _) => out.push_str("does not exist\n"),
+        (None, note) => out.push_str(&format!("not observed ({})\n", e(note.as_deref().unwrap_or("offline")))),
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,58 @@
+//! `k3d-gpu report` on a fixture host with an example config, offline: the three files, the
+//! same bytes on a second run, the page self-contained, and the text and JSON a user reads.
+
+mod support;
+
+use std::process::{Command, Output};
+
+use support::repo;
+
+fn report(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .current_dir(repo())
+        .args(["--config", "examples/arc-homelab-dra.toml", "--root", "tests/fixtures/hosts/arc-b580-xe-rpl-igpu"])
+        .args(["report", "--offline"])
+        .args(args)
+        .env_remove("K3D_GPU_CONFIG")
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn a_report_directory_holds_text_json_and_a_self_contained_page_with_the_same_bytes_each_run() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    for dir in [&a, &b] {
+        let out = report(&[dir.path().join("r").to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    for name in ["report.txt", "report.json", "report.html"] {
+        let first = std::fs::read(a.path().join("r").join(name)).unwrap();
+        assert_eq!(first, std::fs::read(b.path().join("r").join(name)).unwrap(), "{name} differs between runs");
+    }
+    let page = std::fs::read_to_string(a.path().join("r/report.html")).unwrap();
+    assert!(page.contains("Content-Security-Policy\" content=\"default-src 'none'"));
+    assert!(!page.contains("<script") && !page.contains("src="));
+    assert!(page.contains("<svg") && page.contains("k3d/cluster/arc") && page.contains("gpu.intel.com"), "{page}");
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(a.path().join("r/report.json")).unwrap()).unwrap();
+    assert_eq!(json["schema"], "k3d-gpu.report/v1");
+    assert!(json["plan"]["hash"].as_str().unwrap().starts_with("sha256:"));
+    assert!(json["plan"]["actions"].as_array().unwrap().iter().any(|a| a["id"] == "k3d/cluster/arc"));
+    assert!(json["state"].is_null() && json["observed_note"] == "--offline");
+}
+
+#[test]
+fn without_a_directory_the_text_goes_to_stdout_and_the_plan_hash_matches_plan() {
+    let out = report(&[]);
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0));
+    let hash = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .current_dir(repo())
+        .args(["--config", "examples/arc-homelab-dra.toml", "--root", "tests/fixtures/hosts/arc-b580-xe-rpl-igpu"])
+        .args(["plan", "--offline", "--hash"])
+        .output()
+        .unwrap();
+    let hash = String::from_utf8_lossy(&hash.stdout).trim().to_string();
+    assert!(text.contains(&format!("plan {hash}")), "{hash}\n{text}");
+    assert!(text.contains("cluster: not observed (--offline)"), "{text}");
+}
