@@ -217,14 +217,41 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     if device == "CPU" && cx.is_active(Vendor::Amx) {
         node_selector.insert("feature.node.kubernetes.io/cpu-cpuid.AMXTILE".into(), "true".into());
     }
-    let mut supplemental_groups: Vec<u32> = match device {
-        "GPU" => usable
-            .iter()
-            .flat_map(|g| g.device_nodes.iter().filter(|n| n.path.contains("/renderD")).map(|n| n.gid))
-            .collect(),
-        "NPU" => cx.facts.host.npus.iter().filter_map(|n| n.device_node.as_ref().map(|d| d.gid)).collect(),
+    let nodes: Vec<crate::facts::DeviceNode> = match device {
+        "GPU" => {
+            usable.iter().flat_map(|g| g.device_nodes.iter().filter(|n| n.path.contains("/renderD")).cloned()).collect()
+        }
+        "NPU" => cx.facts.host.npus.iter().filter_map(|n| n.device_node.clone()).collect(),
         _ => Vec::new(),
     };
+    let mut supplemental_groups = Vec::new();
+    for node in &nodes {
+        // gid 0 is what an unknown owner reads as (a fixture without stat data, a node we
+        // could not stat): adding root's group would be wrong and a privilege, so say so.
+        if node.gid == 0 {
+            cx.warn(
+                "agent-group-unknown",
+                Some("agent.device"),
+                format!(
+                    "the group of {} is unknown (gid 0 is never added): the pod gets no supplemental group for it, \
+                     and a non-root server reaches it only through the device plugin's CDI injection",
+                    node.path
+                ),
+            );
+        } else if node.group.is_none() {
+            cx.warn(
+                "agent-group-unnamed",
+                Some("agent.device"),
+                format!(
+                    "{} belongs to gid {}, which the host's /etc/group does not name; the pod gets gid {} as is",
+                    node.path, node.gid, node.gid
+                ),
+            );
+            supplemental_groups.push(node.gid);
+        } else {
+            supplemental_groups.push(node.gid);
+        }
+    }
     supplemental_groups.sort_unstable();
     supplemental_groups.dedup();
     let (service, path) = if backend == "ovms" { ("ovms", "v3") } else { ("vllm", "v1") };

@@ -74,7 +74,9 @@ pub struct Agent {
     /// `auto` (a Gaudi, else an Intel GPU only on an XMX node, else CPU), or force `cpu`,
     /// `gpu`, `npu` or `hpu` (a Gaudi). (K3D_GPU_AGENT_DEVICE)
     pub device: AgentDevice,
-    /// Model to serve (Hugging Face id). (K3D_GPU_AGENT_MODEL)
+    /// Model to serve (Hugging Face id); unset: `OpenVINO/Qwen3-4B-int4-ov` on OVMS,
+    /// `Qwen/Qwen3-4B` on vLLM. A change updates the server's Deployment in place.
+    /// (K3D_GPU_AGENT_MODEL)
     pub model: Option<String>,
     /// CPU request, which sizes the P-core balloon on hybrid nodes. (K3D_GPU_AGENT_CPUS)
     pub cpus: Option<u32>,

@@ -20,6 +20,7 @@ pub const BUILT_IN: &[&str] = &[
     "/api/v1/secrets",
     "/api/v1/serviceaccounts",
     "/api/v1/services",
+    "/api/v1/persistentvolumeclaims",
     "/apis/apps/v1/daemonsets",
     "/apis/apps/v1/deployments",
     "/apis/rbac.authorization.k8s.io/v1/clusterroles",

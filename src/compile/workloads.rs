@@ -1,0 +1,238 @@
+//! The agent's Kubernetes objects, built from its computed placement (`agent.rs`): namespace
+//! `k3d-gpu-agent`, a PVC for the model and the compile caches, the model server's Deployment
+//! and its ClusterIP Service. Pure: the placement decides device, resource, labels, groups and
+//! sizes; this module only writes them down in the shape each backend's image expects.
+//!
+//! Names depend on the backend's API family only (`ovms`, `vllm`), never on the model, so a
+//! model change is an in-place update of the same Deployment.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::agent::AgentPlan;
+use super::components::{COMPONENT_LABEL, MANAGED_BY, object_id};
+use super::{Change, Context, Resource, ResourceKind};
+
+/// The agent's namespace (the reference's, so its documented commands keep working).
+pub const NAMESPACE: &str = "k3d-gpu-agent";
+/// The one port every backend serves its OpenAI-compatible API on.
+pub const PORT: u16 = 8000;
+const COMPONENT: &str = "agent";
+/// PVC size for the model and compile caches (the reference's default).
+const STORAGE: &str = "20Gi";
+/// Where the PVC is mounted in every backend's pod.
+const MODELS: &str = "/models";
+
+/// Images by `repo:tag` (DESIGN.md §7): digests come from images.lock, never from here.
+pub const OVMS_IMAGE: &str = "docker.io/openvino/model_server:2026.4.1-gpu";
+pub const VLLM_XPU_IMAGE: &str = "docker.io/vllm/vllm-openai-xpu:v0.31.0";
+pub const LLM_SCALER_IMAGE: &str = "docker.io/intel/llm-scaler-vllm:1.5";
+pub const VLLM_GAUDI_IMAGE: &str =
+    "vault.habana.ai/gaudi-docker/1.24.2/ubuntu24.04/habanalabs/vllm-0.30.0-ptupstream-2.13.0:1.24.2-481";
+
+const OVMS_MODEL: &str = "OpenVINO/Qwen3-4B-int4-ov";
+const VLLM_MODEL: &str = "Qwen/Qwen3-4B";
+/// OVMS runs as this uid (its image's user); the PVC is made writable for it by fsGroup.
+const OVMS_UID: i64 = 5000;
+
+/// The agent's objects, each depending on the cluster and on its namespace.
+pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut Vec<Resource>) {
+    let Some(agent) = &cx.config.agent else { return };
+    let server = if plan.backend == "ovms" { "ovms" } else { "vllm" };
+    let model = agent.model.clone().unwrap_or_else(|| if server == "ovms" { OVMS_MODEL } else { VLLM_MODEL }.into());
+    let served_name = model.rsplit('/').next().unwrap_or(&model).to_string();
+    let labels = |extra: &[(&str, &str)]| {
+        let mut m: BTreeMap<String, String> = BTreeMap::from([
+            (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+            (COMPONENT_LABEL.to_string(), COMPONENT.to_string()),
+        ]);
+        m.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+        m
+    };
+    let selector = json!({ "app.kubernetes.io/name": server });
+
+    let namespace = json!({ "apiVersion": "v1", "kind": "Namespace",
+        "metadata": { "name": NAMESPACE, "labels": labels(&[]) } });
+    let pvc_name = format!("{server}-models");
+    let pvc = json!({ "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[]) },
+        "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": STORAGE } } } });
+
+    let (image, containers, init, volumes_extra, pod_security) = match (plan.backend, plan.device) {
+        ("ovms", device) => ovms(device, &model, &served_name),
+        (backend, device) => vllm(backend, device, &model),
+    };
+    let mut requests = json!({ "cpu": plan.cpu_request.to_string(), "memory": plan.memory });
+    let mut limits = json!({ "memory": plan.memory });
+    if let Some(resource) = &plan.resource {
+        requests[resource] = json!("1");
+        limits[resource] = json!("1");
+    }
+    let mut main = containers;
+    main["image"] = json!(image);
+    main["resources"] = json!({ "requests": requests, "limits": limits });
+    let mut pod_labels = plan.pod_labels.clone();
+    pod_labels.insert("app.kubernetes.io/name".into(), server.into());
+    let mut volumes = vec![json!({ "name": "models", "persistentVolumeClaim": { "claimName": pvc_name } })];
+    volumes.extend(volumes_extra);
+    let mut pod = json!({
+        "automountServiceAccountToken": false,
+        "enableServiceLinks": false,
+        "securityContext": pod_security,
+        "containers": [main],
+        "volumes": volumes,
+    });
+    if let Some(mut init) = init {
+        init["image"] = json!(image);
+        pod["initContainers"] = json!([init]);
+    }
+    if !plan.node_selector.is_empty() {
+        pod["nodeSelector"] = json!(plan.node_selector);
+    }
+    if !plan.supplemental_groups.is_empty() {
+        pod["securityContext"]["supplementalGroups"] = json!(plan.supplemental_groups);
+    }
+    let mut deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": server, "namespace": NAMESPACE, "labels": labels(&[("app.kubernetes.io/name", server)]) },
+        "spec": {
+            "replicas": 1,
+            // One accelerator and a ReadWriteOnce volume: the old pod must let go first.
+            "strategy": { "type": "Recreate" },
+            "selector": { "matchLabels": selector },
+            "template": { "metadata": { "labels": pod_labels }, "spec": pod },
+        } });
+    crate::images::pin_object(&mut deployment, &cx.catalog.images, &mut cx.images);
+    let service = json!({ "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": server, "namespace": NAMESPACE, "labels": labels(&[]) },
+        "spec": { "type": "ClusterIP", "selector": selector,
+            "ports": [ { "name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP" } ] } });
+
+    let ns_id = object_id(&namespace);
+    let pvc_id = object_id(&pvc);
+    let deployment_id = object_id(&deployment);
+    let mut push = |spec: Value, depends_on: Vec<String>| {
+        let mut depends_on = depends_on;
+        depends_on.sort();
+        out.push(Resource {
+            id: object_id(&spec),
+            kind: ResourceKind::Object,
+            change: Change::InPlace,
+            component: Some(COMPONENT.into()),
+            spec,
+            depends_on,
+        });
+    };
+    push(namespace, vec![cluster_id.to_string()]);
+    push(pvc, vec![cluster_id.to_string(), ns_id.clone()]);
+    push(deployment, vec![cluster_id.to_string(), ns_id.clone(), pvc_id]);
+    push(service, vec![cluster_id.to_string(), ns_id, deployment_id]);
+}
+
+type Parts = (&'static str, Value, Option<Value>, Vec<Value>, Value);
+
+/// OpenVINO Model Server: an init container pulls the model into the PVC once (later starts
+/// find it there), the server loads it for the placed device with its compile cache on the
+/// same PVC, and serves the OpenAI API under /v3.
+fn ovms(device: &str, model: &str, served_name: &str) -> Parts {
+    let common = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--source_model",
+            model,
+            "--model_repository_path",
+            MODELS,
+            "--model_name",
+            served_name,
+            "--task",
+            "text_generation",
+            "--target_device",
+            device,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let mut serve = common(&["--rest_port", "8000", "--cache_dir", "/models/.ov-cache"]);
+    if model == OVMS_MODEL {
+        // The default model's chat template: the reference's parsers for it.
+        serve.extend(["--tool_parser", "hermes3", "--reasoning_parser", "qwen3"].map(String::from));
+    }
+    let main = json!({
+        "name": "ovms",
+        "args": serve,
+        "ports": [ { "name": "http", "containerPort": PORT, "protocol": "TCP" } ],
+        "readinessProbe": { "httpGet": { "path": "/v2/health/ready", "port": "http" }, "periodSeconds": 10 },
+        "volumeMounts": [ { "name": "models", "mountPath": MODELS } ],
+        "securityContext": hardened(),
+    });
+    let mut pull = vec!["--pull".to_string()];
+    pull.extend(common(&[]));
+    let init = json!({
+        "name": "pull",
+        "args": pull,
+        "volumeMounts": [ { "name": "models", "mountPath": MODELS } ],
+        "securityContext": hardened(),
+    });
+    let pod_security =
+        json!({ "runAsNonRoot": true, "runAsUser": OVMS_UID, "runAsGroup": OVMS_UID, "fsGroup": OVMS_UID });
+    (OVMS_IMAGE, main, Some(init), Vec::new(), pod_security)
+}
+
+/// vLLM (XPU, Intel's llm-scaler build, or vllm-gaudi): the OpenAI API under /v1, weights and
+/// kernel caches on the PVC. Flags follow the reference: float16 with eager mode on Arc,
+/// bfloat16 on the Gaudi with its eager/torch.compile mode and a memory-backed /dev/shm.
+fn vllm(backend: &str, device: &str, model: &str) -> Parts {
+    let gaudi = device == "HPU";
+    let image = match (backend, gaudi) {
+        (_, true) => VLLM_GAUDI_IMAGE,
+        ("llm-scaler", _) => LLM_SCALER_IMAGE,
+        _ => VLLM_XPU_IMAGE,
+    };
+    let mut args: Vec<String> = ["serve", model, "--host", "0.0.0.0", "--port", "8000", "--download-dir", MODELS]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if gaudi {
+        args.extend(["--dtype", "bfloat16"].map(String::from));
+    } else {
+        args.extend(
+            ["--dtype", "float16", "--block-size", "64", "--enforce-eager", "--no-enable-prefix-caching"]
+                .map(String::from),
+        );
+    }
+    if model == VLLM_MODEL {
+        args.extend(
+            ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
+                .map(String::from),
+        );
+    }
+    let mut env = vec![json!({ "name": "HF_HOME", "value": MODELS })];
+    let mut mounts = vec![json!({ "name": "models", "mountPath": MODELS })];
+    let mut volumes = Vec::new();
+    let mut security = json!({ "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } });
+    if gaudi {
+        env.push(json!({ "name": "PT_HPU_LAZY_MODE", "value": "0" }));
+        // Intel runs vllm-gaudi with --ipc=host; a memory-backed /dev/shm stands in for it.
+        mounts.push(json!({ "name": "shm", "mountPath": "/dev/shm" }));
+        volumes.push(json!({ "name": "shm", "emptyDir": { "medium": "Memory", "sizeLimit": "8Gi" } }));
+        security["capabilities"]["add"] = json!(["SYS_NICE"]);
+    }
+    let main = json!({
+        "name": "vllm",
+        "command": ["vllm"],
+        "args": args,
+        "env": env,
+        "ports": [ { "name": "http", "containerPort": PORT, "protocol": "TCP" } ],
+        "readinessProbe": { "httpGet": { "path": "/health", "port": "http" }, "periodSeconds": 10 },
+        "volumeMounts": mounts,
+        "securityContext": security,
+    });
+    (image, main, None, volumes, json!({}))
+}
+
+/// What every container gets unless it needs more: no privilege escalation, no capabilities.
+fn hardened() -> Value {
+    json!({ "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } })
+}

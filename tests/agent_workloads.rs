@@ -1,0 +1,160 @@
+//! The agent deployed: `[agent]` compiles to a Namespace, a PVC, the model server's Deployment
+//! and its Service, built from the computed placement, on each device path.
+
+mod support;
+
+use std::sync::LazyLock;
+
+use k3d_gpu::catalog::Catalog;
+use k3d_gpu::compile::{CompileError, DesiredGraph, compile};
+use k3d_gpu::config::load_str;
+use k3d_gpu::facts::Facts;
+use serde_json::Value;
+use support::facts_of;
+
+static CATALOG: LazyLock<Catalog> = LazyLock::new(|| Catalog::embedded().unwrap());
+
+fn compile_on(toml: &str, facts: &Facts, catalog: &Catalog) -> Result<DesiredGraph, Vec<CompileError>> {
+    let config = load_str("k3dgpu.toml", toml).unwrap_or_else(|e| panic!("{e:?}"));
+    compile(&config, facts, catalog)
+}
+
+fn graph(toml: &str, host: &str) -> DesiredGraph {
+    compile_on(toml, &facts_of(host), &CATALOG).unwrap_or_else(|e| panic!("{host}: {e:#?}"))
+}
+
+fn spec<'a>(g: &'a DesiredGraph, id: &str) -> &'a Value {
+    &g.get(id).unwrap_or_else(|| panic!("no {id}; have {:?}", g.resources().map(|r| &r.id).collect::<Vec<_>>())).spec
+}
+
+fn args(deployment: &Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).map(|i| args[i + 1].clone())
+}
+
+const OVMS: &str = "k8s/apps/Deployment/k3d-gpu-agent/ovms";
+const VLLM: &str = "k8s/apps/Deployment/k3d-gpu-agent/vllm";
+
+#[test]
+fn lunar_lake_gets_the_ovms_deployment_on_its_gpu() {
+    let g = graph("[agent]\n", "lunar-lake-npu");
+    let d = spec(&g, OVMS);
+    let a = args(d);
+    assert_eq!(flag(&a, "--target_device").as_deref(), Some("GPU"));
+    assert_eq!(flag(&a, "--source_model").as_deref(), Some("OpenVINO/Qwen3-4B-int4-ov"));
+    assert_eq!(flag(&a, "--rest_port").as_deref(), Some("8000"));
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(c["resources"]["limits"]["gpu.intel.com/xe"], "1");
+    assert_eq!(c["resources"]["requests"]["cpu"], "2");
+    assert_eq!(pod["securityContext"]["supplementalGroups"], serde_json::json!([992]), "the render group");
+    assert_eq!(pod["nodeSelector"]["gpu.intel.com/xmx"], "true");
+    assert_eq!(pod["volumes"][0]["persistentVolumeClaim"]["claimName"], "ovms-models");
+    // The init container pulls the same model for the same device.
+    assert_eq!(
+        args(&serde_json::json!({"spec":{"template":{"spec":{"containers":[pod["initContainers"][0].clone()]}}}}))[0],
+        "--pull"
+    );
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/openvino/model_server:2026.4.1-gpu"));
+    let svc = spec(&g, "k8s/core/Service/k3d-gpu-agent/ovms");
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8000);
+    assert!(g.get("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models").is_some());
+    assert!(g.get("k8s/core/Namespace/k3d-gpu-agent").is_some());
+    // Deployed now: no "not deployed" warning for [agent].
+    assert!(!g.warnings.iter().any(|w| w.code == "not-deployed" && w.key.as_deref() == Some("agent")));
+    // The Deployment waits for its namespace and volume.
+    let r = g.get(OVMS).unwrap();
+    assert!(r.depends_on.iter().any(|d| d.ends_with("PersistentVolumeClaim/k3d-gpu-agent/ovms-models")));
+}
+
+#[test]
+fn the_cpu_path_requests_no_device_and_pins_the_p_cores() {
+    let g = graph("[agent]\n", "desktop-rpl-nvidia");
+    let d = spec(&g, OVMS);
+    assert_eq!(flag(&args(d), "--target_device").as_deref(), Some("CPU"));
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    let limits = c["resources"]["limits"].as_object().unwrap();
+    assert_eq!(limits.keys().collect::<Vec<_>>(), ["memory"], "no device resource on the CPU");
+    assert_eq!(d["spec"]["template"]["metadata"]["labels"]["k3d-gpu.io/cores"], "performance");
+    assert!(d["spec"]["template"]["spec"]["securityContext"].get("supplementalGroups").is_none());
+}
+
+#[test]
+fn vllm_on_a_gaudi_and_on_arc() {
+    let g = graph("[agent]\n", "gaudi3-server");
+    let d = spec(&g, VLLM);
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("vault.habana.ai/gaudi-docker/1.24.2/"));
+    assert_eq!(c["resources"]["limits"]["habana.ai/gaudi"], "1");
+    assert_eq!(flag(&args(d), "--dtype").as_deref(), Some("bfloat16"));
+    assert!(c["env"].as_array().unwrap().iter().any(|e| e["name"] == "PT_HPU_LAZY_MODE" && e["value"] == "0"));
+    assert_eq!(c["securityContext"]["capabilities"]["add"], serde_json::json!(["SYS_NICE"]));
+    assert!(g.get("k8s/core/Service/k3d-gpu-agent/vllm").is_some());
+    assert!(g.get("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/vllm-models").is_some());
+
+    let g = graph("[agent]\nbackend = \"llm-scaler\"\n", "arc-b580-xe-rpl-igpu");
+    let c = &spec(&g, VLLM)["spec"]["template"]["spec"]["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/intel/llm-scaler-vllm:1.5"));
+    let g = graph("[agent]\nbackend = \"vllm\"\n", "arc-b580-xe-rpl-igpu");
+    let d = spec(&g, VLLM);
+    assert!(d["spec"]["template"]["spec"]["containers"][0]["image"].as_str().unwrap().contains("vllm-openai-xpu"));
+    assert_eq!(flag(&args(d), "--dtype").as_deref(), Some("float16"));
+}
+
+#[test]
+fn a_model_change_updates_the_same_deployment() {
+    let before = graph("[agent]\n", "lunar-lake-npu");
+    let after = graph("[agent]\nmodel = \"OpenVINO/Phi-4-mini-instruct-int4-ov\"\n", "lunar-lake-npu");
+    let ids = |g: &DesiredGraph| g.resources().map(|r| r.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&before), ids(&after), "same objects: the model is a field, not a name");
+    let a = args(spec(&after, OVMS));
+    assert_eq!(flag(&a, "--source_model").as_deref(), Some("OpenVINO/Phi-4-mini-instruct-int4-ov"));
+    assert_eq!(flag(&a, "--model_name").as_deref(), Some("Phi-4-mini-instruct-int4-ov"));
+    // The reference's parsers belong to the default model only.
+    assert_eq!(flag(&a, "--tool_parser"), None);
+    assert_ne!(spec(&before, OVMS), spec(&after, OVMS));
+}
+
+#[test]
+fn an_unknown_render_group_is_said_and_never_becomes_group_0() {
+    let mut facts = facts_of("lunar-lake-npu");
+    for gpu in &mut facts.host.intel_gpus {
+        for node in &mut gpu.device_nodes {
+            node.gid = 0;
+            node.group = None;
+        }
+    }
+    let g = compile_on("[agent]\n", &facts, &CATALOG).unwrap();
+    let pod = &spec(&g, OVMS)["spec"]["template"]["spec"];
+    assert!(pod["securityContext"].get("supplementalGroups").is_none(), "{pod}");
+    assert!(g.warnings.iter().any(|w| w.code == "agent-group-unknown"), "{:?}", g.warnings);
+}
+
+#[test]
+fn agent_images_go_through_the_lock() {
+    let g = graph("[agent]\n", "lunar-lake-npu");
+    let used = &g.images["docker.io/openvino/model_server:2026.4.1-gpu"];
+    assert_eq!(used.source, k3d_gpu::images::Source::Unlocked);
+    assert!(g.warnings.iter().any(|w| w.code == "image-unlocked" && w.text.contains("model_server")));
+
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let lock = format!(
+        "schema = \"k3d-gpu.images/v1\"\n[images.\"docker.io/openvino/model_server:2026.4.1-gpu\"]\ndigest = \"{digest}\"\n"
+    );
+    let mut catalog = CATALOG.clone();
+    catalog.images.user = Some(k3d_gpu::images::Lock::parse(&lock).unwrap());
+    let g = compile_on("[agent]\n", &facts_of("lunar-lake-npu"), &catalog).unwrap();
+    let d = spec(&g, OVMS);
+    let want = format!("docker.io/openvino/model_server:2026.4.1-gpu@{digest}");
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], want.as_str());
+    assert_eq!(d["spec"]["template"]["spec"]["initContainers"][0]["image"], want.as_str());
+}
