@@ -78,7 +78,7 @@ fn lunar_lake_gets_the_ovms_deployment_on_its_gpu() {
 
 #[test]
 fn the_cpu_path_requests_no_device_and_pins_the_p_cores() {
-    let g = graph("[agent]\n", "desktop-rpl-nvidia");
+    let g = graph("[agent]\n[vendors]\nexclude = [\"nvidia\"]\n", "desktop-rpl-nvidia");
     let d = spec(&g, OVMS);
     assert_eq!(flag(&args(d), "--target_device").as_deref(), Some("CPU"));
     let c = &d["spec"]["template"]["spec"]["containers"][0];
@@ -157,4 +157,20 @@ fn agent_images_go_through_the_lock() {
     let want = format!("docker.io/openvino/model_server:2026.4.1-gpu@{digest}");
     assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], want.as_str());
     assert_eq!(d["spec"]["template"]["spec"]["initContainers"][0]["image"], want.as_str());
+}
+
+#[test]
+fn the_nvidia_host_gets_the_cuda_backend() {
+    let g = graph("[agent]\n", "desktop-rpl-nvidia");
+    assert!(g.get(OVMS).is_none());
+    let d = spec(&g, VLLM);
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/vllm/vllm-openai:"), "{}", c["image"]);
+    assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], "1");
+    assert_eq!(pod["runtimeClassName"], "nvidia", "k3s's nvidia runtime brings the driver libraries");
+    let a = args(d);
+    assert_eq!(a[1], "Qwen/Qwen3-4B");
+    assert_eq!(flag(&a, "--port").as_deref(), Some("8000"));
+    assert!(!a.iter().any(|x| x == "--enforce-eager"), "the Arc work-arounds stay off CUDA: {a:?}");
 }

@@ -141,6 +141,7 @@ fn every_agent_workload_is_valid() {
         ("", "lunar-lake-npu"),
         ("device = \"npu\"", "lunar-lake-npu"),
         ("", "desktop-rpl-nvidia"),
+        ("[vendors]\nexclude = [\"nvidia\"]", "desktop-rpl-nvidia"),
         ("", "gaudi3-server"),
         ("backend = \"vllm\"", "arc-b580-xe-rpl-igpu"),
         ("backend = \"llm-scaler\"", "arc-b580-xe-rpl-igpu"),

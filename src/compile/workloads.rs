@@ -1,5 +1,6 @@
 //! The agent's Kubernetes objects, built from its computed placement (`agent.rs`): namespace
 //! `k3d-gpu-agent`, a PVC for the model and the compile caches, the model server's Deployment
+//! (OVMS, vLLM on XPU, llm-scaler, vLLM on Gaudi, vLLM on CUDA)
 //! and its ClusterIP Service. Pure: the placement decides device, resource, labels, groups and
 //! sizes; this module only writes them down in the shape each backend's image expects.
 //!
@@ -28,6 +29,8 @@ const MODELS: &str = "/models";
 pub const OVMS_IMAGE: &str = "docker.io/openvino/model_server:2026.4.1-gpu";
 pub const VLLM_XPU_IMAGE: &str = "docker.io/vllm/vllm-openai-xpu:v0.31.0";
 pub const LLM_SCALER_IMAGE: &str = "docker.io/intel/llm-scaler-vllm:1.5";
+/// vLLM's own CUDA build, the release of the same number as its XPU image above.
+pub const VLLM_CUDA_IMAGE: &str = "docker.io/vllm/vllm-openai:v0.31.0";
 pub const VLLM_GAUDI_IMAGE: &str =
     "vault.habana.ai/gaudi-docker/1.24.2/ubuntu24.04/habanalabs/vllm-0.30.0-ptupstream-2.13.0:1.24.2-481";
 
@@ -83,6 +86,11 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
         "containers": [main],
         "volumes": volumes,
     });
+    if plan.device == "CUDA" {
+        // On k3s the NVIDIA libraries reach a pod through the nvidia runtime (RuntimeClass
+        // nvidia, k3s's own; verify/runtimeclass/nvidia checks it exists).
+        pod["runtimeClassName"] = json!("nvidia");
+    }
     if let Some(mut init) = init {
         init["image"] = json!(image);
         pod["initContainers"] = json!([init]);
@@ -185,8 +193,10 @@ fn ovms(device: &str, model: &str, served_name: &str) -> Parts {
 /// bfloat16 on the Gaudi with its eager/torch.compile mode and a memory-backed /dev/shm.
 fn vllm(backend: &str, device: &str, model: &str) -> Parts {
     let gaudi = device == "HPU";
+    let cuda = device == "CUDA";
     let image = match (backend, gaudi) {
         (_, true) => VLLM_GAUDI_IMAGE,
+        _ if cuda => VLLM_CUDA_IMAGE,
         ("llm-scaler", _) => LLM_SCALER_IMAGE,
         _ => VLLM_XPU_IMAGE,
     };
@@ -196,6 +206,9 @@ fn vllm(backend: &str, device: &str, model: &str) -> Parts {
         .collect();
     if gaudi {
         args.extend(["--dtype", "bfloat16"].map(String::from));
+    } else if cuda {
+        // CUDA: vLLM's defaults (the model's dtype, CUDA graphs, prefix caching) are its
+        // validated path; the Arc flags below work around XPU limits.
     } else {
         args.extend(
             ["--dtype", "float16", "--block-size", "64", "--enforce-eager", "--no-enable-prefix-caching"]

@@ -68,11 +68,13 @@ pub struct Config {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Agent {
-    /// `auto` (OpenVINO Model Server; vLLM on a Gaudi), `ovms`, `vllm` or `llm-scaler`.
+    /// `auto` (OpenVINO Model Server; vLLM on a Gaudi or an NVIDIA GPU), `ovms`, `vllm` or
+    /// `llm-scaler`.
     /// (K3D_GPU_AGENT_BACKEND)
     pub backend: AgentBackend,
-    /// `auto` (a Gaudi, else an Intel GPU only on an XMX node, else CPU), or force `cpu`,
-    /// `gpu`, `npu` or `hpu` (a Gaudi). (K3D_GPU_AGENT_DEVICE)
+    /// `auto` (a Gaudi, else an NVIDIA GPU with at least 12 GiB, else an Intel GPU only on
+    /// an XMX node, else CPU), or force `cpu`, `gpu` (Intel), `npu`, `hpu` (a Gaudi) or `cuda`
+    /// (an NVIDIA GPU, vLLM only). (K3D_GPU_AGENT_DEVICE)
     pub device: AgentDevice,
     /// Model to serve (Hugging Face id); unset: `OpenVINO/Qwen3-4B-int4-ov` on OVMS,
     /// `Qwen/Qwen3-4B` on vLLM. A change updates the server's Deployment in place.
@@ -105,6 +107,9 @@ pub enum AgentDevice {
     // A Gaudi. Only this spelling: the schema, the docs and the parser agree on one (an
     // alias the schema did not show made editors and the tool disagree).
     Hpu,
+    // An NVIDIA GPU (nvidia.com/gpu), served by vLLM's CUDA build. Not `gpu`: that key has
+    // always meant the Intel GPU, and a config written for it must not move.
+    Cuda,
 }
 
 /// The add-ons k3d-gpu places.
