@@ -174,3 +174,72 @@ fn the_nvidia_host_gets_the_cuda_backend() {
     assert_eq!(flag(&a, "--port").as_deref(), Some("8000"));
     assert!(!a.iter().any(|x| x == "--enforce-eager"), "the Arc work-arounds stay off CUDA: {a:?}");
 }
+
+fn plan_from(before: &DesiredGraph, after: &DesiredGraph) -> k3d_gpu::plan::Plan {
+    let inputs = k3d_gpu::plan::Inputs {
+        config: "sha256:c".into(),
+        facts: "sha256:f".into(),
+        observed: "sha256:o".into(),
+        stdlib: "sha256:s".into(),
+        images: "sha256:i".into(),
+        tool_version: "0".into(),
+    };
+    k3d_gpu::plan::plan(after, &support::converged(before), inputs)
+}
+
+fn actions(plan: &k3d_gpu::plan::Plan) -> Vec<(String, String)> {
+    plan.actions
+        .iter()
+        .filter(|a| a.id.contains("k3d-gpu-agent"))
+        .map(|a| (a.id.clone(), serde_json::to_value(a.action).unwrap().as_str().unwrap().to_string()))
+        .collect()
+}
+
+#[test]
+fn removing_the_agent_deletes_its_workload_and_keeps_its_data() {
+    let with = graph("[agent]\n", "lunar-lake-npu");
+    let without = graph("", "lunar-lake-npu");
+    let plan = plan_from(&with, &without);
+    let a = actions(&plan);
+    assert_eq!(
+        a,
+        [
+            ("k8s/apps/Deployment/k3d-gpu-agent/ovms".to_string(), "delete".to_string()),
+            ("k8s/core/Service/k3d-gpu-agent/ovms".to_string(), "delete".to_string()),
+        ]
+    );
+    let kept: Vec<&str> = plan.warnings.iter().filter(|w| w.code == "data-kept").map(|w| w.text.as_str()).collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept.iter().any(|t| t.starts_with("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models is")));
+    assert!(kept.iter().any(|t| t.starts_with("k8s/core/Namespace/k3d-gpu-agent is")));
+
+    // keep_models = false: the plan deletes them and says the data is lost.
+    let with = graph("[agent]\nkeep_models = false\n", "lunar-lake-npu");
+    let plan = plan_from(&with, &without);
+    let pvc = plan.actions.iter().find(|a| a.id.ends_with("PersistentVolumeClaim/k3d-gpu-agent/ovms-models")).unwrap();
+    assert!(pvc.reason.text.contains("data (a downloaded model) is lost"), "{}", pvc.reason.text);
+    assert_eq!(actions(&plan).len(), 4, "{:?}", actions(&plan));
+}
+
+#[test]
+fn a_model_change_is_an_in_place_update_and_a_backend_change_keeps_the_old_download() {
+    let before = graph("[agent]\n", "lunar-lake-npu");
+    let after = graph("[agent]\nmodel = \"OpenVINO/Phi-4-mini-instruct-int4-ov\"\n", "lunar-lake-npu");
+    let plan = plan_from(&before, &after);
+    assert_eq!(actions(&plan), [("k8s/apps/Deployment/k3d-gpu-agent/ovms".to_string(), "update".to_string())]);
+    let update = &plan.actions.iter().find(|a| a.id.ends_with("/ovms")).unwrap();
+    assert!(update.changed_paths.iter().any(|p| p.contains("args")), "{:?}", update.changed_paths);
+    assert!(
+        plan.verify.iter().any(|v| v == "verify/endpoint/k3d-gpu-agent/ovms"),
+        "the new model is checked: {:?}",
+        plan.verify
+    );
+
+    let after = graph("[agent]\nbackend = \"vllm\"\n", "arc-b580-xe-rpl-igpu");
+    let before = graph("[agent]\ndevice = \"gpu\"\n", "arc-b580-xe-rpl-igpu");
+    let plan = plan_from(&before, &after);
+    let a = actions(&plan);
+    assert!(a.contains(&("k8s/apps/Deployment/k3d-gpu-agent/ovms".into(), "delete".into())), "{a:?}");
+    assert!(a.contains(&("k8s/apps/Deployment/k3d-gpu-agent/vllm".into(), "create".into())), "{a:?}");
+    assert!(!a.iter().any(|(id, _)| id.ends_with("ovms-models")), "the OVMS download stays: {a:?}");
+}

@@ -153,7 +153,10 @@ fn every_agent_workload_is_valid() {
         let config = k3d_gpu::config::load_str("k3dgpu.toml", &format!("[agent]\n{keys}\n")).unwrap();
         let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog)
             .unwrap_or_else(|e| panic!("{keys} on {host}: {e:#?}"));
-        for r in graph.resources().filter(|r| r.component.as_deref() == Some("agent")) {
+        for r in graph
+            .resources()
+            .filter(|r| r.component.as_deref() == Some("agent") && r.kind == k3d_gpu::compile::ResourceKind::Object)
+        {
             deployments += usize::from(r.spec["kind"] == "Deployment");
             match check(&r.spec) {
                 Some(back) => problems.extend(problem(&format!("{keys} on {host}: {}", r.id), &r.spec, back)),

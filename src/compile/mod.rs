@@ -247,6 +247,10 @@ fn expect(cx: &mut Context) {
     cx.errors.extend(errors);
 }
 
+/// On a managed object that holds data (the agent's model PVC and its namespace): when the
+/// config no longer wants it, the plan keeps it and says so instead of deleting it.
+pub const KEEP_LABEL: &str = "k3d-gpu.io/keep-on-removal";
+
 /// A label the balloons policy or the DRA driver needs, owned by the compiler.
 pub const DRA_NODE_LABEL: &str = "k3d-gpu.io/intel-gpu-dra";
 

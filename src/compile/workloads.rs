@@ -55,11 +55,13 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
     };
     let selector = json!({ "app.kubernetes.io/name": server });
 
+    // The namespace holds the PVC: deleting it would delete the data, so both are kept alike.
+    let keep = if agent.keep_models.unwrap_or(true) { "true" } else { "false" };
     let namespace = json!({ "apiVersion": "v1", "kind": "Namespace",
-        "metadata": { "name": NAMESPACE, "labels": labels(&[]) } });
+        "metadata": { "name": NAMESPACE, "labels": labels(&[(super::KEEP_LABEL, keep)]) } });
     let pvc_name = format!("{server}-models");
     let pvc = json!({ "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[]) },
+        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[(super::KEEP_LABEL, keep)]) },
         "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": STORAGE } } } });
 
     let (image, containers, init, volumes_extra, pod_security) = match (plan.backend, plan.device) {
@@ -134,8 +136,36 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
     push(namespace, vec![cluster_id.to_string()]);
     push(pvc, vec![cluster_id.to_string(), ns_id.clone()]);
     push(deployment, vec![cluster_id.to_string(), ns_id.clone(), pvc_id]);
-    push(service, vec![cluster_id.to_string(), ns_id, deployment_id]);
+    let service_id = object_id(&service);
+    push(service, vec![cluster_id.to_string(), ns_id, deployment_id.clone()]);
+
+    // Readiness: the Deployment rolled out, then the server lists its models through the API
+    // server's service proxy (GET only: POSTs through that proxy are what OVMS mishandles).
+    let verify = |id: String, spec: Value, depends_on: Vec<String>| Resource {
+        id,
+        kind: ResourceKind::Verify,
+        change: Change::Verify,
+        component: Some(COMPONENT.into()),
+        spec,
+        depends_on,
+    };
+    out.push(verify(
+        format!("verify/rollout/Deployment/{NAMESPACE}/{server}"),
+        json!({ "check": "rollout", "kind": "Deployment", "namespace": NAMESPACE, "name": server }),
+        vec![deployment_id],
+    ));
+    let api = if server == "ovms" { "v3" } else { "v1" };
+    out.push(verify(
+        format!("verify/endpoint/{NAMESPACE}/{server}"),
+        json!({ "check": "endpoint", "namespace": NAMESPACE, "service": server, "port": PORT,
+                "path": format!("/{api}/models"), "timeout_s": MODEL_TIMEOUT_S }),
+        vec![service_id],
+    ));
 }
+
+/// How long the first start may take: the model downloads into the PVC, then loads and
+/// compiles (the reference's agent timeout). A verify timeout longer than this wins.
+pub const MODEL_TIMEOUT_S: u64 = 1800;
 
 type Parts = (&'static str, Value, Option<Value>, Vec<Value>, Value);
 

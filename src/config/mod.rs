@@ -84,6 +84,10 @@ pub struct Agent {
     pub cpus: Option<u32>,
     /// Memory request, e.g. `"6Gi"`. (K3D_GPU_AGENT_MEMORY)
     pub memory: Option<String>,
+    /// Keep the model PVC (and its namespace) when the agent, or this backend, leaves the
+    /// config: `true` (default) keeps the download and the plan says so; `false` lets the plan
+    /// delete them, and says the data is lost. Takes effect once applied.
+    pub keep_models: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
