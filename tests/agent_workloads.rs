@@ -243,3 +243,45 @@ fn a_model_change_is_an_in_place_update_and_a_backend_change_keeps_the_old_downl
     assert!(a.contains(&("k8s/apps/Deployment/k3d-gpu-agent/vllm".into(), "create".into())), "{a:?}");
     assert!(!a.iter().any(|(id, _)| id.ends_with("ovms-models")), "the OVMS download stays: {a:?}");
 }
+
+/// Add-ons run where the placement put them (Lunar Lake, the iGPU shared by two: the LLM and
+/// the VLM on the GPU, stt on the NPU), each its own OVMS with Service and readiness check.
+#[test]
+fn add_ons_are_deployed_where_they_were_placed() {
+    let g = graph("[agent]\n[addons.vlm]\n[addons.stt]\n[sharing]\nshared = 2\n", "lunar-lake-npu");
+    let placed: Vec<(String, &str)> =
+        g.agent.as_ref().unwrap().addons.iter().map(|a| (format!("{:?}", a.name), a.device)).collect();
+    for (name, device) in &placed {
+        let id = format!("k8s/apps/Deployment/k3d-gpu-agent/{}", name.to_lowercase());
+        let d = spec(&g, &id);
+        let a = args(d);
+        assert_eq!(flag(&a, "--target_device").as_deref(), Some(*device), "{name}");
+        let pod = &d["spec"]["template"]["spec"];
+        let limits = &pod["containers"][0]["resources"]["limits"];
+        match *device {
+            "NPU" => assert_eq!(limits["npu.intel.com/accel"], "1", "{name}"),
+            "GPU" => assert_eq!(limits["gpu.intel.com/xe"], "1", "{name}"),
+            _ => assert!(limits.as_object().unwrap().len() == 1, "{name}: {limits}"),
+        }
+        assert!(g.get(&format!("k8s/core/Service/k3d-gpu-agent/{}", name.to_lowercase())).is_some());
+        assert!(g.get(&format!("verify/endpoint/k3d-gpu-agent/{}", name.to_lowercase())).is_some());
+    }
+    assert_eq!(placed.len(), 2, "{placed:?}");
+    let stt = args(spec(&g, "k8s/apps/Deployment/k3d-gpu-agent/stt"));
+    assert_eq!(flag(&stt, "--task").as_deref(), Some("speech2text"));
+    assert_eq!(flag(&stt, "--source_model").as_deref(), Some("OpenVINO/whisper-large-v3-turbo-fp16-ov"));
+    let vlm = args(spec(&g, "k8s/apps/Deployment/k3d-gpu-agent/vlm"));
+    assert_eq!(flag(&vlm, "--source_model").as_deref(), Some("OpenVINO/Qwen3-VL-4B-Instruct-int4-ov"));
+
+    // Asked for the NPU, the VLM serves the NPU demo's model with a longer fixed prompt.
+    let g = graph("[agent]\n[addons.vlm]\ndevice = \"npu\"\n", "lunar-lake-npu");
+    let vlm = args(spec(&g, "k8s/apps/Deployment/k3d-gpu-agent/vlm"));
+    assert_eq!(flag(&vlm, "--source_model").as_deref(), Some("OpenVINO/Phi-3.5-vision-instruct-fp16-ov"));
+    assert_eq!(flag(&vlm, "--max_prompt_len").as_deref(), Some("4096"));
+    let pod = &spec(&g, "k8s/apps/Deployment/k3d-gpu-agent/vlm")["spec"]["template"]["spec"];
+    assert!(pod["securityContext"]["supplementalGroups"].as_array().is_some_and(|g| !g.is_empty()), "accel group");
+
+    // Video is placed but not deployed yet.
+    let g = graph("[agent]\n[addons.video]\n", "lunar-lake-npu");
+    assert!(g.get("k8s/apps/Deployment/k3d-gpu-agent/video").is_none());
+}

@@ -146,6 +146,8 @@ fn every_agent_workload_is_valid() {
         ("backend = \"vllm\"", "arc-b580-xe-rpl-igpu"),
         ("backend = \"llm-scaler\"", "arc-b580-xe-rpl-igpu"),
         ("", "xeon-2s-snc2"),
+        ("[addons.vlm]\n[addons.stt]\n[sharing]\nshared = 2", "lunar-lake-npu"),
+        ("[addons.vlm]\ndevice = \"npu\"", "lunar-lake-npu"),
     ];
     let mut problems = Vec::new();
     let mut deployments = 0;
@@ -164,7 +166,7 @@ fn every_agent_workload_is_valid() {
             }
         }
     }
-    assert_eq!(deployments, cases.len(), "one model server per case");
+    assert_eq!(deployments, cases.len() + 3, "one model server per case, one per deployed add-on");
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 

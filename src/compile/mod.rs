@@ -198,12 +198,19 @@ fn select_vendors(cx: &mut Context) {
     cx.active = active_vendors(config, cx.facts);
 }
 
-/// `[addons.*]` are placed (graph/v1, `k3d-gpu agent`) but have no manifests yet, so nothing
-/// in the plan deploys them: the plan says so instead of staying silent. (`[agent]` is
-/// deployed: `workloads.rs`.)
+/// `[addons.video]` is placed (graph/v1, `k3d-gpu agent`) but has no manifests yet, so nothing
+/// in the plan deploys it: the plan says so instead of staying silent. (`[agent]`, `vlm` and
+/// `stt` are deployed: `workloads.rs`.)
 fn not_deployed(cx: &mut Context) {
     const WHY: &str = "its manifests are not part of the catalog yet; `k3d-gpu agent` shows where it would run";
-    let addons: Vec<String> = cx.config.addons.keys().map(|a| format!("[addons.{}]", agent::name_of(*a))).collect();
+    // vlm and stt are deployed (workloads.rs); video's DL Streamer pipeline is not yet.
+    let addons: Vec<String> = cx
+        .config
+        .addons
+        .keys()
+        .filter(|a| **a == crate::config::AddonName::Video)
+        .map(|a| format!("[addons.{}]", agent::name_of(*a)))
+        .collect();
     for addon in addons {
         cx.warn("not-deployed", Some("addons"), format!("{addon} is not deployed by this version: {WHY}"));
     }

@@ -55,7 +55,9 @@ pub struct Config {
     /// runs and why.
     pub agent: Option<Agent>,
     /// Add-ons beside the agent: `[addons.vlm]`, `[addons.stt]`, `[addons.video]` are placed
-    /// on the engines the LLM leaves free (`k3d-gpu agent` shows where).
+    /// on the engines the LLM leaves free (`k3d-gpu agent` shows where). vlm and stt are
+    /// deployed as OVMS servers (svc/vlm, svc/stt on port 8000, API under /v3); video is
+    /// placed but not deployed yet.
     pub addons: BTreeMap<AddonName, Addon>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
