@@ -285,3 +285,28 @@ fn add_ons_are_deployed_where_they_were_placed() {
     let g = graph("[agent]\n[addons.video]\n", "lunar-lake-npu");
     assert!(g.get("k8s/apps/Deployment/k3d-gpu-agent/video").is_none());
 }
+
+/// Loopback only: every Service is ClusterIP with no node port or external address, and the
+/// cluster gets no port mapping for the model servers (docs/agent.md).
+#[test]
+fn nothing_listens_outside_the_cluster() {
+    for (toml, host) in [
+        ("[agent]\n[addons.vlm]\n[addons.stt]\n[sharing]\nshared = 2\n", "lunar-lake-npu"),
+        ("[agent]\n", "desktop-rpl-nvidia"),
+        ("[agent]\n", "gaudi3-server"),
+    ] {
+        let g = graph(toml, host);
+        let services: Vec<&Value> = g
+            .resources()
+            .filter(|r| r.component.as_deref() == Some("agent") && r.spec["kind"] == "Service")
+            .map(|r| &r.spec)
+            .collect();
+        assert!(!services.is_empty());
+        for s in services {
+            assert_eq!(s["spec"]["type"], "ClusterIP", "{s}");
+            assert!(s["spec"].get("externalIPs").is_none() && s["spec"]["ports"][0].get("nodePort").is_none(), "{s}");
+        }
+        let cluster = g.resources().find(|r| r.kind == k3d_gpu::compile::ResourceKind::Cluster).unwrap();
+        assert!(!cluster.spec.to_string().contains("8000"), "no port mapping: {}", cluster.spec);
+    }
+}
