@@ -47,6 +47,9 @@ pub struct State {
     pub fail_once: Vec<String>,
     /// Milliseconds every PATCH takes (a slow API server, to kill an apply half-way).
     pub patch_delay_ms: u64,
+    /// Delayed PATCHes received and not yet applied: a test waits for 0 before it re-plans,
+    /// since a real API server also finishes a request whose client went away.
+    pub patches_in_flight: usize,
     /// What the pods behind a Service answer through the service proxy, by the path after
     /// `/proxy` (`svc:port` + path, e.g. `ovms:8000/v3/models`): the test plays the workload.
     /// A path not here answers like a Service with no ready endpoints (503).
@@ -596,11 +599,20 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or_default().to_string();
         let target = parts.next().unwrap_or_default().to_string();
-        let delay = state.lock().unwrap().patch_delay_ms;
-        if method == "PATCH" && delay > 0 {
+        let delayed = {
+            let mut s = state.lock().unwrap();
+            let delayed = method == "PATCH" && s.patch_delay_ms > 0;
+            s.patches_in_flight += usize::from(delayed);
+            delayed.then_some(s.patch_delay_ms)
+        };
+        if let Some(delay) = delayed {
             tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
         }
-        match respond(&state, &changed, &method, &target, &body) {
+        let reply = respond(&state, &changed, &method, &target, &body);
+        if delayed.is_some() {
+            state.lock().unwrap().patches_in_flight -= 1;
+        }
+        match reply {
             Reply::Once(code, value) => {
                 let body = value.to_string();
                 let reason = if code < 300 { "OK" } else { "Error" };
