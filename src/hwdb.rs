@@ -319,6 +319,24 @@ pub fn gaudi_model(device_id: u32) -> Option<&'static str> {
     }
 }
 
+/// NVIDIA GPU memory in GiB by PCI device id, for the agent's CUDA choice (a model has to fit).
+/// sysfs does not say how much memory an NVIDIA GPU has, so an id missing here is "unknown"
+/// and `[agent] device = "auto"` does not pick it (`device = "cuda"` forces it). Names per
+/// pci.ids; sizes are the boards' published memory.
+const NVIDIA_MEMORY_GIB: &[(u32, u32, &str)] = &[
+    (0x1eb8, 16, "Tesla T4"),
+    (0x2204, 24, "GeForce RTX 3090"),
+    (0x2331, 80, "H100 PCIe"),
+    (0x2684, 24, "GeForce RTX 4090"),
+    (0x27b2, 20, "RTX 4000 Ada Generation"),
+    (0x27b8, 24, "L4"),
+];
+
+/// An NVIDIA GPU's memory in GiB, `None` when the id is not in the table.
+pub fn nvidia_memory_gib(device_id: u32) -> Option<u32> {
+    NVIDIA_MEMORY_GIB.iter().find(|(id, _, _)| *id == device_id).map(|(_, gib, _)| *gib)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,8 +54,8 @@ fn auto_picks_a_gaudi_then_an_xmx_gpu_then_the_cpu() {
     assert_eq!(p.cpu_request, 2);
     assert_eq!(p.api, "http://ovms.k3d-gpu-agent.svc:8000/v3");
 
-    // A UHD 770 has no XMX: the P-cores serve, all of them.
-    let (p, _) = ok("", "desktop-rpl-nvidia");
+    // A UHD 770 has no XMX: the P-cores serve, all of them (its NVIDIA GPUs left out).
+    let (p, _) = ok("[vendors]\nexclude = [\"nvidia\"]\n", "desktop-rpl-nvidia");
     assert_eq!((p.device, p.cpu_request), ("CPU", 16));
     assert!(p.reason.contains("15.7 vs 9.9 tokens/s"), "{}", p.reason);
     assert_eq!(p.pod_labels.get("k3d-gpu.io/cores").map(String::as_str), Some("performance"));
@@ -102,8 +102,16 @@ fn backend_and_device_combinations_the_reference_refuses() {
     for (toml, host, message) in [
         ("backend = \"ovms\"\ndevice = \"hpu\"\n", "gaudi3-server", "ovms does not run on a Gaudi"),
         ("backend = \"llm-scaler\"\ndevice = \"hpu\"\n", "gaudi3-server", "llm-scaler does not run on a Gaudi"),
-        ("backend = \"vllm\"\ndevice = \"cpu\"\n", "arc-b580-xe-rpl-igpu", "vllm runs on an Intel GPU or a Gaudi only"),
-        ("backend = \"vllm\"\ndevice = \"npu\"\n", "lunar-lake-npu", "vllm runs on an Intel GPU or a Gaudi only"),
+        (
+            "backend = \"vllm\"\ndevice = \"cpu\"\n",
+            "arc-b580-xe-rpl-igpu",
+            "vllm runs on an Intel GPU, a Gaudi or (vllm) an NVIDIA GPU only",
+        ),
+        (
+            "backend = \"vllm\"\ndevice = \"npu\"\n",
+            "lunar-lake-npu",
+            "vllm runs on an Intel GPU, a Gaudi or (vllm) an NVIDIA GPU only",
+        ),
     ] {
         assert_eq!(refused(toml, host).message, message, "{toml:?} on {host}");
     }
@@ -200,4 +208,42 @@ fn add_on_refusals() {
 
 fn e_key(e: &CompileError) -> String {
     e.key.join(".")
+}
+
+#[test]
+fn auto_serves_vllm_on_an_nvidia_gpu_with_enough_memory() {
+    // Two RTX 4000 Ada (20 GiB each, by PCI id 27b2): vLLM's CUDA build on nvidia.com/gpu.
+    let (p, w) = ok("", "desktop-rpl-nvidia");
+    assert_eq!((p.backend, p.device, p.resource.as_deref()), ("vllm", "CUDA", Some("nvidia.com/gpu")));
+    assert_eq!(p.api, "http://vllm.k3d-gpu-agent.svc:8000/v1");
+    assert!(p.reason.contains("20 GiB"), "{}", p.reason);
+    assert!(w.is_empty(), "{w:?}");
+    assert!(p.supplemental_groups.is_empty(), "the NVIDIA nodes are 0666");
+    // Forced spellings.
+    let (p, _) = ok("device = \"cuda\"\n", "desktop-rpl-nvidia");
+    assert_eq!((p.backend, p.device), ("vllm", "CUDA"));
+    let (p, _) = ok("backend = \"vllm\"\n", "desktop-rpl-nvidia");
+    assert_eq!(p.device, "CUDA");
+    // An explicit OVMS stays with the Intel rules (UHD 770, no XMX: the CPU).
+    let (p, _) = ok("backend = \"ovms\"\n", "desktop-rpl-nvidia");
+    assert_eq!((p.backend, p.device), ("ovms", "CPU"));
+    for (toml, host, message) in [
+        ("backend = \"ovms\"\ndevice = \"cuda\"\n", "desktop-rpl-nvidia", "ovms does not run on an NVIDIA GPU"),
+        ("device = \"cuda\"\n", "lunar-lake-npu", "device = \"cuda\" but the cluster will advertise no NVIDIA GPU"),
+    ] {
+        assert_eq!(refused(toml, host).message, message, "{toml:?} on {host}");
+    }
+}
+
+#[test]
+fn an_nvidia_gpu_of_unknown_memory_is_not_picked_by_auto() {
+    let mut facts = facts_of("desktop-rpl-nvidia");
+    for gpu in &mut facts.host.nvidia.gpus {
+        gpu.device_id = Some(0x1234);
+    }
+    let g = compile_toml("[agent]\n", &facts).unwrap();
+    assert_eq!(g.agent.as_ref().unwrap().device, "CPU");
+    assert!(g.warnings.iter().any(|w| w.code == "agent-cuda-memory-unknown"), "{:?}", g.warnings);
+    let g = compile_toml("[agent]\ndevice = \"cuda\"\n", &facts).unwrap();
+    assert_eq!(g.agent.as_ref().unwrap().device, "CUDA");
 }

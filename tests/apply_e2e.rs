@@ -440,7 +440,13 @@ fn an_apply_killed_half_way_is_resumed_with_nothing_lost() {
     // PATCHes the killed apply had in flight still land after their delay (a real API
     // server also finishes a request whose client went away): plan once they have, or the
     // plan below can be stale by the time it is applied.
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // A request the killed apply sent may still sit unread in the socket for a moment.
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while w.server.state.lock().unwrap().patches_in_flight > 0 {
+        assert!(std::time::Instant::now() < deadline, "the killed apply's PATCHes never landed");
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
     let rest = w.run(&["plan"]);
     let left = to_create(&rest);
     assert!(left > 0 && left < total, "only what is left: {left} of {total}\n{}", text(&rest));

@@ -613,12 +613,11 @@ fn the_node_image_bases_are_locked_like_any_image() {
 }
 
 #[test]
-fn agent_and_addons_say_they_are_not_deployed() {
-    let g = graph("[agent]\n[addons.stt]\n[addons.vlm]\n", "lunar-lake-npu");
+fn only_video_says_it_is_not_deployed() {
+    let g = graph("[agent]\n[addons.stt]\n[addons.vlm]\n[addons.video]\n", "lunar-lake-npu");
     let texts: Vec<&str> = g.warnings.iter().filter(|w| w.code == "not-deployed").map(|w| w.text.as_str()).collect();
-    assert_eq!(texts.len(), 3, "{texts:?}");
-    assert!(texts.iter().any(|t| t.starts_with("[agent] is not deployed by this version")), "{texts:?}");
-    assert!(texts.iter().any(|t| t.starts_with("[addons.stt] is not deployed")), "{texts:?}");
+    assert_eq!(texts.len(), 1, "the agent, vlm and stt are deployed: {texts:?}");
+    assert!(texts.iter().any(|t| t.starts_with("[addons.video] is not deployed")), "{texts:?}");
     assert!(!warnings(&graph("", "lunar-lake-npu")).contains(&"not-deployed".to_string()));
 }
 

@@ -16,6 +16,8 @@ const BALLOONS_IMAGE: &str = "ghcr.io/containers/nri-plugins/nri-resource-policy
 /// The node image's bases (issue 13): images of every graph that builds the node image.
 const K3S_BASE: &str = "rancher/k3s:v1.37.1-k3s1";
 const UBUNTU_BASE: &str = "ubuntu:26.04";
+/// The agent's server (the example has `[agent]`; `compile/workloads.rs`).
+const OVMS_IMAGE: &str = "docker.io/openvino/model_server:2026.4.1-gpu";
 const NPU_DS: &str = "k8s/apps/DaemonSet/kube-system/intel-npu-plugin";
 
 fn digest(c: char) -> String {
@@ -58,8 +60,9 @@ fn an_unlocked_image_is_deployed_by_tag_with_a_warning() {
     let graph = compile_with(&lunar_lake(), None).unwrap();
     assert_eq!(image_of(&graph, NPU_DS), NPU_IMAGE);
     let warnings = unlocked(&graph);
-    assert_eq!(warnings.len(), 4, "two components' images and the node image's two bases: {warnings:?}");
+    assert_eq!(warnings.len(), 5, "two components' images, the agent's and the node image's two bases: {warnings:?}");
     assert!(warnings.iter().any(|w| w.contains(K3S_BASE)) && warnings.iter().any(|w| w.contains(UBUNTU_BASE)));
+    assert!(warnings.iter().any(|w| w.contains(OVMS_IMAGE)), "the agent's image too: {warnings:?}");
     assert!(warnings[0].contains(NPU_IMAGE) || warnings[1].contains(NPU_IMAGE), "{warnings:?}");
     // A catalog pin stays as it is and is no warning.
     let gpu = image_of(&graph, "k8s/apps/DaemonSet/kube-system/intel-gpu-plugin");
@@ -68,7 +71,7 @@ fn an_unlocked_image_is_deployed_by_tag_with_a_warning() {
 
 #[test]
 fn a_locked_image_is_deployed_by_digest_and_warns_no_more() {
-    let user = lock(&[(NPU_IMAGE, digest('a')), (BALLOONS_IMAGE, digest('b'))]);
+    let user = lock(&[(NPU_IMAGE, digest('a')), (BALLOONS_IMAGE, digest('b')), (OVMS_IMAGE, digest('e'))]);
     let graph = compile_with(&lunar_lake(), Some(user)).unwrap();
     assert_eq!(image_of(&graph, NPU_DS), format!("{NPU_IMAGE}@{}", digest('a')));
     assert!(unlocked(&graph).is_empty(), "{:?}", unlocked(&graph));
@@ -81,11 +84,12 @@ fn the_pinned_policy_refuses_an_unlocked_image() {
     let text = format!("{}\n[policy]\nimages = \"pinned\"\n", lunar_lake());
     let errors = compile_with(&text, Some(lock(&[(NPU_IMAGE, digest('a'))]))).unwrap_err();
     let refused: Vec<&str> = errors.iter().filter(|e| e.code == "image-unlocked").map(|e| e.message.as_str()).collect();
-    assert_eq!(refused.len(), 1, "{errors:?}");
-    assert!(refused[0].contains(BALLOONS_IMAGE), "{refused:?}");
+    assert_eq!(refused.len(), 2, "{errors:?}");
+    assert!(refused.iter().any(|r| r.contains(BALLOONS_IMAGE)), "{refused:?}");
+    assert!(refused.iter().any(|r| r.contains(OVMS_IMAGE)), "{refused:?}");
     assert_eq!(errors[0].key, ["policy", "images"]);
     // Everything locked: it compiles.
-    let all = lock(&[(NPU_IMAGE, digest('a')), (BALLOONS_IMAGE, digest('b'))]);
+    let all = lock(&[(NPU_IMAGE, digest('a')), (BALLOONS_IMAGE, digest('b')), (OVMS_IMAGE, digest('e'))]);
     compile_with(&text, Some(all)).unwrap();
 }
 
@@ -137,7 +141,7 @@ fn the_lock_beside_the_config_reaches_plan_render_and_check() {
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("missing   {NPU_IMAGE}")));
 
-    let lock = lock(&[(NPU_IMAGE, digest('a')), (BALLOONS_IMAGE, digest('b'))]);
+    let lock = lock(&[(NPU_IMAGE, digest('a')), (BALLOONS_IMAGE, digest('b')), (OVMS_IMAGE, digest('e'))]);
     std::fs::write(dir.path().join("images.lock"), lock.to_text()).unwrap();
     let out = run(&["images", "check"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));

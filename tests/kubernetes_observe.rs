@@ -213,3 +213,73 @@ fn verify_names_a_missing_runtime_class() {
         .unwrap_err();
     assert!(err.contains("RuntimeClass nvidia does not exist") && err.contains("--disable=runtimes"), "{err}");
 }
+
+/// The agent end to end against a fresh k3s: its objects apply and are observed, and the readiness
+/// check waits on the models endpoint through the service proxy (GET only) until the test,
+/// playing the model server, answers with a model.
+#[test]
+fn the_agent_applies_and_waits_for_its_model() {
+    use support::fake_apiserver::k3s_node;
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let graph = k3d_gpu::compile::compile(
+        &k3d_gpu::config::load_str("k3dgpu.toml", "[agent]\n").unwrap(),
+        &support::facts_of("lunar-lake-npu"),
+        &catalog,
+    )
+    .unwrap();
+    let name = graph.resources().find(|r| r.kind == k3d_gpu::compile::ResourceKind::Cluster).unwrap().spec["name"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let server = FakeApiServer::start_in_background(State {
+        nodes: vec![k3s_node(&format!("k3d-{name}-server-0"), true)],
+        ..State::k3s()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = server.kubeconfig(&name, dir.path());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client = runtime.block_on(client(&kubeconfig, &name)).unwrap();
+    let failures = runtime.block_on(apply_objects(&client, &graph));
+    assert!(failures.is_empty(), "apply refused:\n{}", failures.join("\n"));
+    let kinds = k3d_gpu::compile::object_kinds(&catalog);
+    let seen = runtime.block_on(observe(client.clone(), &name, &kinds)).unwrap();
+    let seen: Vec<String> = seen
+        .objects
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["namespace"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for id in [
+        "PersistentVolumeClaim/k3d-gpu-agent/ovms-models",
+        "Deployment/k3d-gpu-agent/ovms",
+        "Service/k3d-gpu-agent/ovms",
+    ] {
+        assert!(seen.iter().any(|k| k == id), "observe lists {id}: {seen:?}");
+    }
+
+    let spec = graph.get("verify/endpoint/k3d-gpu-agent/ovms").expect("a readiness check").spec.clone();
+    let waiting = runtime.spawn(async move {
+        k3d_gpu::apply::verify::wait_for(&client, &spec, &name, std::time::Duration::from_secs(20)).await
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert!(!waiting.is_finished(), "no endpoint answers yet");
+    server.change(|s| {
+        s.proxied.push((
+            "ovms:8000/v3/models".into(),
+            json!({"object": "list", "data": [{"id": "Qwen3-4B-int4-ov", "object": "model"}]}),
+        ))
+    });
+    runtime.block_on(waiting).unwrap().unwrap();
+    let proxied: Vec<String> = server.requests().into_iter().filter(|r| r.contains("/proxy")).collect();
+    assert!(proxied.len() >= 2, "{proxied:?}");
+    assert!(
+        proxied.iter().all(|r| r == "GET /api/v1/namespaces/k3d-gpu-agent/services/ovms:8000/proxy/v3/models"),
+        "{proxied:?}"
+    );
+}

@@ -11,7 +11,7 @@ mod support;
 
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
@@ -46,6 +46,7 @@ fn check(object: &Value) -> Option<Result<Value, String>> {
         "ConfigMap" => round_trip::<ConfigMap>(object),
         "Secret" => round_trip::<Secret>(object),
         "Service" => round_trip::<Service>(object),
+        "PersistentVolumeClaim" => round_trip::<PersistentVolumeClaim>(object),
         "ClusterRole" => round_trip::<ClusterRole>(object),
         "ClusterRoleBinding" => round_trip::<ClusterRoleBinding>(object),
         "Role" => round_trip::<Role>(object),
@@ -129,6 +130,43 @@ fn every_object_the_examples_compile_to_is_valid() {
             }
         }
     }
+    assert!(problems.is_empty(), "{}", problems.join("\n\n"));
+}
+
+/// The agent's workload on every device path and backend (the examples cover only some).
+#[test]
+fn every_agent_workload_is_valid() {
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let cases = [
+        ("", "lunar-lake-npu"),
+        ("device = \"npu\"", "lunar-lake-npu"),
+        ("", "desktop-rpl-nvidia"),
+        ("[vendors]\nexclude = [\"nvidia\"]", "desktop-rpl-nvidia"),
+        ("", "gaudi3-server"),
+        ("backend = \"vllm\"", "arc-b580-xe-rpl-igpu"),
+        ("backend = \"llm-scaler\"", "arc-b580-xe-rpl-igpu"),
+        ("", "xeon-2s-snc2"),
+        ("[addons.vlm]\n[addons.stt]\n[sharing]\nshared = 2", "lunar-lake-npu"),
+        ("[addons.vlm]\ndevice = \"npu\"", "lunar-lake-npu"),
+    ];
+    let mut problems = Vec::new();
+    let mut deployments = 0;
+    for (keys, host) in cases {
+        let config = k3d_gpu::config::load_str("k3dgpu.toml", &format!("[agent]\n{keys}\n")).unwrap();
+        let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog)
+            .unwrap_or_else(|e| panic!("{keys} on {host}: {e:#?}"));
+        for r in graph
+            .resources()
+            .filter(|r| r.component.as_deref() == Some("agent") && r.kind == k3d_gpu::compile::ResourceKind::Object)
+        {
+            deployments += usize::from(r.spec["kind"] == "Deployment");
+            match check(&r.spec) {
+                Some(back) => problems.extend(problem(&format!("{keys} on {host}: {}", r.id), &r.spec, back)),
+                None => problems.push(format!("{}: no typed check for its kind", r.id)),
+            }
+        }
+    }
+    assert_eq!(deployments, cases.len() + 3, "one model server per case, one per deployed add-on");
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 

@@ -1,7 +1,9 @@
 //! Verify: after apply, wait — with watches, not sleep loops — for what the graph says must
 //! hold: a resource allocatable on some node, a workload rolled out, ResourceSlices published,
-//! a RuntimeClass the cluster provides present.
+//! a RuntimeClass the cluster provides present, a model server listing its models.
 //! Each check has its own deadline; a failure names the likely cause and where to look.
+//! The model server is the one check that polls: an HTTP endpoint behind the API server's
+//! service proxy has nothing to watch.
 
 use std::time::Duration;
 
@@ -80,6 +82,14 @@ pub fn diagnosis(spec: &Value, cluster: &str) -> String {
         Some("resourceslices") => format!(
             "the Intel GPU DRA driver published no ResourceSlices. Look: kubectl {context} -n intel-gpu-resource-driver logs ds/intel-gpu-resource-driver-kubelet-plugin; kubectl {context} get resourceslices"
         ),
+        Some("endpoint") => {
+            let ns = spec["namespace"].as_str().unwrap_or_default();
+            let svc = spec["service"].as_str().unwrap_or_default();
+            format!(
+                "the model server svc/{svc} does not list a model at {}. The first start downloads the model into its PVC, then loads it. Look: kubectl {context} -n {ns} get pods,pvc; kubectl {context} -n {ns} logs deploy/{svc} --all-containers",
+                spec["path"].as_str().unwrap_or_default()
+            )
+        }
         Some("runtimeclass") => {
             let name = spec["name"].as_str().unwrap_or_default();
             format!(
@@ -92,6 +102,8 @@ pub fn diagnosis(spec: &Value, cluster: &str) -> String {
 
 /// Watches until `spec` holds or `timeout` passes.
 pub async fn wait_for(client: &Client, spec: &Value, cluster: &str, timeout: Duration) -> Result<(), String> {
+    // A check may need longer than the default (a model download): its own floor wins.
+    let timeout = timeout.max(Duration::from_secs(spec["timeout_s"].as_u64().unwrap_or(0)));
     match tokio::time::timeout(timeout, watch_until(client, spec)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(format!("{e}; {}", diagnosis(spec, cluster))),
@@ -103,6 +115,9 @@ async fn watch_until(client: &Client, spec: &Value) -> Result<(), String> {
     let check = spec["check"].as_str().unwrap_or_default();
     if check == "resourceslices" {
         return watch_slices(client, spec).await;
+    }
+    if check == "endpoint" {
+        return poll_endpoint(client, spec).await;
     }
     let (api, field_selector): (Api<DynamicObject>, Option<String>) = match check {
         "allocatable" => {
@@ -137,6 +152,44 @@ async fn watch_until(client: &Client, spec: &Value) -> Result<(), String> {
         matches!(event, Some(WatchEvent::Added(o) | WatchEvent::Modified(o)) if holds(spec, &serde_json::to_value(o).unwrap_or_default()))
     })
     .await
+}
+
+/// The API server's service proxy path for an `endpoint` check:
+/// `/api/v1/namespaces/NS/services/NAME:PORT/proxy/PATH`.
+pub fn proxy_path(spec: &Value) -> String {
+    format!(
+        "/api/v1/namespaces/{}/services/{}:{}/proxy{}",
+        spec["namespace"].as_str().unwrap_or_default(),
+        spec["service"].as_str().unwrap_or_default(),
+        spec["port"].as_u64().unwrap_or(0),
+        spec["path"].as_str().unwrap_or_default()
+    )
+}
+
+/// Whether an OpenAI-style models reply lists at least one model.
+pub fn lists_a_model(body: &str) -> bool {
+    serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v["data"].as_array().map(|a| a.iter().any(|m| m["id"].is_string())))
+        .unwrap_or(false)
+}
+
+const POLL: Duration = Duration::from_secs(5);
+
+/// GETs the models endpoint through the service proxy until it lists a model. Errors (503
+/// while no pod is ready, a 404 while the model loads) mean "not yet"; the caller's deadline
+/// ends the wait.
+async fn poll_endpoint(client: &Client, spec: &Value) -> Result<(), String> {
+    let path = proxy_path(spec);
+    loop {
+        let request = http::Request::get(&path).body(Vec::new()).map_err(|e| e.to_string())?;
+        if let Ok(body) = client.request_text(request).await
+            && lists_a_model(&body)
+        {
+            return Ok(());
+        }
+        tokio::time::sleep(POLL).await;
+    }
 }
 
 /// DRA: enough devices of the driver across ResourceSlices.
@@ -207,6 +260,15 @@ async fn watch(
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn the_models_endpoint_check() {
+        let spec = json!({"check": "endpoint", "namespace": "k3d-gpu-agent", "service": "ovms", "port": 8000, "path": "/v3/models"});
+        assert_eq!(proxy_path(&spec), "/api/v1/namespaces/k3d-gpu-agent/services/ovms:8000/proxy/v3/models");
+        assert!(lists_a_model(r#"{"object":"list","data":[{"id":"Qwen3-4B-int4-ov","object":"model"}]}"#));
+        assert!(!lists_a_model(r#"{"object":"list","data":[]}"#), "loaded nothing yet");
+        assert!(!lists_a_model("no healthy upstream"));
+    }
 
     #[test]
     fn rollout_and_allocatable_conditions() {

@@ -43,6 +43,10 @@ pub struct AddonPlan {
     pub reason: String,
 }
 
+/// GPU memory auto wants before it serves on an NVIDIA GPU: Qwen3-4B in 16-bit is about 8 GB
+/// of weights, plus the KV cache (the reference sizes it for a 12 GB card).
+pub const CUDA_MIN_GIB: u32 = 12;
+
 const XMX_REASON: &str = "the Intel GPU has no XMX matrix engines, and the P-cores are faster for an LLM without them (Qwen3-4B int4 on a UHD 770: 15.7 vs 9.9 tokens/s decode, 172 vs 66 tokens/s prefill)";
 
 fn device_error(cx: &mut Context, key: &'static str, message: String, fix: String) {
@@ -79,9 +83,31 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     let usable: Vec<&IntelGpu> = advertised.iter().filter(|g| refusal(g).is_none()).collect();
     let xmx_node = usable.iter().any(|g| g.xmx == Xmx::Yes);
 
+    // NVIDIA GPUs the cluster advertises as nvidia.com/gpu, and the largest one's memory
+    // when the device-id table knows it: auto wants room for the default model.
+    let nvidia = cx.is_active(Vendor::Nvidia) && !cx.facts.host.nvidia.gpus.is_empty();
+    let cuda_gib = cx
+        .facts
+        .host
+        .nvidia
+        .gpus
+        .iter()
+        .filter_map(|g| g.device_id.and_then(crate::hwdb::nvidia_memory_gib))
+        .max()
+        .filter(|_| nvidia);
+    let cuda_auto = cuda_gib.is_some_and(|gib| gib >= CUDA_MIN_GIB);
+    if nvidia && cuda_gib.is_none() && agent.device == AgentDevice::Auto {
+        cx.warn(
+            "agent-cuda-memory-unknown",
+            Some("agent.device"),
+            "the NVIDIA GPU's memory is not known for its PCI id, so auto does not serve the model on it; \
+             set device = \"cuda\" to use it",
+        );
+    }
+
     let backend = match (agent.backend, agent.device) {
-        (AgentBackend::Auto, AgentDevice::Hpu) => "vllm",
-        (AgentBackend::Auto, AgentDevice::Auto) if gaudi => "vllm",
+        (AgentBackend::Auto, AgentDevice::Hpu | AgentDevice::Cuda) => "vllm",
+        (AgentBackend::Auto, AgentDevice::Auto) if gaudi || cuda_auto => "vllm",
         (AgentBackend::Auto | AgentBackend::Ovms, _) => "ovms",
         (AgentBackend::Vllm, _) => "vllm",
         (AgentBackend::LlmScaler, _) => "llm-scaler",
@@ -104,10 +130,45 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
             device_error(
                 cx,
                 "device",
-                format!("{backend} runs on an Intel GPU or a Gaudi only"),
+                format!("{backend} runs on an Intel GPU, a Gaudi or (vllm) an NVIDIA GPU only"),
                 "use backend = \"ovms\" for the CPU or the NPU".into(),
             );
             return None;
+        }
+        AgentDevice::Cuda if backend != "vllm" => {
+            device_error(
+                cx,
+                "device",
+                format!("{backend} does not run on an NVIDIA GPU"),
+                "use backend = \"vllm\" (or \"auto\") for CUDA".into(),
+            );
+            return None;
+        }
+        AgentDevice::Cuda if nvidia => {
+            reason = "forced: vLLM (CUDA) on an NVIDIA GPU".into();
+            "CUDA"
+        }
+        AgentDevice::Cuda => {
+            device_error(
+                cx,
+                "device",
+                "device = \"cuda\" but the cluster will advertise no NVIDIA GPU".into(),
+                "check `k3d-gpu detect` (the nvidia vendor must be active)".into(),
+            );
+            return None;
+        }
+        AgentDevice::Auto if backend == "vllm" && !gaudi && cuda_auto => {
+            reason = format!(
+                "the cluster advertises nvidia.com/gpu and the GPU has {} GiB (the default model wants {CUDA_MIN_GIB}): vLLM on CUDA",
+                cuda_gib.unwrap_or_default()
+            );
+            "CUDA"
+        }
+        // backend = "vllm" asked for by name on an NVIDIA host without an Intel GPU for it:
+        // CUDA is the only place it can run, memory known or not.
+        AgentDevice::Auto if backend == "vllm" && !gaudi && nvidia && usable.is_empty() => {
+            reason = "vLLM on the NVIDIA GPU: the cluster advertises no Intel GPU for it".into();
+            "CUDA"
         }
         AgentDevice::Hpu | AgentDevice::Auto if backend == "vllm" && gaudi => {
             reason = "the cluster advertises habana.ai/gaudi: vLLM on the Gaudi".into();
@@ -188,6 +249,7 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         "GPU" => intel_resource(&usable),
         "NPU" => Some("npu.intel.com/accel".to_string()),
         "HPU" => Some("habana.ai/gaudi".to_string()),
+        "CUDA" => Some("nvidia.com/gpu".to_string()),
         _ => None,
     };
     if gpu_only
@@ -217,14 +279,41 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     if device == "CPU" && cx.is_active(Vendor::Amx) {
         node_selector.insert("feature.node.kubernetes.io/cpu-cpuid.AMXTILE".into(), "true".into());
     }
-    let mut supplemental_groups: Vec<u32> = match device {
-        "GPU" => usable
-            .iter()
-            .flat_map(|g| g.device_nodes.iter().filter(|n| n.path.contains("/renderD")).map(|n| n.gid))
-            .collect(),
-        "NPU" => cx.facts.host.npus.iter().filter_map(|n| n.device_node.as_ref().map(|d| d.gid)).collect(),
+    let nodes: Vec<crate::facts::DeviceNode> = match device {
+        "GPU" => {
+            usable.iter().flat_map(|g| g.device_nodes.iter().filter(|n| n.path.contains("/renderD")).cloned()).collect()
+        }
+        "NPU" => cx.facts.host.npus.iter().filter_map(|n| n.device_node.clone()).collect(),
         _ => Vec::new(),
     };
+    let mut supplemental_groups = Vec::new();
+    for node in &nodes {
+        // gid 0 is what an unknown owner reads as (a fixture without stat data, a node we
+        // could not stat): adding root's group would be wrong and a privilege, so say so.
+        if node.gid == 0 {
+            cx.warn(
+                "agent-group-unknown",
+                Some("agent.device"),
+                format!(
+                    "the group of {} is unknown (gid 0 is never added): the pod gets no supplemental group for it, \
+                     and a non-root server reaches it only through the device plugin's CDI injection",
+                    node.path
+                ),
+            );
+        } else if node.group.is_none() {
+            cx.warn(
+                "agent-group-unnamed",
+                Some("agent.device"),
+                format!(
+                    "{} belongs to gid {}, which the host's /etc/group does not name; the pod gets gid {} as is",
+                    node.path, node.gid, node.gid
+                ),
+            );
+            supplemental_groups.push(node.gid);
+        } else {
+            supplemental_groups.push(node.gid);
+        }
+    }
     supplemental_groups.sort_unstable();
     supplemental_groups.dedup();
     let (service, path) = if backend == "ovms" { ("ovms", "v3") } else { ("vllm", "v1") };

@@ -93,7 +93,7 @@ pub fn resources<'a>(
             objects.push((object_id(&object), c, object));
         }
     }
-    unlocked_images(cx);
+    // unlocked_images runs in compile(), after every workload has pinned its images.
 
     // Who provides what, for dependencies: namespaces, CRDs by (group, kind), node labels.
     let namespaces: BTreeMap<String, String> = objects
@@ -188,7 +188,7 @@ pub fn resources<'a>(
 
 /// An image deployed by tag is a warning, or an error under `[policy] images = "pinned"`:
 /// a tag can be re-pushed, so what runs would change without the plan changing.
-fn unlocked_images(cx: &mut Context) {
+pub(super) fn unlocked_images(cx: &mut Context) {
     let unlocked: Vec<String> = cx
         .images
         .values()

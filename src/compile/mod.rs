@@ -14,6 +14,7 @@ mod experimental;
 mod graph;
 mod intel;
 mod verify;
+pub mod workloads;
 
 use crate::catalog::{Catalog, Condition};
 use crate::config::{Config, IntelGpuMode, VendorSelection};
@@ -139,6 +140,10 @@ pub fn compile_with(
     let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
     let agent = agent::plan(&mut cx, &intel);
+    if let Some(plan) = &agent {
+        workloads::resources(&mut cx, plan, &cluster_id, &mut resources);
+    }
+    components::unlocked_images(&mut cx);
     not_deployed(&mut cx);
     verify::resources(&mut cx, &mut wanted, &intel, &mut resources);
     if !cx.errors.is_empty() {
@@ -215,14 +220,19 @@ fn select_vendors(cx: &mut Context) {
     cx.active = active_vendors(config, cx.facts);
 }
 
-/// `[agent]` and `[addons.*]` are placed (graph/v1, `k3d-gpu agent`) but have no manifests
-/// yet, so nothing in the plan deploys them: the plan says so instead of staying silent.
+/// `[addons.video]` is placed (graph/v1, `k3d-gpu agent`) but has no manifests yet, so nothing
+/// in the plan deploys it: the plan says so instead of staying silent. (`[agent]`, `vlm` and
+/// `stt` are deployed: `workloads.rs`.)
 fn not_deployed(cx: &mut Context) {
     const WHY: &str = "its manifests are not part of the catalog yet; `k3d-gpu agent` shows where it would run";
-    if cx.config.agent.is_some() {
-        cx.warn("not-deployed", Some("agent"), format!("[agent] is not deployed by this version: {WHY}"));
-    }
-    let addons: Vec<String> = cx.config.addons.keys().map(|a| format!("[addons.{}]", agent::name_of(*a))).collect();
+    // vlm and stt are deployed (workloads.rs); video's DL Streamer pipeline is not yet.
+    let addons: Vec<String> = cx
+        .config
+        .addons
+        .keys()
+        .filter(|a| **a == crate::config::AddonName::Video)
+        .map(|a| format!("[addons.{}]", agent::name_of(*a)))
+        .collect();
     for addon in addons {
         cx.warn("not-deployed", Some("addons"), format!("{addon} is not deployed by this version: {WHY}"));
     }
@@ -266,6 +276,10 @@ fn expect(cx: &mut Context) {
     cx.errors.extend(errors);
 }
 
+/// On a managed object that holds data (the agent's model PVC and its namespace): when the
+/// config no longer wants it, the plan keeps it and says so instead of deleting it.
+pub const KEEP_LABEL: &str = "k3d-gpu.io/keep-on-removal";
+
 /// A label the balloons policy or the DRA driver needs, owned by the compiler.
 pub const DRA_NODE_LABEL: &str = "k3d-gpu.io/intel-gpu-dra";
 
@@ -275,11 +289,18 @@ pub const ACCELERATOR_NODE_LABEL: &str = "k3d-gpu.io/accelerators";
 
 /// Every `(apiVersion, kind)` a graph compiled with this catalog can hold: the kinds the
 /// components define, and those the compiler writes itself (claim templates and their
-/// namespaces, the npu-turbo ConfigMap). Observe lists exactly these, so an object of any of
+/// namespaces, the npu-turbo ConfigMap, the agent's workload). Observe lists exactly these, so an object of any of
 /// them that the config no longer wants is still seen, and deleted.
 pub fn object_kinds(catalog: &Catalog) -> std::collections::BTreeSet<(String, String)> {
-    const WRITTEN_BY_THE_COMPILER: [(&str, &str); 3] =
-        [("v1", "ConfigMap"), ("v1", "Namespace"), ("resource.k8s.io/v1", "ResourceClaimTemplate")];
+    const WRITTEN_BY_THE_COMPILER: [(&str, &str); 6] = [
+        ("v1", "ConfigMap"),
+        ("v1", "Namespace"),
+        ("resource.k8s.io/v1", "ResourceClaimTemplate"),
+        // The agent's objects (workloads.rs).
+        ("apps/v1", "Deployment"),
+        ("v1", "Service"),
+        ("v1", "PersistentVolumeClaim"),
+    ];
     let from_components = catalog
         .components
         .values()

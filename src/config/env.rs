@@ -45,8 +45,8 @@ const NOT_KEYS: &[(&[&str], &str)] = &[
             "K3D_GPU_AGENT_VLM_MAX_PROMPT_LEN",
             "K3D_GPU_AGENT_VLM_MEDIA_DOMAINS",
         ],
-        "no key yet: they configure the agent's deployment, and the agent is placed but not deployed \
-         (`k3d-gpu agent`, and the plan's not-deployed warning)",
+        "no key yet: the agent is deployed with the reference's defaults for these (port 8000, a 20Gi \
+         PVC, the default model's parsers, images by tag through images.lock)",
     ),
     (
         &["K3D_GPU_SANDBOX*", "K3D_GPU_NPU_EMBEDDINGS"],

@@ -61,7 +61,9 @@ pub struct Config {
     /// runs and why.
     pub agent: Option<Agent>,
     /// Add-ons beside the agent: `[addons.vlm]`, `[addons.stt]`, `[addons.video]` are placed
-    /// on the engines the LLM leaves free (`k3d-gpu agent` shows where).
+    /// on the engines the LLM leaves free (`k3d-gpu agent` shows where). vlm and stt are
+    /// deployed as OVMS servers (svc/vlm, svc/stt on port 8000, API under /v3); video is
+    /// placed but not deployed yet.
     pub addons: BTreeMap<AddonName, Addon>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
@@ -74,18 +76,26 @@ pub struct Config {
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Agent {
-    /// `auto` (OpenVINO Model Server; vLLM on a Gaudi), `ovms`, `vllm` or `llm-scaler`.
+    /// `auto` (OpenVINO Model Server; vLLM on a Gaudi or an NVIDIA GPU), `ovms`, `vllm` or
+    /// `llm-scaler`.
     /// (K3D_GPU_AGENT_BACKEND)
     pub backend: AgentBackend,
-    /// `auto` (a Gaudi, else an Intel GPU only on an XMX node, else CPU), or force `cpu`,
-    /// `gpu`, `npu` or `hpu` (a Gaudi). (K3D_GPU_AGENT_DEVICE)
+    /// `auto` (a Gaudi, else an NVIDIA GPU with at least 12 GiB, else an Intel GPU only on
+    /// an XMX node, else CPU), or force `cpu`, `gpu` (Intel), `npu`, `hpu` (a Gaudi) or `cuda`
+    /// (an NVIDIA GPU, vLLM only). (K3D_GPU_AGENT_DEVICE)
     pub device: AgentDevice,
-    /// Model to serve (Hugging Face id). (K3D_GPU_AGENT_MODEL)
+    /// Model to serve (Hugging Face id); unset: `OpenVINO/Qwen3-4B-int4-ov` on OVMS,
+    /// `Qwen/Qwen3-4B` on vLLM. A change updates the server's Deployment in place.
+    /// (K3D_GPU_AGENT_MODEL)
     pub model: Option<String>,
     /// CPU request, which sizes the P-core balloon on hybrid nodes. (K3D_GPU_AGENT_CPUS)
     pub cpus: Option<u32>,
     /// Memory request, e.g. `"6Gi"`. (K3D_GPU_AGENT_MEMORY)
     pub memory: Option<String>,
+    /// Keep the model PVC (and its namespace) when the agent, or this backend, leaves the
+    /// config: `true` (default) keeps the download and the plan says so; `false` lets the plan
+    /// delete them, and says the data is lost. Takes effect once applied.
+    pub keep_models: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -109,6 +119,9 @@ pub enum AgentDevice {
     // A Gaudi. Only this spelling: the schema, the docs and the parser agree on one (an
     // alias the schema did not show made editors and the tool disagree).
     Hpu,
+    // An NVIDIA GPU (nvidia.com/gpu), served by vLLM's CUDA build. Not `gpu`: that key has
+    // always meant the Intel GPU, and a config written for it must not move.
+    Cuda,
 }
 
 /// The add-ons k3d-gpu places.

@@ -202,7 +202,7 @@ pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
         }
     } else {
         node_metadata_actions(graph, observed, &mut actions);
-        object_actions(graph, observed, &mut actions);
+        object_actions(graph, observed, &mut actions, &mut warnings);
     }
 
     // Dependencies between actions: the nearest ancestors that also change.
@@ -482,7 +482,12 @@ fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mu
 
 /// Kubernetes objects: create what is missing, update what drifted on owned fields, delete
 /// what k3d-gpu manages but no longer wants.
-fn object_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTreeMap<String, Action>) {
+fn object_actions(
+    graph: &DesiredGraph,
+    observed: &Observed,
+    actions: &mut BTreeMap<String, Action>,
+    warnings: &mut Vec<Warning>,
+) {
     let live: BTreeMap<String, &Value> =
         observed.kubernetes.iter().flat_map(|k| &k.objects).map(|o| (crate::compile::object_id(o), o)).collect();
     for r in graph.resources().filter(|r| r.kind == ResourceKind::Object) {
@@ -510,16 +515,28 @@ fn object_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTree
     for (id, object) in &live {
         let ours = object["metadata"]["labels"][crate::compile::MANAGED_BY.0] == crate::compile::MANAGED_BY.1;
         if graph.get(id).is_none() && ours {
-            actions.insert(
-                id.clone(),
-                Action::new(
-                    id.clone(),
-                    ActionKind::Delete,
-                    reason("no-longer-wanted", "managed by k3d-gpu and no longer in the config"),
-                    Some((*object).clone()),
-                    None,
-                ),
-            );
+            // Data (a model download, its compile cache) outlives the workload that wrote it,
+            // unless the config let it go when it was created: the plan says which.
+            if object["metadata"]["labels"][crate::compile::KEEP_LABEL] == "true" {
+                warnings.push(Warning {
+                    code: "data-kept".into(),
+                    text: format!(
+                        "{id} is no longer in the config and is kept: it holds data (a downloaded model). \
+                         Delete it yourself when it is no longer needed (`kubectl delete`)"
+                    ),
+                    key: None,
+                });
+                continue;
+            }
+            let why = if object["kind"] == "PersistentVolumeClaim" {
+                reason(
+                    "no-longer-wanted",
+                    "managed by k3d-gpu and no longer in the config; its data (a downloaded model) is lost",
+                )
+            } else {
+                reason("no-longer-wanted", "managed by k3d-gpu and no longer in the config")
+            };
+            actions.insert(id.clone(), Action::new(id.clone(), ActionKind::Delete, why, Some((*object).clone()), None));
         }
     }
 }

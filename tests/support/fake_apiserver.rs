@@ -20,6 +20,7 @@ pub const BUILT_IN: &[&str] = &[
     "/api/v1/secrets",
     "/api/v1/serviceaccounts",
     "/api/v1/services",
+    "/api/v1/persistentvolumeclaims",
     "/apis/apps/v1/daemonsets",
     "/apis/apps/v1/deployments",
     "/apis/rbac.authorization.k8s.io/v1/clusterroles",
@@ -46,6 +47,13 @@ pub struct State {
     pub fail_once: Vec<String>,
     /// Milliseconds every PATCH takes (a slow API server, to kill an apply half-way).
     pub patch_delay_ms: u64,
+    /// Delayed PATCHes received and not yet applied: a test waits for 0 before it re-plans,
+    /// since a real API server also finishes a request whose client went away.
+    pub patches_in_flight: usize,
+    /// What the pods behind a Service answer through the service proxy, by the path after
+    /// `/proxy` (`svc:port` + path, e.g. `ovms:8000/v3/models`): the test plays the workload.
+    /// A path not here answers like a Service with no ready endpoints (503).
+    pub proxied: Vec<(String, Value)>,
 }
 
 impl State {
@@ -394,6 +402,22 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
         let kept: String = lines[lines.len() - tail..].iter().map(|l| format!("{l}\n")).collect();
         return Reply::Text(200, kept);
     }
+    // The service proxy: /api/v1/namespaces/NS/services/NAME:PORT/proxy/PATH.
+    if let Some((head, rest)) = path.split_once("/proxy")
+        && let Some(service) = head.strip_prefix("/api/v1/namespaces/").and_then(|h| h.split_once("/services/"))
+    {
+        let key = format!("{}{rest}", service.1);
+        return match state.proxied.iter().find(|(k, _)| *k == key) {
+            Some((_, answer)) => Reply::Once(200, answer.clone()),
+            None => {
+                let name = service.1.split(':').next().unwrap_or_default();
+                Reply::Once(
+                    503,
+                    status(503, "ServiceUnavailable", format!("no endpoints available for service \"{name}\"")).1,
+                )
+            }
+        };
+    }
     let Some(t) = parse_path(path) else {
         return Reply::Once(404, status(404, "NotFound", format!("no route {path}")).1);
     };
@@ -597,11 +621,20 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or_default().to_string();
         let target = parts.next().unwrap_or_default().to_string();
-        let delay = state.lock().unwrap().patch_delay_ms;
-        if method == "PATCH" && delay > 0 {
+        let delayed = {
+            let mut s = state.lock().unwrap();
+            let delayed = method == "PATCH" && s.patch_delay_ms > 0;
+            s.patches_in_flight += usize::from(delayed);
+            delayed.then_some(s.patch_delay_ms)
+        };
+        if let Some(delay) = delayed {
             tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
         }
-        match respond(&state, &changed, &method, &target, &body) {
+        let reply = respond(&state, &changed, &method, &target, &body);
+        if delayed.is_some() {
+            state.lock().unwrap().patches_in_flight -= 1;
+        }
+        match reply {
             Reply::Once(code, value) => {
                 let body = value.to_string();
                 let reason = if code < 300 { "OK" } else { "Error" };

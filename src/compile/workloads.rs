@@ -1,0 +1,372 @@
+//! The agent's Kubernetes objects, built from its computed placement (`agent.rs`): namespace
+//! `k3d-gpu-agent`, a PVC for the model and the compile caches, the model server's Deployment
+//! (OVMS, vLLM on XPU, llm-scaler, vLLM on Gaudi, vLLM on CUDA)
+//! and its ClusterIP Service. Pure: the placement decides device, resource, labels, groups and
+//! sizes; this module only writes them down in the shape each backend's image expects.
+//!
+//! Names depend on the backend's API family only (`ovms`, `vllm`), never on the model, so a
+//! model change is an in-place update of the same Deployment.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use super::agent::AgentPlan;
+use super::components::{COMPONENT_LABEL, MANAGED_BY, object_id};
+use super::{Change, Context, Resource, ResourceKind};
+use crate::config::AddonName;
+
+/// The agent's namespace (the reference's, so its documented commands keep working).
+pub const NAMESPACE: &str = "k3d-gpu-agent";
+/// The one port every backend serves its OpenAI-compatible API on.
+pub const PORT: u16 = 8000;
+const COMPONENT: &str = "agent";
+/// PVC size for the model and compile caches (the reference's default).
+const STORAGE: &str = "20Gi";
+/// Where the PVC is mounted in every backend's pod.
+const MODELS: &str = "/models";
+
+/// Images by `repo:tag` (DESIGN.md §7): digests come from images.lock, never from here.
+pub const OVMS_IMAGE: &str = "docker.io/openvino/model_server:2026.4.1-gpu";
+pub const VLLM_XPU_IMAGE: &str = "docker.io/vllm/vllm-openai-xpu:v0.31.0";
+pub const LLM_SCALER_IMAGE: &str = "docker.io/intel/llm-scaler-vllm:1.5";
+/// vLLM's own CUDA build, the release of the same number as its XPU image above.
+pub const VLLM_CUDA_IMAGE: &str = "docker.io/vllm/vllm-openai:v0.31.0";
+pub const VLLM_GAUDI_IMAGE: &str =
+    "vault.habana.ai/gaudi-docker/1.24.2/ubuntu24.04/habanalabs/vllm-0.30.0-ptupstream-2.13.0:1.24.2-481";
+
+const OVMS_MODEL: &str = "OpenVINO/Qwen3-4B-int4-ov";
+/// The add-ons' models (the reference's): OVMS serves each beside the LLM.
+const VLM_MODEL: &str = "OpenVINO/Qwen3-VL-4B-Instruct-int4-ov";
+const VLM_NPU_MODEL: &str = "OpenVINO/Phi-3.5-vision-instruct-fp16-ov";
+const STT_MODEL: &str = "OpenVINO/whisper-large-v3-turbo-fp16-ov";
+const ADDON_MEMORY: &str = "4Gi";
+const VLLM_MODEL: &str = "Qwen/Qwen3-4B";
+/// OVMS runs as this uid (its image's user); the PVC is made writable for it by fsGroup.
+const OVMS_UID: i64 = 5000;
+
+/// One model server: its Deployment parts and the placement they run with.
+struct Server<'a> {
+    name: &'a str,
+    parts: Parts,
+    device: &'a str,
+    resource: Option<String>,
+    cpu: String,
+    memory: String,
+    pod_labels: BTreeMap<String, String>,
+    node_selector: BTreeMap<String, String>,
+    groups: Vec<u32>,
+    /// The OpenAI API's root: `v3` (OVMS) or `v1` (vLLM).
+    api: &'a str,
+}
+
+fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
+    let mut m: BTreeMap<String, String> = BTreeMap::from([
+        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
+        (COMPONENT_LABEL.to_string(), COMPONENT.to_string()),
+    ]);
+    m.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    m
+}
+
+/// The agent's objects (and the add-ons' that are deployed), each depending on the cluster
+/// and on the namespace.
+pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut Vec<Resource>) {
+    let Some(agent) = &cx.config.agent else { return };
+    let server = if plan.backend == "ovms" { "ovms" } else { "vllm" };
+    let model = agent.model.clone().unwrap_or_else(|| if server == "ovms" { OVMS_MODEL } else { VLLM_MODEL }.into());
+    let served_name = model.rsplit('/').next().unwrap_or(&model).to_string();
+    // The namespace holds the PVCs: deleting it would delete the data, so both are kept alike.
+    let keep = if agent.keep_models.unwrap_or(true) { "true" } else { "false" };
+    let namespace = json!({ "apiVersion": "v1", "kind": "Namespace",
+        "metadata": { "name": NAMESPACE, "labels": labels(&[(super::KEEP_LABEL, keep)]) } });
+    let ns_id = object_id(&namespace);
+    push(out, namespace, vec![cluster_id.to_string()]);
+
+    let parts = match (plan.backend, plan.device) {
+        ("ovms", device) => ovms(device, &model, &served_name, "text_generation", &[]),
+        (backend, device) => vllm(backend, device, &model),
+    };
+    let llm = Server {
+        name: server,
+        parts,
+        device: plan.device,
+        resource: plan.resource.clone(),
+        cpu: plan.cpu_request.to_string(),
+        memory: plan.memory.clone(),
+        pod_labels: plan.pod_labels.clone(),
+        node_selector: plan.node_selector.clone(),
+        groups: plan.supplemental_groups.clone(),
+        api: if server == "ovms" { "v3" } else { "v1" },
+    };
+    emit(cx, out, cluster_id, &ns_id, keep, llm);
+
+    for addon in &plan.addons {
+        let (name, model, task, extra): (&str, &str, &str, &[&str]) = match (addon.name, addon.device) {
+            (AddonName::Vlm, "NPU") => ("vlm", VLM_NPU_MODEL, "text_generation", &["--max_prompt_len", "4096"]),
+            (AddonName::Vlm, _) => ("vlm", VLM_MODEL, "text_generation", &[]),
+            (AddonName::Stt, _) => ("stt", STT_MODEL, "speech2text", &[]),
+            // DL Streamer's pipeline is not compiled yet: the plan's not-deployed warning says so.
+            (AddonName::Video, _) => continue,
+        };
+        let served = model.rsplit('/').next().unwrap_or(model);
+        let mut pod_labels = BTreeMap::new();
+        if let Some(cores) = addon.cores {
+            pod_labels.insert("k3d-gpu.io/cores".to_string(), cores.to_string());
+        }
+        let groups = addon_groups(cx, addon.device);
+        let server = Server {
+            name,
+            parts: ovms(addon.device, model, served, task, extra),
+            device: addon.device,
+            resource: addon.resource.clone(),
+            cpu: if addon.device == "CPU" { "2" } else { "1" }.to_string(),
+            memory: ADDON_MEMORY.to_string(),
+            pod_labels,
+            node_selector: BTreeMap::new(),
+            groups,
+            api: "v3",
+        };
+        emit(cx, out, cluster_id, &ns_id, keep, server);
+    }
+}
+
+/// The render (GPU) or accel (NPU) groups of the host's device nodes; gid 0, which an unknown
+/// owner reads as, is never one (the agent's placement warns about it).
+fn addon_groups(cx: &Context, device: &str) -> Vec<u32> {
+    let host = &cx.facts.host;
+    let mut gids: Vec<u32> = match device {
+        "GPU" => host
+            .intel_gpus
+            .iter()
+            .filter(|g| g.usable())
+            .flat_map(|g| g.device_nodes.iter().filter(|n| n.path.contains("/renderD")).map(|n| n.gid))
+            .collect(),
+        "NPU" => host.npus.iter().filter_map(|n| n.device_node.as_ref().map(|d| d.gid)).collect(),
+        _ => Vec::new(),
+    };
+    gids.retain(|g| *g != 0);
+    gids.sort_unstable();
+    gids.dedup();
+    gids
+}
+
+fn push(out: &mut Vec<Resource>, spec: Value, mut depends_on: Vec<String>) {
+    depends_on.sort();
+    out.push(Resource {
+        id: object_id(&spec),
+        kind: ResourceKind::Object,
+        change: Change::InPlace,
+        component: Some(COMPONENT.into()),
+        spec,
+        depends_on,
+    });
+}
+
+/// A server's PVC, Deployment, Service and readiness checks.
+fn emit(cx: &mut Context, out: &mut Vec<Resource>, cluster_id: &str, ns_id: &str, keep: &str, s: Server) {
+    let server = s.name;
+    let selector = json!({ "app.kubernetes.io/name": server });
+    let pvc_name = format!("{server}-models");
+    let pvc = json!({ "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[(super::KEEP_LABEL, keep)]) },
+        "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": STORAGE } } } });
+
+    let (image, containers, init, volumes_extra, pod_security) = s.parts;
+    let mut requests = json!({ "cpu": s.cpu, "memory": s.memory });
+    let mut limits = json!({ "memory": s.memory });
+    if let Some(resource) = &s.resource {
+        requests[resource] = json!("1");
+        limits[resource] = json!("1");
+    }
+    let mut main = containers;
+    main["image"] = json!(image);
+    main["resources"] = json!({ "requests": requests, "limits": limits });
+    let mut pod_labels = s.pod_labels;
+    pod_labels.insert("app.kubernetes.io/name".into(), server.into());
+    let mut volumes = vec![json!({ "name": "models", "persistentVolumeClaim": { "claimName": pvc_name } })];
+    volumes.extend(volumes_extra);
+    let mut pod = json!({
+        "automountServiceAccountToken": false,
+        "enableServiceLinks": false,
+        "securityContext": pod_security,
+        "containers": [main],
+        "volumes": volumes,
+    });
+    if s.device == "CUDA" {
+        // On k3s the NVIDIA libraries reach a pod through the nvidia runtime (RuntimeClass
+        // nvidia, k3s's own; verify/runtimeclass/nvidia checks it exists).
+        pod["runtimeClassName"] = json!("nvidia");
+    }
+    if let Some(mut init) = init {
+        init["image"] = json!(image);
+        pod["initContainers"] = json!([init]);
+    }
+    if !s.node_selector.is_empty() {
+        pod["nodeSelector"] = json!(s.node_selector);
+    }
+    if !s.groups.is_empty() {
+        pod["securityContext"]["supplementalGroups"] = json!(s.groups);
+    }
+    let mut deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": { "name": server, "namespace": NAMESPACE, "labels": labels(&[("app.kubernetes.io/name", server)]) },
+        "spec": {
+            "replicas": 1,
+            // One accelerator and a ReadWriteOnce volume: the old pod must let go first.
+            "strategy": { "type": "Recreate" },
+            "selector": { "matchLabels": selector },
+            "template": { "metadata": { "labels": pod_labels }, "spec": pod },
+        } });
+    crate::images::pin_object(&mut deployment, &cx.catalog.images, &mut cx.images);
+    let service = json!({ "apiVersion": "v1", "kind": "Service",
+        "metadata": { "name": server, "namespace": NAMESPACE, "labels": labels(&[]) },
+        "spec": { "type": "ClusterIP", "selector": selector,
+            "ports": [ { "name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP" } ] } });
+
+    let pvc_id = object_id(&pvc);
+    let deployment_id = object_id(&deployment);
+    let service_id = object_id(&service);
+    push(out, pvc, vec![cluster_id.to_string(), ns_id.to_string()]);
+    push(out, deployment, vec![cluster_id.to_string(), ns_id.to_string(), pvc_id]);
+    push(out, service, vec![cluster_id.to_string(), ns_id.to_string(), deployment_id.clone()]);
+
+    // Readiness: the Deployment rolled out, then the server lists its models through the API
+    // server's service proxy (GET only: POSTs through that proxy are what OVMS mishandles).
+    let verify = |id: String, spec: Value, depends_on: Vec<String>| Resource {
+        id,
+        kind: ResourceKind::Verify,
+        change: Change::Verify,
+        component: Some(COMPONENT.into()),
+        spec,
+        depends_on,
+    };
+    out.push(verify(
+        format!("verify/rollout/Deployment/{NAMESPACE}/{server}"),
+        json!({ "check": "rollout", "kind": "Deployment", "namespace": NAMESPACE, "name": server }),
+        vec![deployment_id],
+    ));
+    out.push(verify(
+        format!("verify/endpoint/{NAMESPACE}/{server}"),
+        json!({ "check": "endpoint", "namespace": NAMESPACE, "service": server, "port": PORT,
+                "path": format!("/{}/models", s.api), "timeout_s": MODEL_TIMEOUT_S }),
+        vec![service_id],
+    ));
+}
+
+/// How long the first start may take: the model downloads into the PVC, then loads and
+/// compiles (the reference's agent timeout). A verify timeout longer than this wins.
+pub const MODEL_TIMEOUT_S: u64 = 1800;
+
+type Parts = (&'static str, Value, Option<Value>, Vec<Value>, Value);
+
+/// OpenVINO Model Server: an init container pulls the model into the PVC once (later starts
+/// find it there), the server loads it for the placed device with its compile cache on the
+/// same PVC, and serves the OpenAI API under /v3.
+fn ovms(device: &str, model: &str, served_name: &str, task: &str, extra_serve: &[&str]) -> Parts {
+    let common = |extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "--source_model",
+            model,
+            "--model_repository_path",
+            MODELS,
+            "--model_name",
+            served_name,
+            "--task",
+            task,
+            "--target_device",
+            device,
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+    let mut serve = common(&["--rest_port", "8000", "--cache_dir", "/models/.ov-cache"]);
+    serve.extend(extra_serve.iter().map(|s| s.to_string()));
+    if model == OVMS_MODEL {
+        // The default model's chat template: the reference's parsers for it.
+        serve.extend(["--tool_parser", "hermes3", "--reasoning_parser", "qwen3"].map(String::from));
+    }
+    let main = json!({
+        "name": "ovms",
+        "args": serve,
+        "ports": [ { "name": "http", "containerPort": PORT, "protocol": "TCP" } ],
+        "readinessProbe": { "httpGet": { "path": "/v2/health/ready", "port": "http" }, "periodSeconds": 10 },
+        "volumeMounts": [ { "name": "models", "mountPath": MODELS } ],
+        "securityContext": hardened(),
+    });
+    let mut pull = vec!["--pull".to_string()];
+    pull.extend(common(&[]));
+    let init = json!({
+        "name": "pull",
+        "args": pull,
+        "volumeMounts": [ { "name": "models", "mountPath": MODELS } ],
+        "securityContext": hardened(),
+    });
+    let pod_security =
+        json!({ "runAsNonRoot": true, "runAsUser": OVMS_UID, "runAsGroup": OVMS_UID, "fsGroup": OVMS_UID });
+    (OVMS_IMAGE, main, Some(init), Vec::new(), pod_security)
+}
+
+/// vLLM (XPU, Intel's llm-scaler build, or vllm-gaudi): the OpenAI API under /v1, weights and
+/// kernel caches on the PVC. Flags follow the reference: float16 with eager mode on Arc,
+/// bfloat16 on the Gaudi with its eager/torch.compile mode and a memory-backed /dev/shm.
+fn vllm(backend: &str, device: &str, model: &str) -> Parts {
+    let gaudi = device == "HPU";
+    let cuda = device == "CUDA";
+    let image = match (backend, gaudi) {
+        (_, true) => VLLM_GAUDI_IMAGE,
+        _ if cuda => VLLM_CUDA_IMAGE,
+        ("llm-scaler", _) => LLM_SCALER_IMAGE,
+        _ => VLLM_XPU_IMAGE,
+    };
+    let mut args: Vec<String> = ["serve", model, "--host", "0.0.0.0", "--port", "8000", "--download-dir", MODELS]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    if gaudi {
+        args.extend(["--dtype", "bfloat16"].map(String::from));
+    } else if cuda {
+        // CUDA: vLLM's defaults (the model's dtype, CUDA graphs, prefix caching) are its
+        // validated path; the Arc flags below work around XPU limits.
+    } else {
+        args.extend(
+            ["--dtype", "float16", "--block-size", "64", "--enforce-eager", "--no-enable-prefix-caching"]
+                .map(String::from),
+        );
+    }
+    if model == VLLM_MODEL {
+        args.extend(
+            ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
+                .map(String::from),
+        );
+    }
+    let mut env = vec![json!({ "name": "HF_HOME", "value": MODELS })];
+    let mut mounts = vec![json!({ "name": "models", "mountPath": MODELS })];
+    let mut volumes = Vec::new();
+    let mut security = json!({ "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } });
+    if gaudi {
+        env.push(json!({ "name": "PT_HPU_LAZY_MODE", "value": "0" }));
+        // Intel runs vllm-gaudi with --ipc=host; a memory-backed /dev/shm stands in for it.
+        mounts.push(json!({ "name": "shm", "mountPath": "/dev/shm" }));
+        volumes.push(json!({ "name": "shm", "emptyDir": { "medium": "Memory", "sizeLimit": "8Gi" } }));
+        security["capabilities"]["add"] = json!(["SYS_NICE"]);
+    }
+    let main = json!({
+        "name": "vllm",
+        "command": ["vllm"],
+        "args": args,
+        "env": env,
+        "ports": [ { "name": "http", "containerPort": PORT, "protocol": "TCP" } ],
+        "readinessProbe": { "httpGet": { "path": "/health", "port": "http" }, "periodSeconds": 10 },
+        "volumeMounts": mounts,
+        "securityContext": security,
+    });
+    (image, main, None, volumes, json!({}))
+}
+
+/// What every container gets unless it needs more: no privilege escalation, no capabilities.
+fn hardened() -> Value {
+    json!({ "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } })
+}

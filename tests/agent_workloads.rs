@@ -1,0 +1,312 @@
+//! The agent deployed: `[agent]` compiles to a Namespace, a PVC, the model server's Deployment
+//! and its Service, built from the computed placement, on each device path.
+
+mod support;
+
+use std::sync::LazyLock;
+
+use k3d_gpu::catalog::Catalog;
+use k3d_gpu::compile::{CompileError, DesiredGraph, compile};
+use k3d_gpu::config::load_str;
+use k3d_gpu::facts::Facts;
+use serde_json::Value;
+use support::facts_of;
+
+static CATALOG: LazyLock<Catalog> = LazyLock::new(|| Catalog::embedded().unwrap());
+
+fn compile_on(toml: &str, facts: &Facts, catalog: &Catalog) -> Result<DesiredGraph, Vec<CompileError>> {
+    let config = load_str("k3dgpu.toml", toml).unwrap_or_else(|e| panic!("{e:?}"));
+    compile(&config, facts, catalog)
+}
+
+fn graph(toml: &str, host: &str) -> DesiredGraph {
+    compile_on(toml, &facts_of(host), &CATALOG).unwrap_or_else(|e| panic!("{host}: {e:#?}"))
+}
+
+fn spec<'a>(g: &'a DesiredGraph, id: &str) -> &'a Value {
+    &g.get(id).unwrap_or_else(|| panic!("no {id}; have {:?}", g.resources().map(|r| &r.id).collect::<Vec<_>>())).spec
+}
+
+fn args(deployment: &Value) -> Vec<String> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+fn flag(args: &[String], name: &str) -> Option<String> {
+    args.iter().position(|a| a == name).map(|i| args[i + 1].clone())
+}
+
+const OVMS: &str = "k8s/apps/Deployment/k3d-gpu-agent/ovms";
+const VLLM: &str = "k8s/apps/Deployment/k3d-gpu-agent/vllm";
+
+#[test]
+fn lunar_lake_gets_the_ovms_deployment_on_its_gpu() {
+    let g = graph("[agent]\n", "lunar-lake-npu");
+    let d = spec(&g, OVMS);
+    let a = args(d);
+    assert_eq!(flag(&a, "--target_device").as_deref(), Some("GPU"));
+    assert_eq!(flag(&a, "--source_model").as_deref(), Some("OpenVINO/Qwen3-4B-int4-ov"));
+    assert_eq!(flag(&a, "--rest_port").as_deref(), Some("8000"));
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert_eq!(c["resources"]["limits"]["gpu.intel.com/xe"], "1");
+    assert_eq!(c["resources"]["requests"]["cpu"], "2");
+    assert_eq!(pod["securityContext"]["supplementalGroups"], serde_json::json!([992]), "the render group");
+    assert_eq!(pod["nodeSelector"]["gpu.intel.com/xmx"], "true");
+    assert_eq!(pod["volumes"][0]["persistentVolumeClaim"]["claimName"], "ovms-models");
+    // The init container pulls the same model for the same device.
+    assert_eq!(
+        args(&serde_json::json!({"spec":{"template":{"spec":{"containers":[pod["initContainers"][0].clone()]}}}}))[0],
+        "--pull"
+    );
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/openvino/model_server:2026.4.1-gpu"));
+    let svc = spec(&g, "k8s/core/Service/k3d-gpu-agent/ovms");
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8000);
+    assert!(g.get("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models").is_some());
+    assert!(g.get("k8s/core/Namespace/k3d-gpu-agent").is_some());
+    // Deployed now: no "not deployed" warning for [agent].
+    assert!(!g.warnings.iter().any(|w| w.code == "not-deployed" && w.key.as_deref() == Some("agent")));
+    // The Deployment waits for its namespace and volume.
+    let r = g.get(OVMS).unwrap();
+    assert!(r.depends_on.iter().any(|d| d.ends_with("PersistentVolumeClaim/k3d-gpu-agent/ovms-models")));
+}
+
+#[test]
+fn the_cpu_path_requests_no_device_and_pins_the_p_cores() {
+    let g = graph("[agent]\n[vendors]\nexclude = [\"nvidia\"]\n", "desktop-rpl-nvidia");
+    let d = spec(&g, OVMS);
+    assert_eq!(flag(&args(d), "--target_device").as_deref(), Some("CPU"));
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    let limits = c["resources"]["limits"].as_object().unwrap();
+    assert_eq!(limits.keys().collect::<Vec<_>>(), ["memory"], "no device resource on the CPU");
+    assert_eq!(d["spec"]["template"]["metadata"]["labels"]["k3d-gpu.io/cores"], "performance");
+    assert!(d["spec"]["template"]["spec"]["securityContext"].get("supplementalGroups").is_none());
+}
+
+#[test]
+fn vllm_on_a_gaudi_and_on_arc() {
+    let g = graph("[agent]\n", "gaudi3-server");
+    let d = spec(&g, VLLM);
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("vault.habana.ai/gaudi-docker/1.24.2/"));
+    assert_eq!(c["resources"]["limits"]["habana.ai/gaudi"], "1");
+    assert_eq!(flag(&args(d), "--dtype").as_deref(), Some("bfloat16"));
+    assert!(c["env"].as_array().unwrap().iter().any(|e| e["name"] == "PT_HPU_LAZY_MODE" && e["value"] == "0"));
+    assert_eq!(c["securityContext"]["capabilities"]["add"], serde_json::json!(["SYS_NICE"]));
+    assert!(g.get("k8s/core/Service/k3d-gpu-agent/vllm").is_some());
+    assert!(g.get("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/vllm-models").is_some());
+
+    let g = graph("[agent]\nbackend = \"llm-scaler\"\n", "arc-b580-xe-rpl-igpu");
+    let c = &spec(&g, VLLM)["spec"]["template"]["spec"]["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/intel/llm-scaler-vllm:1.5"));
+    let g = graph("[agent]\nbackend = \"vllm\"\n", "arc-b580-xe-rpl-igpu");
+    let d = spec(&g, VLLM);
+    assert!(d["spec"]["template"]["spec"]["containers"][0]["image"].as_str().unwrap().contains("vllm-openai-xpu"));
+    assert_eq!(flag(&args(d), "--dtype").as_deref(), Some("float16"));
+}
+
+#[test]
+fn a_model_change_updates_the_same_deployment() {
+    let before = graph("[agent]\n", "lunar-lake-npu");
+    let after = graph("[agent]\nmodel = \"OpenVINO/Phi-4-mini-instruct-int4-ov\"\n", "lunar-lake-npu");
+    let ids = |g: &DesiredGraph| g.resources().map(|r| r.id.clone()).collect::<Vec<_>>();
+    assert_eq!(ids(&before), ids(&after), "same objects: the model is a field, not a name");
+    let a = args(spec(&after, OVMS));
+    assert_eq!(flag(&a, "--source_model").as_deref(), Some("OpenVINO/Phi-4-mini-instruct-int4-ov"));
+    assert_eq!(flag(&a, "--model_name").as_deref(), Some("Phi-4-mini-instruct-int4-ov"));
+    // The reference's parsers belong to the default model only.
+    assert_eq!(flag(&a, "--tool_parser"), None);
+    assert_ne!(spec(&before, OVMS), spec(&after, OVMS));
+}
+
+#[test]
+fn an_unknown_render_group_is_said_and_never_becomes_group_0() {
+    let mut facts = facts_of("lunar-lake-npu");
+    for gpu in &mut facts.host.intel_gpus {
+        for node in &mut gpu.device_nodes {
+            node.gid = 0;
+            node.group = None;
+        }
+    }
+    let g = compile_on("[agent]\n", &facts, &CATALOG).unwrap();
+    let pod = &spec(&g, OVMS)["spec"]["template"]["spec"];
+    assert!(pod["securityContext"].get("supplementalGroups").is_none(), "{pod}");
+    assert!(g.warnings.iter().any(|w| w.code == "agent-group-unknown"), "{:?}", g.warnings);
+}
+
+#[test]
+fn agent_images_go_through_the_lock() {
+    let g = graph("[agent]\n", "lunar-lake-npu");
+    let used = &g.images["docker.io/openvino/model_server:2026.4.1-gpu"];
+    assert_eq!(used.source, k3d_gpu::images::Source::Unlocked);
+    assert!(g.warnings.iter().any(|w| w.code == "image-unlocked" && w.text.contains("model_server")));
+
+    let digest = format!("sha256:{}", "ab".repeat(32));
+    let lock = format!(
+        "schema = \"k3d-gpu.images/v1\"\n[images.\"docker.io/openvino/model_server:2026.4.1-gpu\"]\ndigest = \"{digest}\"\n"
+    );
+    let mut catalog = CATALOG.clone();
+    catalog.images.user = Some(k3d_gpu::images::Lock::parse(&lock).unwrap());
+    let g = compile_on("[agent]\n", &facts_of("lunar-lake-npu"), &catalog).unwrap();
+    let d = spec(&g, OVMS);
+    let want = format!("docker.io/openvino/model_server:2026.4.1-gpu@{digest}");
+    assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], want.as_str());
+    assert_eq!(d["spec"]["template"]["spec"]["initContainers"][0]["image"], want.as_str());
+}
+
+#[test]
+fn the_nvidia_host_gets_the_cuda_backend() {
+    let g = graph("[agent]\n", "desktop-rpl-nvidia");
+    assert!(g.get(OVMS).is_none());
+    let d = spec(&g, VLLM);
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/vllm/vllm-openai:"), "{}", c["image"]);
+    assert_eq!(c["resources"]["limits"]["nvidia.com/gpu"], "1");
+    assert_eq!(pod["runtimeClassName"], "nvidia", "k3s's nvidia runtime brings the driver libraries");
+    let a = args(d);
+    assert_eq!(a[1], "Qwen/Qwen3-4B");
+    assert_eq!(flag(&a, "--port").as_deref(), Some("8000"));
+    assert!(!a.iter().any(|x| x == "--enforce-eager"), "the Arc work-arounds stay off CUDA: {a:?}");
+}
+
+fn plan_from(before: &DesiredGraph, after: &DesiredGraph) -> k3d_gpu::plan::Plan {
+    let inputs = k3d_gpu::plan::Inputs {
+        config: "sha256:c".into(),
+        facts: "sha256:f".into(),
+        observed: "sha256:o".into(),
+        stdlib: "sha256:s".into(),
+        images: "sha256:i".into(),
+        tool_version: "0".into(),
+    };
+    k3d_gpu::plan::plan(after, &support::converged(before), inputs)
+}
+
+fn actions(plan: &k3d_gpu::plan::Plan) -> Vec<(String, String)> {
+    plan.actions
+        .iter()
+        .filter(|a| a.id.contains("k3d-gpu-agent"))
+        .map(|a| (a.id.clone(), serde_json::to_value(a.action).unwrap().as_str().unwrap().to_string()))
+        .collect()
+}
+
+#[test]
+fn removing_the_agent_deletes_its_workload_and_keeps_its_data() {
+    let with = graph("[agent]\n", "lunar-lake-npu");
+    let without = graph("", "lunar-lake-npu");
+    let plan = plan_from(&with, &without);
+    let a = actions(&plan);
+    assert_eq!(
+        a,
+        [
+            ("k8s/apps/Deployment/k3d-gpu-agent/ovms".to_string(), "delete".to_string()),
+            ("k8s/core/Service/k3d-gpu-agent/ovms".to_string(), "delete".to_string()),
+        ]
+    );
+    let kept: Vec<&str> = plan.warnings.iter().filter(|w| w.code == "data-kept").map(|w| w.text.as_str()).collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert!(kept.iter().any(|t| t.starts_with("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models is")));
+    assert!(kept.iter().any(|t| t.starts_with("k8s/core/Namespace/k3d-gpu-agent is")));
+
+    // keep_models = false: the plan deletes them and says the data is lost.
+    let with = graph("[agent]\nkeep_models = false\n", "lunar-lake-npu");
+    let plan = plan_from(&with, &without);
+    let pvc = plan.actions.iter().find(|a| a.id.ends_with("PersistentVolumeClaim/k3d-gpu-agent/ovms-models")).unwrap();
+    assert!(pvc.reason.text.contains("data (a downloaded model) is lost"), "{}", pvc.reason.text);
+    assert_eq!(actions(&plan).len(), 4, "{:?}", actions(&plan));
+}
+
+#[test]
+fn a_model_change_is_an_in_place_update_and_a_backend_change_keeps_the_old_download() {
+    let before = graph("[agent]\n", "lunar-lake-npu");
+    let after = graph("[agent]\nmodel = \"OpenVINO/Phi-4-mini-instruct-int4-ov\"\n", "lunar-lake-npu");
+    let plan = plan_from(&before, &after);
+    assert_eq!(actions(&plan), [("k8s/apps/Deployment/k3d-gpu-agent/ovms".to_string(), "update".to_string())]);
+    let update = &plan.actions.iter().find(|a| a.id.ends_with("/ovms")).unwrap();
+    assert!(update.changed_paths.iter().any(|p| p.contains("args")), "{:?}", update.changed_paths);
+    assert!(
+        plan.verify.iter().any(|v| v == "verify/endpoint/k3d-gpu-agent/ovms"),
+        "the new model is checked: {:?}",
+        plan.verify
+    );
+
+    let after = graph("[agent]\nbackend = \"vllm\"\n", "arc-b580-xe-rpl-igpu");
+    let before = graph("[agent]\ndevice = \"gpu\"\n", "arc-b580-xe-rpl-igpu");
+    let plan = plan_from(&before, &after);
+    let a = actions(&plan);
+    assert!(a.contains(&("k8s/apps/Deployment/k3d-gpu-agent/ovms".into(), "delete".into())), "{a:?}");
+    assert!(a.contains(&("k8s/apps/Deployment/k3d-gpu-agent/vllm".into(), "create".into())), "{a:?}");
+    assert!(!a.iter().any(|(id, _)| id.ends_with("ovms-models")), "the OVMS download stays: {a:?}");
+}
+
+/// Add-ons run where the placement put them (Lunar Lake, the iGPU shared by two: the LLM and
+/// the VLM on the GPU, stt on the NPU), each its own OVMS with Service and readiness check.
+#[test]
+fn add_ons_are_deployed_where_they_were_placed() {
+    let g = graph("[agent]\n[addons.vlm]\n[addons.stt]\n[sharing]\nshared = 2\n", "lunar-lake-npu");
+    let placed: Vec<(String, &str)> =
+        g.agent.as_ref().unwrap().addons.iter().map(|a| (format!("{:?}", a.name), a.device)).collect();
+    for (name, device) in &placed {
+        let id = format!("k8s/apps/Deployment/k3d-gpu-agent/{}", name.to_lowercase());
+        let d = spec(&g, &id);
+        let a = args(d);
+        assert_eq!(flag(&a, "--target_device").as_deref(), Some(*device), "{name}");
+        let pod = &d["spec"]["template"]["spec"];
+        let limits = &pod["containers"][0]["resources"]["limits"];
+        match *device {
+            "NPU" => assert_eq!(limits["npu.intel.com/accel"], "1", "{name}"),
+            "GPU" => assert_eq!(limits["gpu.intel.com/xe"], "1", "{name}"),
+            _ => assert!(limits.as_object().unwrap().len() == 1, "{name}: {limits}"),
+        }
+        assert!(g.get(&format!("k8s/core/Service/k3d-gpu-agent/{}", name.to_lowercase())).is_some());
+        assert!(g.get(&format!("verify/endpoint/k3d-gpu-agent/{}", name.to_lowercase())).is_some());
+    }
+    assert_eq!(placed.len(), 2, "{placed:?}");
+    let stt = args(spec(&g, "k8s/apps/Deployment/k3d-gpu-agent/stt"));
+    assert_eq!(flag(&stt, "--task").as_deref(), Some("speech2text"));
+    assert_eq!(flag(&stt, "--source_model").as_deref(), Some("OpenVINO/whisper-large-v3-turbo-fp16-ov"));
+    let vlm = args(spec(&g, "k8s/apps/Deployment/k3d-gpu-agent/vlm"));
+    assert_eq!(flag(&vlm, "--source_model").as_deref(), Some("OpenVINO/Qwen3-VL-4B-Instruct-int4-ov"));
+
+    // Asked for the NPU, the VLM serves the NPU demo's model with a longer fixed prompt.
+    let g = graph("[agent]\n[addons.vlm]\ndevice = \"npu\"\n", "lunar-lake-npu");
+    let vlm = args(spec(&g, "k8s/apps/Deployment/k3d-gpu-agent/vlm"));
+    assert_eq!(flag(&vlm, "--source_model").as_deref(), Some("OpenVINO/Phi-3.5-vision-instruct-fp16-ov"));
+    assert_eq!(flag(&vlm, "--max_prompt_len").as_deref(), Some("4096"));
+    let pod = &spec(&g, "k8s/apps/Deployment/k3d-gpu-agent/vlm")["spec"]["template"]["spec"];
+    assert!(pod["securityContext"]["supplementalGroups"].as_array().is_some_and(|g| !g.is_empty()), "accel group");
+
+    // Video is placed but not deployed yet.
+    let g = graph("[agent]\n[addons.video]\n", "lunar-lake-npu");
+    assert!(g.get("k8s/apps/Deployment/k3d-gpu-agent/video").is_none());
+}
+
+/// Loopback only: every Service is ClusterIP with no node port or external address, and the
+/// cluster gets no port mapping for the model servers (docs/agent.md).
+#[test]
+fn nothing_listens_outside_the_cluster() {
+    for (toml, host) in [
+        ("[agent]\n[addons.vlm]\n[addons.stt]\n[sharing]\nshared = 2\n", "lunar-lake-npu"),
+        ("[agent]\n", "desktop-rpl-nvidia"),
+        ("[agent]\n", "gaudi3-server"),
+    ] {
+        let g = graph(toml, host);
+        let services: Vec<&Value> = g
+            .resources()
+            .filter(|r| r.component.as_deref() == Some("agent") && r.spec["kind"] == "Service")
+            .map(|r| &r.spec)
+            .collect();
+        assert!(!services.is_empty());
+        for s in services {
+            assert_eq!(s["spec"]["type"], "ClusterIP", "{s}");
+            assert!(s["spec"].get("externalIPs").is_none() && s["spec"]["ports"][0].get("nodePort").is_none(), "{s}");
+        }
+        let cluster = g.resources().find(|r| r.kind == k3d_gpu::compile::ResourceKind::Cluster).unwrap();
+        assert!(!cluster.spec.to_string().contains("8000"), "no port mapping: {}", cluster.spec);
+    }
+}
