@@ -41,7 +41,7 @@ pub fn svg(graph: &[GraphNode]) -> String {
     let label = |id: &str| -> String {
         id.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).take(60).collect()
     };
-    let mut vg = VisualGraph::new(Orientation::TopToBottom);
+    let mut vg = VisualGraph::new(Orientation::LeftToRight);
     let mut handles = std::collections::BTreeMap::new();
     for node in graph {
         let text = label(&node.id);
@@ -65,8 +65,9 @@ pub fn svg(graph: &[GraphNode]) -> String {
     vg.do_it(false, false, false, &mut writer);
     // Drop the XML declaration: inside HTML the <svg> element stands alone.
     let svg = writer.finalize();
+    // It scales down to the page's width (the viewBox keeps its proportions).
     match svg.find("<svg") {
-        Some(at) => svg[at..].to_string(),
+        Some(at) => format!("<svg style=\"max-width: 100%; height: auto;\"{}", &svg[at + 4..]),
         None => svg,
     }
 }
