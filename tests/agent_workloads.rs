@@ -176,15 +176,7 @@ fn the_nvidia_host_gets_the_cuda_backend() {
 }
 
 fn plan_from(before: &DesiredGraph, after: &DesiredGraph) -> k3d_gpu::plan::Plan {
-    let inputs = k3d_gpu::plan::Inputs {
-        config: "sha256:c".into(),
-        facts: "sha256:f".into(),
-        observed: "sha256:o".into(),
-        stdlib: "sha256:s".into(),
-        images: "sha256:i".into(),
-        tool_version: "0".into(),
-    };
-    k3d_gpu::plan::plan(after, &support::converged(before), inputs)
+    k3d_gpu::plan::plan(after, &support::converged(before), support::placeholder_inputs())
 }
 
 fn actions(plan: &k3d_gpu::plan::Plan) -> Vec<(String, String)> {

@@ -27,14 +27,7 @@ fn write_config(dir: &Path, cluster: &str) -> std::path::PathBuf {
 }
 
 fn k3d_gpu(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args(args)
-        .current_dir(dir)
-        .env("KUBECONFIG", dir.join("kubeconfig"))
-        .env("HOME", dir)
-        .env_remove("K3D_GPU_CONFIG")
-        .output()
-        .unwrap()
+    support::k3d_gpu_in(dir, args)
 }
 
 fn failed_rules(out: &Output) -> Vec<String> {

@@ -148,7 +148,6 @@ async fn apply_objects(client: &kube::Client, graph: &k3d_gpu::compile::DesiredG
 /// object, and the RuntimeClass the plugin runs under is k3s's, which verify finds.
 #[test]
 fn the_nvidia_example_applies_and_converges_against_a_fresh_k3s() {
-    use support::fake_apiserver::k3s_node;
     let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
     let graph = k3d_gpu::compile::compile(
         &support::example_config("nvidia-workstation"),
@@ -156,16 +155,7 @@ fn the_nvidia_example_applies_and_converges_against_a_fresh_k3s() {
         &catalog,
     )
     .unwrap();
-    let name = graph.resources().find(|r| r.kind == k3d_gpu::compile::ResourceKind::Cluster).unwrap().spec["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let server = FakeApiServer::start_in_background(State {
-        nodes: vec![k3s_node(&format!("k3d-{name}-server-0"), true)],
-        ..State::k3s()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = server.kubeconfig(&name, dir.path());
+    let (_server, _dir, kubeconfig, name) = fresh_k3s_for(&graph);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     runtime.block_on(async {
         let client = client(&kubeconfig, &name).await.unwrap();
@@ -176,18 +166,7 @@ fn the_nvidia_example_applies_and_converges_against_a_fresh_k3s() {
         let mut observed = support::converged(&graph);
         let seen = observe(client.clone(), &name, &kinds).await.unwrap();
         observed.kubernetes.as_mut().unwrap().objects = seen.objects;
-        let plan = k3d_gpu::plan::plan(
-            &graph,
-            &observed,
-            k3d_gpu::plan::Inputs {
-                config: "sha256:c".into(),
-                facts: "sha256:f".into(),
-                observed: "sha256:o".into(),
-                stdlib: "sha256:s".into(),
-                images: "sha256:i".into(),
-                tool_version: "0".into(),
-            },
-        );
+        let plan = k3d_gpu::plan::plan(&graph, &observed, support::placeholder_inputs());
         let objects: Vec<&String> = plan.actions.iter().map(|a| &a.id).filter(|id| id.starts_with("k8s/")).collect();
         assert!(objects.is_empty(), "the second plan still wants {objects:?}");
 
@@ -219,7 +198,6 @@ fn verify_names_a_missing_runtime_class() {
 /// playing the model server, answers with a model.
 #[test]
 fn the_agent_applies_and_waits_for_its_model() {
-    use support::fake_apiserver::k3s_node;
     let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
     let graph = k3d_gpu::compile::compile(
         &k3d_gpu::config::load_str("k3dgpu.toml", "[agent]\n").unwrap(),
@@ -227,16 +205,7 @@ fn the_agent_applies_and_waits_for_its_model() {
         &catalog,
     )
     .unwrap();
-    let name = graph.resources().find(|r| r.kind == k3d_gpu::compile::ResourceKind::Cluster).unwrap().spec["name"]
-        .as_str()
-        .unwrap()
-        .to_string();
-    let server = FakeApiServer::start_in_background(State {
-        nodes: vec![k3s_node(&format!("k3d-{name}-server-0"), true)],
-        ..State::k3s()
-    });
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = server.kubeconfig(&name, dir.path());
+    let (server, _dir, kubeconfig, name) = fresh_k3s_for(&graph);
     let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let client = runtime.block_on(client(&kubeconfig, &name)).unwrap();
     let failures = runtime.block_on(apply_objects(&client, &graph));
@@ -282,4 +251,21 @@ fn the_agent_applies_and_waits_for_its_model() {
         proxied.iter().all(|r| r == "GET /api/v1/namespaces/k3d-gpu-agent/services/ovms:8000/proxy/v3/models"),
         "{proxied:?}"
     );
+}
+
+/// A fake API server that starts like a fresh k3s with the graph's server node registered,
+/// and a kubeconfig for it: the server, the directory holding the kubeconfig, its path and
+/// the cluster's name.
+fn fresh_k3s_for(
+    graph: &k3d_gpu::compile::DesiredGraph,
+) -> (FakeApiServer, tempfile::TempDir, std::path::PathBuf, String) {
+    let cluster = graph.resources().find(|r| r.kind == k3d_gpu::compile::ResourceKind::Cluster).unwrap();
+    let name = cluster.spec["name"].as_str().unwrap().to_string();
+    let server = FakeApiServer::start_in_background(State {
+        nodes: vec![support::fake_apiserver::k3s_node(&format!("k3d-{name}-server-0"), true)],
+        ..State::k3s()
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = server.kubeconfig(&name, dir.path());
+    (server, dir, kubeconfig, name)
 }

@@ -5,21 +5,14 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 use support::fake_apiserver::{FakeApiServer, State, k3s_node};
 use support::{docker_ready, import_image};
 
 fn k3d_gpu(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args(args)
-        .current_dir(dir)
-        .env("KUBECONFIG", dir.join("kubeconfig"))
-        .env("HOME", dir)
-        .env_remove("K3D_GPU_CONFIG")
-        .output()
-        .unwrap()
+    support::k3d_gpu_in(dir, args)
 }
 
 fn config(dir: &Path, cluster: &str) {

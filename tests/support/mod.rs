@@ -225,3 +225,31 @@ pub fn import_image(reference: &str, version: &str) -> String {
     assert!(out.status.success(), "docker import failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap().trim().to_string()
 }
+
+/// Plan inputs with fixed placeholder digests, for tests that plan from values rather than
+/// from files (the digests only matter to the hash).
+#[allow(dead_code)]
+pub fn placeholder_inputs() -> k3d_gpu::plan::Inputs {
+    k3d_gpu::plan::Inputs {
+        config: "sha256:c".into(),
+        facts: "sha256:f".into(),
+        observed: "sha256:o".into(),
+        stdlib: "sha256:s".into(),
+        images: "sha256:i".into(),
+        tool_version: "0".into(),
+    }
+}
+
+/// The real binary, run in `dir` with that directory as HOME and `dir/kubeconfig` as the
+/// kubeconfig, so nothing of the user's is read.
+#[allow(dead_code)]
+pub fn k3d_gpu_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .args(args)
+        .current_dir(dir)
+        .env("KUBECONFIG", dir.join("kubeconfig"))
+        .env("HOME", dir)
+        .env_remove("K3D_GPU_CONFIG")
+        .output()
+        .unwrap()
+}
