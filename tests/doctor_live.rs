@@ -23,8 +23,7 @@ fn the_engine_and_a_running_cluster_are_checked() {
     if !docker_ready() {
         return;
     }
-    use bollard::models::ContainerCreateBody;
-    use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions, StartContainerOptions};
+    use bollard::query_parameters::RemoveContainerOptions;
     let ep = k3d_gpu::observe::docker::endpoint(&|k: &str| std::env::var(k).ok(), None);
     let docker = k3d_gpu::observe::docker::connect(&ep).unwrap();
     let rt = tokio::runtime::Runtime::new().unwrap();
@@ -39,23 +38,7 @@ fn the_engine_and_a_running_cluster_are_checked() {
     let cluster = format!("dl{}", std::process::id());
     let image = "k3d-gpu-test/doctor:1";
     import_image(image, "1.0.0");
-    let name = format!("k3d-{cluster}-server-0");
-    rt.block_on(async {
-        let labels = [("app", "k3d"), ("k3d.cluster", cluster.as_str()), ("k3d.role", "server")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let body = ContainerCreateBody {
-            image: Some(image.into()),
-            cmd: Some(vec!["server".into()]),
-            labels: Some(labels),
-            host_config: Some(bollard::models::HostConfig { network_mode: Some("none".into()), ..Default::default() }),
-            ..Default::default()
-        };
-        let options = CreateContainerOptions { name: Some(name.clone()), ..Default::default() };
-        docker.create_container(Some(options), body).await.unwrap();
-        docker.start_container(&name, None::<StartContainerOptions>).await.unwrap();
-    });
+    let name = rt.block_on(support::start_k3d_server(&docker, &cluster, image, None, Some(vec!["server".into()])));
     let daemonset = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
         "metadata": {"name": "intel-gpu-plugin", "namespace": "kube-system",
             "labels": {"app.kubernetes.io/managed-by": "k3d-gpu", "k3d-gpu.io/component": "intel-gpu-plugin"}},

@@ -73,34 +73,19 @@ fn the_server_nodes_log_comes_from_docker() {
     if !docker_ready() {
         return;
     }
-    use bollard::models::ContainerCreateBody;
-    use bollard::query_parameters::{
-        CreateContainerOptions, RemoveContainerOptions, StartContainerOptions, WaitContainerOptions,
-    };
+    use bollard::query_parameters::{RemoveContainerOptions, WaitContainerOptions};
     use futures_util::StreamExt;
     let cluster = format!("lg{}", std::process::id());
     let image = "k3d-gpu-test/logs:1";
     import_image(image, "1.0.0");
     let ep = k3d_gpu::observe::docker::endpoint(&|k: &str| std::env::var(k).ok(), None);
     let docker = k3d_gpu::observe::docker::connect(&ep).unwrap();
-    let name = format!("k3d-{cluster}-server-0");
     let rt = tokio::runtime::Runtime::new().unwrap();
-    rt.block_on(async {
-        let labels = [("app", "k3d"), ("k3d.cluster", cluster.as_str()), ("k3d.role", "server")]
-            .into_iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        let body = ContainerCreateBody {
-            image: Some(image.into()),
-            entrypoint: Some(vec!["/bin/sh".into(), "-c".into(), "echo k3s is up; echo 'bad \x1b[31m' >&2".into()]),
-            labels: Some(labels),
-            host_config: Some(bollard::models::HostConfig { network_mode: Some("none".into()), ..Default::default() }),
-            ..Default::default()
-        };
-        let options = CreateContainerOptions { name: Some(name.clone()), ..Default::default() };
-        docker.create_container(Some(options), body).await.unwrap();
-        docker.start_container(&name, None::<StartContainerOptions>).await.unwrap();
+    let name = rt.block_on(async {
+        let entrypoint = ["/bin/sh", "-c", "echo k3s is up; echo 'bad \x1b[31m' >&2"].map(String::from).to_vec();
+        let name = support::start_k3d_server(&docker, &cluster, image, Some(entrypoint), None).await;
         let _ = docker.wait_container(&name, None::<WaitContainerOptions>).next().await;
+        name
     });
     let dir = tempfile::tempdir().unwrap();
     config(dir.path(), &cluster);

@@ -253,3 +253,33 @@ pub fn k3d_gpu_in(dir: &Path, args: &[&str]) -> std::process::Output {
         .output()
         .unwrap()
 }
+
+/// Creates and starts a container shaped like k3d's server node of `cluster` (k3d's labels,
+/// no network) from `image`, with that entrypoint and command; returns its name.
+#[allow(dead_code)]
+pub async fn start_k3d_server(
+    docker: &bollard::Docker,
+    cluster: &str,
+    image: &str,
+    entrypoint: Option<Vec<String>>,
+    cmd: Option<Vec<String>>,
+) -> String {
+    use bollard::query_parameters::{CreateContainerOptions, StartContainerOptions};
+    let name = format!("k3d-{cluster}-server-0");
+    let labels = [("app", "k3d"), ("k3d.cluster", cluster), ("k3d.role", "server")]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    let body = bollard::models::ContainerCreateBody {
+        image: Some(image.into()),
+        entrypoint,
+        cmd,
+        labels: Some(labels),
+        host_config: Some(bollard::models::HostConfig { network_mode: Some("none".into()), ..Default::default() }),
+        ..Default::default()
+    };
+    let options = CreateContainerOptions { name: Some(name.clone()), ..Default::default() };
+    docker.create_container(Some(options), body).await.unwrap();
+    docker.start_container(&name, None::<StartContainerOptions>).await.unwrap();
+    name
+}
