@@ -188,14 +188,11 @@ fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path:
     Ok(EXIT_OK)
 }
 
-/// The Docker CLI's config (`$DOCKER_CONFIG/config.json`, else `~/.docker/config.json`), for
-/// the registry logins it holds; absent or unreadable means no login.
+/// The Docker CLI's config, for the registry logins it holds; absent or unreadable means
+/// no login.
 fn docker_config() -> Option<serde_json::Value> {
-    let dir = std::env::var_os("DOCKER_CONFIG")
-        .map(std::path::PathBuf::from)
-        .or_else(|| std::env::var_os("HOME").map(|h| std::path::PathBuf::from(h).join(".docker")))?;
-    let text = crate::input_file::read_text(&dir.join("config.json")).ok()?;
-    serde_json::from_str(&text).ok()
+    let env = |k: &str| std::env::var(k).ok();
+    crate::observe::docker::cli_config(&crate::observe::docker::config_dir(&env)?)
 }
 
 /// Writes a temporary file beside `path`, syncs it and renames it over `path`, so a reader

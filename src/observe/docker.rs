@@ -3,7 +3,7 @@
 //! (bollard does not read contexts). Every call has a deadline.
 
 use std::collections::{BTreeMap, HashMap};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use bollard::Docker;
 use bollard::query_parameters::ListContainersOptions;
@@ -17,25 +17,37 @@ pub struct Endpoint {
     pub source: String,
 }
 
+/// The Docker CLI's config directory: `$DOCKER_CONFIG`, else `~/.docker`.
+pub fn config_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    env("DOCKER_CONFIG")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").filter(|h| !h.is_empty()).map(|h| PathBuf::from(h).join(".docker")))
+}
+
+/// The Docker CLI's `config.json` in `dir` (current context, registry logins), read as any
+/// user file is: bounded and never blocking. Absent or unreadable is `None`.
+pub fn cli_config(dir: &Path) -> Option<serde_json::Value> {
+    let text = crate::input_file::read_text(&dir.join("config.json")).ok()?;
+    serde_json::from_str(&text).ok()
+}
+
 /// DOCKER_HOST, else DOCKER_CONTEXT or the config's currentContext (its meta.json), else the
 /// default socket.
 pub fn endpoint(env: &dyn Fn(&str) -> Option<String>, docker_config_dir: Option<PathBuf>) -> Endpoint {
     if let Some(host) = env("DOCKER_HOST").filter(|h| !h.is_empty()) {
         return Endpoint { host, source: "DOCKER_HOST".into() };
     }
-    let dir = docker_config_dir
-        .or_else(|| env("DOCKER_CONFIG").map(PathBuf::from))
-        .or_else(|| env("HOME").map(|h| PathBuf::from(h).join(".docker")));
+    let dir = docker_config_dir.or_else(|| config_dir(env));
     let context = env("DOCKER_CONTEXT").filter(|c| !c.is_empty()).or_else(|| {
-        let text = std::fs::read_to_string(dir.as_ref()?.join("config.json")).ok()?;
-        let config: serde_json::Value = serde_json::from_str(&text).ok()?;
+        let config = cli_config(dir.as_ref()?)?;
         config["currentContext"].as_str().map(str::to_string)
     });
     if let (Some(context), Some(dir)) = (context.filter(|c| c != "default"), dir) {
         use sha2::{Digest, Sha256};
         let id: String = Sha256::digest(context.as_bytes()).iter().map(|b| format!("{b:02x}")).collect();
         let meta = dir.join("contexts/meta").join(id).join("meta.json");
-        if let Some(host) = std::fs::read_to_string(&meta)
+        if let Some(host) = crate::input_file::read_text(&meta)
             .ok()
             .and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok())
             .and_then(|m| m["Endpoints"]["docker"]["Host"].as_str().map(str::to_string))
@@ -220,5 +232,22 @@ mod tests {
         assert_eq!(e.source, "Docker context colima");
         let e = endpoint(&env(&[("DOCKER_CONTEXT", "default")]), Some(dir.path().to_path_buf()));
         assert_eq!(e.host, "unix:///var/run/docker.sock");
+    }
+
+    /// The Docker CLI's config is a user file like any other: a FIFO there must not hang
+    /// `plan` (it used to be read with no type check and no cap).
+    #[test]
+    fn a_fifo_as_the_docker_config_is_refused_not_waited_on() {
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("config.json");
+        assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
+        let (done, waited) = std::sync::mpsc::channel();
+        let config_dir = dir.path().to_path_buf();
+        std::thread::spawn(move || {
+            let _ = done.send(endpoint(&|_: &str| None, Some(config_dir)).host);
+        });
+        let host = waited.recv_timeout(std::time::Duration::from_secs(10)).expect("endpoint blocked on a FIFO");
+        assert_eq!(host, "unix:///var/run/docker.sock");
+        assert!(cli_config(dir.path()).is_none());
     }
 }
