@@ -121,9 +121,10 @@ async fn pull(docker: &Docker, reference: &str, say: &(dyn Fn(&str) + Sync)) -> 
     Ok(())
 }
 
-/// The text without control characters (a hostile Dockerfile or registry chooses it).
+/// The text on one line, escaped like every printed string (a hostile Dockerfile or
+/// registry chooses it).
 fn clean(text: &str) -> String {
-    text.chars().filter(|c| !c.is_control()).collect()
+    crate::escape::capped(crate::escape::one_line(text.trim_end()).into_owned())
 }
 
 #[cfg(test)]
@@ -134,6 +135,8 @@ mod tests {
     fn the_same_files_give_the_same_tar() {
         let files = BTreeMap::from([("Dockerfile".to_string(), b"FROM x\n".to_vec()), ("a/b".to_string(), vec![1, 2])]);
         assert_eq!(tar(&files).unwrap(), tar(&files).unwrap());
-        assert_eq!(clean("step\u{1b}[31m 1\r"), "step[31m 1");
+        // Escaped as every printed string is, bidi overrides included, never passed through.
+        assert_eq!(clean("step\u{1b}[31m 1\r"), "step\\x1b[31m 1");
+        assert!(!clean("evil \u{202e}txt.exe").contains('\u{202e}'));
     }
 }

@@ -68,12 +68,8 @@ fn write_pages(dir: &Path, pages: &[(String, Vec<u8>)]) -> Result<()> {
     };
     std::fs::create_dir_all(dir).map_err(|e| failed(dir, e))?;
     for (name, bytes) in pages {
-        let path = dir.join(name);
-        // A link planted where a page goes would redirect the write elsewhere: replace it.
-        if path.symlink_metadata().is_ok_and(|m| m.file_type().is_symlink()) {
-            std::fs::remove_file(&path).map_err(|e| failed(&path, e))?;
-        }
-        std::fs::write(&path, bytes).map_err(|e| failed(&path, e))?;
+        // Never through a link planted where a page goes (`output_file`).
+        super::write_out(&dir.join(name), bytes, crate::output_file::PUBLIC)?;
     }
     Ok(())
 }

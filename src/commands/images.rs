@@ -182,7 +182,7 @@ fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path:
     for image in dropped {
         report.push_str(&format!("dropped  {image}\n"));
     }
-    write_atomically(path, lock.to_text().as_bytes())?;
+    super::write_out(path, lock.to_text().as_bytes(), crate::output_file::PUBLIC)?;
     super::print_bytes(crate::escape::for_terminal(&report).as_bytes());
     eprintln!("wrote {} ({} images)", path.display(), lock.images.len());
     Ok(EXIT_OK)
@@ -193,14 +193,6 @@ fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path:
 fn docker_config() -> Option<serde_json::Value> {
     let env = |k: &str| std::env::var(k).ok();
     crate::observe::docker::cli_config(&crate::observe::docker::config_dir(&env)?)
-}
-
-/// Writes a temporary file beside `path`, syncs it and renames it over `path`, so a reader
-/// sees the old file or the new one, never half of one.
-/// (`output_file`, the one way k3d-gpu writes what the user named: never through a link.)
-pub fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    crate::output_file::write(path, bytes, crate::output_file::PUBLIC)
-        .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })
 }
 
 #[cfg(test)]
@@ -231,18 +223,5 @@ mod tests {
         lock.images.get_mut("a/pinned:1").unwrap().digest = d('1');
         images.get_mut("a/bare:1").unwrap().source = Source::Shipped;
         assert!(check(&images, Some(&lock)).passed());
-    }
-
-    #[test]
-    fn an_atomic_write_replaces_the_whole_file_and_leaves_no_temporary() {
-        let dir = std::env::temp_dir().join(format!("k3d-gpu-atomic-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join("images.lock");
-        std::fs::write(&path, "old").unwrap();
-        write_atomically(&path, b"new").unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
-        let left: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
-        assert_eq!(left.len(), 1, "{left:?}");
-        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

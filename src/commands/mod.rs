@@ -188,6 +188,13 @@ pub fn check_out_file(path: &Path) -> Result<()> {
     })
 }
 
+/// Writes a file the user named, through `output_file` (atomic, never through a link), with
+/// a failure as the user-facing output error.
+pub fn write_out(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
+    crate::output_file::write(path, bytes, mode)
+        .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })
+}
+
 /// Writes bytes to stdout, ignoring a closed pipe (`k3d-gpu facts | head`).
 pub fn print_bytes(bytes: &[u8]) {
     use std::io::Write;

@@ -2,8 +2,6 @@
 //! when there is one. Without DIR: text (or JSON with --json) on stdout. With DIR: report.txt,
 //! report.json and report.html written there.
 
-use std::path::Path;
-
 use crate::cli::{Global, ReportArgs};
 use crate::error::{EXIT_OK, Error, Result};
 use crate::observe::Observed;
@@ -50,13 +48,8 @@ pub fn run(global: &Global, args: &ReportArgs) -> Result<u8> {
     for (name, bytes) in [("report.txt", text.as_bytes()), ("report.json", &json[..]), ("report.html", html.as_bytes())]
     {
         let path = dir.join(name);
-        write(&path, bytes)?;
+        super::write_out(&path, bytes, crate::output_file::PUBLIC)?;
     }
     eprintln!("wrote report.txt, report.json and report.html to {}", dir.display());
     Ok(EXIT_OK)
-}
-
-fn write(path: &Path, bytes: &[u8]) -> Result<()> {
-    crate::output_file::write(path, bytes, crate::output_file::PUBLIC)
-        .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })
 }

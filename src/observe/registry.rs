@@ -134,9 +134,9 @@ fn base64_decode(text: &str) -> Option<Vec<u8>> {
     Some(out)
 }
 
-/// An engine error on one line, without control characters (it is printed to a terminal).
+/// An engine error on one line, escaped like every printed string (it reaches a terminal).
 fn one_line(text: &str) -> String {
-    text.chars().map(|c| if c.is_control() { ' ' } else { c }).collect::<String>().trim().to_string()
+    crate::escape::one_line(text.trim()).into_owned()
 }
 
 #[cfg(test)]

@@ -19,11 +19,6 @@ pub fn mask_document(document: &mut Value) {
     walk(document, None, &|_, _| SENSITIVE.to_string());
 }
 
-/// Masks one object on its own (an observed one).
-pub fn mask_object(object: &mut Value) {
-    mask_document(object);
-}
-
 /// Masks `before` and `after` of a plan action; a secret that differs between them (or has
 /// no counterpart) reads "(sensitive, changed)".
 pub fn mask_pair(before: &mut Option<Value>, after: &mut Option<Value>) {
