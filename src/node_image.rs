@@ -267,7 +267,14 @@ pub fn build_inputs(files: &BTreeMap<String, Vec<u8>>, args: &BTreeMap<String, S
         inputs.insert(format!("file:{path}"), crate::canonical::sha256(bytes));
     }
     for (name, value) in args {
-        inputs.insert(format!("arg:{name}"), value.clone());
+        // The list is an image label anyone with `docker inspect` reads: a secret arg is
+        // recorded by its digest, which still changes when the secret does.
+        let recorded = if crate::secrets::is_sensitive_name(name) {
+            crate::canonical::sha256(value.as_bytes())
+        } else {
+            value.clone()
+        };
+        inputs.insert(format!("arg:{name}"), recorded);
     }
     inputs
 }
@@ -275,6 +282,16 @@ pub fn build_inputs(files: &BTreeMap<String, Vec<u8>>, args: &BTreeMap<String, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_secret_build_arg_is_recorded_by_its_digest() {
+        let args =
+            |v: &str| BTreeMap::from([("NPM_TOKEN".to_string(), v.to_string()), ("UBUNTU_TAG".into(), "24.04".into())]);
+        let one = build_inputs(&BTreeMap::new(), &args("npm_s3cret"));
+        assert!(!one.values().any(|v| v.contains("npm_s3cret")), "{one:?}");
+        assert_eq!(one["arg:UBUNTU_TAG"], "24.04");
+        assert_ne!(one, build_inputs(&BTreeMap::new(), &args("npm_other")), "a new secret is a new input");
+    }
 
     #[test]
     fn every_from_of_the_shipped_dockerfile_is_pinned_through_the_lock() {

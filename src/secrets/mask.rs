@@ -90,8 +90,10 @@ fn walk_object(map: &mut Map<String, Value>, other: Option<&Value>, replace: Rep
     let env_entry = map.get("name").and_then(Value::as_str).is_some_and(is_sensitive_name);
     for (key, child) in map.iter_mut() {
         let other_child = other.and_then(|o| o.get(key));
-        if (secret_kind && (key == "data" || key == "stringData")) || (key == "env" && child.is_object()) {
-            // Secret data, and a node container's env map: by key.
+        if (secret_kind && (key == "data" || key == "stringData"))
+            || ((key == "env" || key == "build_args") && child.is_object())
+        {
+            // Secret data, a node container's env map and the node image's build args: by key.
             let Some(entries) = child.as_object_mut() else { continue };
             for (name, entry) in entries.iter_mut() {
                 let other_entry = other_child.and_then(|o| o.get(name));
@@ -138,6 +140,14 @@ mod tests {
         let env = &after.unwrap()["spec"]["template"]["spec"]["containers"][0]["env"];
         assert_eq!(env[0]["value"], SENSITIVE_CHANGED);
         assert_eq!(env[1]["value"], "8080");
+    }
+
+    #[test]
+    fn sensitive_build_args_of_the_node_image_are_masked() {
+        let mut doc = json!({"id": "docker/node-image", "spec": {"build_args": {"NPM_TOKEN": "npm_s3cret", "UBUNTU_TAG": "24.04"}}});
+        mask_document(&mut doc);
+        assert_eq!(doc["spec"]["build_args"]["NPM_TOKEN"], SENSITIVE);
+        assert_eq!(doc["spec"]["build_args"]["UBUNTU_TAG"], "24.04");
     }
 
     #[test]
