@@ -17,6 +17,9 @@ use crate::compile::COMPONENT_LABEL;
 use crate::observe::ObserveError;
 use crate::observe::docker::Endpoint;
 
+/// Most bytes of one container's log `logs COMPONENT` reads: the API server cuts there.
+pub const MAX_LOG_BYTES: i64 = 1 << 20;
+
 /// The server node container of `cluster` (k3d's labels), started or not.
 pub async fn server_container(
     docker: &Docker,
@@ -148,6 +151,8 @@ pub async fn pod_logs(
             let params = LogParams {
                 container: Some(container.clone()),
                 tail_lines: Some(i64::from(tail)),
+                // Lines count, not bytes: one endless line must not fill memory.
+                limit_bytes: Some(MAX_LOG_BYTES),
                 ..Default::default()
             };
             let text = api.logs(&pod.name, &params).await.map_err(|e| ObserveError::KubernetesUnreachable {

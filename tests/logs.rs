@@ -62,6 +62,13 @@ fn a_components_pods_logs_come_not_ready_first_and_escaped() {
     assert!(text.contains("\\x1b[2J") && !text.contains('\u{1b}'), "escaped:\n{text}");
     assert!(!text.contains("not this one"), "{text}");
 
+    // One endless line: the API server is asked to stop at the cap, whatever the tail says.
+    server.change(|s| s.objects.push(pod("c-chatty", "intel-gpu-plugin", true, &"x".repeat(3 << 20))));
+    let out = k3d_gpu(dir.path(), &["logs", "intel-gpu-plugin", "--tail", "1"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let cap = usize::try_from(k3d_gpu::logs::MAX_LOG_BYTES).unwrap();
+    assert!(out.stdout.len() < cap + 4096, "{} bytes printed for a 3 MiB line", out.stdout.len());
+
     let unknown = k3d_gpu(dir.path(), &["logs", "intel-gpu-plugn"]);
     assert_eq!(unknown.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&unknown.stderr).contains("intel-gpu-plugin"), "a suggestion");

@@ -399,7 +399,15 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
         let text = found["metadata"]["annotations"]["fake.k3d-gpu.io/log"].as_str().unwrap_or_default();
         let lines: Vec<&str> = text.lines().collect();
         let tail = param("tailLines").parse::<usize>().unwrap_or(lines.len()).min(lines.len());
-        let kept: String = lines[lines.len() - tail..].iter().map(|l| format!("{l}\n")).collect();
+        let mut kept: String = lines[lines.len() - tail..].iter().map(|l| format!("{l}\n")).collect();
+        // `limitBytes`: the API server stops after that many bytes (after the tail).
+        if let Ok(limit) = param("limitBytes").parse::<usize>() {
+            let mut cut = limit.min(kept.len());
+            while !kept.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            kept.truncate(cut);
+        }
         return Reply::Text(200, kept);
     }
     // The service proxy: /api/v1/namespaces/NS/services/NAME:PORT/proxy/PATH.
