@@ -15,9 +15,64 @@ fn every_example_is_listed_here() {
         .filter_map(|e| e.ok()?.file_name().to_str()?.strip_suffix(".toml").map(str::to_string))
         .collect();
     on_disk.sort();
-    let mut listed: Vec<String> = EXAMPLES.iter().map(|(e, _)| e.to_string()).collect();
+    let mut listed: Vec<String> =
+        EXAMPLES.iter().map(|(e, _)| e.to_string()).chain(FLEET_EXAMPLES.iter().map(|e| e.to_string())).collect();
     listed.sort();
     assert_eq!(on_disk, listed);
+}
+
+/// Examples of an existing cluster: their nodes name their own facts (beside the example).
+const FLEET_EXAMPLES: &[&str] = &["homelab-fleet"];
+
+/// A fleet example's nodes and the facts each names, read as the CLI reads them.
+fn fleet_nodes(config: &k3d_gpu::config::Config) -> Vec<(String, k3d_gpu::facts::Facts)> {
+    config
+        .nodes
+        .iter()
+        .map(|n| {
+            let path = repo().join("examples").join(n.facts.as_deref().expect("the examples name facts files"));
+            (n.name.clone(), serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap())
+        })
+        .collect()
+}
+
+#[test]
+fn fleet_examples_compile_per_node_and_match_the_golden_graphs() {
+    let catalog = Catalog::embedded().unwrap();
+    let mut stale = Vec::new();
+    for example in FLEET_EXAMPLES {
+        let config = config(example);
+        let nodes = fleet_nodes(&config);
+        let fleet: Vec<k3d_gpu::compile::fleet::FleetNode> = nodes
+            .iter()
+            .zip(&config.nodes)
+            .map(|((name, facts), n)| k3d_gpu::compile::fleet::FleetNode { name, facts, expect: &n.expect })
+            .collect();
+        let graph =
+            k3d_gpu::compile::fleet::compile(&config, &fleet, &catalog).unwrap_or_else(|e| panic!("{example}: {e:#?}"));
+        assert!(
+            graph.resources().all(|r| r.change != Change::Replace),
+            "an existing cluster has no node image and no k3d cluster"
+        );
+        if let Err(e) = check_golden(&format!("tests/golden/graph/{example}.json"), &graph.to_json()) {
+            stale.push(e);
+        }
+    }
+    assert!(stale.is_empty(), "{}", stale.join("\n\n"));
+}
+
+#[test]
+fn the_fleet_example_validates_through_the_cli() {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .args(["validate", "-c"])
+        .arg(repo().join("examples/homelab-fleet.toml"))
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    for node in ["arc-01", "gpu-01", "xeon-01"] {
+        assert!(stdout.lines().any(|l| l.starts_with(node) && l.contains(" ok ")), "{node} in {stdout}");
+    }
 }
 
 #[test]

@@ -107,7 +107,8 @@ pub async fn delete(client: &Client, observed: &Value) -> Result<(), String> {
     }
 }
 
-/// Sets (`Some`) or removes (`None`) a label or annotation on every node. A label k3d-gpu
+/// Sets (`Some`) or removes (`None`) a label or annotation on every node (`only`: on that
+/// node alone, for an existing cluster). A label k3d-gpu
 /// creates is recorded in an annotation (`claim`), so a later plan deletes only its own; an
 /// update does not claim a label someone else set, and a delete removes it only where it was
 /// recorded as ours.
@@ -117,15 +118,23 @@ pub async fn node_metadata(
     key: &str,
     value: Option<&str>,
     claim: bool,
+    only: Option<&str>,
 ) -> Result<(), String> {
     let nodes: Api<Node> = Api::all(client.clone());
-    let all = ListParams::default();
+    let all = match only {
+        Some(name) => ListParams::default().fields(&format!("metadata.name={name}")),
+        None => ListParams::default(),
+    };
     let list = patient(|| nodes.list(&all)).await.map_err(|e| format!("list nodes: {e}"))?;
     if list.items.is_empty() {
         return Err("the cluster has no nodes yet".into());
     }
     for node in list.items {
         let name = node.metadata.name.clone().unwrap_or_default();
+        // The field selector already asked for it; a server that ignores one must not widen it.
+        if only.is_some_and(|o| o != name) {
+            continue;
+        }
         let mut ours: BTreeSet<String> = node
             .metadata
             .annotations

@@ -19,6 +19,9 @@ pub struct Providers {
     pub workdir: PathBuf,
     pub kubeconfig: PathBuf,
     pub cluster: String,
+    /// An existing cluster's kubeconfig context (`[cluster] context`); `None`: k3d's
+    /// `k3d-<cluster>`.
+    pub context: Option<String>,
     client: OnceCell<Client>,
     /// Node metadata patches read and rewrite the managed-labels annotation: one at a time.
     nodes: Mutex<()>,
@@ -36,6 +39,7 @@ impl Providers {
             workdir,
             kubeconfig,
             cluster,
+            context: None,
             client: OnceCell::new(),
             nodes: Mutex::new(()),
             docker: crate::observe::docker::endpoint(&env, None),
@@ -47,14 +51,22 @@ impl Providers {
     pub async fn client(&self) -> Result<&Client, String> {
         self.client
             .get_or_try_init(|| async {
-                crate::observe::kubernetes::client(&self.kubeconfig, &self.cluster).await.map_err(|e| e.to_string())
+                match &self.context {
+                    Some(context) => crate::observe::kubernetes::context_client(&self.kubeconfig, context).await,
+                    None => crate::observe::kubernetes::client(&self.kubeconfig, &self.cluster).await,
+                }
+                .map_err(|e| e.to_string())
             })
             .await
     }
 
     /// A client for verify's watches, which may be quiet for longer than a read deadline.
     pub async fn watch_client(&self) -> Result<Client, String> {
-        crate::observe::kubernetes::watch_client(&self.kubeconfig, &self.cluster).await.map_err(|e| e.to_string())
+        match &self.context {
+            Some(context) => crate::observe::kubernetes::context_watch_client(&self.kubeconfig, context).await,
+            None => crate::observe::kubernetes::watch_client(&self.kubeconfig, &self.cluster).await,
+        }
+        .map_err(|e| e.to_string())
     }
 
     async fn cluster(&self, action: &Action) -> Result<(), String> {
@@ -114,7 +126,9 @@ impl Providers {
             ActionKind::Delete => None,
             _ => Some(spec["value"].as_str().unwrap_or_default()),
         };
-        kubernetes::node_metadata(client, label, key, value, action.action == ActionKind::Create).await
+        // An existing cluster's labels are per node (`spec.node`); k3d's are on every node.
+        let only = spec["node"].as_str();
+        kubernetes::node_metadata(client, label, key, value, action.action == ActionKind::Create, only).await
     }
 
     async fn object(&self, action: &Action) -> Result<(), String> {

@@ -122,7 +122,9 @@ async fn watch_until(client: &Client, spec: &Value) -> Result<(), String> {
     let (api, field_selector): (Api<DynamicObject>, Option<String>) = match check {
         "allocatable" => {
             let ar = ApiResource::erase::<Node>(&());
-            (Api::all_with(client.clone(), &ar), None)
+            // An existing cluster's check is per node: only that node's events count.
+            let node = spec["node"].as_str().map(|n| format!("metadata.name={n}"));
+            (Api::all_with(client.clone(), &ar), node)
         }
         "rollout" => {
             let kind = spec["kind"].as_str().unwrap_or_default();

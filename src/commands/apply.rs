@@ -338,6 +338,8 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     needs_k3d(plan)?;
     let mut providers = providers(name);
     providers.json = global.json;
+    // An existing cluster is reached through its own context, never k3d's.
+    providers.context = computed.inputs.config.cluster.context.clone();
     let actions = executable(plan, &computed.graph);
     let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
     let signals = Signals::watch(&rt, global.json)?;
@@ -453,7 +455,8 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let _lock = lock_cluster(global, &inputs.config.cluster.name)?;
     let rt = super::runtime()?;
-    let plan = destroy_plan(&inputs, &rt)?;
+    let fleet = super::fleet::is_fleet(&inputs);
+    let plan = if fleet { super::fleet::destroy_plan(global, &inputs, &rt)? } else { destroy_plan(&inputs, &rt)? };
     let hash = plan.hash();
     let Some(wanted) = &args.plan_hash else {
         super::print_bytes(destroy_text(&plan, &hash, &inputs.config.cluster.name).as_bytes());
@@ -470,7 +473,8 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         return Ok(EXIT_OK);
     }
     needs_k3d(&plan)?;
-    let providers = providers(&inputs.config.cluster.name);
+    let mut providers = providers(&inputs.config.cluster.name);
+    providers.context = inputs.config.cluster.context.clone();
     let reporter = Reporter::new(global.json, plan.actions.len());
     let signals = Signals::watch(&rt, global.json)?;
     let stop = || signals.stopped();

@@ -164,16 +164,30 @@ pub struct Compiled {
     pub catalog: Catalog,
     pub facts: crate::facts::Facts,
     pub graph: crate::compile::DesiredGraph,
+    /// An existing cluster's nodes and their facts (`facts` is then the first node's).
+    pub fleet: Vec<(String, crate::facts::Facts)>,
 }
 
 /// Loads the catalog and facts and compiles; compile errors become diagnostics.
 pub fn compile(global: &Global, inputs: &Inputs) -> Result<Compiled> {
     let catalog = load_catalog(global, inputs)?;
+    if super::fleet::is_fleet(inputs) {
+        let fleet = super::fleet::load_nodes(global, inputs)?;
+        let graph = super::fleet::compile(inputs, &fleet, &catalog)?;
+        // The config check guarantees at least one node.
+        let Some(facts) = fleet.first().map(|(_, f)| f.clone()) else {
+            return Err(Error::Usage {
+                message: "provider \"existing\" needs at least one [[nodes]]".into(),
+                help: None,
+            });
+        };
+        return Ok(Compiled { catalog, facts, graph, fleet });
+    }
     let facts = super::load_facts(global)?;
     let source = node_image_source(inputs)?;
     let graph = crate::compile::compile_with(&inputs.config, &facts, &catalog, &source)
         .map_err(|errors| Error::Invalid(compile_diagnostics(inputs, errors)))?;
-    Ok(Compiled { catalog, facts, graph })
+    Ok(Compiled { catalog, facts, graph, fleet: Vec::new() })
 }
 
 /// Compile errors as diagnostics underlining the key they are about.

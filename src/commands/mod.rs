@@ -7,6 +7,7 @@ mod completions;
 mod detect;
 mod doctor;
 mod facts;
+mod fleet;
 mod graph;
 mod images;
 mod inputs;

@@ -23,7 +23,11 @@ pub enum Observation<'a> {
 }
 
 pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation) -> Result<Computed> {
-    let super::inputs::Compiled { catalog, facts, mut graph } = super::inputs::compile(global, &inputs)?;
+    let compiled = super::inputs::compile(global, &inputs)?;
+    if !compiled.fleet.is_empty() {
+        return super::fleet::compute(inputs, compiled, observation);
+    }
+    let super::inputs::Compiled { catalog, facts, mut graph, .. } = compiled;
     let observed = match observation {
         Observation::Saved(saved) => *saved,
         Observation::Live(rt) => {

@@ -11,7 +11,7 @@ use crate::compile::{self, Warning};
 use crate::error::{EXIT_FAILED, EXIT_OK, Result};
 use crate::facts::Facts;
 
-#[derive(Serialize)]
+#[derive(Serialize, Clone)]
 struct HostResult {
     host: String,
     ok: bool,
@@ -24,6 +24,9 @@ struct HostResult {
 pub fn run(global: &Global) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
+    if super::fleet::is_fleet(&inputs) {
+        return fleet(global, &inputs, &catalog);
+    }
     let filter = global.vendor_filter()?;
     let mut hosts: Vec<(String, Facts)> = Vec::new();
     for root in &global.root {
@@ -64,6 +67,68 @@ pub fn run(global: &Global) -> Result<u8> {
             }
         }
     }
+    print(global, &inputs, &results, diagnostics)
+}
+
+/// An existing cluster: every node's facts at once, compiled together (one graph), a row per
+/// node. An error of one node is on its row; an error of the fleet as a whole is on every row.
+fn fleet(global: &Global, inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> Result<u8> {
+    let nodes = super::fleet::load_nodes(global, inputs)?;
+    let outcome = compile::fleet::compile(&inputs.config, &super::fleet::fleet_nodes(inputs, &nodes), catalog);
+    let mut results = Vec::new();
+    let mut diagnostics = Vec::new();
+    match outcome {
+        Ok(graph) => {
+            for (name, facts) in &nodes {
+                // What the fleet puts on this node: its labels, annotations and checks.
+                let resources = graph.resources().filter(|r| r.spec["node"] == name.as_str()).count();
+                let note = format!("(node {name})");
+                let warnings = graph
+                    .warnings
+                    .iter()
+                    .filter(|w| !w.text.contains("(node ") || w.text.contains(&note))
+                    .cloned()
+                    .collect();
+                results.push(HostResult {
+                    host: name.clone(),
+                    ok: true,
+                    active: active(facts, &inputs.config),
+                    resources,
+                    errors: Vec::new(),
+                    warnings,
+                });
+            }
+        }
+        Err(errors) => {
+            for (name, facts) in &nodes {
+                let prefix = format!("node {name}: ");
+                let texts: Vec<String> = errors
+                    .iter()
+                    .filter(|e| e.message.starts_with(&prefix) || !e.message.starts_with("node "))
+                    .map(|e| format!("{} [{}]", e.message, e.code))
+                    .collect();
+                results.push(HostResult {
+                    host: name.clone(),
+                    ok: texts.is_empty(),
+                    active: active(facts, &inputs.config),
+                    resources: 0,
+                    errors: texts,
+                    warnings: Vec::new(),
+                });
+            }
+            diagnostics.push(("fleet".to_string(), compile_diagnostics(inputs, errors)));
+        }
+    }
+    print(global, inputs, &results, diagnostics)
+}
+
+fn print(
+    global: &Global,
+    inputs: &super::Inputs,
+    results: &[HostResult],
+    diagnostics: Vec<(String, Vec<miette::Report>)>,
+) -> Result<u8> {
+    let results = results.to_vec();
     let failed = results.iter().any(|r| !r.ok);
     if global.json {
         #[derive(Serialize)]

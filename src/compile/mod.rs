@@ -11,6 +11,7 @@ mod components;
 pub use cluster::NODE_IMAGE_ID;
 pub use components::{COMPONENT_LABEL, MANAGED_BY, object_id};
 mod experimental;
+pub mod fleet;
 mod graph;
 mod intel;
 mod verify;
@@ -119,6 +120,36 @@ pub fn compile_with(
     catalog: &Catalog,
     node_image: &crate::node_image::Source,
 ) -> Result<DesiredGraph, Vec<CompileError>> {
+    let parts = parts(config, facts, catalog, Some(node_image))?;
+    let mut graph = DesiredGraph::build(parts.resources, parts.warnings, parts.agent).map_err(|text| {
+        vec![CompileError::new(
+            "graph",
+            &["components"],
+            text,
+            Some("check the `after` lines of your own components".into()),
+        )]
+    })?;
+    graph.images = parts.images;
+    Ok(graph)
+}
+
+/// What one machine's compile gives before it becomes a graph: `fleet` merges these per node.
+pub(crate) struct Parts {
+    pub resources: Vec<Resource>,
+    pub warnings: Vec<Warning>,
+    pub agent: Option<agent::AgentPlan>,
+    pub images: std::collections::BTreeMap<String, crate::images::Use>,
+}
+
+/// The resources of one machine. Without a node image (`None`: an existing cluster, DESIGN.md
+/// §9) there is no node image and no k3d cluster; what would depend on the cluster depends on
+/// [`fleet::ROOT`] instead, which the fleet merge removes.
+pub(crate) fn parts(
+    config: &Config,
+    facts: &Facts,
+    catalog: &Catalog,
+    node_image: Option<&crate::node_image::Source>,
+) -> Result<Parts, Vec<CompileError>> {
     let mut cx = Context {
         config,
         facts,
@@ -130,12 +161,17 @@ pub fn compile_with(
         node_image: None,
     };
     let mut resources = Vec::new();
-    cluster::node_image(&mut cx, node_image, &mut resources);
+    if let Some(source) = node_image {
+        cluster::node_image(&mut cx, source, &mut resources);
+    }
     select_vendors(&mut cx);
     expect(&mut cx);
     let intel = intel::plan(&mut cx);
     let features = experimental::plan(&mut cx);
-    let cluster_id = cluster::resource(&mut cx, &features, &mut resources);
+    let cluster_id = match node_image {
+        Some(_) => cluster::resource(&mut cx, &features, &mut resources),
+        None => fleet::ROOT.to_string(),
+    };
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);
     let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
@@ -155,17 +191,30 @@ pub fn compile_with(
         }
         return Err(errors);
     }
-    let images = cx.images;
-    let mut graph = DesiredGraph::build(resources, cx.warnings, agent).map_err(|text| {
-        vec![CompileError::new(
-            "graph",
-            &["components"],
-            text,
-            Some("check the `after` lines of your own components".into()),
-        )]
-    })?;
-    graph.images = images;
-    Ok(graph)
+    Ok(Parts { resources, warnings: cx.warnings, agent, images: cx.images })
+}
+
+/// The claim templates of a fleet, against `facts` whose Intel GPUs are those of every node a
+/// claim may land on (the DRA nodes).
+pub(crate) fn fleet_claims(
+    config: &Config,
+    facts: &Facts,
+    catalog: &Catalog,
+    out: &mut Vec<Resource>,
+) -> Result<(), Vec<CompileError>> {
+    let mut cx = Context {
+        config,
+        facts,
+        catalog,
+        active: Vec::new(),
+        errors: Vec::new(),
+        warnings: Vec::new(),
+        images: Default::default(),
+        node_image: None,
+    };
+    cx.active = active_vendors(config, facts);
+    claims::resources(&mut cx, fleet::ROOT, out);
+    if cx.errors.is_empty() { Ok(()) } else { Err(cx.errors) }
 }
 
 /// The vendors the cluster gets: the host's active ones, less `[vendors] exclude`, and only

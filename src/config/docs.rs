@@ -24,6 +24,7 @@ pub const SECTIONS: &[&str] = &[
     "addons",
     "components",
     "claims",
+    "nodes",
 ];
 
 /// How a section is written in TOML, read from its schema.
@@ -120,6 +121,10 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     (
         "claims",
         "[[claims]]\nname = \"arc-12g\"\nmodel = \"Battlemage\"\nmin_memory = \"12Gi\"\n\n[[claims]]\nname = \"two-gpus\"\ncount = 2\n",
+    ),
+    (
+        "nodes",
+        "[cluster]\nprovider = \"existing\"\ncontext = \"homelab\"\n\n[[nodes]]\nname = \"arc-01\"\nfacts = \"hosts/arc-01.json\"\n\n[[nodes]]\nname = \"xeon-01\"\nroot = \"hosts/xeon-01\"\n[nodes.expect]\nvendors = [\"qat\"]\n",
     ),
 ];
 

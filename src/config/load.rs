@@ -67,7 +67,11 @@ pub fn load_all(name: &str, text: &str) -> Result<Config, Vec<ConfigError>> {
     let mut current = text.to_string();
     loop {
         let e = match toml::from_str::<Config>(&current) {
-            Ok(config) if errors.is_empty() => return Ok(config),
+            Ok(config) if errors.is_empty() => {
+                // Which keys fit the provider: known only once the whole file parsed.
+                let provider = super::fleet::check(&config, name, text);
+                return if provider.is_empty() { Ok(config) } else { Err(provider) };
+            }
             Ok(_) => break,
             Err(e) => e,
         };

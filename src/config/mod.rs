@@ -7,6 +7,7 @@
 
 pub mod docs;
 pub mod env;
+pub mod fleet;
 mod load;
 mod selection;
 mod span;
@@ -33,6 +34,12 @@ pub fn cluster_name(name: &str) -> bool {
 /// Where the Kubernetes API is published by default: loopback only. k3d's own default is every
 /// interface, which puts the API server of a developer's laptop on the network.
 pub const DEFAULT_API_HOST_IP: &str = "127.0.0.1";
+
+/// A DNS-1123 subdomain, the rule for Kubernetes node names: at most 253 characters, dot-separated
+/// DNS labels.
+pub fn dns_subdomain(name: &str) -> bool {
+    name.len() <= 253 && name.split('.').all(dns_label)
+}
 
 /// A DNS label (RFC 1123), the rule Kubernetes names follow: 1-63 lowercase letters, digits
 /// and '-', not starting or ending with '-'. Cluster, claim, namespace and component names.
@@ -70,6 +77,46 @@ pub struct Config {
     /// DRA claim templates: pods reference them by name to get Intel GPUs through the DRA
     /// driver (`[sharing] mode = "dra"`).
     pub claims: Vec<Claim>,
+    /// The machines of an existing cluster (`[cluster] provider = "existing"` only): each
+    /// node's Kubernetes name and the facts captured on it. Labels, plugin settings and
+    /// checks are compiled per node.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<Node>,
+}
+
+/// Where the cluster lives (DESIGN.md §9).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Provider {
+    /// A k3d cluster on this machine, which k3d-gpu creates from its own node image.
+    #[default]
+    K3d,
+    /// A cluster k3d-gpu does not create (k3s on several machines), reached through
+    /// `[cluster] context`; its machines are the `[[nodes]]`.
+    Existing,
+}
+
+impl Provider {
+    fn is_k3d(&self) -> bool {
+        *self == Provider::K3d
+    }
+}
+
+/// One machine of an existing cluster. Give exactly one of `facts` and `root`.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Node {
+    /// The node's Kubernetes name (`kubectl get nodes`), a DNS-1123 subdomain.
+    pub name: String,
+    /// A facts/v1 document captured on that machine (`k3d-gpu facts --out FILE`), relative
+    /// to this file and inside its directory.
+    pub facts: Option<String>,
+    /// A fixture host captured on that machine (`k3d-gpu facts capture --out DIR`), relative
+    /// to this file and inside its directory.
+    pub root: Option<String>,
+    /// What this machine must have, as `[expect]` says for a single machine.
+    #[serde(default)]
+    pub expect: Expect,
 }
 
 /// The LLM server. Its device follows what the cluster will advertise, by the reference rules.
@@ -197,7 +244,19 @@ fn one() -> u32 {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Cluster {
-    /// Cluster name; kubectl uses context `k3d-<name>`. (K3D_GPU_CLUSTER)
+    /// `k3d` (default): a k3d cluster on this machine. `existing`: a cluster k3d-gpu does not
+    /// create (k3s on several real machines), reached through `context`, its machines listed
+    /// in `[[nodes]]`; no Docker, no k3d, no node image, and the k3d-only keys of this table
+    /// (image, build_context, build_args, servers, agents, k3s_args, api_port, api_host_ip,
+    /// accelerator_node) are refused.
+    #[serde(skip_serializing_if = "Provider::is_k3d")]
+    pub provider: Provider,
+    /// The kubeconfig context of an existing cluster (`provider = "existing"`, where it is
+    /// required). Never the current context: a config names its cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub context: Option<String>,
+    /// Cluster name; kubectl uses context `k3d-<name>`. With `provider = "existing"` it names
+    /// only the apply lock. (K3D_GPU_CLUSTER)
     #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$"))]
     pub name: String,
     /// A prebuilt node image (`repo:tag`, `@sha256:…` allowed), pulled when missing and never
@@ -247,6 +306,8 @@ pub struct Cluster {
 impl Default for Cluster {
     fn default() -> Self {
         Cluster {
+            provider: Provider::K3d,
+            context: None,
             name: "gpu".into(),
             image: None,
             build_context: None,

@@ -22,21 +22,31 @@ pub fn context_name(cluster: &str) -> String {
 /// A client for the cluster's own context in `kubeconfig`; each read answers within
 /// [`CALL_TIMEOUT`].
 pub async fn client(kubeconfig: &Path, cluster: &str) -> Result<Client, ObserveError> {
-    client_with(kubeconfig, cluster, Some(CALL_TIMEOUT)).await
+    client_with(kubeconfig, &context_name(cluster), Some(CALL_TIMEOUT)).await
+}
+
+/// A client for a context named in the config (an existing cluster, `[cluster] context`).
+pub async fn context_client(kubeconfig: &Path, context: &str) -> Result<Client, ObserveError> {
+    client_with(kubeconfig, context, Some(CALL_TIMEOUT)).await
+}
+
+/// [`context_client`] for watches.
+pub async fn context_watch_client(kubeconfig: &Path, context: &str) -> Result<Client, ObserveError> {
+    client_with(kubeconfig, context, None).await
 }
 
 /// The same, for watches: a watch is quiet for as long as nothing changes, so only the caller's
 /// own deadline bounds it.
 pub async fn watch_client(kubeconfig: &Path, cluster: &str) -> Result<Client, ObserveError> {
-    client_with(kubeconfig, cluster, None).await
+    client_with(kubeconfig, &context_name(cluster), None).await
 }
 
 async fn client_with(
     kubeconfig: &Path,
-    cluster: &str,
+    context: &str,
     read_timeout: Option<std::time::Duration>,
 ) -> Result<Client, ObserveError> {
-    let context = context_name(cluster);
+    let context = context.to_string();
     let unreachable = |reason: String| ObserveError::KubernetesUnreachable { context: context.clone(), reason };
     let file = read_kubeconfig(kubeconfig).map_err(|e| unreachable(format!("{}: {e}", kubeconfig.display())))?;
     // Said plainly: kube-rs's own message for a missing context does not name the file.
@@ -108,7 +118,16 @@ pub async fn observe(
     cluster: &str,
     kinds: &BTreeSet<(String, String)>,
 ) -> Result<ObservedKubernetes, ObserveError> {
-    let context = context_name(cluster);
+    observe_context(client, &context_name(cluster), kinds).await
+}
+
+/// [`observe`] through a named context (the name is for error messages).
+pub async fn observe_context(
+    client: Client,
+    context: &str,
+    kinds: &BTreeSet<(String, String)>,
+) -> Result<ObservedKubernetes, ObserveError> {
+    let context = context.to_string();
     let failed = |what: &str, e: kube::Error| ObserveError::KubernetesUnreachable {
         context: context.clone(),
         reason: format!("{what}: {e}"),

@@ -4,6 +4,7 @@
 //! (`plan --offline`).
 
 pub mod docker;
+pub mod existing;
 pub mod kubernetes;
 pub mod registry;
 
@@ -27,6 +28,9 @@ impl ObserveError {
             ObserveError::DockerUnreachable { .. } => {
                 "check that dockerd runs and that DOCKER_HOST / the Docker context point at it".into()
             }
+            ObserveError::KubernetesUnreachable { context, .. } if !context.starts_with("k3d-") => format!(
+                "check that your kubeconfig has context {context} (`kubectl config get-contexts`) and that its API server answers (`kubectl --context {context} get nodes`)"
+            ),
             ObserveError::KubernetesUnreachable { context, .. } => {
                 let cluster = context.strip_prefix("k3d-").unwrap_or(context);
                 format!(

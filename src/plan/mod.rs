@@ -2,6 +2,7 @@
 //! with a reason, as plan/v1 JSON whose canonical bytes hash to the plan hash. Pure.
 
 mod diff;
+pub mod fleet;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -33,7 +34,7 @@ impl Inputs {
     /// The digests of what a plan is computed from, and this tool's version.
     pub fn new(
         config: &crate::config::Config,
-        facts: &crate::facts::Facts,
+        facts: &impl Serialize,
         observed: &Observed,
         stdlib: String,
         images: &BTreeMap<String, crate::images::Use>,
@@ -201,7 +202,11 @@ pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
             actions.insert(r.id.clone(), create(r, why.clone()));
         }
     } else {
-        node_metadata_actions(graph, observed, &mut actions);
+        if fleet::is_fleet(graph) {
+            fleet::node_actions(graph, observed, &mut actions);
+        } else {
+            node_metadata_actions(graph, observed, &mut actions);
+        }
         object_actions(graph, observed, &mut actions, &mut warnings);
     }
 

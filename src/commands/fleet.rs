@@ -1,0 +1,164 @@
+//! The command edge of an existing cluster (`[cluster] provider = "existing"`): each
+//! `[[nodes]]` entry's facts read from disk (a facts/v1 file or a fixture host), confined to
+//! the config's directory, then the fleet compile (`compile::fleet`).
+
+use std::path::{Path, PathBuf};
+
+use crate::cli::Global;
+use crate::config::{ConfigError, Provider, span_of_element};
+use crate::error::{Error, Result};
+use crate::facts::Facts;
+
+/// Whether this config drives an existing cluster.
+pub fn is_fleet(inputs: &super::Inputs) -> bool {
+    inputs.config.cluster.provider == Provider::Existing
+}
+
+/// A node's `facts`/`root` as a path to read, or why not: resolved with every link, it must be
+/// inside the config's own directory. A config from a pull request must not make `validate`
+/// read a file it points at outside the repository (`hosts -> /etc`).
+pub fn confine(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, String> {
+    if let Some(why) = crate::config::fleet::path_problem(path) {
+        return Err(why.to_string());
+    }
+    let boundary = std::fs::canonicalize(config_dir)
+        .map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
+    let resolved = std::fs::canonicalize(config_dir.join(path)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
+        kind => format!("cannot resolve it: {kind}"),
+    })?;
+    if !resolved.starts_with(&boundary) {
+        return Err(format!("leads outside {} (links included)", boundary.display()));
+    }
+    Ok(resolved)
+}
+
+/// Every node's name and facts, in the config's order. `--root`/`--facts` are refused: the
+/// nodes name their own.
+pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String, Facts)>> {
+    if !global.root.is_empty() || !global.facts.is_empty() {
+        return Err(Error::Usage {
+            message: "with provider \"existing\" each node's facts come from its [[nodes]] entry; --root and --facts are not used".into(),
+            help: Some("drop --root/--facts; `k3d-gpu validate -c CONFIG` checks every node".into()),
+        });
+    }
+    let filter = global.vendor_filter()?;
+    let mut out = Vec::new();
+    for (i, node) in inputs.config.nodes.iter().enumerate() {
+        let (path, is_root) = match (&node.facts, &node.root) {
+            (Some(p), _) => (p, false),
+            (None, Some(p)) => (p, true),
+            (None, None) => continue,
+        };
+        let bad = |reason: String| {
+            let span = span_of_element(&inputs.text, &["nodes"], i);
+            let label = if span.is_some() { "nodes".to_string() } else { String::new() };
+            Error::Invalid(vec![miette::Report::new(ConfigError::at(
+                &inputs.name,
+                &inputs.text,
+                span,
+                format!("node {}: {} {reason}", crate::escape::quoted(&node.name), crate::escape::quoted(path)),
+                label,
+                Some("a node's facts file or fixture host lives beside the config (hosts/<node>.json)".into()),
+            ))])
+        };
+        let resolved = confine(&inputs.dir, path).map_err(bad)?;
+        let facts = if is_root {
+            let host = super::open_root(&resolved)?;
+            crate::detect::facts(&host, &filter)
+        } else {
+            super::facts_from_file(&resolved, &filter, global.vendors.is_some())?
+        };
+        out.push((node.name.clone(), facts));
+    }
+    Ok(out)
+}
+
+/// The fleet's graph; compile errors become diagnostics against the config.
+pub fn compile(
+    inputs: &super::Inputs,
+    nodes: &[(String, Facts)],
+    catalog: &crate::catalog::Catalog,
+) -> Result<crate::compile::DesiredGraph> {
+    crate::compile::fleet::compile(&inputs.config, &fleet_nodes(inputs, nodes), catalog)
+        .map_err(|errors| Error::Invalid(super::inputs::compile_diagnostics(inputs, errors)))
+}
+
+/// The compiler's view of the loaded nodes, with each one's `[nodes.expect]`.
+pub fn fleet_nodes<'a>(
+    inputs: &'a super::Inputs,
+    nodes: &'a [(String, Facts)],
+) -> Vec<crate::compile::fleet::FleetNode<'a>> {
+    nodes
+        .iter()
+        .map(|(name, facts)| crate::compile::fleet::FleetNode {
+            name,
+            facts,
+            expect: inputs.config.nodes.iter().find(|n| n.name == *name).map(|n| &n.expect).unwrap_or(&EMPTY),
+        })
+        .collect()
+}
+
+static EMPTY: crate::config::Expect =
+    crate::config::Expect { vendors: Vec::new(), devices: std::collections::BTreeMap::new(), fingerprint: None };
+
+/// `plan`/`apply` of an existing cluster: observe through the config's context (no Docker),
+/// refuse when a config node is missing from the cluster, note the nodes it does not list.
+pub fn compute(
+    inputs: super::Inputs,
+    compiled: super::inputs::Compiled,
+    observation: super::plan::Observation,
+) -> Result<super::plan::Computed> {
+    let context = inputs.config.cluster.context.clone().unwrap_or_default();
+    let observed = match observation {
+        super::plan::Observation::Saved(saved) => *saved,
+        super::plan::Observation::Live(rt) => {
+            let kinds = crate::compile::object_kinds(&compiled.catalog);
+            let kubeconfig = super::plan::kubeconfig_path();
+            rt.block_on(crate::observe::existing::observe(&kubeconfig, &context, &kinds))
+                .map_err(super::observe_failed)?
+        }
+    };
+    let names: Vec<String> = compiled.fleet.iter().map(|(n, _)| n.clone()).collect();
+    let missing = crate::plan::fleet::missing_nodes(&names, &observed);
+    if !missing.is_empty() {
+        return Err(Error::CheckFailed(format!(
+            "the cluster behind context {context} has no node {}: [[nodes]] names {} that `kubectl --context {context} get nodes` does not list; fix the name or remove the entry",
+            missing.join(", "),
+            if missing.len() == 1 { "a machine" } else { "machines" }
+        )));
+    }
+    let digests = crate::plan::Inputs::new(
+        &inputs.config,
+        &compiled.fleet,
+        &observed,
+        compiled.catalog.digest(),
+        &compiled.graph.images,
+    );
+    let mut plan = crate::plan::plan(&compiled.graph, &observed, digests);
+    let notes = crate::plan::fleet::unlisted_nodes(&names, &observed);
+    if !notes.is_empty() {
+        plan.warnings.extend(notes);
+        plan.warnings.sort();
+    }
+    Ok(super::plan::Computed { plan, graph: compiled.graph, inputs })
+}
+
+/// `destroy` of an existing cluster: delete every object k3d-gpu manages there and every node
+/// label it recorded as its own — the cluster, its nodes and everyone else's objects stay.
+/// Needs only the config and the API (no facts, no compile).
+pub fn destroy_plan(
+    global: &Global,
+    inputs: &super::Inputs,
+    rt: &tokio::runtime::Runtime,
+) -> Result<crate::plan::Plan> {
+    let catalog = super::load_catalog(global, inputs)?;
+    let context = inputs.config.cluster.context.clone().unwrap_or_default();
+    let kinds = crate::compile::object_kinds(&catalog);
+    let observed = rt
+        .block_on(crate::observe::existing::observe(&super::plan::kubeconfig_path(), &context, &kinds))
+        .map_err(super::observe_failed)?;
+    let nothing = crate::compile::DesiredGraph::build(Vec::new(), Vec::new(), None)
+        .map_err(|e| Error::Usage { message: e, help: None })?;
+    Ok(crate::plan::plan(&nothing, &observed, crate::plan::Inputs::for_destroy(&inputs.config, &observed)))
+}

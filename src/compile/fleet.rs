@@ -1,0 +1,391 @@
+//! An existing cluster's nodes (`[cluster] provider = "existing"`, DESIGN.md §9): each node is
+//! compiled on its own facts, as one machine would be, and the results are merged into one
+//! graph of Kubernetes objects, per-node labels and checks — no node image, no k3d cluster.
+//!
+//! How a component reaches only the nodes it fits: every node that wants component C gets the
+//! label `component.k3d-gpu.io/C`, and C's workloads select it. When all those nodes compiled C
+//! to the same objects, the label is `"true"` and the objects keep their plain names. When they
+//! differ (an iGPU node shares its GPU, a discrete one does not; i915 here, xe there), the
+//! nodes fall into variants, one per distinct set of C's workloads: the label's value names the
+//! variant (8 hex digits of its digest) and each variant's workloads are their own objects,
+//! `<name>-<variant>`, selecting only their nodes. So no node runs a plugin configured for
+//! another node's hardware. Objects that are not workloads (namespaces, RBAC, CRDs) must come
+//! out the same on every node; they are shared.
+//!
+//! Pure: the same nodes and facts give the same graph, whatever order they are listed in.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::{Value, json};
+
+use super::{Change, CompileError, DesiredGraph, Resource, ResourceKind, Warning};
+use crate::catalog::Catalog;
+use crate::config::Config;
+use crate::facts::{Facts, Vendor};
+
+/// What a per-node compile's objects depend on instead of a k3d cluster; removed in the merge.
+pub const ROOT: &str = "fleet/root";
+
+/// The node label a component's workloads select: `component.k3d-gpu.io/<component>`.
+pub const COMPONENT_NODE_LABEL: &str = "component.k3d-gpu.io/";
+
+/// On a variant's object and its pods: which variant it is (also in its pod selector, so two
+/// variants of one DaemonSet never select each other's pods).
+pub const VARIANT_LABEL: &str = "k3d-gpu.io/variant";
+
+/// One machine of the fleet, with its facts.
+pub struct FleetNode<'a> {
+    pub name: &'a str,
+    pub facts: &'a Facts,
+    pub expect: &'a crate::config::Expect,
+}
+
+/// The per-node label id, `node-label/<node>/<key>` (and `node-annotation/…`).
+pub fn node_metadata_id(prefix: &str, node: &str, key: &str) -> String {
+    format!("{prefix}/{node}/{key}")
+}
+
+/// Whether an object runs pods (has a pod template): those are the ones that select nodes.
+fn workload(object: &Value) -> bool {
+    object.pointer("/spec/template/spec").is_some_and(Value::is_object)
+}
+
+/// One node's compile, kept apart until the merge.
+struct Compiled<'a> {
+    node: &'a str,
+    resources: Vec<Resource>,
+}
+
+/// Compiles the fleet: every node, then the merge. Errors of one node name it.
+pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Result<DesiredGraph, Vec<CompileError>> {
+    let mut errors = Vec::new();
+    let mut warnings: BTreeMap<Warning, Vec<&str>> = BTreeMap::new();
+    let mut images = BTreeMap::new();
+    let mut compiled = Vec::new();
+    for (i, node) in nodes.iter().enumerate() {
+        let mut one = config.clone();
+        one.expect = node.expect.clone();
+        // Claims are compiled once, against every node they may land on (below).
+        one.claims.clear();
+        match super::parts(&one, node.facts, catalog, None) {
+            Ok(parts) => {
+                for w in parts.warnings {
+                    warnings.entry(w).or_default().push(node.name);
+                }
+                images.extend(parts.images);
+                compiled.push(Compiled { node: node.name, resources: parts.resources });
+            }
+            Err(es) => {
+                for mut e in es {
+                    e.message = format!("node {}: {}", node.name, e.message);
+                    if e.key.first() == Some(&"expect") {
+                        // Per node, [expect] is that node's [nodes.expect].
+                        e.key = vec!["nodes"];
+                        e.element = Some(i);
+                    }
+                    errors.push(e);
+                }
+            }
+        }
+    }
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let mut resources = merge(&compiled, &mut errors);
+    claims(config, nodes, catalog, &mut resources, &mut errors);
+    if !errors.is_empty() {
+        return Err(errors);
+    }
+    let all = nodes.len();
+    let warnings = warnings
+        .into_iter()
+        .map(|(w, on)| {
+            // An image is deployed once for the fleet, whichever nodes pulled it in.
+            if on.len() == all || w.code.starts_with("image-") {
+                w
+            } else {
+                Warning { text: format!("{} (node {})", w.text, on.join(", ")), ..w }
+            }
+        })
+        .collect();
+    let mut graph = DesiredGraph::build(resources, warnings, None)
+        .map_err(|text| vec![CompileError::new("graph", &["nodes"], text, None)])?;
+    graph.images = images;
+    Ok(graph)
+}
+
+/// The merge: labels per node, components per variant, shared objects once, checks per node.
+fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource> {
+    let mut out: Vec<Resource> = Vec::new();
+    // Which node-label keys each node has, to map a `node-label/<key>` dependency.
+    let mut labels_of: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    for c in compiled {
+        for r in &c.resources {
+            let prefix = match r.kind {
+                ResourceKind::NodeLabel => "node-label",
+                ResourceKind::NodeAnnotation => "node-annotation",
+                _ => continue,
+            };
+            let key = r.spec["key"].as_str().unwrap_or_default();
+            if r.kind == ResourceKind::NodeLabel {
+                labels_of.entry(c.node).or_default().insert(key.to_string());
+            }
+            out.push(Resource {
+                id: node_metadata_id(prefix, c.node, key),
+                kind: r.kind,
+                change: Change::InPlace,
+                component: None,
+                spec: json!({ "node": c.node, "key": key, "value": r.spec["value"] }),
+                depends_on: Vec::new(),
+            });
+        }
+    }
+
+    // Each component's variants: nodes grouped by the digest of the component's workloads.
+    let mut components: BTreeMap<&str, BTreeMap<&str, Vec<&Resource>>> = BTreeMap::new();
+    for c in compiled {
+        for r in c.resources.iter().filter(|r| r.kind == ResourceKind::Object) {
+            let component = r.component.as_deref().unwrap_or_default();
+            components.entry(component).or_default().entry(c.node).or_default().push(r);
+        }
+    }
+    // (component, node) → variant suffix (`None`: the single variant, plain names).
+    let mut variant_of: BTreeMap<(&str, &str), Option<String>> = BTreeMap::new();
+    // Original object id → (node → id in the merged graph).
+    let mut renamed: BTreeMap<String, BTreeMap<&str, String>> = BTreeMap::new();
+    let mut objects: Vec<(Resource, Vec<&str>)> = Vec::new();
+    for (component, by_node) in &components {
+        let digest_of = |rs: &[&Resource]| {
+            let workloads: Vec<(&str, &Value)> =
+                rs.iter().filter(|r| workload(&r.spec)).map(|r| (r.id.as_str(), &r.spec)).collect();
+            crate::canonical::digest(&workloads)
+        };
+        let mut groups: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        for (node, rs) in by_node {
+            groups.entry(digest_of(rs)).or_default().push(node);
+        }
+        let single = groups.len() == 1;
+        for (digest, nodes) in &groups {
+            let suffix = (!single).then(|| digest.trim_start_matches("sha256:").chars().take(8).collect::<String>());
+            for node in nodes {
+                variant_of.insert((component, node), suffix.clone());
+                // The objects without a component (claims' namespaces, the npu-turbo ConfigMap)
+                // select no nodes and need no label.
+                if !component.is_empty() {
+                    let key = format!("{COMPONENT_NODE_LABEL}{component}");
+                    labels_of.entry(node).or_default().insert(key.clone());
+                    out.push(Resource {
+                        id: node_metadata_id("node-label", node, &key),
+                        kind: ResourceKind::NodeLabel,
+                        change: Change::InPlace,
+                        component: None,
+                        spec: json!({ "node": node, "key": key, "value": suffix.clone().unwrap_or_else(|| "true".into()) }),
+                        depends_on: Vec::new(),
+                    });
+                }
+            }
+        }
+        // Every object id of the component, with the specs each node compiled it to.
+        let mut by_id: BTreeMap<&str, Vec<(&str, &Resource)>> = BTreeMap::new();
+        for (node, rs) in by_node {
+            for r in rs {
+                by_id.entry(r.id.as_str()).or_default().push((node, r));
+            }
+        }
+        for (id, copies) in by_id {
+            let first = copies[0].1;
+            if workload(&first.spec) && !component.is_empty() {
+                // One object per variant, selecting that variant's nodes.
+                let mut per_variant: BTreeMap<Option<String>, Vec<(&str, &Resource)>> = BTreeMap::new();
+                for (node, r) in &copies {
+                    per_variant.entry(variant_of[&(*component, *node)].clone()).or_default().push((node, r));
+                }
+                for (suffix, members) in per_variant {
+                    let mut spec = members[0].1.spec.clone();
+                    select(&mut spec, component, suffix.as_deref());
+                    let new_id = super::object_id(&spec);
+                    let nodes: Vec<&str> = members.iter().map(|(n, _)| *n).collect();
+                    for n in &nodes {
+                        renamed.entry(id.to_string()).or_default().insert(n, new_id.clone());
+                    }
+                    objects.push((Resource { id: new_id, spec, ..members[0].1.clone() }, nodes));
+                }
+            } else {
+                let distinct: BTreeSet<String> =
+                    copies.iter().map(|(_, r)| crate::canonical::digest(&r.spec)).collect();
+                if distinct.len() > 1 {
+                    let nodes: Vec<&str> = copies.iter().map(|(n, _)| *n).collect();
+                    errors.push(CompileError::new(
+                        "fleet-object-differs",
+                        &["nodes"],
+                        format!(
+                            "{id} comes out differently on nodes {}, and only workloads can have variants",
+                            nodes.join(", ")
+                        ),
+                        Some(
+                            "a component's shared objects (namespaces, RBAC, config) must not depend on the host"
+                                .into(),
+                        ),
+                    ));
+                    continue;
+                }
+                let nodes: Vec<&str> = copies.iter().map(|(n, _)| *n).collect();
+                objects.push((first.clone(), nodes));
+            }
+        }
+    }
+
+    // Checks: rollouts per variant, allocatable per node, ResourceSlices summed.
+    let mut checks: BTreeMap<String, (Resource, Vec<&str>)> = BTreeMap::new();
+    for c in compiled {
+        for r in c.resources.iter().filter(|r| r.kind == ResourceKind::Verify) {
+            let mut r = r.clone();
+            match r.spec["check"].as_str() {
+                Some("rollout") => {
+                    let object = r.depends_on.first().cloned().unwrap_or_default();
+                    if let Some(new) = renamed.get(&object).and_then(|m| m.get(c.node)).filter(|n| **n != object) {
+                        let name = new.rsplit('/').next().unwrap_or_default().to_string();
+                        r.spec["name"] = json!(name);
+                        r.id = format!(
+                            "verify/rollout/{}/{}/{name}",
+                            r.spec["kind"].as_str().unwrap_or_default(),
+                            r.spec["namespace"].as_str().unwrap_or_default()
+                        );
+                    }
+                }
+                Some("allocatable") => {
+                    let resource = r.spec["resource"].as_str().unwrap_or_default().to_string();
+                    r.id = format!("verify/allocatable/{}/{resource}", c.node);
+                    r.spec["node"] = json!(c.node);
+                }
+                _ => {}
+            }
+            let entry = checks.entry(r.id.clone()).or_insert_with(|| (r.clone(), Vec::new()));
+            if entry.1.is_empty() {
+                entry.0.depends_on.clear();
+            } else if r.spec["check"] == "resourceslices" {
+                let sum =
+                    entry.0.spec["min_devices"].as_u64().unwrap_or(0) + r.spec["min_devices"].as_u64().unwrap_or(0);
+                entry.0.spec["min_devices"] = json!(sum);
+            }
+            entry.1.push(c.node);
+            let deps = r.depends_on.iter().flat_map(|d| map_dep(d, c.node, &renamed, &labels_of)).collect::<Vec<_>>();
+            entry.0.depends_on.extend(deps);
+        }
+    }
+
+    // Dependencies in merged ids: the root is gone, a node label is that node's, a split
+    // object is the variant of the same nodes.
+    for (mut r, nodes) in objects {
+        let deps: Vec<String> = nodes
+            .iter()
+            .flat_map(|n| r.depends_on.iter().flat_map(|d| map_dep(d, n, &renamed, &labels_of)).collect::<Vec<_>>())
+            .collect();
+        let component_label = r.component.as_deref().filter(|_| workload(&r.spec)).map(|c| {
+            let key = format!("{COMPONENT_NODE_LABEL}{c}");
+            nodes.iter().map(|n| node_metadata_id("node-label", n, &key)).collect::<Vec<_>>()
+        });
+        r.depends_on = deps.into_iter().chain(component_label.into_iter().flatten()).filter(|d| *d != r.id).collect();
+        r.depends_on.sort();
+        r.depends_on.dedup();
+        out.push(r);
+    }
+    for (_, (mut r, _)) in checks {
+        r.depends_on.sort();
+        r.depends_on.dedup();
+        out.push(r);
+    }
+    out
+}
+
+/// A dependency of a node's resource, in the merged graph's ids.
+fn map_dep(
+    dep: &str,
+    node: &str,
+    renamed: &BTreeMap<String, BTreeMap<&str, String>>,
+    labels_of: &BTreeMap<&str, BTreeSet<String>>,
+) -> Vec<String> {
+    if dep == ROOT {
+        return Vec::new();
+    }
+    if let Some(key) = dep.strip_prefix("node-label/") {
+        return if labels_of.get(node).is_some_and(|keys| keys.contains(key)) {
+            vec![node_metadata_id("node-label", node, key)]
+        } else {
+            Vec::new()
+        };
+    }
+    if let Some(r) = renamed.get(dep).and_then(|m| m.get(node)) {
+        return vec![r.clone()];
+    }
+    if let Some(rest) = dep.strip_prefix("verify/rollout/") {
+        // A rollout check of a split workload follows its variant.
+        let object = rest.splitn(3, '/').collect::<Vec<_>>();
+        if let [kind, ns, name] = object.as_slice() {
+            let id = format!("k8s/apps/{kind}/{ns}/{name}");
+            if let Some(new) = renamed.get(&id).and_then(|m| m.get(node)) {
+                let name = new.rsplit('/').next().unwrap_or_default();
+                return vec![format!("verify/rollout/{kind}/{ns}/{name}")];
+            }
+        }
+    }
+    vec![dep.to_string()]
+}
+
+/// Makes a workload select the nodes of its component (and variant): a nodeSelector on the
+/// component's node label; a variant also gets its own name and pod selector.
+fn select(spec: &mut Value, component: &str, suffix: Option<&str>) {
+    let key = format!("{COMPONENT_NODE_LABEL}{component}");
+    if let Some(Value::Object(pod)) = spec.pointer_mut("/spec/template/spec") {
+        let selector = pod.entry("nodeSelector").or_insert_with(|| json!({}));
+        if let Value::Object(selector) = selector {
+            selector.insert(key, json!(suffix.unwrap_or("true")));
+        }
+    }
+    let Some(suffix) = suffix else { return };
+    let name = spec["metadata"]["name"].as_str().unwrap_or_default();
+    // A DNS label: the name is cut so `-<8 hex>` still fits 63.
+    let stem: String = name.chars().take(63 - 9).collect();
+    spec["metadata"]["name"] = json!(format!("{}-{suffix}", stem.trim_end_matches('-')));
+    for pointer in ["/metadata/labels", "/spec/template/metadata/labels", "/spec/selector/matchLabels"] {
+        if let Some(Value::Object(labels)) = spec.pointer_mut(pointer) {
+            labels.insert(VARIANT_LABEL.into(), json!(suffix));
+        }
+    }
+}
+
+/// `[[claims]]` once for the fleet, checked against the Intel GPUs of every node the DRA driver
+/// runs on (where the claim may land); nodes without one add none.
+fn claims(
+    config: &Config,
+    nodes: &[FleetNode],
+    catalog: &Catalog,
+    out: &mut Vec<Resource>,
+    errors: &mut Vec<CompileError>,
+) {
+    if config.claims.is_empty() {
+        return;
+    }
+    let intel: Vec<&FleetNode> = nodes
+        .iter()
+        .filter(|n| super::active_vendors(config, n.facts).iter().any(|d| d.vendor == Vendor::Intel))
+        .collect();
+    let Some(first) = intel.first().copied().or(nodes.first()) else { return };
+    let mut merged = first.facts.clone();
+    merged.host.intel_gpus = intel.iter().flat_map(|n| n.facts.host.intel_gpus.iter().cloned()).collect();
+    let mut made = Vec::new();
+    // The DeviceClass is one of the merged objects: claims depend on it like on one machine.
+    let device_class: Vec<Resource> = out.iter().filter(|r| r.id.contains("/DeviceClass/")).cloned().collect();
+    let mut scratch = device_class;
+    match super::fleet_claims(config, &merged, catalog, &mut scratch) {
+        Ok(()) => made.extend(scratch.into_iter().filter(|r| !r.id.contains("/DeviceClass/"))),
+        Err(es) => errors.extend(es),
+    }
+    let have: BTreeSet<String> = out.iter().map(|r| r.id.clone()).collect();
+    for mut r in made {
+        r.depends_on.retain(|d| d != ROOT);
+        if !have.contains(&r.id) {
+            out.push(r);
+        }
+    }
+}

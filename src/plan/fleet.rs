@@ -1,0 +1,110 @@
+//! Planning an existing cluster's nodes (`[cluster] provider = "existing"`): node labels and
+//! annotations compared node by node, deletes of only the labels k3d-gpu recorded on each node
+//! (its managed-labels annotation), and the nodes the config and the cluster disagree on.
+//! Pure.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde_json::json;
+
+use super::{Action, ActionKind, reason};
+use crate::compile::{DesiredGraph, ResourceKind, Warning};
+use crate::observe::{MANAGED_LABELS_ANNOTATION, Observed, ObservedNode};
+
+/// Whether a graph is an existing cluster's: no k3d cluster and no node image in it.
+pub fn is_fleet(graph: &DesiredGraph) -> bool {
+    !graph.resources().any(|r| matches!(r.kind, ResourceKind::Cluster | ResourceKind::NodeImage))
+}
+
+/// Config nodes the cluster does not have (sorted). Empty when nothing was observed
+/// (`--offline`): then nothing is known to be missing.
+pub fn missing_nodes(config_nodes: &[String], observed: &Observed) -> Vec<String> {
+    let Some(k) = &observed.kubernetes else { return Vec::new() };
+    let have: BTreeSet<&str> = k.nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut missing: Vec<String> = config_nodes.iter().filter(|n| !have.contains(n.as_str())).cloned().collect();
+    missing.sort();
+    missing
+}
+
+/// A note for each cluster node the config does not list: k3d-gpu places nothing there (its
+/// components select nodes by label), and says so rather than staying silent.
+pub fn unlisted_nodes(config_nodes: &[String], observed: &Observed) -> Vec<Warning> {
+    let listed: BTreeSet<&str> = config_nodes.iter().map(String::as_str).collect();
+    let others: Vec<&str> = observed
+        .kubernetes
+        .iter()
+        .flat_map(|k| &k.nodes)
+        .map(|n| n.name.as_str())
+        .filter(|n| !listed.contains(n))
+        .collect();
+    if others.is_empty() {
+        return Vec::new();
+    }
+    vec![Warning {
+        code: "node-not-in-config".into(),
+        text: format!(
+            "{} cluster node(s) not in [[nodes]] get nothing from k3d-gpu (no labels, no plugins): {}",
+            others.len(),
+            others.join(", ")
+        ),
+        key: Some("nodes".into()),
+    }]
+}
+
+/// Node labels and annotations, per node. A label is created where the node lacks it (and
+/// recorded as ours), updated where its value differs, and deleted only where the node's
+/// managed-labels annotation says k3d-gpu set it and the config no longer wants it there —
+/// which is also how a node dropped from the config loses our labels and keeps everyone else's.
+pub fn node_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTreeMap<String, Action>) {
+    let nodes: BTreeMap<&str, &ObservedNode> =
+        observed.kubernetes.iter().flat_map(|k| &k.nodes).map(|n| (n.name.as_str(), n)).collect();
+    let mut desired: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    for r in graph.resources().filter(|r| matches!(r.kind, ResourceKind::NodeLabel | ResourceKind::NodeAnnotation)) {
+        let label = r.kind == ResourceKind::NodeLabel;
+        let node = r.spec["node"].as_str().unwrap_or_default();
+        let key = r.spec["key"].as_str().unwrap_or_default();
+        let value = r.spec["value"].as_str().unwrap_or_default();
+        if label {
+            desired.entry(node).or_default().insert(key);
+        }
+        let current = nodes.get(node).and_then(|n| if label { n.labels.get(key) } else { n.annotations.get(key) });
+        let action = match current {
+            None => Some((ActionKind::Create, reason("absent", format!("{key} is not set on {node}")), None)),
+            Some(other) if other != value => Some((
+                ActionKind::Update,
+                reason("value-differs", format!("{key} on {node} is {other:?}, wanted {value:?}")),
+                Some(json!({ "node": node, "key": key, "value": other })),
+            )),
+            Some(_) => None,
+        };
+        if let Some((kind, why, before)) = action {
+            actions.insert(r.id.clone(), Action::new(r.id.clone(), kind, why, before, Some(r.spec.clone())));
+        }
+    }
+    for (name, node) in &nodes {
+        let Some(list) = node.annotations.get(MANAGED_LABELS_ANNOTATION) else { continue };
+        let wanted = desired.get(name);
+        for key in crate::observe::managed_labels(list) {
+            if wanted.is_some_and(|w| w.contains(key.as_str())) {
+                continue;
+            }
+            let Some(value) = node.labels.get(&key) else { continue };
+            let id = crate::compile::fleet::node_metadata_id("node-label", name, &key);
+            let why = if wanted.is_none() {
+                format!("k3d-gpu set {key} on {name}, which is no longer in [[nodes]]")
+            } else {
+                format!("k3d-gpu set {key} on {name}, and the config no longer asks for it")
+            };
+            actions.insert(
+                id.clone(),
+                Action::new(
+                    id,
+                    ActionKind::Delete,
+                    reason("no-longer-wanted", why),
+                    Some(json!({ "node": name, "key": key, "value": value })),
+                    None,
+                ),
+            );
+        }
+    }
+}
