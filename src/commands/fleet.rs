@@ -122,11 +122,12 @@ pub fn compute(
     let names: Vec<String> = compiled.fleet.iter().map(|(n, _)| n.clone()).collect();
     let missing = crate::plan::fleet::missing_nodes(&names, &observed);
     if !missing.is_empty() {
-        return Err(Error::CheckFailed(format!(
-            "the cluster behind context {context} has no node {}: [[nodes]] names {} that `kubectl --context {context} get nodes` does not list; fix the name or remove the entry",
-            missing.join(", "),
-            if missing.len() == 1 { "a machine" } else { "machines" }
-        )));
+        return Err(Error::Refused {
+            message: format!("the cluster behind context {context} has no node {}", missing.join(", ")),
+            help: Some(format!(
+                "[[nodes]] names what `kubectl --context {context} get nodes` does not list: fix the name, or remove the entry"
+            )),
+        });
     }
     let digests = crate::plan::Inputs::new(
         &inputs.config,

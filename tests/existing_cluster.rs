@@ -1,0 +1,326 @@
+//! An existing cluster (`[cluster] provider = "existing"`, DESIGN.md §9) end to end through the
+//! real binary, against the fake API server started like a fresh k3s with three machines of
+//! different hardware (an Arc B580 box, an NVIDIA desktop with an iGPU, a Xeon with
+//! DSA/IAA/QAT) and one more node the config does not list. No Docker and no k3d: the test
+//! runs everywhere, and a call to either would fail it (the k3d binary is a path that does not
+//! exist, DOCKER_HOST a dead socket).
+
+mod support;
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+use support::fake_apiserver::{FakeApiServer, State, k3s_node};
+use support::repo;
+
+const CONTEXT: &str = "homelab";
+const NODES: [&str; 3] = ["arc-01", "gpu-01", "xeon-01"];
+
+struct Fleet {
+    dir: tempfile::TempDir,
+    server: FakeApiServer,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for Fleet {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+    }
+}
+
+/// The kubeconfig: context `homelab` points at the fake server; the current context at a dead
+/// port, so a client that used the current context would fail.
+fn kubeconfig(url: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\ncurrent-context: elsewhere\nclusters:\n- name: fake\n  cluster:\n    server: {url}\n- name: dead\n  cluster:\n    server: http://127.0.0.1:9\ncontexts:\n- name: {CONTEXT}\n  context:\n    cluster: fake\n    user: nobody\n- name: elsewhere\n  context:\n    cluster: dead\n    user: nobody\nusers:\n- name: nobody\n  user: {{}}\n"
+    )
+}
+
+/// Three config nodes and `edge-01`, which carries a label of someone else's; a thread plays
+/// the kubelets and controllers: workloads roll out, and each node advertises what its
+/// plugin would once the plugin's DaemonSet exists.
+fn fleet() -> Fleet {
+    let mut nodes: Vec<Value> = NODES.iter().map(|n| k3s_node(n, *n == "arc-01")).collect();
+    let mut edge = k3s_node("edge-01", false);
+    edge["metadata"]["labels"]["team"] = json!("storage");
+    nodes.push(edge);
+    let server = FakeApiServer::start_in_background(State { nodes, ..State::k3s() });
+    let stop = Arc::new(AtomicBool::new(false));
+    let flag = stop.clone();
+    let controllers = server.handle();
+    std::thread::spawn(move || {
+        while !flag.load(Ordering::SeqCst) {
+            controllers.change(|s| {
+                for o in s.objects.iter_mut() {
+                    let generation = o["metadata"]["generation"].clone();
+                    o["status"] = match o["kind"].as_str() {
+                        Some("DaemonSet") => json!({"observedGeneration": generation, "desiredNumberScheduled": 1, "numberReady": 1, "updatedNumberScheduled": 1}),
+                        Some("Deployment") => json!({"observedGeneration": generation, "replicas": 1, "availableReplicas": 1, "updatedReplicas": 1}),
+                        _ => continue,
+                    };
+                }
+                let advertised = [
+                    ("arc-01", &["gpu.intel.com/xe", "gpu.intel.com/monitoring"][..]),
+                    ("gpu-01", &["nvidia.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/monitoring"][..]),
+                    (
+                        "xeon-01",
+                        &[
+                            "dsa.intel.com/wq-user-dedicated",
+                            "dsa.intel.com/wq-user-shared",
+                            "iaa.intel.com/wq-user-dedicated",
+                            "qat.intel.com/cy",
+                            "qat.intel.com/dc",
+                        ][..],
+                    ),
+                ];
+                for n in s.nodes.iter_mut() {
+                    let name = n["metadata"]["name"].as_str().unwrap_or_default().to_string();
+                    for (node, resources) in advertised {
+                        if name == node {
+                            for r in resources {
+                                n["status"]["allocatable"][*r] = json!("1");
+                            }
+                        }
+                    }
+                }
+                // arc-01's facts also have the iGPU, exclusive like the B580.
+                for n in s.nodes.iter_mut().filter(|n| n["metadata"]["name"] == "arc-01") {
+                    n["status"]["allocatable"]["gpu.intel.com/i915"] = json!("1");
+                }
+            });
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    support::copy_tree(&repo().join("examples/homelab-fleet"), &dir.path().join("homelab-fleet"));
+    std::fs::copy(repo().join("examples/homelab-fleet.toml"), dir.path().join("k3dgpu.toml")).unwrap();
+    std::fs::write(dir.path().join("kubeconfig"), kubeconfig(&server.url)).unwrap();
+    Fleet { dir, server, stop }
+}
+
+impl Fleet {
+    fn config(&self) -> PathBuf {
+        self.dir.path().join("k3dgpu.toml")
+    }
+
+    fn run(&self, args: &[&str]) -> Output {
+        Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+            .args(args)
+            .args(["-c", self.config().to_str().unwrap()])
+            .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
+            .env("K3D_GPU_K3D", self.dir.path().join("no-k3d-here"))
+            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
+            .env("XDG_STATE_HOME", self.dir.path().join("state"))
+            .env("XDG_RUNTIME_DIR", self.dir.path().join("state"))
+            .env("NO_COLOR", "1")
+            .output()
+            .unwrap()
+    }
+
+    fn node(&self, name: &str) -> Value {
+        let state = self.server.state.lock().unwrap();
+        state.nodes.iter().find(|n| n["metadata"]["name"] == name).cloned().unwrap()
+    }
+
+    fn daemonsets(&self) -> Vec<Value> {
+        let state = self.server.state.lock().unwrap();
+        state.objects.iter().filter(|o| o["kind"] == "DaemonSet").cloned().collect()
+    }
+
+    fn edit_config(&self, edit: impl FnOnce(String) -> String) {
+        let text = std::fs::read_to_string(self.config()).unwrap();
+        std::fs::write(self.config(), edit(text)).unwrap();
+    }
+}
+
+fn text(out: &Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+fn hash_of(out: &Output) -> String {
+    text(out).lines().find_map(|l| l.strip_prefix("plan hash: ")).expect("a plan hash").to_string()
+}
+
+fn labels(node: &Value) -> serde_json::Map<String, Value> {
+    node["metadata"]["labels"].as_object().cloned().unwrap_or_default()
+}
+
+fn apply(f: &Fleet) -> Output {
+    let planned = f.run(&["plan"]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    f.run(&["apply", "--plan-hash", &hash_of(&planned), "--verify-timeout", "30"])
+}
+
+/// Drops `[[nodes]]` entry `name` (and its `[nodes.expect]`) from the example's text.
+fn without_node(text: &str, name: &str) -> String {
+    let blocks: Vec<&str> = text.split("[[nodes]]").collect();
+    let mut out = blocks[0].to_string();
+    for block in &blocks[1..] {
+        if !block.contains(&format!("name = \"{name}\"")) {
+            out.push_str("[[nodes]]");
+            out.push_str(block);
+        }
+    }
+    out
+}
+
+#[test]
+fn plan_apply_plan_converges_with_per_node_labels_and_plugin_variants() {
+    let f = fleet();
+    let planned = f.run(&["plan"]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    assert!(
+        text(&planned)
+            .contains("1 cluster node(s) not in [[nodes]] get nothing from k3d-gpu (no labels, no plugins): edge-01"),
+        "the plan says which nodes it leaves alone:\n{}",
+        text(&planned)
+    );
+    let applied = f.run(&["apply", "--plan-hash", &hash_of(&planned), "--verify-timeout", "30"]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    assert!(text(&applied).contains("done   verify/allocatable/gpu-01/nvidia.com/gpu"), "{}", text(&applied));
+
+    // Labels per node, from each node's own facts.
+    let arc = labels(&f.node("arc-01"));
+    let gpu = labels(&f.node("gpu-01"));
+    let xeon = labels(&f.node("xeon-01"));
+    assert_eq!(arc["gpu.intel.com/xmx"], "true", "the B580 has XMX");
+    assert_eq!(gpu["gpu.intel.com/xmx"], "false", "a Raptor Lake iGPU has none");
+    assert_eq!(xeon["intel.feature.node.kubernetes.io/qat"], "true");
+    assert!(!arc.contains_key("intel.feature.node.kubernetes.io/qat"));
+    assert_eq!(gpu["component.k3d-gpu.io/nvidia-device-plugin"], "true");
+    assert!(!arc.contains_key("component.k3d-gpu.io/nvidia-device-plugin"), "no NVIDIA plugin on the Arc box");
+    assert!(!xeon.contains_key("component.k3d-gpu.io/intel-gpu-plugin"), "no GPU plugin on the Xeon");
+    // The node the config does not list gets nothing.
+    let edge = labels(&f.node("edge-01"));
+    assert!(edge.keys().all(|k| !k.contains("k3d-gpu")), "{edge:?}");
+    assert!(f.node("edge-01")["metadata"]["annotations"].get("k3d-gpu.io/managed-labels").is_none());
+
+    // Two Intel GPU plugin variants: the iGPU-only desktop shares its GPU, the Arc box does
+    // not; each selects only its own node's variant label.
+    let variants: Vec<Value> = f
+        .daemonsets()
+        .into_iter()
+        .filter(|d| d["metadata"]["name"].as_str().unwrap().starts_with("intel-gpu-plugin-"))
+        .collect();
+    assert_eq!(variants.len(), 2, "{variants:#?}");
+    for (node, node_labels, shared) in [("arc-01", &arc, false), ("gpu-01", &gpu, true)] {
+        let variant = node_labels["component.k3d-gpu.io/intel-gpu-plugin"].as_str().unwrap();
+        let ds = variants.iter().find(|d| d["metadata"]["name"] == format!("intel-gpu-plugin-{variant}")).unwrap();
+        let pod = &ds["spec"]["template"]["spec"];
+        assert_eq!(pod["nodeSelector"]["component.k3d-gpu.io/intel-gpu-plugin"], variant, "{node}");
+        assert_eq!(ds["spec"]["selector"]["matchLabels"]["k3d-gpu.io/variant"], variant);
+        let args = pod["containers"][0]["args"].as_array().unwrap();
+        assert_eq!(args.iter().any(|a| a == "-shared-dev-num=8"), shared, "{node}: {args:?}");
+    }
+    // A plugin one node needs keeps its plain name and selects that node's label.
+    let nvidia =
+        f.daemonsets().into_iter().find(|d| d["metadata"]["name"] == "nvidia-device-plugin-daemonset").unwrap();
+    assert_eq!(nvidia["spec"]["template"]["spec"]["nodeSelector"]["component.k3d-gpu.io/nvidia-device-plugin"], "true");
+
+    let again = f.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(again.status.code(), Some(0), "plan after apply is a no-op:\n{}", text(&again));
+}
+
+#[test]
+fn a_node_removed_from_the_config_loses_only_our_labels() {
+    let f = fleet();
+    assert_eq!(apply(&f).status.code(), Some(0));
+    // Someone else labels the Xeon after k3d-gpu did.
+    f.server.change(|s| {
+        let xeon = s.nodes.iter_mut().find(|n| n["metadata"]["name"] == "xeon-01").unwrap();
+        xeon["metadata"]["labels"]["team"] = json!("storage");
+    });
+    f.edit_config(|t| without_node(&t, "xeon-01"));
+    let planned = f.run(&["plan", "--json"]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    let plan: Value = serde_json::from_slice(&planned.stdout).unwrap();
+    let actions = plan["actions"].as_array().unwrap();
+    assert!(actions.iter().all(|a| a["action"] == "delete"), "only deletes: {actions:#?}");
+    let ids: Vec<&str> = actions.iter().map(|a| a["id"].as_str().unwrap()).collect();
+    assert!(ids.contains(&"node-label/xeon-01/intel.feature.node.kubernetes.io/qat"), "{ids:?}");
+    assert!(ids.contains(&"k8s/apps/DaemonSet/kube-system/intel-qat-plugin"), "its plugins go too: {ids:?}");
+    assert!(ids.iter().all(|id| !id.contains("arc-01") && !id.contains("gpu-01")), "{ids:?}");
+    assert!(ids.iter().all(|id| !id.ends_with("/team")), "{ids:?}");
+
+    assert_eq!(apply(&f).status.code(), Some(0));
+    let xeon = f.node("xeon-01");
+    let left = labels(&xeon);
+    assert_eq!(left["team"], "storage", "someone else's label stays");
+    assert_eq!(left["kubernetes.io/hostname"], "xeon-01", "k3s's labels stay");
+    assert!(left.keys().all(|k| !k.contains("k3d-gpu") && !k.starts_with("intel.feature")), "{left:?}");
+    assert!(xeon["metadata"]["annotations"].get("k3d-gpu.io/managed-labels").is_none_or(Value::is_null));
+    assert!(labels(&f.node("arc-01")).contains_key("component.k3d-gpu.io/intel-gpu-plugin"), "the others keep theirs");
+    assert_eq!(f.run(&["plan", "--detailed-exitcode"]).status.code(), Some(0));
+}
+
+#[test]
+fn a_node_missing_from_the_cluster_is_a_clear_error() {
+    let f = fleet();
+    f.edit_config(|t| t.replace("name = \"gpu-01\"", "name = \"gpu-02\""));
+    let out = f.run(&["plan"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("has no node gpu-02") && said.contains("--context homelab"), "{said}");
+    assert!(f.server.requests().iter().all(|r| r.starts_with("GET ")), "a refused plan writes nothing");
+}
+
+#[test]
+fn observe_costs_one_list_of_nodes_and_one_per_kind() {
+    let f = fleet();
+    let before = f.server.requests().len();
+    let out = f.run(&["plan"]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let requests: Vec<String> = f.server.requests()[before..].to_vec();
+    let nodes = requests.iter().filter(|r| r.starts_with("GET /api/v1/nodes")).count();
+    assert_eq!(nodes, 1, "{requests:#?}");
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    // Nodes, each kind, ResourceSlices: independent of the node count.
+    assert_eq!(requests.len(), 1 + k3d_gpu::compile::object_kinds(&catalog).len() + 1, "{requests:#?}");
+}
+
+#[test]
+fn destroy_removes_only_what_k3d_gpu_manages() {
+    let f = fleet();
+    assert_eq!(apply(&f).status.code(), Some(0));
+    let shown = f.run(&["destroy"]);
+    assert_eq!(shown.status.code(), Some(0), "{}", text(&shown));
+    let hash = text(&shown)
+        .lines()
+        .find_map(|l| l.strip_prefix("to run it: k3d-gpu destroy --plan-hash "))
+        .expect("destroy prints its hash")
+        .to_string();
+    let out = f.run(&["destroy", "--plan-hash", &hash]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let state = f.server.state.lock().unwrap();
+    assert!(
+        state.objects.iter().all(|o| o["metadata"]["labels"]["app.kubernetes.io/managed-by"] != "k3d-gpu"),
+        "nothing of ours is left"
+    );
+    assert!(state.objects.iter().any(|o| o["metadata"]["name"] == "coredns"), "k3s's own objects stay");
+    for n in &state.nodes {
+        let l = labels(n);
+        assert!(l.keys().all(|k| !k.contains("k3d-gpu")), "{l:?}");
+        assert!(l.contains_key("kubernetes.io/hostname"));
+    }
+}
+
+#[test]
+fn a_nodes_path_that_leaves_the_config_directory_is_refused() {
+    let f = fleet();
+    // A link inside the directory that points outside it.
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::copy(repo().join("examples/homelab-fleet/arc-01.json"), outside.path().join("arc-01.json")).unwrap();
+    std::os::unix::fs::symlink(outside.path(), f.dir.path().join("elsewhere")).unwrap();
+    f.edit_config(|t| t.replace("homelab-fleet/arc-01.json", "elsewhere/arc-01.json"));
+    let out = f.run(&["validate"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("leads outside"), "{}", text(&out));
+    // And `..` is refused before anything is resolved.
+    f.edit_config(|t| t.replace("elsewhere/arc-01.json", "../arc-01.json"));
+    let out = f.run(&["validate"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("`..`"), "{}", text(&out));
+}
