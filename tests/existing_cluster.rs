@@ -324,3 +324,55 @@ fn a_nodes_path_that_leaves_the_config_directory_is_refused() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("`..`"), "{}", text(&out));
 }
+
+/// The top-level keys of a kustomization.yaml (its comment lines skipped).
+fn top_level_keys(text: &str) -> Vec<String> {
+    text.lines()
+        .filter(|l| !l.starts_with('#') && !l.starts_with(' ') && !l.is_empty())
+        .filter_map(|l| l.split_once(':').map(|(k, _)| k.to_string()))
+        .collect()
+}
+
+#[test]
+fn render_writes_a_directory_per_node_group_that_kustomize_accepts() {
+    let f = fleet();
+    let out = f.dir.path().join("rendered");
+    let rendered = f.run(&["render", "--out", out.to_str().unwrap()]);
+    assert_eq!(rendered.status.code(), Some(0), "{}", text(&rendered));
+    let upstream = std::fs::read_to_string(repo().join("tests/upstream/kustomize-kustomization-fields.txt")).unwrap();
+    let accepted: Vec<&str> = upstream.lines().filter(|l| !l.starts_with('#')).collect();
+    let top = std::fs::read_to_string(out.join("kustomization.yaml")).unwrap();
+    let dirs: Vec<&str> = top.lines().filter_map(|l| l.strip_prefix("  - ")).collect();
+    assert_eq!(dirs, ["group-arc-01", "group-gpu-01", "group-xeon-01", "shared"]);
+    let graph: Value = serde_json::from_slice(&f.run(&["graph", "--json"]).stdout).unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for dir in std::iter::once(".").chain(dirs.iter().copied()) {
+        let kustomization = std::fs::read_to_string(out.join(dir).join("kustomization.yaml")).unwrap();
+        for key in top_level_keys(&kustomization) {
+            assert!(accepted.contains(&key.as_str()), "{dir}: kustomize refuses the field {key}");
+        }
+        if dir == "." {
+            continue;
+        }
+        for file in kustomization.lines().filter_map(|l| l.strip_prefix("  - ")) {
+            let yaml = std::fs::read_to_string(out.join(dir).join(file)).unwrap();
+            for doc in yaml.split("\n---\n").skip(1) {
+                let object: Value = serde_saphyr::from_str(doc).unwrap();
+                let id =
+                    format!("{}/{}/{}", object["kind"], object["metadata"]["namespace"], object["metadata"]["name"]);
+                assert!(seen.insert(id.clone()), "{id} is rendered twice: kustomize would refuse the duplicate");
+                // A group's workloads select that group's node only.
+                if dir.starts_with("group-") {
+                    let selector = object["spec"]["template"]["spec"]["nodeSelector"].as_object().unwrap();
+                    let name = dir.strip_prefix("group-").unwrap();
+                    for (k, v) in selector.iter().filter(|(k, _)| k.starts_with("component.k3d-gpu.io/")) {
+                        let id = format!("node-label/{name}/{k}");
+                        let label = graph["resources"].as_array().unwrap().iter().find(|r| r["id"] == id.as_str());
+                        assert_eq!(label.map(|l| &l["spec"]["value"]), Some(v), "{dir}/{file}: {k}");
+                    }
+                }
+            }
+        }
+    }
+    assert!(seen.iter().any(|id| id.contains("intel-gpu-plugin-")), "{seen:?}");
+}

@@ -163,3 +163,84 @@ pub fn destroy_plan(
         .map_err(|e| Error::Usage { message: e, help: None })?;
     Ok(crate::plan::plan(&nothing, &observed, crate::plan::Inputs::for_destroy(&inputs.config, &observed)))
 }
+
+/// `render --out DIR` of an existing cluster, what Flux or Argo CD would apply: a directory
+/// per node group (nodes that get the same component variants) holding the workloads only
+/// that group's nodes run, `shared/` with everything else, and a top kustomization listing
+/// them. Every object is in exactly one place, so the top kustomization builds without
+/// duplicates. Node labels are not objects to apply (a partial Node in GitOps would be owned,
+/// and pruned, by it): each group's kustomization names its nodes and the selector labels its
+/// workloads need, which `k3d-gpu apply` sets.
+pub fn render_files(graph: &crate::compile::DesiredGraph) -> std::collections::BTreeMap<String, String> {
+    use crate::compile::ResourceKind;
+    use crate::compile::fleet::COMPONENT_NODE_LABEL;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    // Each node's component selector labels: its variant signature.
+    let mut signature: BTreeMap<&str, BTreeMap<&str, &str>> = BTreeMap::new();
+    for r in graph.resources().filter(|r| r.kind == ResourceKind::NodeLabel) {
+        let (Some(node), Some(key), Some(value)) =
+            (r.spec["node"].as_str(), r.spec["key"].as_str(), r.spec["value"].as_str())
+        else {
+            continue;
+        };
+        let entry = signature.entry(node).or_default();
+        if key.starts_with(COMPONENT_NODE_LABEL) {
+            entry.insert(key, value);
+        }
+    }
+    let mut groups: BTreeMap<&BTreeMap<&str, &str>, Vec<&str>> = BTreeMap::new();
+    for (node, labels) in &signature {
+        groups.entry(labels).or_default().push(node);
+    }
+    // A group is named after its first node; its kustomization lists them all.
+    let group_of: BTreeMap<&str, String> =
+        groups.values().flat_map(|nodes| nodes.iter().map(move |n| (*n, format!("group-{}", nodes[0])))).collect();
+    let mut placed: BTreeMap<String, Vec<&crate::compile::Resource>> = BTreeMap::new();
+    for r in graph.resources().filter(|r| r.kind == ResourceKind::Object) {
+        let selector = r.spec.pointer("/spec/template/spec/nodeSelector").and_then(|s| s.as_object());
+        let selected: BTreeSet<&String> = selector
+            .map(|sel| {
+                sel.iter()
+                    .filter(|(k, _)| k.starts_with(COMPONENT_NODE_LABEL))
+                    .flat_map(|(k, v)| {
+                        signature
+                            .iter()
+                            .filter(move |(_, labels)| labels.get(k.as_str()).is_some_and(|l| v == *l))
+                            .filter_map(|(n, _)| group_of.get(n))
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        let place = match selected.iter().next() {
+            Some(group) if selected.len() == 1 => (*group).clone(),
+            _ => "shared".to_string(),
+        };
+        placed.entry(place).or_default().push(r);
+    }
+    let mut files = BTreeMap::new();
+    for (dir, objects) in &placed {
+        let header = match groups.iter().find(|(_, nodes)| format!("group-{}", nodes[0]) == *dir) {
+            Some((labels, nodes)) => {
+                let mut h = format!("# Node group {dir}: nodes {}.\n", nodes.join(", "));
+                h.push_str("# Its workloads select these node labels (`k3d-gpu apply` sets them):\n");
+                for (k, v) in labels.iter() {
+                    h.push_str(&format!("#   {k}={v}\n"));
+                }
+                h
+            }
+            None => "# Objects every node group shares, and workloads of several groups.\n".to_string(),
+        };
+        for (name, text) in super::graph::files_of(objects.iter().copied(), &header) {
+            files.insert(format!("{dir}/{name}"), text);
+        }
+    }
+    let mut top = String::from(
+        "# An existing cluster, rendered by k3d-gpu: a directory per node group and shared/.\napiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n",
+    );
+    for dir in placed.keys() {
+        top.push_str(&format!("  - {dir}\n"));
+    }
+    files.insert("kustomization.yaml".into(), top);
+    files
+}

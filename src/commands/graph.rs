@@ -80,8 +80,20 @@ fn masked_json(graph: &DesiredGraph) -> Vec<u8> {
 
 /// The objects of each component as one YAML file, and a kustomization listing them.
 pub fn render_files(graph: &DesiredGraph) -> BTreeMap<String, String> {
+    if crate::plan::fleet::is_fleet(graph) && graph.resources().any(|r| r.spec["node"].is_string()) {
+        return super::fleet::render_files(graph);
+    }
+    files_of(graph.resources().filter(|r| r.kind == ResourceKind::Object), "")
+}
+
+/// One YAML file per component of these objects and a kustomization listing them (its
+/// `header` lines first, as comments).
+pub fn files_of<'a>(
+    objects: impl Iterator<Item = &'a crate::compile::Resource>,
+    header: &str,
+) -> BTreeMap<String, String> {
     let mut by_component: BTreeMap<String, Vec<&serde_json::Value>> = BTreeMap::new();
-    for r in graph.resources().filter(|r| r.kind == ResourceKind::Object) {
+    for r in objects {
         let name = r.component.clone().unwrap_or_else(|| "k3d-gpu".into());
         by_component.entry(name).or_default().push(&r.spec);
     }
@@ -94,8 +106,8 @@ pub fn render_files(graph: &DesiredGraph) -> BTreeMap<String, String> {
         }
         files.insert(format!("{component}.yaml"), text);
     }
-    let mut kustomization =
-        String::from("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n");
+    let mut kustomization = header.to_string();
+    kustomization.push_str("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n");
     for name in files.keys() {
         kustomization.push_str(&format!("  - {name}\n"));
     }
@@ -116,6 +128,18 @@ pub fn render(global: &Global, args: &RenderArgs) -> Result<u8> {
     let write_err = |e: std::io::Error| Error::Output { path: out.display().to_string(), reason: e.to_string() };
     std::fs::create_dir_all(out).map_err(write_err)?;
     for (name, text) in &files {
+        // An existing cluster's render has a directory per node group.
+        if let Some((dir, _)) = name.rsplit_once('/') {
+            let dir = out.join(dir);
+            // A link where a group's directory goes would take the files elsewhere.
+            if std::fs::symlink_metadata(&dir).is_ok_and(|m| m.file_type().is_symlink()) {
+                return Err(Error::Output {
+                    path: dir.display().to_string(),
+                    reason: "is a symbolic link; render writes only into directories of its own".into(),
+                });
+            }
+            std::fs::create_dir_all(&dir).map_err(write_err)?;
+        }
         // A link already at the name is replaced, never written through; a file holding a
         // Secret is its owner's alone.
         let mode = if holds_secret(text) { crate::output_file::PRIVATE } else { crate::output_file::PUBLIC };
