@@ -53,6 +53,8 @@ fn workload(object: &Value) -> bool {
 /// One node's compile, kept apart until the merge.
 struct Compiled<'a> {
     node: &'a str,
+    /// Digest of what it was compiled from: nodes with the same one compiled alike.
+    key: String,
     resources: Vec<Resource>,
 }
 
@@ -62,18 +64,27 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
     let mut warnings: BTreeMap<Warning, Vec<&str>> = BTreeMap::new();
     let mut images = BTreeMap::new();
     let mut compiled = Vec::new();
+    // Machines of one kind compile alike: each distinct (facts, expect) is compiled once.
+    let mut seen: BTreeMap<String, Result<super::Parts, Vec<CompileError>>> = BTreeMap::new();
     for (i, node) in nodes.iter().enumerate() {
-        let mut one = config.clone();
-        one.expect = node.expect.clone();
-        // Claims are compiled once, against every node they may land on (below).
-        one.claims.clear();
-        match super::parts(&one, node.facts, catalog, None) {
+        let key = crate::canonical::digest(&(node.facts, node.expect));
+        let outcome = seen
+            .entry(key.clone())
+            .or_insert_with(|| {
+                let mut one = config.clone();
+                one.expect = node.expect.clone();
+                // Claims are compiled once, against every node they may land on (below).
+                one.claims.clear();
+                super::parts(&one, node.facts, catalog, None)
+            })
+            .clone();
+        match outcome {
             Ok(parts) => {
                 for w in parts.warnings {
                     warnings.entry(w).or_default().push(node.name);
                 }
                 images.extend(parts.images);
-                compiled.push(Compiled { node: node.name, resources: parts.resources });
+                compiled.push(Compiled { node: node.name, key, resources: parts.resources });
             }
             Err(es) => {
                 for mut e in es {
@@ -143,6 +154,7 @@ fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource>
 
     // Each component's variants: nodes grouped by the digest of the component's workloads.
     let mut components: BTreeMap<&str, BTreeMap<&str, Vec<&Resource>>> = BTreeMap::new();
+    let key_of: BTreeMap<&str, &str> = compiled.iter().map(|c| (c.node, c.key.as_str())).collect();
     for c in compiled {
         for r in c.resources.iter().filter(|r| r.kind == ResourceKind::Object) {
             let component = r.component.as_deref().unwrap_or_default();
@@ -161,8 +173,11 @@ fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource>
             crate::canonical::digest(&workloads)
         };
         let mut groups: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+        // Nodes compiled alike have the same workloads: one digest per compile.
+        let mut digests: BTreeMap<&str, String> = BTreeMap::new();
         for (node, rs) in by_node {
-            groups.entry(digest_of(rs)).or_default().push(node);
+            let digest = digests.entry(key_of[node]).or_insert_with(|| digest_of(rs)).clone();
+            groups.entry(digest).or_default().push(node);
         }
         let single = groups.len() == 1;
         for (digest, nodes) in &groups {
@@ -211,8 +226,10 @@ fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource>
                     objects.push((Resource { id: new_id, spec, ..members[0].1.clone() }, nodes));
                 }
             } else {
+                // One copy per distinct compile: nodes compiled alike hold the same object.
+                let by_compile: BTreeMap<&str, &Resource> = copies.iter().map(|(n, r)| (key_of[n], *r)).collect();
                 let distinct: BTreeSet<String> =
-                    copies.iter().map(|(_, r)| crate::canonical::digest(&r.spec)).collect();
+                    by_compile.values().map(|r| crate::canonical::digest(&r.spec)).collect();
                 if distinct.len() > 1 {
                     let nodes: Vec<&str> = copies.iter().map(|(n, _)| *n).collect();
                     errors.push(CompileError::new(

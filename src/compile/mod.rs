@@ -134,6 +134,7 @@ pub fn compile_with(
 }
 
 /// What one machine's compile gives before it becomes a graph: `fleet` merges these per node.
+#[derive(Clone)]
 pub(crate) struct Parts {
     pub resources: Vec<Resource>,
     pub warnings: Vec<Warning>,
