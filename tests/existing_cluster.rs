@@ -279,6 +279,13 @@ fn observe_costs_one_list_of_nodes_and_one_per_kind() {
     let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
     // Nodes, each kind, ResourceSlices: independent of the node count.
     assert_eq!(requests.len(), 1 + k3d_gpu::compile::object_kinds(&catalog).len() + 1, "{requests:#?}");
+
+    // `observe` reads the same way, and says which nodes are the config's.
+    let observed = f.run(&["observe"]);
+    assert_eq!(observed.status.code(), Some(0), "{}", text(&observed));
+    let said = text(&observed);
+    assert!(said.lines().any(|l| l.contains("edge-01") && l.contains("not in the config")), "{said}");
+    assert!(said.lines().any(|l| l.contains("arc-01") && l.contains("in [[nodes]]")), "{said}");
 }
 
 #[test]

@@ -316,6 +316,24 @@ fn the_ci_recipe_validates_every_example_and_checks_its_images() {
 }
 
 #[test]
+fn the_ci_recipe_validates_a_fleet_config_against_every_captured_machine() {
+    // A line with a config alone: an existing cluster, whose [[nodes]] name their facts.
+    let out = run_recipe("examples/homelab-fleet.toml\n");
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("::group::examples/homelab-fleet.toml (its [[nodes]])"), "{stdout}\n{stderr}");
+    assert!(stdout.contains("3 host(s), 0 failed"), "validate checks every node:\n{stdout}\n{stderr}");
+    for node in ["arc-01", "gpu-01", "xeon-01"] {
+        assert!(stdout.lines().any(|l| l.starts_with(node) && l.contains(" ok ")), "{node}:\n{stdout}");
+    }
+    // images check ran too: a verdict, pinned or the images it misses.
+    assert!(
+        stdout.contains("every image this config deploys is pinned")
+            || stdout.lines().any(|l| l.starts_with("missing ")),
+        "{stdout}\n{stderr}"
+    );
+}
+
+#[test]
 fn the_ci_recipe_passes_a_fully_pinned_machine_and_skips_comments() {
     // wsl2-intel with a lock beside it for every image the catalog does not pin.
     let machine = locked_copy("wsl2-intel", "wsl2-intel");

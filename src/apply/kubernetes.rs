@@ -127,7 +127,10 @@ pub async fn node_metadata(
     };
     let list = patient(|| nodes.list(&all)).await.map_err(|e| format!("list nodes: {e}"))?;
     if list.items.is_empty() {
-        return Err("the cluster has no nodes yet".into());
+        return Err(match only {
+            Some(name) => format!("node {name} is not in the cluster"),
+            None => "the cluster has no nodes yet".into(),
+        });
     }
     for node in list.items {
         let name = node.metadata.name.clone().unwrap_or_default();

@@ -244,3 +244,40 @@ pub fn render_files(graph: &crate::compile::DesiredGraph) -> std::collections::B
     files.insert("kustomization.yaml".into(), top);
     files
 }
+
+/// `k3d-gpu observe` of an existing cluster: the Kubernetes half, through the config's context.
+pub fn observe_command(global: &Global, inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> Result<u8> {
+    let context = inputs.config.cluster.context.clone().unwrap_or_default();
+    let kinds = crate::compile::object_kinds(catalog);
+    let rt = super::runtime()?;
+    let observed = rt
+        .block_on(crate::observe::existing::observe(&super::plan::kubeconfig_path(), &context, &kinds))
+        .map_err(super::observe_failed)?;
+    if global.json {
+        super::print_bytes(&observed.masked().to_bytes());
+        return Ok(crate::error::EXIT_OK);
+    }
+    let k = observed.kubernetes.unwrap_or_default();
+    let listed: Vec<&str> = inputs.config.nodes.iter().map(|n| n.name.as_str()).collect();
+    let mut out = format!(
+        "cluster behind context {context}: {} node(s), {} managed object(s), {} ResourceSlice(s)\n",
+        k.nodes.len(),
+        k.objects.len(),
+        k.resource_slices.len()
+    );
+    for n in &k.nodes {
+        let ours = n
+            .annotations
+            .get(crate::observe::MANAGED_LABELS_ANNOTATION)
+            .map_or(0, |l| crate::observe::managed_labels(l).len());
+        out.push_str(&format!(
+            "  {:<28} {:<10} {}{}\n",
+            n.name,
+            if n.ready { "Ready" } else { "NotReady" },
+            if listed.contains(&n.name.as_str()) { "in [[nodes]]" } else { "not in the config" },
+            if ours > 0 { format!(", {ours} label(s) set by k3d-gpu") } else { String::new() }
+        ));
+    }
+    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
+    Ok(crate::error::EXIT_OK)
+}

@@ -96,6 +96,9 @@ fn observe_live(
 pub fn observe_command(global: &Global) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
+    if super::fleet::is_fleet(&inputs) {
+        return super::fleet::observe_command(global, &inputs, &catalog);
+    }
     let image = super::inputs::node_image_reference(&inputs, &catalog)?;
     let rt = super::runtime()?;
     let target = target(&inputs, &catalog, &image);
