@@ -110,7 +110,9 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
     let all = nodes.len();
     let warnings = warnings
         .into_iter()
-        .map(|(w, on)| {
+        .map(|(w, mut on)| {
+            // The same words whatever order the config lists its nodes in.
+            on.sort_unstable();
             // An image is deployed once for the fleet, whichever nodes pulled it in.
             if on.len() == all || w.code.starts_with("image-") {
                 w

@@ -1,0 +1,101 @@
+//! The fleet compile (`compile::fleet`) rule by rule, on the homelab example's captured
+//! machines: variants only where settings differ, claims against every node they may land on,
+//! the same graph whatever the node order, and per-node `[nodes.expect]`.
+
+mod support;
+
+use k3d_gpu::catalog::Catalog;
+use k3d_gpu::compile::fleet::{FleetNode, compile};
+use k3d_gpu::config::{Expect, load_str};
+use k3d_gpu::facts::Facts;
+use support::repo;
+
+fn facts(machine: &str) -> Facts {
+    serde_json::from_slice(&std::fs::read(repo().join(format!("examples/homelab-fleet/{machine}.json"))).unwrap())
+        .unwrap()
+}
+
+/// A fleet config of `extra` and one `[[nodes]]` per name (facts are passed directly).
+fn config(extra: &str, names: &[&str]) -> k3d_gpu::config::Config {
+    let mut text = format!("[cluster]\nprovider = \"existing\"\ncontext = \"lab\"\n{extra}\n");
+    for n in names {
+        text.push_str(&format!("\n[[nodes]]\nname = \"{n}\"\nfacts = \"{n}.json\"\n"));
+    }
+    load_str("k3dgpu.toml", &text).unwrap_or_else(|e| panic!("{e:?}"))
+}
+
+fn nodes<'a>(machines: &'a [(&'a str, Facts)], expect: &'a Expect) -> Vec<FleetNode<'a>> {
+    machines.iter().map(|(name, facts)| FleetNode { name, facts, expect }).collect()
+}
+
+#[test]
+fn machines_of_one_kind_share_one_plugin_with_its_plain_name() {
+    let machines = [("arc-01", facts("arc-01")), ("arc-02", facts("arc-01"))];
+    let expect = Expect::default();
+    let graph =
+        compile(&config("", &["arc-01", "arc-02"]), &nodes(&machines, &expect), &Catalog::embedded().unwrap()).unwrap();
+    let plugin = graph.get("k8s/apps/DaemonSet/kube-system/intel-gpu-plugin").expect("the plain name");
+    assert_eq!(
+        plugin.spec["spec"]["template"]["spec"]["nodeSelector"]["component.k3d-gpu.io/intel-gpu-plugin"],
+        "true"
+    );
+    assert!(plugin.spec["spec"]["selector"]["matchLabels"].get("k3d-gpu.io/variant").is_none());
+    assert!(!graph.resources().any(|r| r.id.contains("intel-gpu-plugin-")), "no variants");
+    for n in ["arc-01", "arc-02"] {
+        let label = graph.get(&format!("node-label/{n}/component.k3d-gpu.io/intel-gpu-plugin")).unwrap();
+        assert_eq!(label.spec["value"], "true");
+    }
+    // The workload waits for the labels it selects.
+    assert!(plugin.depends_on.contains(&"node-label/arc-02/component.k3d-gpu.io/intel-gpu-plugin".to_string()));
+}
+
+#[test]
+fn claims_see_the_gpus_of_every_node_they_may_land_on() {
+    let dra = "kubernetes_version = \"1.36\"\n\n[sharing]\nmode = \"dra\"\n\n[[claims]]\nname = \"arc-12g\"\nmodel = \"Battlemage\"\n";
+    let catalog = Catalog::embedded().unwrap();
+    let expect = Expect::default();
+    // The B580 is on arc-01: a fleet with it can serve the claim, though gpu-01 cannot.
+    let both = [("arc-01", facts("arc-01")), ("gpu-01", facts("gpu-01"))];
+    let graph = compile(&config(dra, &["arc-01", "gpu-01"]), &nodes(&both, &expect), &catalog).unwrap();
+    assert!(graph.get("k8s/resource.k8s.io/ResourceClaimTemplate/default/arc-12g").is_some());
+    let slices = graph.get("verify/resourceslices/gpu.intel.com").unwrap();
+    assert_eq!(slices.spec["min_devices"], 3, "the B580 and the two iGPUs");
+    // Without it, no node can: the claim is refused at compile time.
+    let desktop = [("gpu-01", facts("gpu-01"))];
+    let errors = compile(&config(dra, &["gpu-01"]), &nodes(&desktop, &expect), &catalog).unwrap_err();
+    assert!(errors.iter().any(|e| e.key == ["claims"]), "{errors:#?}");
+}
+
+#[test]
+fn the_graph_does_not_depend_on_the_order_of_the_nodes() {
+    let catalog = Catalog::embedded().unwrap();
+    let expect = Expect::default();
+    // Two Xeons: a warning about two of the three nodes names them both.
+    let names = ["arc-01", "xeon-01", "xeon-02"];
+    let machines: Vec<(&str, Facts)> =
+        names.iter().map(|n| (*n, facts(if *n == "xeon-02" { "xeon-01" } else { n }))).collect();
+    let reversed: Vec<(&str, Facts)> = machines.iter().rev().cloned().collect();
+    let monitoring = "[sharing]\nmonitoring = true\n";
+    let a = compile(&config(monitoring, &names), &nodes(&machines, &expect), &catalog).unwrap();
+    let b =
+        compile(&config(monitoring, &["xeon-02", "xeon-01", "arc-01"]), &nodes(&reversed, &expect), &catalog).unwrap();
+    assert!(a.warnings.iter().any(|w| w.text.ends_with("(node xeon-01, xeon-02)")), "{:#?}", a.warnings);
+    assert_eq!(String::from_utf8(a.to_json()).unwrap(), String::from_utf8(b.to_json()).unwrap());
+}
+
+#[test]
+fn a_nodes_expectations_are_its_own_and_name_it() {
+    let catalog = Catalog::embedded().unwrap();
+    let xeon_wants_nvidia = Expect { vendors: vec![k3d_gpu::facts::Vendor::Nvidia], ..Expect::default() };
+    let none = Expect::default();
+    let gpu = facts("gpu-01");
+    let xeon = facts("xeon-01");
+    let fleet = [
+        FleetNode { name: "gpu-01", facts: &gpu, expect: &none },
+        FleetNode { name: "xeon-01", facts: &xeon, expect: &xeon_wants_nvidia },
+    ];
+    let errors = compile(&config("", &["gpu-01", "xeon-01"]), &fleet, &catalog).unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(errors[0].message.starts_with("node xeon-01: "), "{}", errors[0].message);
+    assert_eq!((errors[0].key.clone(), errors[0].element), (vec!["nodes"], Some(1)), "underlines [[nodes]] #2");
+}
