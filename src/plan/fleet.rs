@@ -11,6 +11,9 @@ use super::{Action, ActionKind, reason};
 use crate::compile::{DesiredGraph, ResourceKind, Warning};
 use crate::observe::{MANAGED_LABELS_ANNOTATION, Observed, ObservedNode};
 
+/// How many unlisted nodes a warning names before it only counts them.
+const MAX_NAMED: usize = 20;
+
 /// Whether a graph is an existing cluster's: no k3d cluster and no node image in it.
 pub fn is_fleet(graph: &DesiredGraph) -> bool {
     !graph.resources().any(|r| matches!(r.kind, ResourceKind::Cluster | ResourceKind::NodeImage))
@@ -40,12 +43,16 @@ pub fn unlisted_nodes(config_nodes: &[String], observed: &Observed) -> Vec<Warni
     if others.is_empty() {
         return Vec::new();
     }
+    // A cluster may have thousands of nodes: the first few are named, the rest counted.
+    let named: Vec<&str> = others.iter().take(MAX_NAMED).copied().collect();
+    let more = others.len() - named.len();
     vec![Warning {
         code: "node-not-in-config".into(),
         text: format!(
-            "{} cluster node(s) not in [[nodes]] get nothing from k3d-gpu (no labels, no plugins): {}",
+            "{} cluster node(s) not in [[nodes]] get nothing from k3d-gpu (no labels, no plugins): {}{}",
             others.len(),
-            others.join(", ")
+            named.join(", "),
+            if more > 0 { format!(" and {more} more") } else { String::new() }
         ),
         key: Some("nodes".into()),
     }]
@@ -106,5 +113,32 @@ pub fn node_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTr
                 ),
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{ObservedKubernetes, ObservedNode};
+
+    fn cluster(names: &[String]) -> Observed {
+        let nodes = names.iter().map(|n| ObservedNode { name: n.clone(), ..ObservedNode::default() }).collect();
+        Observed { kubernetes: Some(ObservedKubernetes { nodes, ..Default::default() }), ..Observed::nothing() }
+    }
+
+    #[test]
+    fn unlisted_nodes_are_named_up_to_a_limit() {
+        let names: Vec<String> = (0..1000).map(|i| format!("n{i:04}")).collect();
+        let w = unlisted_nodes(&names[..1], &cluster(&names));
+        assert!(w[0].text.starts_with("999 cluster node(s)"), "{}", w[0].text);
+        assert!(w[0].text.ends_with("and 979 more") && w[0].text.len() < 400, "{}", w[0].text);
+        assert!(unlisted_nodes(&names, &cluster(&names)).is_empty());
+    }
+
+    #[test]
+    fn missing_nodes_only_when_the_cluster_was_seen() {
+        let config = vec!["a".to_string(), "b".to_string()];
+        assert_eq!(missing_nodes(&config, &cluster(&["a".into()])), ["b"]);
+        assert!(missing_nodes(&config, &Observed::nothing()).is_empty(), "offline: nothing is known missing");
     }
 }
