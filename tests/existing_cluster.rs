@@ -312,6 +312,9 @@ fn destroy_removes_only_what_k3d_gpu_manages() {
         assert!(l.keys().all(|k| !k.contains("k3d-gpu")), "{l:?}");
         assert!(l.contains_key("kubernetes.io/hostname"));
     }
+    drop(state);
+    let again = f.run(&["destroy"]);
+    assert!(text(&again).contains("Nothing to destroy: the cluster behind context homelab"), "{}", text(&again));
 }
 
 #[test]

@@ -459,7 +459,14 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let plan = if fleet { super::fleet::destroy_plan(global, &inputs, &rt)? } else { destroy_plan(&inputs, &rt)? };
     let hash = plan.hash();
     let Some(wanted) = &args.plan_hash else {
-        super::print_bytes(destroy_text(&plan, &hash, &inputs.config.cluster.name).as_bytes());
+        let text = match (&inputs.config.cluster.context, fleet && plan.is_empty()) {
+            (Some(context), true) => format!(
+                "Nothing to destroy: the cluster behind context {} holds nothing k3d-gpu manages.\nplan hash: {hash}\n",
+                crate::escape::one_line(context)
+            ),
+            _ => destroy_text(&plan, &hash, &inputs.config.cluster.name),
+        };
+        super::print_bytes(text.as_bytes());
         if !plan.is_empty() {
             eprintln!("to run it: k3d-gpu destroy --plan-hash {hash}");
         }
