@@ -386,3 +386,22 @@ fn render_writes_a_directory_per_node_group_that_kustomize_accepts() {
     }
     assert!(seen.iter().any(|id| id.contains("intel-gpu-plugin-")), "{seen:?}");
 }
+
+#[test]
+fn a_check_that_never_holds_names_its_node_and_the_configs_context() {
+    let f = fleet();
+    // Nothing plays the kubelets: no plugin ever advertises anything.
+    f.stop.store(true, Ordering::SeqCst);
+    std::thread::sleep(std::time::Duration::from_millis(100));
+    let planned = f.run(&["plan"]);
+    let out = f.run(&["apply", "--plan-hash", &hash_of(&planned), "--verify-timeout", "2"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(
+        said.lines().any(|l| l.contains("verify/allocatable/gpu-01/nvidia.com/gpu")
+            && l.contains("node gpu-01 does not advertise nvidia.com/gpu")
+            && l.contains("kubectl --context homelab")),
+        "{said}"
+    );
+    assert!(!said.contains("k3d-gpu-server-0"), "no k3d container to look in: {said}");
+}

@@ -55,15 +55,31 @@ pub fn holds(spec: &Value, object: &Value) -> bool {
 
 /// What to tell the user when a check times out.
 pub fn diagnosis(spec: &Value, cluster: &str) -> String {
-    let context = format!("--context {}", crate::observe::kubernetes::context_name(cluster));
+    diagnosis_in(spec, &crate::observe::kubernetes::context_name(cluster), Some(cluster))
+}
+
+/// [`diagnosis`] for a cluster reached through `context`; `k3d`: the k3d cluster's name, for
+/// the hints that look inside its node containers (none for an existing cluster).
+pub fn diagnosis_in(spec: &Value, context: &str, k3d: Option<&str>) -> String {
+    let context = format!("--context {context}");
     match spec["check"].as_str() {
         Some("allocatable") => {
             let resource = spec["resource"].as_str().unwrap_or_default();
+            // An existing cluster's check is per node.
+            let (who, nodes) = match spec["node"].as_str() {
+                Some(node) => (format!("node {node} does not advertise"), format!("node {node}")),
+                None => ("no node advertises".to_string(), "nodes".to_string()),
+            };
             let mut text = format!(
-                "no node advertises {resource}: the device plugin is not running or cannot see the device. Look: kubectl {context} get pods -A -l app.kubernetes.io/managed-by=k3d-gpu; kubectl {context} describe nodes | grep -A8 Allocatable"
+                "{who} {resource}: the device plugin is not running or cannot see the device. Look: kubectl {context} get pods -A -l app.kubernetes.io/managed-by=k3d-gpu; kubectl {context} describe {nodes} | grep -A8 Allocatable"
             );
             if resource == "nvidia.com/gpu" {
-                text.push_str(&format!("; kubectl {context} -n kube-system logs ds/nvidia-device-plugin-daemonset; docker exec k3d-{cluster}-server-0 nvidia-smi"));
+                text.push_str(&format!("; kubectl {context} -n kube-system logs ds/nvidia-device-plugin-daemonset"));
+                match (k3d, spec["node"].as_str()) {
+                    (Some(cluster), _) => text.push_str(&format!("; docker exec k3d-{cluster}-server-0 nvidia-smi")),
+                    (None, Some(node)) => text.push_str(&format!("; nvidia-smi on {node}")),
+                    (None, None) => {}
+                }
             }
             text
         }
@@ -102,12 +118,23 @@ pub fn diagnosis(spec: &Value, cluster: &str) -> String {
 
 /// Watches until `spec` holds or `timeout` passes.
 pub async fn wait_for(client: &Client, spec: &Value, cluster: &str, timeout: Duration) -> Result<(), String> {
+    wait_for_in(client, spec, &crate::observe::kubernetes::context_name(cluster), Some(cluster), timeout).await
+}
+
+/// [`wait_for`] on a cluster reached through `context` (`k3d`: as in [`diagnosis_in`]).
+pub async fn wait_for_in(
+    client: &Client,
+    spec: &Value,
+    context: &str,
+    k3d: Option<&str>,
+    timeout: Duration,
+) -> Result<(), String> {
     // A check may need longer than the default (a model download): its own floor wins.
     let timeout = timeout.max(Duration::from_secs(spec["timeout_s"].as_u64().unwrap_or(0)));
     match tokio::time::timeout(timeout, watch_until(client, spec)).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(format!("{e}; {}", diagnosis(spec, cluster))),
-        Err(_) => Err(format!("not true after {}s: {}", timeout.as_secs(), diagnosis(spec, cluster))),
+        Ok(Err(e)) => Err(format!("{e}; {}", diagnosis_in(spec, context, k3d))),
+        Err(_) => Err(format!("not true after {}s: {}", timeout.as_secs(), diagnosis_in(spec, context, k3d))),
     }
 }
 
@@ -292,5 +319,9 @@ mod tests {
         assert!(!holds(&spec, &json!({"status": {"allocatable": {"nvidia.com/gpu": "0"}}})));
         assert!(holds(&spec, &json!({"status": {"allocatable": {"nvidia.com/gpu": "2"}}})));
         assert!(diagnosis(&spec, "gpu").contains("docker exec k3d-gpu-server-0 nvidia-smi"));
+        let on_node = json!({"check": "allocatable", "resource": "nvidia.com/gpu", "min": 1, "node": "gpu-01"});
+        let text = diagnosis_in(&on_node, "homelab", None);
+        assert!(text.starts_with("node gpu-01 does not advertise nvidia.com/gpu"), "{text}");
+        assert!(text.contains("kubectl --context homelab describe node gpu-01") && !text.contains("docker"), "{text}");
     }
 }

@@ -354,12 +354,17 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
                 Err(e) => return plan.verify.iter().map(|id| (id.clone(), Err(e.clone()))).collect(),
             };
             let reporter = &reporter;
+            let context = computed.inputs.config.cluster.context.as_deref();
             let checks = plan.verify.iter().map(|id| {
                 let spec = computed.graph.get(id).map(|r| r.spec.clone()).unwrap_or_default();
                 async move {
                     reporter.event(&Event::Started { id: id.clone() });
                     let began = Instant::now();
-                    let result = verify::wait_for(client, &spec, name, timeout).await;
+                    let result = match context {
+                        // An existing cluster: its own context, and no node containers to look in.
+                        Some(context) => verify::wait_for_in(client, &spec, context, None, timeout).await,
+                        None => verify::wait_for(client, &spec, name, timeout).await,
+                    };
                     let elapsed_ms = began.elapsed().as_millis() as u64;
                     match &result {
                         Ok(()) => reporter.event(&Event::Done { id: id.clone(), elapsed_ms }),
