@@ -405,3 +405,23 @@ fn a_check_that_never_holds_names_its_node_and_the_configs_context() {
     );
     assert!(!said.contains("k3d-gpu-server-0"), "no k3d container to look in: {said}");
 }
+
+#[test]
+fn a_node_may_name_a_fixture_host_instead_of_a_facts_file() {
+    let f = fleet();
+    let before = f.run(&["graph", "--json"]);
+    assert_eq!(before.status.code(), Some(0), "{}", text(&before));
+    // The Xeon's captured facts came from this fixture host: the same graph either way.
+    support::copy_tree(&repo().join("tests/fixtures/hosts/xeon-2s-snc2"), &f.dir.path().join("hosts/xeon-01"));
+    f.edit_config(|t| t.replace("facts = \"homelab-fleet/xeon-01.json\"", "root = \"hosts/xeon-01\""));
+    let after = f.run(&["graph", "--json"]);
+    assert_eq!(after.status.code(), Some(0), "{}", text(&after));
+    assert_eq!(String::from_utf8_lossy(&before.stdout), String::from_utf8_lossy(&after.stdout));
+    // Both at once is refused, naming the node.
+    f.edit_config(|t| {
+        t.replace("root = \"hosts/xeon-01\"", "root = \"hosts/xeon-01\"\nfacts = \"homelab-fleet/xeon-01.json\"")
+    });
+    let both = f.run(&["validate"]);
+    assert_eq!(both.status.code(), Some(1), "{}", text(&both));
+    assert!(text(&both).contains("node \"xeon-01\": give exactly one of facts and root"), "{}", text(&both));
+}
