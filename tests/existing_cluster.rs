@@ -425,3 +425,20 @@ fn a_node_may_name_a_fixture_host_instead_of_a_facts_file() {
     assert_eq!(both.status.code(), Some(1), "{}", text(&both));
     assert!(text(&both).contains("node \"xeon-01\": give exactly one of facts and root"), "{}", text(&both));
 }
+
+#[test]
+fn keys_of_the_other_provider_are_errors_that_point_at_them() {
+    let f = fleet();
+    f.edit_config(|t| t.replace("context = \"homelab\"\n", "context = \"homelab\"\nagents = 2\n"));
+    let out = f.run(&["validate"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("[cluster] agents is k3d-only") && said.contains("agents = 2"), "{said}");
+    // And [[nodes]] without provider = "existing".
+    f.edit_config(|t| t.replace("provider = \"existing\"\n", "").replace("agents = 2\n", ""));
+    let out = f.run(&["validate"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    let said = text(&out);
+    assert!(said.contains("context names an existing cluster, but provider is k3d"), "{said}");
+    assert!(said.contains("[[nodes]] lists the machines of an existing cluster"), "{said}");
+}

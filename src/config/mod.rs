@@ -249,7 +249,10 @@ pub struct Cluster {
     /// in `[[nodes]]`; no Docker, no k3d, no node image, and the k3d-only keys of this table
     /// (image, build_context, build_args, servers, agents, k3s_args, api_port, api_host_ip,
     /// accelerator_node) are refused.
+    // Left out of the serialised config when k3d, so a k3d config's digest (a plan input) is
+    // what it was before providers existed; the schema still states the default.
     #[serde(skip_serializing_if = "Provider::is_k3d")]
+    #[schemars(extend("default" = "k3d"))]
     pub provider: Provider,
     /// The kubeconfig context of an existing cluster (`provider = "existing"`, where it is
     /// required). Never the current context: a config names its cluster.
