@@ -68,19 +68,31 @@ fn claims_see_the_gpus_of_every_node_they_may_land_on() {
 
 #[test]
 fn the_graph_does_not_depend_on_the_order_of_the_nodes() {
-    let catalog = Catalog::embedded().unwrap();
+    // The small test catalog has no DSA/IAA/QAT plugin: each Xeon gets a warning about it,
+    // which names both Xeons, whatever order the config lists them in.
+    let catalog = Catalog::from_dir(&repo().join("tests/fixtures/catalog")).unwrap();
     let expect = Expect::default();
-    // Two Xeons: a warning about two of the three nodes names them both.
     let names = ["arc-01", "xeon-01", "xeon-02"];
     let machines: Vec<(&str, Facts)> =
         names.iter().map(|n| (*n, facts(if *n == "xeon-02" { "xeon-01" } else { n }))).collect();
     let reversed: Vec<(&str, Facts)> = machines.iter().rev().cloned().collect();
-    let monitoring = "[sharing]\nmonitoring = true\n";
-    let a = compile(&config(monitoring, &names), &nodes(&machines, &expect), &catalog).unwrap();
-    let b =
-        compile(&config(monitoring, &["xeon-02", "xeon-01", "arc-01"]), &nodes(&reversed, &expect), &catalog).unwrap();
+    let a = compile(&config("", &names), &nodes(&machines, &expect), &catalog).unwrap();
+    let b = compile(&config("", &["xeon-02", "xeon-01", "arc-01"]), &nodes(&reversed, &expect), &catalog).unwrap();
     assert!(a.warnings.iter().any(|w| w.text.ends_with("(node xeon-01, xeon-02)")), "{:#?}", a.warnings);
     assert_eq!(String::from_utf8(a.to_json()).unwrap(), String::from_utf8(b.to_json()).unwrap());
+}
+
+#[test]
+fn a_setting_that_does_nothing_on_one_node_is_news_only_when_it_does_nothing_anywhere() {
+    let catalog = Catalog::embedded().unwrap();
+    let expect = Expect::default();
+    let monitoring = "[sharing]\nmonitoring = true\n";
+    let fleet = [("arc-01", facts("arc-01")), ("xeon-01", facts("xeon-01"))];
+    let graph = compile(&config(monitoring, &["arc-01", "xeon-01"]), &nodes(&fleet, &expect), &catalog).unwrap();
+    assert!(!graph.warnings.iter().any(|w| w.code == "sharing-without-intel"), "{:#?}", graph.warnings);
+    let xeons = [("xeon-01", facts("xeon-01"))];
+    let graph = compile(&config(monitoring, &["xeon-01"]), &nodes(&xeons, &expect), &catalog).unwrap();
+    assert!(graph.warnings.iter().any(|w| w.code == "sharing-without-intel"), "{:#?}", graph.warnings);
 }
 
 #[test]

@@ -23,6 +23,10 @@ use crate::catalog::Catalog;
 use crate::config::Config;
 use crate::facts::{Facts, Vendor};
 
+/// Warnings that a fleet-wide setting has no effect on a machine: said only when it has none on
+/// any node (a Xeon without a GPU does not make `[sharing]` pointless for the fleet).
+const NOWHERE_ELSE: &[&str] = &["sharing-without-intel", "dra-without-intel", "component-not-wanted"];
+
 /// What a per-node compile's objects depend on instead of a k3d cluster; removed in the merge.
 pub const ROOT: &str = "fleet/root";
 
@@ -110,6 +114,8 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
     let all = nodes.len();
     let warnings = warnings
         .into_iter()
+        // "This setting does nothing here" is news only when it does nothing on any node.
+        .filter(|(w, on)| on.len() == all || !NOWHERE_ELSE.contains(&w.code.as_str()))
         .map(|(w, mut on)| {
             // The same words whatever order the config lists its nodes in.
             on.sort_unstable();
