@@ -164,6 +164,17 @@ pub fn destroy_plan(
     Ok(crate::plan::plan(&nothing, &observed, crate::plan::Inputs::for_destroy(&inputs.config, &observed)))
 }
 
+/// A node group's directory: `group-<first node>`. A node name may be 253 characters and a
+/// file name only 255, so a long one is cut and told apart by its digest.
+fn group_dir(node: &str) -> String {
+    if node.len() <= 200 {
+        return format!("group-{node}");
+    }
+    let digest = crate::canonical::sha256(node.as_bytes());
+    let hex = digest.trim_start_matches("sha256:");
+    format!("group-{}-{}", &node[..200], &hex[..8])
+}
+
 /// `render --out DIR` of an existing cluster, what Flux or Argo CD would apply: a directory
 /// per node group (nodes that get the same component variants) holding the workloads only
 /// that group's nodes run, `shared/` with everything else, and a top kustomization listing
@@ -195,7 +206,7 @@ pub fn render_files(graph: &crate::compile::DesiredGraph) -> std::collections::B
     }
     // A group is named after its first node; its kustomization lists them all.
     let group_of: BTreeMap<&str, String> =
-        groups.values().flat_map(|nodes| nodes.iter().map(move |n| (*n, format!("group-{}", nodes[0])))).collect();
+        groups.values().flat_map(|nodes| nodes.iter().map(move |n| (*n, group_dir(nodes[0])))).collect();
     let mut placed: BTreeMap<String, Vec<&crate::compile::Resource>> = BTreeMap::new();
     for r in graph.resources().filter(|r| r.kind == ResourceKind::Object) {
         let selector = r.spec.pointer("/spec/template/spec/nodeSelector").and_then(|s| s.as_object());
@@ -220,7 +231,7 @@ pub fn render_files(graph: &crate::compile::DesiredGraph) -> std::collections::B
     }
     let mut files = BTreeMap::new();
     for (dir, objects) in &placed {
-        let header = match groups.iter().find(|(_, nodes)| format!("group-{}", nodes[0]) == *dir) {
+        let header = match groups.iter().find(|(_, nodes)| group_dir(nodes[0]) == *dir) {
             Some((labels, nodes)) => {
                 let mut h = format!("# Node group {dir}: nodes {}.\n", nodes.join(", "));
                 h.push_str("# Its workloads select these node labels (`k3d-gpu apply` sets them):\n");
@@ -280,4 +291,16 @@ pub fn observe_command(global: &Global, inputs: &super::Inputs, catalog: &crate:
     }
     super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
     Ok(crate::error::EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn group_directories_fit_a_file_name() {
+        assert_eq!(super::group_dir("arc-01"), "group-arc-01");
+        let long = format!("{}.lab", "a".repeat(249));
+        let dir = super::group_dir(&long);
+        assert!(dir.len() <= 255 && dir.starts_with("group-aaaa"), "{dir}");
+        assert_ne!(dir, super::group_dir(&format!("{}.lbb", "a".repeat(249))), "told apart");
+    }
 }
