@@ -12,16 +12,51 @@ use crate::error::{EXIT_FAILED, EXIT_OK, Result};
 use crate::facts::Facts;
 
 #[derive(Serialize)]
-struct HostResult {
-    host: String,
-    ok: bool,
-    active: Vec<String>,
-    resources: usize,
-    errors: Vec<String>,
-    warnings: Vec<Warning>,
+pub(crate) struct HostResult {
+    pub host: String,
+    pub ok: bool,
+    pub active: Vec<String>,
+    pub resources: usize,
+    pub errors: Vec<String>,
+    pub warnings: Vec<Warning>,
+}
+
+/// The config checked against every host given: a result per host, and each failing host's
+/// diagnostics (rendered by the CLI, summarised by the MCP server).
+pub(crate) struct Validation {
+    pub config: String,
+    pub hosts: Vec<HostResult>,
+    pub diagnostics: Vec<(String, Vec<miette::Report>)>,
 }
 
 pub fn run(global: &Global) -> Result<u8> {
+    let Validation { config, hosts: results, diagnostics } = check(global)?;
+    let failed = results.iter().any(|r| !r.ok);
+    if global.json {
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            schema: &'static str,
+            config: &'a str,
+            hosts: &'a [HostResult],
+        }
+        super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: SCHEMA, config: &config, hosts: &results }));
+    } else {
+        super::print_bytes(crate::escape::for_terminal(&table(&config, &results)).as_bytes());
+        for (host, reports) in diagnostics {
+            eprintln!("\n{}:", crate::escape::one_line(&host.to_string()));
+            for report in reports {
+                eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
+            }
+        }
+    }
+    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+}
+
+pub(crate) const SCHEMA: &str = "k3d-gpu.validate/v1";
+
+/// Compiles the config for each host (`--root`/`--facts`, each may repeat; this machine when
+/// neither is given). Shared with the MCP server.
+pub(crate) fn check(global: &Global) -> Result<Validation> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
     let filter = global.vendor_filter()?;
@@ -64,29 +99,7 @@ pub fn run(global: &Global) -> Result<u8> {
             }
         }
     }
-    let failed = results.iter().any(|r| !r.ok);
-    if global.json {
-        #[derive(Serialize)]
-        struct Doc<'a> {
-            schema: &'static str,
-            config: &'a str,
-            hosts: &'a [HostResult],
-        }
-        super::print_bytes(&crate::canonical::to_bytes(&Doc {
-            schema: "k3d-gpu.validate/v1",
-            config: &inputs.name,
-            hosts: &results,
-        }));
-    } else {
-        super::print_bytes(crate::escape::for_terminal(&table(&inputs.name, &results)).as_bytes());
-        for (host, reports) in diagnostics {
-            eprintln!("\n{}:", crate::escape::one_line(&host.to_string()));
-            for report in reports {
-                eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
-            }
-        }
-    }
-    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+    Ok(Validation { config: inputs.name, hosts: results, diagnostics })
 }
 
 fn active(facts: &Facts, config: &crate::config::Config) -> Vec<String> {

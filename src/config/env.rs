@@ -59,7 +59,8 @@ const NOT_KEYS: &[(&[&str], &str)] = &[
     ),
     (
         &["K3D_GPU_BIN", "K3D_GPU_MCP_TIMEOUT"],
-        "no key: they set up the reference's MCP server, which k3d-gpu does not have yet",
+        "no key: `k3d-gpu mcp` is the MCP server itself, with no launcher to find; its per-call deadline is \
+         `k3d-gpu mcp --timeout SECONDS` (docs/mcp.md)",
     ),
     (
         &["K3D_GPU_SETUP_DIR"],

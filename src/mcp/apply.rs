@@ -1,0 +1,298 @@
+//! The `apply` tool: the only one that writes, and only what a person confirmed.
+//!
+//! 1. The inputs are planned now; a hash other than `plan_hash` is refused (the agent plans
+//!    again and shows the new plan), as is a replacement without `allow_replace`.
+//! 2. The person is asked through the client, with a form that shows the plan and its hash:
+//!    in a 2026-07-28 session as an input request the client answers when it calls again
+//!    (`requestState` is a confirmation token, see `confirm.rs`); in a session opened with
+//!    `initialize`, as an `elicitation/create` request during the call. A client that
+//!    declares no form elicitation cannot ask: refused, with the terminal command.
+//! 3. Only an accepted form with `confirm` ticked runs it, through the CLI's own
+//!    `apply --plan-hash` path (`commands::apply::apply_hash`): the lock, the plan computed
+//!    again and checked against the hash, then the actions and verify. A decline, a cancel
+//!    or no answer is refused with the command to run in a terminal instead.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, InputRequest, InputRequiredResult, ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::server::{Server, arguments, failed, refused_result, structured};
+use super::tools;
+use crate::error::EXIT_FAILED;
+
+/// The key of the confirmation form among a call's input requests.
+pub const FORM_KEY: &str = "confirm";
+
+/// The most of the plan's text the form shows; the rest is one `k3d-gpu plan` away.
+const MAX_FORM_TEXT: usize = 16 << 10;
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyArgs {
+    /// The hash the plan tool gave (`sha256:` and 64 lowercase hex digits).
+    pub plan_hash: String,
+    /// The config file (k3dgpu.toml), as given to plan.
+    pub config: Option<PathBuf>,
+    /// A fixture host directory, as given to plan.
+    pub root: Option<PathBuf>,
+    /// A saved facts/v1 document, as given to plan.
+    pub facts: Option<PathBuf>,
+    /// A component catalog directory, as given to plan.
+    pub stdlib: Option<PathBuf>,
+    /// The vendor filter, as given to plan.
+    pub vendors: Option<String>,
+    /// Consent to a plan that recreates the cluster, which deletes its state (the person is
+    /// still asked).
+    #[serde(default)]
+    pub allow_replace: bool,
+}
+
+impl ApplyArgs {
+    fn given(&self) -> tools::Given {
+        tools::Given {
+            config: self.config.clone(),
+            root: self.root.clone().into_iter().collect(),
+            facts: self.facts.clone().into_iter().collect(),
+            stdlib: self.stdlib.clone(),
+            vendors: self.vendors.clone(),
+        }
+    }
+}
+
+/// What the apply did.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApplyOut {
+    /// The plan that ran.
+    pub hash: String,
+    /// Every action and verify check succeeded.
+    pub ok: bool,
+    /// The cluster already matched the config.
+    pub nothing_to_do: bool,
+    pub done: Vec<String>,
+    /// Each failed action with its error.
+    pub failed: Vec<String>,
+    pub not_started: Vec<String>,
+    /// Each failed verify check with its diagnosis.
+    pub verify_failed: Vec<String>,
+    /// The client cancelled (or a signal came): no new action started after that.
+    pub stopped: bool,
+}
+
+pub async fn call(
+    server: &Server,
+    request: CallToolRequestParams,
+    context: RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    let args: ApplyArgs = arguments(&request)?;
+    let defaults = &server.inner.defaults;
+    let global = defaults.global(args.given());
+    if let Err(why) = crate::cli::plan_hash(&args.plan_hash) {
+        let error = crate::error::Error::Usage {
+            message: format!("plan_hash: {why}"),
+            help: Some("pass the hash the plan tool returned".into()),
+        };
+        return Ok(failed(&error).into());
+    }
+    // The person's yes is for this hash with exactly these arguments.
+    let binding = crate::canonical::digest(&args);
+    let command = tools::apply_command(&global, &args.plan_hash, args.allow_replace);
+    let refuse = |message: &str| refused_result(message, None, Some(&command), EXIT_FAILED).into();
+
+    if let Some(token) = &request.request_state {
+        // The client's second call, with the person's answer to the form.
+        if let Err(why) = server.inner.confirmations.redeem(token, &binding, Instant::now()) {
+            return Ok(refuse(&format!("not applied: {why}; call apply again to ask the person anew")));
+        }
+        let answer = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(FORM_KEY))
+            .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+        return decide(server, &context, args, answer, &command).await;
+    }
+
+    // The first call: the plan these inputs give now must be the one reviewed.
+    let planning = defaults.global(args.given());
+    let planned = server
+        .blocking(&context, Some(server.inner.timeout), move || {
+            let inputs = crate::commands::inputs::load_config(&planning)?;
+            let rt = crate::commands::runtime()?;
+            let computed =
+                crate::commands::plan::compute(&planning, inputs, crate::commands::plan::Observation::Live(&rt))?;
+            Ok(tools::planned(&planning, computed.plan, "live", false))
+        })
+        .await?;
+    let planned = match planned {
+        Ok(p) => p,
+        Err(e) => return Ok(failed(&e).into()),
+    };
+    if planned.out.hash != args.plan_hash {
+        let message = format!(
+            "refused: the plan now hashes to {}, not {}: something changed since it was reviewed",
+            planned.out.hash, args.plan_hash
+        );
+        let help = "call plan again, show the person the new plan, then apply its hash";
+        return Ok(refused_result(&message, Some(help), None, EXIT_FAILED).into());
+    }
+    if planned.out.replaces_cluster && !args.allow_replace {
+        let message = "refused: the plan recreates the cluster, which deletes its state; not done without consent";
+        let help = "back up what you need; then call apply with allow_replace: true (the person is still asked)";
+        let command = tools::apply_command(&global, &args.plan_hash, true);
+        return Ok(refused_result(message, Some(help), Some(&command), EXIT_FAILED).into());
+    }
+    if !can_ask(&context) {
+        return Ok(refuse(
+            "not applied: this client cannot ask the person to confirm (it declares no form elicitation), and only \
+a person may apply a plan",
+        ));
+    }
+
+    let token = server.inner.confirmations.issue(&binding, Instant::now());
+    let form = form(&planned);
+    let modern = context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    if modern {
+        let requests = BTreeMap::from([(FORM_KEY.to_string(), InputRequest::Elicitation(ElicitRequest::new(form)))]);
+        return Ok(InputRequiredResult::new(Some(requests), Some(token)).into());
+    }
+    let answer = tokio::select! {
+        _ = context.ct.cancelled() => return Err(ErrorData::invalid_request("cancelled by the client", None)),
+        answer = context.peer.create_elicitation(form) => answer,
+    };
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            let why = crate::escape::capped(format!("not applied: the client could not ask the person: {e}"));
+            return Ok(refuse(&why));
+        }
+    };
+    if let Err(why) = server.inner.confirmations.redeem(&token, &binding, Instant::now()) {
+        return Ok(refuse(&format!("not applied: {why}; call apply again to ask the person anew")));
+    }
+    decide(server, &context, args, Some(answer), &command).await
+}
+
+/// Whether the client can show the person a form: it declares elicitation with `form`, or
+/// with neither mode (which means form).
+fn can_ask(context: &RequestContext<RoleServer>) -> bool {
+    context.client_capabilities().and_then(|c| c.elicitation).is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
+/// The question: the plan's text and hash, and one box to tick.
+fn form(planned: &tools::Planned) -> ElicitRequestParams {
+    let out = &planned.out;
+    let mut text = out.text.clone();
+    if text.len() > MAX_FORM_TEXT {
+        let mut cut = MAX_FORM_TEXT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("\n… (cut here; `k3d-gpu plan` shows all of it)\n");
+    }
+    let message = format!(
+        "k3d-gpu wants to apply this plan ({} action(s)) to your cluster.\nPlan hash: {}\n\n{text}\nApply it?",
+        out.actions, out.hash
+    );
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "confirm": {
+                "type": "boolean",
+                "title": format!("Apply plan {}", out.hash),
+                "description": "Tick to apply exactly this plan; anything else applies nothing.",
+                "default": false,
+            }
+        },
+        "required": ["confirm"],
+    });
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: crate::escape::for_terminal(&message).into_owned(),
+        // A fixed, valid schema: a boolean property is a primitive the spec allows.
+        requested_schema: serde_json::from_value(schema)
+            .expect("the confirmation schema is a valid elicitation schema"),
+    }
+}
+
+/// Runs the plan only on an accepted form with `confirm` ticked.
+async fn decide(
+    server: &Server,
+    context: &RequestContext<RoleServer>,
+    args: ApplyArgs,
+    answer: Option<ElicitResult>,
+    command: &str,
+) -> Result<CallToolResponse, ErrorData> {
+    let refuse = |why: &str| -> Result<CallToolResponse, ErrorData> {
+        Ok(refused_result(&format!("not applied: {why}"), None, Some(command), EXIT_FAILED).into())
+    };
+    let Some(answer) = answer else { return refuse("no answer to the confirmation came back") };
+    match answer.action {
+        ElicitationAction::Accept => {}
+        ElicitationAction::Decline => return refuse("the person declined"),
+        _ => return refuse("the person dismissed the question"),
+    }
+    if answer.content.as_ref().and_then(|c| c.get("confirm")).and_then(|c| c.as_bool()) != Some(true) {
+        return refuse("the person did not tick the confirmation");
+    }
+    run(server, context, args).await
+}
+
+/// The CLI's `apply --plan-hash` path. A cancellation stops new actions; the running ones
+/// finish and the lock is released before the answer.
+async fn run(
+    server: &Server,
+    context: &RequestContext<RoleServer>,
+    args: ApplyArgs,
+) -> Result<CallToolResponse, ErrorData> {
+    let global = server.inner.defaults.global(args.given());
+    let stop = crate::commands::apply::Signals::default();
+    let watched = stop.clone();
+    let apply_args = crate::cli::ApplyArgs {
+        plan_file: None,
+        plan_hash: Some(args.plan_hash.clone()),
+        allow_replace: args.allow_replace,
+        parallel: crate::apply::executor::DEFAULT_PARALLEL,
+        verify_timeout: crate::apply::verify::DEFAULT_TIMEOUT.as_secs(),
+    };
+    let wanted = args.plan_hash.clone();
+    let mut task = tokio::task::spawn_blocking(move || {
+        crate::commands::apply::apply_hash(&global, &apply_args, &wanted, &watched, false)
+    });
+    let joined = tokio::select! {
+        joined = &mut task => joined,
+        _ = context.ct.cancelled() => {
+            stop.stop();
+            task.await
+        }
+    };
+    let applied = match joined {
+        Ok(Ok(applied)) => applied,
+        Ok(Err(e)) => return Ok(failed(&e).into()),
+        Err(join) => return Err(ErrorData::internal_error(format!("apply stopped unexpectedly: {join}"), None)),
+    };
+    let pair = |(a, b): &(String, String)| format!("{a}: {b}");
+    let out = ApplyOut {
+        ok: applied.ok(),
+        hash: applied.hash.clone(),
+        nothing_to_do: applied.nothing_to_do,
+        done: applied.outcome.done.clone(),
+        failed: applied.outcome.failed.iter().map(pair).collect(),
+        not_started: applied.outcome.not_started.clone(),
+        verify_failed: applied.verify_failed.iter().map(pair).collect(),
+        stopped: applied.stopped,
+    };
+    let mut result: CallToolResult = structured(&out);
+    if !out.ok {
+        result.is_error = Some(true);
+    }
+    Ok(result.into())
+}
