@@ -131,10 +131,18 @@ fn framing_in_the_initialize_era() {
     assert!(typo["error"]["message"].as_str().unwrap().contains("rooot"), "{typo}");
 
     // A command's failure is a tool result with the fix, and the exit code the CLI would give.
-    let bad = s.call(9, "tools/call", json!({ "name": "facts", "arguments": { "root": "/nonexistent-host" } }));
+    // Names from the call come back escaped: an escape sequence in a path is shown, not run.
+    let hostile = "/nonexistent-\u{1b}[2J-\u{202e}host";
+    let bad = s.call(9, "tools/call", json!({ "name": "facts", "arguments": { "root": hostile } }));
     assert_eq!(bad["result"]["isError"], true, "{bad}");
     assert_eq!(bad["result"]["structuredContent"]["exit_code"], 2, "{bad}");
-    assert!(bad["result"]["content"][0]["text"].as_str().unwrap().contains("\nhelp: "), "{bad}");
+    let text = bad["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("\nhelp: "), "{bad}");
+    assert!(text.contains("\\x1b[2J") && text.contains("\\u{202e}"), "{text}");
+    let error = bad["result"]["structuredContent"]["error"].as_str().unwrap();
+    for shown in [text, error] {
+        assert!(!shown.chars().any(|c| c == '\u{1b}' || c == '\u{202e}'), "a raw control character: {shown:?}");
+    }
 
     // apply without elicitation is refused before anything is planned when the hash is
     // malformed, and no Docker means it cannot plan: an error with the fix, not a crash.

@@ -154,9 +154,13 @@ pub(super) fn refused_result(
     command: Option<&str>,
     exit_code: u8,
 ) -> CallToolResult {
-    let mut text = crate::escape::for_terminal(message).into_owned();
-    if let Some(help) = help {
-        text.push_str(&format!("\nhelp: {}", crate::escape::for_terminal(help)));
+    // Messages quote paths and names from the call and the cluster: escaped here, in the text
+    // and in the structured copy alike.
+    let message = crate::escape::for_terminal(message).into_owned();
+    let help = help.map(|h| crate::escape::for_terminal(h).into_owned());
+    let mut text = message.clone();
+    if let Some(help) = &help {
+        text.push_str(&format!("\nhelp: {help}"));
     }
     if let Some(command) = command {
         text.push_str(&format!("\nTo apply it yourself, review the plan and run in a terminal:\n  {command}"));

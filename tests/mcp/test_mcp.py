@@ -10,7 +10,8 @@ the fake Kubernetes API server, and passes them in the environment:
 Read-only tools run in both protocol eras the SDK speaks: 2026-07-28 (`server/discover`,
 the default) and the `initialize` handshake (`mode="legacy"`). Then the apply flows: a
 stale hash, a client that cannot ask, a decline, a cancel, a confirmation replayed or moved
-to other arguments, and an accept that runs the plan (after which the plan is empty).
+to other arguments, a call cancelled while k3d runs (nothing after it starts), and an
+accept that runs the rest of the plan (after which the plan is empty).
 """
 
 import asyncio
@@ -19,6 +20,7 @@ import json
 import os
 import sys
 
+import anyio
 from mcp import Client, MCPError, StdioServerParameters, types
 
 BIN = os.environ["MCP_TEST_BIN"]
@@ -48,6 +50,22 @@ def check(condition, what):
     if not condition:
         raise AssertionError(what)
     print(f"ok: {what}")
+
+
+def read(path):
+    try:
+        with open(path) as f:
+            return f.read()
+    except FileNotFoundError:
+        return ""
+
+
+async def wait_for(path, content, seconds=60):
+    for _ in range(seconds * 50):
+        if read(path) == content:
+            return
+        await asyncio.sleep(0.02)
+    raise AssertionError(f"{path} never said {content!r}")
 
 
 def text_of(result):
@@ -106,7 +124,7 @@ async def read_only(mode):
 
 async def live_hash(client):
     plan = await client.call_tool("plan", {"config": CONFIG, "root": ROOT})
-    check(not plan.is_error, "live plan answered: " + text_of(plan)[:300])
+    check(not plan.is_error, "live plan answered" + (": " + text_of(plan)[:500] if plan.is_error else ""))
     return plan.structured_content["hash"], plan.structured_content["empty"]
 
 
@@ -154,13 +172,37 @@ async def apply_flows():
         forged = await client.session.call_tool("apply", args(hash_), input_responses=no, request_state="f" * 64)
         check(forged.is_error and "unknown" in text_of(forged), "a made-up confirmation is refused")
 
+    # Cancelled while k3d creates the cluster: no new action starts, k3d finishes, and only
+    # then does the lock go.
+    mark = os.path.join(os.path.dirname(CONFIG), "k3d-mark")
+    os.environ.update(K3D_STUB_CREATE_DELAY="3", K3D_STUB_MARK=mark)
+    try:
+        async with Client(server(), elicitation_callback=answering("accept")) as client:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(client.call_tool, "apply", args(hash_))
+                await wait_for(mark, "started")
+                tg.cancel_scope.cancel()
+            check(read(mark) == "started", "cancelled while k3d runs")
+            await wait_for(mark, "done")
+            await asyncio.sleep(1)
+    finally:
+        del os.environ["K3D_STUB_CREATE_DELAY"], os.environ["K3D_STUB_MARK"]
+    async with Client(server()) as client:
+        observed = await client.call_tool("observe", {"config": CONFIG})
+        check(observed.structured_content["exists"] is True, "after the cancel: k3d's cluster was finished")
+        rest, empty = await live_hash(client)
+        plan = await client.call_tool("plan", {"config": CONFIG, "root": ROOT})
+        creates = [a for a in plan.structured_content["plan"]["actions"] if a["id"].startswith("k8s/")]
+        check(not empty and rest != hash_ and creates, f"after the cancel: nothing else ran ({len(creates)} objects left)")
+    hash_ = rest
+
     # Accept: the plan runs, through the CLI's gate, lock and verify.
     seen = []
     async with Client(server(), elicitation_callback=answering("accept", seen=seen)) as client:
         result = await client.call_tool("apply", args(hash_))
         out = result.structured_content
-        check(not result.is_error and out["ok"] is True and out["hash"] == hash_, "accept: applied " + text_of(result)[:500])
-        check(any(a.startswith("k3d/") for a in out["done"]), f"accept: the cluster was created ({len(out['done'])} actions)")
+        check(not result.is_error and out["ok"] is True and out["hash"] == hash_, "accept: applied" + ("" if out["ok"] else ": " + text_of(result)[:500]))
+        check(any(a.startswith("k8s/") for a in out["done"]), f"accept: the rest was applied ({len(out['done'])} actions)")
         after, empty = await live_hash(client)
         check(empty and after != hash_, "after apply the plan is empty")
 
