@@ -26,14 +26,17 @@ struct Session {
 
 impl Session {
     fn start() -> Session {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-            .arg("mcp")
-            .env_remove("DOCKER_HOST")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
+        Session::start_with(&[], None)
+    }
+
+    /// `k3d-gpu mcp ARGS`, with Docker at `docker` (none by default).
+    fn start_with(args: &[&str], docker: Option<&str>) -> Session {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
+        command.arg("mcp").args(args).env_remove("DOCKER_HOST").env("HOME", "/nonexistent");
+        if let Some(host) = docker {
+            command.env("DOCKER_HOST", host);
+        }
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         Session { child, stdin, stdout }
@@ -169,6 +172,58 @@ fn framing_in_the_2026_era() {
     assert_eq!(facts["result"]["resultType"], "complete", "{facts}");
     assert_eq!(facts["result"]["structuredContent"]["document"]["schema"], "k3d-gpu.facts/v1");
     assert!(s.close().success());
+}
+
+fn initialize(s: &mut Session) {
+    let init = s.call(
+        1,
+        "initialize",
+        json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "0" } }),
+    );
+    assert!(init["result"]["protocolVersion"].is_string(), "{init}");
+    s.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+}
+
+/// A Docker socket that accepts connections and never answers: every read hangs until its
+/// own deadline.
+fn silent_docker(dir: &std::path::Path) -> (std::os::unix::net::UnixListener, String) {
+    let path = dir.join("docker.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    (listener, format!("unix://{}", path.display()))
+}
+
+#[test]
+fn a_call_past_its_deadline_answers_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_listener, docker) = silent_docker(dir.path());
+    let mut s = Session::start_with(&["--timeout", "1"], Some(&docker));
+    initialize(&mut s);
+    let began = std::time::Instant::now();
+    let observe = s.call(2, "tools/call", json!({ "name": "observe", "arguments": {} }));
+    assert!(began.elapsed() < std::time::Duration::from_secs(8), "waited {:?}", began.elapsed());
+    assert_eq!(observe["result"]["isError"], true, "{observe}");
+    let text = observe["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("no answer within 1s") && text.contains("--timeout"), "{text}");
+    let list = s.call(3, "tools/list", json!({}));
+    assert!(list["result"]["tools"].is_array(), "the server still serves: {list}");
+}
+
+#[test]
+fn a_cancelled_call_is_not_answered_and_the_server_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_listener, docker) = silent_docker(dir.path());
+    let mut s = Session::start_with(&[], Some(&docker));
+    initialize(&mut s);
+    s.send(
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "observe", "arguments": {} } }),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    s.send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 2 } }));
+    // The next message is the answer to the next call: nothing comes for the cancelled one.
+    let list = s.call(3, "tools/list", json!({}));
+    assert!(list["result"]["tools"].is_array(), "{list}");
+    let facts = s.call(4, "tools/call", json!({ "name": "facts", "arguments": { "root": root() } }));
+    assert_eq!(facts["result"]["isError"], false, "{facts}");
 }
 
 /// A private engine with an imported node image, the fake API server starting like k3s (one
