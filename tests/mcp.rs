@@ -3,7 +3,7 @@
 //! SDKs do, never a crash). `python_client`: the official MCP Python SDK
 //! (`tests/mcp/test_mcp.py`, pinned in `tests/mcp/requirements.txt`) drives every tool and
 //! the apply flows against a private Docker engine, the k3d stub and the fake API server,
-//! where an accepted plan really creates the cluster.
+//! where the plans it accepts really create the cluster and its objects.
 
 mod support;
 
@@ -314,7 +314,7 @@ fn python_client() {
     eprintln!("{text}");
     assert!(out.status.success(), "{text}");
     assert!(text.contains("all MCP client checks passed"), "{text}");
-    // The accepted plan made the cluster: its node containers are there.
+    // The applied plans made the cluster: its node containers are there.
     let filter = format!("label=k3d.cluster={}", w.cluster);
     let ps = Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ps.stdout).trim().is_empty(), "no cluster after the accepted apply:\n{text}");
