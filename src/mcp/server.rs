@@ -203,25 +203,22 @@ or start the server with a longer --timeout"
         }
     }
 
-    async fn read_only<T, O: Serialize>(
+    /// A read-only tool: `work` under the server's deadline, its value made a result by `out`.
+    async fn read_only<T: Send + 'static>(
         &self,
         context: &RequestContext<RoleServer>,
         work: impl FnOnce() -> crate::error::Result<T> + Send + 'static,
-        out: impl FnOnce(T) -> (O, CallToolResult),
-    ) -> Result<CallToolResponse, ErrorData>
-    where
-        T: Send + 'static,
-    {
+        out: impl FnOnce(T) -> CallToolResult,
+    ) -> Result<CallToolResponse, ErrorData> {
         Ok(match self.blocking(context, Some(self.inner.timeout), work).await? {
-            Ok(value) => out(value).1.into(),
+            Ok(value) => out(value).into(),
             Err(e) => failed(&e).into(),
         })
     }
 }
 
-fn plain<O: Serialize>(out: O) -> (O, CallToolResult) {
-    let result = structured(&out);
-    (out, result)
+fn plain<O: Serialize>(out: O) -> CallToolResult {
+    structured(&out)
 }
 
 impl ServerHandler for Server {
@@ -241,10 +238,6 @@ in the client (or runs the printed command in a terminal).",
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(tools()))
-    }
-
-    fn get_tool(&self, name: &str) -> Option<Tool> {
-        tools().into_iter().find(|t| t.name == name)
     }
 
     async fn call_tool(
@@ -274,15 +267,7 @@ in the client (or runs the printed command in a terminal).",
                 }
                 .given();
                 let global = defaults.global(given);
-                self.read_only(
-                    &context,
-                    move || tools::plan(&global, offline, observed),
-                    |planned| {
-                        let result = plan_result(&planned);
-                        (planned.out, result)
-                    },
-                )
-                .await
+                self.read_only(&context, move || tools::plan(&global, offline, observed), |p| plan_result(&p)).await
             }
             "observe" => {
                 let args = arguments::<tools::ClusterArgs>(&request)?;
