@@ -184,6 +184,32 @@ fn initialize(s: &mut Session) {
     s.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
 }
 
+#[test]
+fn the_servers_options_are_every_calls_defaults() {
+    let config = repo().join("examples/lunar-lake-npu.toml").display().to_string();
+    let mut s = Session::start_with(&["-c", &config, "--root", &root()], None);
+    initialize(&mut s);
+    let validate = s.call(2, "tools/call", json!({ "name": "validate", "arguments": {} }));
+    let out = &validate["result"]["structuredContent"];
+    assert_eq!(out["config"], config, "{validate}");
+    assert_eq!(out["hosts"][0]["host"], root(), "{validate}");
+    assert_eq!(out["passed"], true, "{validate}");
+    // A call's own host replaces the default one.
+    let other = hosts_dir().join("plain-laptop-amd").display().to_string();
+    let facts = s.call(3, "tools/call", json!({ "name": "facts", "arguments": { "root": other } }));
+    assert_eq!(facts["result"]["structuredContent"]["active"].as_array().map(Vec::len), Some(0), "{facts}");
+    let plan = s.call(4, "tools/call", json!({ "name": "plan", "arguments": { "offline": true } }));
+    let command = plan["result"]["structuredContent"]["apply_command"].as_str().unwrap();
+    assert!(
+        command.starts_with(&format!("k3d-gpu -c {config} --root {} apply --plan-hash sha256:", root())),
+        "{command}"
+    );
+    // A global option mcp does not use is refused, as for every command.
+    let json =
+        Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).args(["mcp", "--json"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(json.status.code(), Some(2));
+}
+
 /// A Docker socket that accepts connections and never answers: every read hangs until its
 /// own deadline.
 fn silent_docker(dir: &std::path::Path) -> (std::os::unix::net::UnixListener, String) {
