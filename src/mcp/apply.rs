@@ -198,8 +198,11 @@ fn form(planned: &tools::Planned) -> ElicitRequestParams {
         text.truncate(cut);
         text.push_str("\n… (cut here; `k3d-gpu plan` shows all of it)\n");
     }
+    // A replacement is said before the plan, not left to a `-/+` line in it.
+    let warning =
+        if out.replaces_cluster { "It RECREATES the cluster: everything in it now is deleted.\n" } else { "" };
     let message = format!(
-        "k3d-gpu wants to apply this plan ({} action(s)) to your cluster.\nPlan hash: {}\n\n{text}\nApply it?",
+        "k3d-gpu wants to apply this plan ({} action(s)) to your cluster.\n{warning}Plan hash: {}\n\n{text}\nApply it?",
         out.actions, out.hash
     );
     let schema = serde_json::json!({
@@ -295,4 +298,60 @@ async fn run(
         result.is_error = Some(true);
     }
     Ok(result.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned(text: &str, replaces_cluster: bool) -> tools::Planned {
+        tools::Planned {
+            out: tools::PlanOut {
+                hash: format!("sha256:{}", "a".repeat(64)),
+                empty: false,
+                actions: 3,
+                replaces_cluster,
+                against: "live".into(),
+                text: text.into(),
+                plan: serde_json::Value::Null,
+                apply_command: String::new(),
+            },
+            bytes: Vec::new(),
+        }
+    }
+
+    fn message_and_schema(form: ElicitRequestParams) -> (String, serde_json::Value) {
+        match form {
+            ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
+                (message, serde_json::to_value(requested_schema).unwrap())
+            }
+            other => panic!("not a form: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_form_shows_the_plan_and_its_hash_and_starts_unticked() {
+        let (message, schema) = message_and_schema(form(&planned("+ create k8s/core/Namespace/x\n", false)));
+        assert!(message.contains("+ create k8s/core/Namespace/x") && message.contains(&"a".repeat(64)), "{message}");
+        assert!(!message.contains("RECREATES"), "{message}");
+        let confirm = &schema["properties"]["confirm"];
+        assert_eq!(confirm["type"], "boolean");
+        assert_eq!(confirm["default"], false);
+        assert_eq!(schema["required"], serde_json::json!(["confirm"]));
+    }
+
+    #[test]
+    fn a_replacement_is_said_before_the_plan() {
+        let (message, _) = message_and_schema(form(&planned("-/+ replace k3d/cluster/lab\n", true)));
+        let warning = message.find("RECREATES").expect("the replacement is named");
+        assert!(warning < message.find("-/+ replace").unwrap(), "{message}");
+    }
+
+    #[test]
+    fn a_long_plan_is_cut_on_a_character_boundary() {
+        let long = "é".repeat(MAX_FORM_TEXT);
+        let (message, _) = message_and_schema(form(&planned(&long, false)));
+        assert!(message.len() < MAX_FORM_TEXT + 1000, "{}", message.len());
+        assert!(message.contains("`k3d-gpu plan` shows all of it"));
+    }
 }
