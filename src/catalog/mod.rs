@@ -107,8 +107,12 @@ pub struct Catalog {
 /// The hook that appends the Intel GPU plugin's flags to a container's args.
 pub const INTEL_GPU_PLUGIN_ARGS: &str = "intel-gpu-plugin-args";
 
+/// The hook that points the NVIDIA device plugin's container at the config file
+/// `[sharing.nvidia]` compiles to (a ConfigMap volume, `CONFIG_FILE`, the config's digest).
+pub const NVIDIA_PLUGIN_CONFIG: &str = "nvidia-plugin-config";
+
 /// Names hooks may have; a component naming another is an error.
-pub const HOOKS: &[&str] = &[INTEL_GPU_PLUGIN_ARGS];
+pub const HOOKS: &[&str] = &[INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG];
 
 impl Catalog {
     /// The catalog built into the binary.

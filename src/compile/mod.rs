@@ -13,6 +13,7 @@ pub use components::{COMPONENT_LABEL, MANAGED_BY, object_id};
 mod experimental;
 mod graph;
 mod intel;
+pub mod nvidia;
 mod verify;
 pub mod workloads;
 
@@ -134,10 +135,11 @@ pub fn compile_with(
     select_vendors(&mut cx);
     expect(&mut cx);
     let intel = intel::plan(&mut cx);
+    let nvidia = nvidia::plan(&mut cx);
     let features = experimental::plan(&mut cx);
     let cluster_id = cluster::resource(&mut cx, &features, &mut resources);
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);
-    let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
+    let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &nvidia, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
     let agent = agent::plan(&mut cx, &intel);
     if let Some(plan) = &agent {
@@ -145,7 +147,7 @@ pub fn compile_with(
     }
     components::unlocked_images(&mut cx);
     not_deployed(&mut cx);
-    verify::resources(&mut cx, &mut wanted, &intel, &mut resources);
+    verify::resources(&mut cx, &mut wanted, &intel, &nvidia, &mut resources);
     if !cx.errors.is_empty() {
         let mut errors = cx.errors;
         if errors.len() > MAX_ERRORS {

@@ -273,7 +273,8 @@ pub struct Vendors {
     pub exclude: Vec<crate::facts::Vendor>,
 }
 
-/// How Intel GPUs reach pods: the device plugin (with optional sharing) or the DRA driver.
+/// How GPUs reach pods: for Intel, the device plugin (with optional sharing) or the DRA
+/// driver; for NVIDIA, `[sharing.nvidia]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Sharing {
@@ -294,6 +295,40 @@ pub struct Sharing {
     pub allow_ids: Vec<String>,
     /// Never these PCI device ids (either spelling), passed as the plugin's -deny-ids (`0xa780`).
     pub deny_ids: Vec<String>,
+    /// NVIDIA GPU sharing through the NVIDIA device plugin's config file; absent: one pod per
+    /// GPU. The keys above are Intel's; NVIDIA's live here.
+    pub nvidia: Option<NvidiaSharing>,
+}
+
+/// `[sharing.nvidia]`: several pods on one NVIDIA GPU. The device plugin advertises each GPU
+/// `replicas` times as `nvidia.com/gpu` (the name stays, so the agent and `[expect] devices`
+/// keep working); the pods share the GPU with no memory or fault isolation between them.
+/// A change is an in-place update of the plugin's ConfigMap, and its pods restart to read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NvidiaSharing {
+    /// `time-slicing` (default): pods take turns on the whole GPU. `mps`: CUDA MPS (not
+    /// deployed by this version; an error says why).
+    #[serde(default)]
+    pub strategy: NvidiaStrategy,
+    /// Pods per GPU, 2 to 110 (the plugin refuses fewer than 2; a node runs at most 110 pods,
+    /// k3s's kubelet default, so more replicas could never be used).
+    #[schemars(range(min = 2, max = 110))]
+    pub replicas: u32,
+    /// Refuse a pod that asks for more than one `nvidia.com/gpu` (the plugin's
+    /// `failRequestsGreaterThanOne`): with sharing, two replicas may be the same GPU, so such
+    /// a request would not get more compute. Unset: the plugin's default (allowed with
+    /// time-slicing).
+    pub fail_requests_greater_than_one: Option<bool>,
+}
+
+/// How pods share an NVIDIA GPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NvidiaStrategy {
+    #[default]
+    TimeSlicing,
+    Mps,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
