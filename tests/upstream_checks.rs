@@ -35,6 +35,8 @@ fn cases() -> Vec<(String, DesiredGraph)> {
         ("[cluster]\nagents = 1\napi_host_ip = \"0.0.0.0\"\n", "meteor-lake-old-npu-fw"),
         ("[cluster]\nagents = 1\naccelerator_node = \"agent:0\"\n", "xeon-2s-snc2"),
         ("[sharing.nvidia]\nreplicas = 2\nfail_requests_greater_than_one = false\n", "wsl2-nvidia"),
+        ("[sharing]\nmonitoring = true\n[telemetry]\n", "desktop-rpl-nvidia"),
+        ("[sharing]\nmode = \"dra\"\n[telemetry]\n", "arc-b580-xe-rpl-igpu"),
         (
             "[cluster]\nimage = \"my/node:1\"\nkubernetes_version = \"1.33\"\n[experimental]\nfeatures = [\"dra\"]\n",
             "wsl2-intel",
@@ -239,6 +241,11 @@ fn check_container(data: &FlagData, plugin: &Plugin, container: &Value) -> Vec<S
             problems.push(format!("{arg:?} is not a flag"));
             continue;
         };
+        // pflag (cobra): a single dash is a run of one-letter shorthands, never a long name.
+        if plugin.syntax == "pflag" && !arg.starts_with("--") {
+            problems.push(format!("{arg:?}: {} takes long flags with two dashes", plugin.source));
+            continue;
+        }
         let (name, mut value) = match body.split_once('=') {
             Some((n, v)) => (n.to_string(), Some(v.to_string())),
             None => (body.to_string(), None),
@@ -362,6 +369,11 @@ fn the_flag_check_catches_what_the_plugins_exit_on() {
     assert_eq!(with(&["-shared-dev-num=0"]).len(), 1);
     assert_eq!(with(&["-allocation-policy=spread"]).len(), 1);
     assert_eq!(with(&["-no-such-flag"]).len(), 1);
+    let xpumd = data.plugin.iter().find(|p| p.syntax == "pflag").unwrap();
+    let args = |args: &[&str]| check_container(&data, xpumd, &serde_json::json!({ "args": args }));
+    assert!(args(&["--config=/etc/xpumd/config.yaml", "--config", "/etc/xpumd/more.yaml"]).is_empty());
+    assert_eq!(args(&["-config=/etc/xpumd/config.yaml"]).len(), 1, "one dash is a shorthand to pflag");
+    assert_eq!(args(&["--configs=/etc/xpumd/config.yaml"]).len(), 1);
     let nvidia = data.plugin.iter().find(|p| p.syntax == "urfave-cli").unwrap();
     let env =
         serde_json::json!({ "env": [{ "name": "FAIL_ON_INIT_ERROR", "value": "false" }, { "name": "FAIL_ON_ERR" }] });

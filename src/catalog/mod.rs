@@ -31,6 +31,8 @@ pub enum Condition {
     Vendor(Vendor),
     IntelGpuMode(IntelGpuMode),
     Balloons(Balloons),
+    /// `[telemetry]` wants this exporter (the compiler decides: `compile::telemetry`).
+    Telemetry(crate::config::TelemetryExporter),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -62,6 +64,10 @@ pub struct Component {
     pub rollouts: Vec<Rollout>,
     pub configure: Vec<Configure>,
     pub replaces_baked: Option<String>,
+    /// Its pods run only on the node that advertises the host's accelerators, like the
+    /// device plugins' (`accelerator-node`): an exporter that reads the devices.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub accelerator_node: bool,
     /// The manifest's objects, in file order.
     #[serde(skip)]
     pub objects: Vec<serde_json::Value>,

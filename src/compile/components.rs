@@ -66,8 +66,9 @@ pub fn resources<'a>(
         .is_some_and(|r| r.spec["node_labels"].as_array().is_some_and(|l| !l.is_empty()));
     let mut objects: Vec<(String, &Component, Value)> = Vec::new();
     for c in &wanted {
-        let advertises =
-            !c.provides_resources.is_empty() || c.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL);
+        let advertises = !c.provides_resources.is_empty()
+            || c.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL)
+            || c.accelerator_node;
         for object in &c.objects {
             let mut object = object.clone();
             let labels = &mut object["metadata"]["labels"];

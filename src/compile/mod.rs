@@ -14,6 +14,7 @@ mod experimental;
 mod graph;
 mod intel;
 pub mod nvidia;
+mod telemetry;
 mod verify;
 pub mod workloads;
 
@@ -96,6 +97,7 @@ impl Context<'_> {
                     Condition::Vendor(v) => self.is_active(*v),
                     Condition::IntelGpuMode(m) => self.intel_mode() == *m,
                     Condition::Balloons(b) => self.config.placement.balloons == *b,
+                    Condition::Telemetry(e) => telemetry::wants(self.config, *e),
                 })
             })
     }
@@ -136,6 +138,7 @@ pub fn compile_with(
     expect(&mut cx);
     let intel = intel::plan(&mut cx);
     let nvidia = nvidia::plan(&mut cx);
+    telemetry::check(&mut cx, &intel);
     let features = experimental::plan(&mut cx);
     let cluster_id = cluster::resource(&mut cx, &features, &mut resources);
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);

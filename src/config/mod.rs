@@ -65,6 +65,12 @@ pub struct Config {
     /// deployed as OVMS servers (svc/vlm, svc/stt on port 8000, API under /v3); video is
     /// placed but not deployed yet.
     pub addons: BTreeMap<AddonName, Addon>,
+    /// GPU telemetry, opt-in: a Prometheus exporter per GPU vendor, each a DaemonSet on the
+    /// node that advertises the GPUs behind a ClusterIP Service (no port on the host): XPU
+    /// Manager's `xpumd` (svc `xpumd` in namespace `k3d-gpu-xpumd`, port 8080) and NVIDIA's
+    /// DCGM exporter (svc `dcgm-exporter` in `k3d-gpu-dcgm`, port 9400), both at `/metrics`.
+    /// Apply verifies each exporter's rollout; removing the table deletes them.
+    pub telemetry: Option<Telemetry>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
     /// DRA claim templates: pods reference them by name to get Intel GPUs through the DRA
@@ -156,6 +162,28 @@ pub enum AddonDevice {
     Gpu,
     Npu,
     Cpu,
+}
+
+/// `[telemetry]`: which GPU exporters to deploy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Telemetry {
+    /// XPU Manager's `xpumd` on the Intel GPUs. Unset: where an Intel GPU is active. It reads
+    /// every GPU without taking one from workloads: in plugin mode through
+    /// `gpu.intel.com/monitoring` (needs `[sharing] monitoring = true`), in DRA mode through
+    /// an admin-access ResourceClaim. `false`: never.
+    pub intel: Option<bool>,
+    /// NVIDIA's DCGM exporter on the NVIDIA GPUs (it reads them through the nvidia runtime
+    /// and requests no `nvidia.com/gpu`). Unset: where an NVIDIA GPU is active. `false`: never.
+    pub nvidia: Option<bool>,
+}
+
+/// The exporters `[telemetry]` can deploy, as a component's `when telemetry=…` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TelemetryExporter {
+    Intel,
+    Nvidia,
 }
 
 /// A `ResourceClaimTemplate` compiled from a few selectors into CEL, checked against the
