@@ -107,7 +107,8 @@ pub fn resources<'a>(
     if nvidia.config.is_some() {
         match wanted.iter().find(|c| c.configure.iter().any(|h| h.hook == NVIDIA_PLUGIN_CONFIG)) {
             Some(c) => {
-                nvidia_config = super::nvidia::config_map(nvidia, &c.name, cluster_id).map(|r| (c.name.clone(), r))
+                let c: &'a Component = c;
+                nvidia_config = super::nvidia::config_map(nvidia, &c.name, cluster_id).map(|r| (c.name.as_str(), r))
             }
             None => cx.error(CompileError::new(
                 "nvidia-sharing-without-plugin",
@@ -185,7 +186,7 @@ pub fn resources<'a>(
             }
         }
         if let Some((owner, config)) = &nvidia_config
-            && *owner == c.name
+            && *owner == c.name.as_str()
             && object.pointer("/spec/template").is_some()
         {
             deps.push(config.id.clone());
@@ -207,10 +208,7 @@ pub fn resources<'a>(
     }
     let mut by_component = by_component;
     if let Some((owner, config)) = nvidia_config {
-        by_component
-            .entry(wanted.iter().find(|c| c.name == owner).map_or("", |c| c.name.as_str()))
-            .or_default()
-            .push(config.id.clone());
+        by_component.entry(owner).or_default().push(config.id.clone());
         out.push(config);
     }
     wanted

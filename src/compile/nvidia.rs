@@ -140,12 +140,17 @@ pub(super) fn config_map(plan: &NvidiaPlan, component: &str, cluster_id: &str) -
 pub(super) fn configure(object: &mut Value, container: &str, plan: &NvidiaPlan) {
     let Some(digest) = plan.digest() else { return };
     let Some(Value::Object(template)) = object.pointer_mut("/spec/template") else { return };
+    // A manifest is input: index only into what is known to be an object (indexing a
+    // string or a number with a key panics).
     let meta = template.entry("metadata").or_insert_with(|| json!({}));
+    if !meta.is_object() {
+        *meta = json!({});
+    }
     if !meta["annotations"].is_object() {
         meta["annotations"] = json!({});
     }
     meta["annotations"][DIGEST_ANNOTATION] = json!(digest);
-    let Some(pod) = template.get_mut("spec") else { return };
+    let Some(pod) = template.get_mut("spec").filter(|p| p.is_object()) else { return };
     let volume = "k3d-gpu-nvidia-plugin-config";
     if !pod["volumes"].is_array() {
         pod["volumes"] = json!([]);
@@ -154,6 +159,7 @@ pub(super) fn configure(object: &mut Value, container: &str, plan: &NvidiaPlan) 
         volumes.push(json!({ "name": volume, "configMap": { "name": CONFIG_MAP } }));
     }
     let Some(containers) = pod["containers"].as_array_mut() else { return };
+    // Only objects have a name, so each `c` here is one.
     for c in containers.iter_mut().filter(|c| c["name"] == container) {
         if !c["env"].is_array() {
             c["env"] = json!([]);
@@ -167,5 +173,37 @@ pub(super) fn configure(object: &mut Value, container: &str, plan: &NvidiaPlan) 
         if let Some(mounts) = c["volumeMounts"].as_array_mut() {
             mounts.push(json!({ "name": volume, "mountPath": MOUNT_DIR, "readOnly": true }));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn plan() -> NvidiaPlan {
+        NvidiaPlan { config: Some("{}\n".into()), replicas: 2 }
+    }
+
+    #[test]
+    fn configure_never_panics_on_odd_manifests() {
+        for mut object in [
+            json!({"spec": {"template": {"metadata": 5, "spec": "x"}}}),
+            json!({"spec": {"template": {"metadata": {"annotations": []}, "spec": {"containers": [1, "c", null]}}}}),
+            json!({"spec": {"template": 7}}),
+            json!({"spec": {"template": {"spec": {"volumes": {}, "containers": [{"name": "c", "env": 1}]}}}}),
+        ] {
+            configure(&mut object, "c", &plan());
+        }
+    }
+
+    #[test]
+    fn configure_adds_the_file_the_env_and_the_digest() {
+        let mut object = json!({"spec": {"template": {"spec": {"containers": [{"name": "c"}, {"name": "other"}]}}}});
+        configure(&mut object, "c", &plan());
+        let t = &object["spec"]["template"];
+        assert_eq!(t["metadata"]["annotations"][DIGEST_ANNOTATION], json!(crate::canonical::sha256(b"{}\n")));
+        assert_eq!(t["spec"]["containers"][0]["env"][0]["name"], "CONFIG_FILE");
+        assert!(t["spec"]["containers"][1].get("env").is_none(), "only the named container");
+        assert_eq!(t["spec"]["volumes"][0]["configMap"]["name"], CONFIG_MAP);
     }
 }

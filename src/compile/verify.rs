@@ -77,7 +77,7 @@ pub fn resources(
             // Shared NVIDIA GPUs: each is advertised `replicas` times, so fewer means the
             // plugin did not read its config.
             if detected.vendor == Vendor::Nvidia && resource == super::nvidia::RESOURCE && nvidia.replicas > 1 {
-                check.spec["min"] = json!(detected.devices.max(1) * nvidia.replicas);
+                check.spec["min"] = json!(detected.devices.max(1).saturating_mul(nvidia.replicas));
             }
             out.push(check);
         }
