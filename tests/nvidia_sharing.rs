@@ -174,3 +174,13 @@ fn turning_sharing_on_and_off_is_in_place_too() {
     assert!(kinds.contains(&(DS, ActionKind::Update)) && kinds.contains(&(CM, ActionKind::Delete)), "{kinds:?}");
     assert!(!kinds.iter().any(|(_, k)| *k == ActionKind::Replace));
 }
+
+#[test]
+fn the_agent_on_a_shared_gpu_is_a_warning() {
+    let codes = |g: &DesiredGraph| g.warnings.iter().map(|w| w.code.clone()).collect::<Vec<_>>();
+    let shared_agent = graph(&format!("[agent]\n{}", shared(4)), "desktop-rpl-nvidia");
+    assert!(codes(&shared_agent).contains(&"agent-on-shared-gpu".to_string()), "{:?}", codes(&shared_agent));
+    // Either alone says nothing.
+    assert!(!codes(&graph("[agent]\n", "desktop-rpl-nvidia")).contains(&"agent-on-shared-gpu".to_string()));
+    assert!(!codes(&graph(&shared(4), "desktop-rpl-nvidia")).contains(&"agent-on-shared-gpu".to_string()));
+}

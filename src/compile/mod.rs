@@ -145,6 +145,7 @@ pub fn compile_with(
     let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &nvidia, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
     let agent = agent::plan(&mut cx, &intel);
+    nvidia::agent_on_shared_gpu(&mut cx, &nvidia, agent.as_ref());
     if let Some(plan) = &agent {
         workloads::resources(&mut cx, plan, &cluster_id, &mut resources);
     }

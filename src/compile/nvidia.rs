@@ -112,6 +112,19 @@ pub fn plan(cx: &mut Context) -> NvidiaPlan {
     out
 }
 
+/// The agent on a shared NVIDIA GPU: vLLM claims 90% of its GPU's memory by default
+/// (`--gpu-memory-utilization` 0.9, which the agent's Deployment does not change), so the
+/// pods time-sliced onto the same GPU are left the rest. Worth a word, not an error.
+pub(super) fn agent_on_shared_gpu(cx: &mut Context, plan: &NvidiaPlan, agent: Option<&super::agent::AgentPlan>) {
+    if plan.replicas > 1 && agent.is_some_and(|a| a.resource.as_deref() == Some(RESOURCE)) {
+        cx.warn(
+            "agent-on-shared-gpu",
+            Some("sharing.nvidia"),
+            "the agent's vLLM runs on a shared NVIDIA GPU and takes 90% of its memory by default: pods time-sliced onto the same GPU get the rest",
+        );
+    }
+}
+
 /// The ConfigMap with the plugin's config file, owned by the plugin's component.
 pub(super) fn config_map(plan: &NvidiaPlan, component: &str, cluster_id: &str) -> Option<Resource> {
     let config = plan.config.as_ref()?;

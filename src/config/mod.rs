@@ -330,8 +330,9 @@ pub struct Sharing {
 
 /// `[sharing.nvidia]`: several pods on one NVIDIA GPU. The device plugin advertises each GPU
 /// `replicas` times as `nvidia.com/gpu` (the name stays, so the agent and `[expect] devices`
-/// keep working); the pods share the GPU with no memory or fault isolation between them.
-/// A change is an in-place update of the plugin's ConfigMap, and its pods restart to read it.
+/// keep working); the pods share the GPU with no memory or fault isolation between them (the
+/// agent's vLLM alone takes 90% of its GPU's memory; the plan warns). A change is an in-place
+/// update of the plugin's ConfigMap, and its pods restart to read it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NvidiaSharing {
