@@ -177,6 +177,54 @@ fn the_nvidia_example_applies_and_converges_against_a_fresh_k3s() {
     });
 }
 
+/// `[sharing.nvidia]` and `[telemetry]` against a fresh k3s: the plugin's ConfigMap, the DCGM
+/// exporter and its namespace apply and converge; then a change of replicas is planned as
+/// updates of the ConfigMap and the plugin's DaemonSet only, applied in place, and converges.
+#[test]
+fn nvidia_time_slicing_applies_converges_and_changes_in_place() {
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let facts = support::facts_of("desktop-rpl-nvidia");
+    let text = std::fs::read_to_string(support::repo().join("examples/nvidia-time-slicing.toml")).unwrap();
+    let compile = |text: &str| {
+        k3d_gpu::compile::compile(&k3d_gpu::config::load_str("k3dgpu.toml", text).unwrap(), &facts, &catalog).unwrap()
+    };
+    let four = compile(&text);
+    assert!(text.contains("replicas = 4"));
+    let two = compile(&text.replace("replicas = 4", "replicas = 2"));
+    let (_server, _dir, kubeconfig, name) = fresh_k3s_for(&four);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let client = client(&kubeconfig, &name).await.unwrap();
+        let kinds = k3d_gpu::compile::object_kinds(&catalog);
+        let plan_against = |graph: &k3d_gpu::compile::DesiredGraph, seen: k3d_gpu::observe::ObservedKubernetes| {
+            let mut observed = support::converged(graph);
+            observed.kubernetes.as_mut().unwrap().objects = seen.objects;
+            k3d_gpu::plan::plan(graph, &observed, support::placeholder_inputs())
+        };
+        let failures = apply_objects(&client, &four).await;
+        assert!(failures.is_empty(), "apply refused:\n{}", failures.join("\n"));
+        let p = plan_against(&four, observe(client.clone(), &name, &kinds).await.unwrap());
+        let left: Vec<&String> = p.actions.iter().map(|a| &a.id).filter(|id| id.starts_with("k8s/")).collect();
+        assert!(left.is_empty(), "the second plan still wants {left:?}");
+
+        let p = plan_against(&two, observe(client.clone(), &name, &kinds).await.unwrap());
+        let changes: Vec<(&str, k3d_gpu::plan::ActionKind)> =
+            p.actions.iter().filter(|a| a.id.starts_with("k8s/")).map(|a| (a.id.as_str(), a.action)).collect();
+        assert_eq!(
+            changes,
+            [
+                ("k8s/apps/DaemonSet/kube-system/nvidia-device-plugin-daemonset", k3d_gpu::plan::ActionKind::Update),
+                ("k8s/core/ConfigMap/kube-system/nvidia-device-plugin-config", k3d_gpu::plan::ActionKind::Update),
+            ]
+        );
+        let failures = apply_objects(&client, &two).await;
+        assert!(failures.is_empty(), "apply refused:\n{}", failures.join("\n"));
+        let p = plan_against(&two, observe(client.clone(), &name, &kinds).await.unwrap());
+        let left: Vec<&String> = p.actions.iter().map(|a| &a.id).filter(|id| id.starts_with("k8s/")).collect();
+        assert!(left.is_empty(), "after the change the plan still wants {left:?}");
+    });
+}
+
 /// Without k3s's runtimes manifest (`--disable=runtimes`, or a node image without it) the
 /// check fails in time and says why.
 #[test]

@@ -13,6 +13,8 @@ pub use components::{COMPONENT_LABEL, MANAGED_BY, object_id};
 mod experimental;
 mod graph;
 mod intel;
+pub mod nvidia;
+mod telemetry;
 mod verify;
 pub mod workloads;
 
@@ -95,6 +97,7 @@ impl Context<'_> {
                     Condition::Vendor(v) => self.is_active(*v),
                     Condition::IntelGpuMode(m) => self.intel_mode() == *m,
                     Condition::Balloons(b) => self.config.placement.balloons == *b,
+                    Condition::Telemetry(e) => telemetry::wants(self.config, *e),
                 })
             })
     }
@@ -134,18 +137,21 @@ pub fn compile_with(
     select_vendors(&mut cx);
     expect(&mut cx);
     let intel = intel::plan(&mut cx);
+    let nvidia = nvidia::plan(&mut cx);
+    telemetry::check(&mut cx, &intel);
     let features = experimental::plan(&mut cx);
     let cluster_id = cluster::resource(&mut cx, &features, &mut resources);
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);
-    let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
+    let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &nvidia, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
     let agent = agent::plan(&mut cx, &intel);
+    nvidia::agent_on_shared_gpu(&mut cx, &nvidia, agent.as_ref());
     if let Some(plan) = &agent {
         workloads::resources(&mut cx, plan, &cluster_id, &mut resources);
     }
     components::unlocked_images(&mut cx);
     not_deployed(&mut cx);
-    verify::resources(&mut cx, &mut wanted, &intel, &mut resources);
+    verify::resources(&mut cx, &mut wanted, &intel, &nvidia, &mut resources);
     if !cx.errors.is_empty() {
         let mut errors = cx.errors;
         if errors.len() > MAX_ERRORS {

@@ -65,6 +65,12 @@ pub struct Config {
     /// deployed as OVMS servers (svc/vlm, svc/stt on port 8000, API under /v3); video is
     /// placed but not deployed yet.
     pub addons: BTreeMap<AddonName, Addon>,
+    /// GPU telemetry, opt-in: a Prometheus exporter per GPU vendor, each a DaemonSet on the
+    /// node that advertises the GPUs behind a ClusterIP Service (no port on the host): XPU
+    /// Manager's `xpumd` (svc `xpumd` in namespace `k3d-gpu-xpumd`, port 8080) and NVIDIA's
+    /// DCGM exporter (svc `dcgm-exporter` in `k3d-gpu-dcgm`, port 9400), both at `/metrics`.
+    /// Apply verifies each exporter's rollout; removing the table deletes them.
+    pub telemetry: Option<Telemetry>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
     /// DRA claim templates: pods reference them by name to get Intel GPUs through the DRA
@@ -156,6 +162,28 @@ pub enum AddonDevice {
     Gpu,
     Npu,
     Cpu,
+}
+
+/// `[telemetry]`: which GPU exporters to deploy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Telemetry {
+    /// XPU Manager's `xpumd` on the Intel GPUs. Unset: where an Intel GPU is active. It reads
+    /// every GPU without taking one from workloads: in plugin mode through
+    /// `gpu.intel.com/monitoring` (needs `[sharing] monitoring = true`), in DRA mode through
+    /// an admin-access ResourceClaim. `false`: never.
+    pub intel: Option<bool>,
+    /// NVIDIA's DCGM exporter on the NVIDIA GPUs (it reads them through the nvidia runtime
+    /// and requests no `nvidia.com/gpu`). Unset: where an NVIDIA GPU is active. `false`: never.
+    pub nvidia: Option<bool>,
+}
+
+/// The exporters `[telemetry]` can deploy, as a component's `when telemetry=…` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TelemetryExporter {
+    Intel,
+    Nvidia,
 }
 
 /// A `ResourceClaimTemplate` compiled from a few selectors into CEL, checked against the
@@ -273,7 +301,8 @@ pub struct Vendors {
     pub exclude: Vec<crate::facts::Vendor>,
 }
 
-/// How Intel GPUs reach pods: the device plugin (with optional sharing) or the DRA driver.
+/// How GPUs reach pods: for Intel, the device plugin (with optional sharing) or the DRA
+/// driver; for NVIDIA, `[sharing.nvidia]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Sharing {
@@ -294,6 +323,41 @@ pub struct Sharing {
     pub allow_ids: Vec<String>,
     /// Never these PCI device ids (either spelling), passed as the plugin's -deny-ids (`0xa780`).
     pub deny_ids: Vec<String>,
+    /// NVIDIA GPU sharing through the NVIDIA device plugin's config file; absent: one pod per
+    /// GPU. The keys above are Intel's; NVIDIA's live here.
+    pub nvidia: Option<NvidiaSharing>,
+}
+
+/// `[sharing.nvidia]`: several pods on one NVIDIA GPU. The device plugin advertises each GPU
+/// `replicas` times as `nvidia.com/gpu` (the name stays, so the agent and `[expect] devices`
+/// keep working); the pods share the GPU with no memory or fault isolation between them (the
+/// agent's vLLM alone takes 90% of its GPU's memory; the plan warns). A change is an in-place
+/// update of the plugin's ConfigMap, and its pods restart to read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NvidiaSharing {
+    /// `time-slicing` (default): pods take turns on the whole GPU. `mps`: CUDA MPS (not
+    /// deployed by this version; an error says why).
+    #[serde(default)]
+    pub strategy: NvidiaStrategy,
+    /// Pods per GPU, 2 to 110 (the plugin refuses fewer than 2; a node runs at most 110 pods,
+    /// k3s's kubelet default, so more replicas could never be used).
+    #[schemars(range(min = 2, max = 110))]
+    pub replicas: u32,
+    /// Refuse a pod that asks for more than one `nvidia.com/gpu` (the plugin's
+    /// `failRequestsGreaterThanOne`): with sharing, two replicas may be the same GPU, so such
+    /// a request would not get more compute. Unset: the plugin's default (allowed with
+    /// time-slicing).
+    pub fail_requests_greater_than_one: Option<bool>,
+}
+
+/// How pods share an NVIDIA GPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NvidiaStrategy {
+    #[default]
+    TimeSlicing,
+    Mps,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
