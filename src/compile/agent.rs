@@ -66,6 +66,9 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         }
         return None;
     };
+    if !valid_inputs(cx, agent) {
+        return None;
+    }
     let gaudi = cx.is_active(Vendor::Gaudi) && cx.facts.targets.iter().any(|t| t.kind == TargetKind::Gaudi && t.usable);
     let npu = cx.is_active(Vendor::Npu) && cx.facts.targets.iter().any(|t| t.kind == TargetKind::Npu && t.usable);
     let npu_refusal = cx.facts.targets.iter().find(|t| t.kind == TargetKind::Npu && !t.usable).cloned();
@@ -337,6 +340,36 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         node_selector,
         supplemental_groups,
     })
+}
+
+/// The `[agent]` values that become a server's arguments or resources: a model id that could
+/// read as a flag (`-…`), a path (`..`) or hold a control character or space is refused
+/// before it reaches an argv, and so is a memory request Kubernetes would not parse.
+fn valid_inputs(cx: &mut Context, agent: &crate::config::Agent) -> bool {
+    let mut ok = true;
+    if let Some(model) = &agent.model
+        && let Some(problem) = crate::config::model_id_problem(model)
+    {
+        cx.error(CompileError::new(
+            "agent-model",
+            &["agent", "model"],
+            format!("model {} {problem}", crate::escape::quoted(model)),
+            Some("give a Hugging Face model id such as \"OpenVINO/Qwen3-4B-int4-ov\"".to_string()),
+        ));
+        ok = false;
+    }
+    if let Some(memory) = &agent.memory
+        && !super::claims::quantity(memory)
+    {
+        cx.error(CompileError::new(
+            "agent-memory",
+            &["agent", "memory"],
+            format!("memory {} is not a Kubernetes quantity", crate::escape::quoted(memory)),
+            Some("write it like \"6Gi\" or \"8G\"".to_string()),
+        ));
+        ok = false;
+    }
+    ok
 }
 
 /// The resource a pod requests for one of these Intel GPUs: `xe` when any is bound to xe,

@@ -44,6 +44,38 @@ pub fn dns_label(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
+/// The longest model id `[agent] model` takes: Hugging Face's own limit on a repo id.
+pub const MAX_MODEL_ID: usize = 96;
+
+/// Why `id` is not a Hugging Face model id of the `org/name` shape the model servers take
+/// (`--source_model`, `vllm serve`), or `None` when it is one. The id becomes an argument of
+/// the server, so the rule is strict: two parts of ASCII letters, digits, `-`, `_` and `.`,
+/// neither starting nor ending with `-` or `.` (so never a flag, `.` or `..`), no `--` or
+/// `..` inside (Hugging Face refuses both), at most [`MAX_MODEL_ID`] characters.
+pub fn model_id_problem(id: &str) -> Option<&'static str> {
+    if id.len() > MAX_MODEL_ID {
+        return Some("is longer than 96 characters");
+    }
+    let Some((org, name)) = id.split_once('/') else {
+        return Some("is not of the form org/name");
+    };
+    for part in [org, name] {
+        if part.is_empty() {
+            return Some("has an empty org or name");
+        }
+        if !part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+            return Some("may hold only ASCII letters, digits, '-', '_' and '.' around one '/'");
+        }
+        if part.starts_with(['-', '.']) || part.ends_with(['-', '.']) {
+            return Some("has a part that starts or ends with '-' or '.'");
+        }
+        if part.contains("--") || part.contains("..") {
+            return Some("holds '--' or '..'");
+        }
+    }
+    None
+}
+
 /// A k3d-gpu configuration (`k3dgpu.toml`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -84,8 +116,9 @@ pub struct Agent {
     /// an XMX node, else CPU), or force `cpu`, `gpu` (Intel), `npu`, `hpu` (a Gaudi) or `cuda`
     /// (an NVIDIA GPU, vLLM only). (K3D_GPU_AGENT_DEVICE)
     pub device: AgentDevice,
-    /// Model to serve (Hugging Face id); unset: `OpenVINO/Qwen3-4B-int4-ov` on OVMS,
-    /// `Qwen/Qwen3-4B` on vLLM. A change updates the server's Deployment in place.
+    /// Model to serve: a Hugging Face id `org/name` (letters, digits, `-`, `_`, `.`; at most
+    /// 96 characters); unset: `OpenVINO/Qwen3-4B-int4-ov` on OVMS, `Qwen/Qwen3-4B` on vLLM.
+    /// A change updates the server's Deployment in place.
     /// (K3D_GPU_AGENT_MODEL)
     pub model: Option<String>,
     /// CPU request, which sizes the P-core balloon on hybrid nodes. (K3D_GPU_AGENT_CPUS)
