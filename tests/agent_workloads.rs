@@ -272,10 +272,81 @@ fn add_ons_are_deployed_where_they_were_placed() {
     assert_eq!(flag(&vlm, "--max_prompt_len").as_deref(), Some("4096"));
     let pod = &spec(&g, "k8s/apps/Deployment/k3d-gpu-agent/vlm")["spec"]["template"]["spec"];
     assert!(pod["securityContext"]["supplementalGroups"].as_array().is_some_and(|g| !g.is_empty()), "accel group");
+}
 
-    // Video is placed but not deployed yet.
-    let g = graph("[agent]\n[addons.video]\n", "lunar-lake-npu");
-    assert!(g.get("k8s/apps/Deployment/k3d-gpu-agent/video").is_none());
+const VIDEO: &str = "k8s/apps/Deployment/k3d-gpu-agent/video";
+
+fn script(deployment: &Value) -> String {
+    args(deployment).join(" ")
+}
+
+#[test]
+fn video_runs_dl_streamer_on_the_gpu_media_engines_with_no_service() {
+    // Meteor Lake's iGPU has no XMX: the LLM takes the P-cores, video gets the iGPU.
+    let g = graph("[agent]\n[addons.video]\n", "meteor-lake-old-npu-fw");
+    let d = spec(&g, VIDEO);
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/intel/dlstreamer:2026.2.0-ubuntu24"), "{}", c["image"]);
+    let s = script(d);
+    assert!(s.contains("gvadetect device=GPU pre-process-backend=va-surface-sharing"), "{s}");
+    assert!(s.contains("person-vehicle-bike-detection-2004.xml"), "{s}");
+    assert!(s.contains("gvametapublish method=file file-path=/dev/stdout file-format=json-lines"), "{s}");
+    assert!(c["resources"]["limits"].as_object().unwrap().keys().any(|k| k.starts_with("gpu.intel.com/")), "{c}");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(d["spec"]["template"]["metadata"]["labels"]["k3d-gpu.io/cores"], "efficient", "an accelerator: E-cores");
+    // The sample clip by default, fetched by the init container with its pinned checksum.
+    assert_eq!(c["env"][0]["value"], "file:///models/video/person-bicycle-car-detection.mp4");
+    let init = pod["initContainers"][0]["args"].as_array().unwrap();
+    assert!(init.iter().any(|a| a.as_str().unwrap().starts_with("gitblob:39bbc1a6")), "{init:?}");
+    assert!(init.iter().any(|a| a.as_str().unwrap().starts_with("sha384:19a90672")), "{init:?}");
+    // It serves nothing: no Service, no endpoint check; readiness is the rollout.
+    assert!(g.get("k8s/core/Service/k3d-gpu-agent/video").is_none());
+    assert!(g.get("verify/endpoint/k3d-gpu-agent/video").is_none());
+    assert!(g.get("verify/rollout/Deployment/k3d-gpu-agent/video").is_some());
+    assert!(g.get("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/video-models").is_some());
+}
+
+#[test]
+fn video_on_the_cpu_decodes_in_software_and_a_stream_replaces_the_clip() {
+    // One XMX GPU (Lunar Lake, exclusive): the LLM keeps it, video decodes on the CPU.
+    let g = graph(
+        "[sharing]\nshared = 1\n[agent]\n[addons.video]\nsource = \"rtsp://cam.lan:8554/stream\"\n",
+        "lunar-lake-npu",
+    );
+    let d = spec(&g, VIDEO);
+    let s = script(d);
+    assert!(s.contains("decodebin3 ! videoconvert ! gvadetect device=CPU"), "{s}");
+    assert!(!s.contains("va-surface-sharing"), "{s}");
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert!(!c["resources"]["limits"].as_object().unwrap().keys().any(|k| k.contains(".intel.com/")), "{c}");
+    assert_eq!(c["env"][0]["value"], "rtsp://cam.lan:8554/stream");
+    let init = d["spec"]["template"]["spec"]["initContainers"][0]["args"].as_array().unwrap();
+    assert!(!init.iter().any(|a| a.as_str().unwrap().starts_with("gitblob:")), "no sample clip for a stream");
+}
+
+#[test]
+fn a_video_source_cannot_inject_pipeline_syntax_or_credentials() {
+    let lnl = facts_of("lunar-lake-npu");
+    for (bad, code) in [
+        ("rtsp://cam/x ! filesrc location=/etc/shadow", "video-source"),
+        ("rtsp://cam/x\"", "video-source"),
+        ("rtsp://admin:hunter2@cam/stream", "video-source"),
+        ("ftp://cam/x", "video-source"),
+        ("rtsp://cam/(a)", "video-source"),
+        ("file:///etc/passwd", "video-source-local"),
+        ("/home/me/cam.mp4", "video-source-local"),
+    ] {
+        let toml = format!("[agent]\n[addons.video]\nsource = {}\n", serde_json::to_string(bad).unwrap());
+        let errors = compile_on(&toml, &lnl, &CATALOG).unwrap_err();
+        assert_eq!(errors[0].code, code, "{bad}: {errors:?}");
+        assert_eq!(errors[0].key.join("."), "addons.video.source");
+        assert!(!errors[0].message.contains("hunter2"), "a password is never echoed: {}", errors[0].message);
+    }
+    let errors = compile_on("[agent]\n[addons.vlm]\nsource = \"rtsp://cam/x\"\n", &lnl, &CATALOG).unwrap_err();
+    assert_eq!(errors[0].code, "addon-source");
 }
 
 /// Loopback only: every Service is ClusterIP with no node port or external address, and the

@@ -148,6 +148,9 @@ fn every_agent_workload_is_valid() {
         ("", "xeon-2s-snc2"),
         ("[addons.vlm]\n[addons.stt]\n[sharing]\nshared = 2", "lunar-lake-npu"),
         ("[addons.vlm]\ndevice = \"npu\"", "lunar-lake-npu"),
+        // Video on the iGPU's media engines, and on the CPU with a stream.
+        ("[addons.video]", "meteor-lake-old-npu-fw"),
+        ("[addons.video]\nsource = \"rtsp://cam.lan/s\"\n[sharing]\nshared = 1", "lunar-lake-npu"),
     ];
     let mut problems = Vec::new();
     let mut deployments = 0;
@@ -166,7 +169,7 @@ fn every_agent_workload_is_valid() {
             }
         }
     }
-    assert_eq!(deployments, cases.len() + 3, "one model server per case, one per deployed add-on");
+    assert_eq!(deployments, cases.len() + 5, "one model server per case, one per deployed add-on");
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 

@@ -407,14 +407,38 @@ fn place_addons(
     }
     if let Some(video) = addons.get(&AddonName::Video)
         && let Some(source) = &video.source
-        && (source.starts_with("file:") || !source.contains("://"))
     {
-        cx.error(CompileError::new(
-            "video-source-local",
-            &["addons", "video", "source"],
-            format!("video source {source:?} is a host path: the pod cannot see the host's files"),
-            Some("give a stream URI (rtsp://…, https://…), or leave it unset for the sample clip".to_string()),
-        ));
+        // A URI with userinfo is never echoed: its password would reach the terminal and CI logs.
+        let credentials = source
+            .split_once("://")
+            .is_some_and(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or_default().contains('@'));
+        let shown = if credentials { "(a URI with credentials)".to_string() } else { crate::escape::quoted(source) };
+        let help = Some("give a stream URI (rtsp://…, https://…), or leave it unset for the sample clip".to_string());
+        if source.starts_with("file:") || !source.contains("://") {
+            cx.error(CompileError::new(
+                "video-source-local",
+                &["addons", "video", "source"],
+                format!("video source {shown} is a host path: the pod cannot see the host's files"),
+                help,
+            ));
+        } else if let Some(problem) = crate::config::video_source_problem(source) {
+            cx.error(CompileError::new(
+                "video-source",
+                &["addons", "video", "source"],
+                format!("video source {shown} {problem}"),
+                help,
+            ));
+        }
+    }
+    for (name, addon) in addons {
+        if addon.source.is_some() && *name != AddonName::Video {
+            cx.error(CompileError::new(
+                "addon-source",
+                &["addons", name_of(*name), "source"],
+                format!("source is a key of [addons.video] only, not of [addons.{}]", name_of(*name)),
+                None,
+            ));
+        }
     }
     let preferences = |name: AddonName| -> &'static [&'static str] {
         match name {

@@ -144,7 +144,6 @@ pub fn compile_with(
         workloads::resources(&mut cx, plan, &cluster_id, &mut resources);
     }
     components::unlocked_images(&mut cx);
-    not_deployed(&mut cx);
     verify::resources(&mut cx, &mut wanted, &intel, &mut resources);
     if !cx.errors.is_empty() {
         let mut errors = cx.errors;
@@ -218,24 +217,6 @@ fn select_vendors(cx: &mut Context) {
         }
     }
     cx.active = active_vendors(config, cx.facts);
-}
-
-/// `[addons.video]` is placed (graph/v1, `k3d-gpu agent`) but has no manifests yet, so nothing
-/// in the plan deploys it: the plan says so instead of staying silent. (`[agent]`, `vlm` and
-/// `stt` are deployed: `workloads.rs`.)
-fn not_deployed(cx: &mut Context) {
-    const WHY: &str = "its manifests are not part of the catalog yet; `k3d-gpu agent` shows where it would run";
-    // vlm and stt are deployed (workloads.rs); video's DL Streamer pipeline is not yet.
-    let addons: Vec<String> = cx
-        .config
-        .addons
-        .keys()
-        .filter(|a| **a == crate::config::AddonName::Video)
-        .map(|a| format!("[addons.{}]", agent::name_of(*a)))
-        .collect();
-    for addon in addons {
-        cx.warn("not-deployed", Some("addons"), format!("{addon} is not deployed by this version: {WHY}"));
-    }
 }
 
 /// `[expect]`: assertions about the machine, checked against the facts.

@@ -76,6 +76,36 @@ pub fn model_id_problem(id: &str) -> Option<&'static str> {
     None
 }
 
+/// The stream schemes `[addons.video] source` takes.
+pub const VIDEO_SCHEMES: [&str; 4] = ["rtsp", "rtsps", "http", "https"];
+
+/// Why `source` is not a stream URI the video add-on takes, or `None` when it is. It reaches
+/// gst-launch's pipeline parser, so beyond the scheme only URI characters that parser reads as
+/// text are allowed (no space, quote, `!`, parenthesis or backslash), and no userinfo: a
+/// password would sit in the TOML, and in git.
+pub fn video_source_problem(source: &str) -> Option<String> {
+    if source.len() > 2048 {
+        return Some("is longer than 2048 characters".into());
+    }
+    let Some((scheme, rest)) = source.split_once("://") else {
+        return Some("is not a URI (scheme://…)".into());
+    };
+    if !VIDEO_SCHEMES.contains(&scheme) {
+        return Some(format!("has scheme {scheme:?}; the video add-on takes {}", VIDEO_SCHEMES.join(", ")));
+    }
+    if let Some(bad) = source.chars().find(|c| !(c.is_ascii_alphanumeric() || "-._~:/?#%&=+;,@".contains(*c))) {
+        return Some(format!("holds {bad:?}, which a stream URI never needs unescaped (write it %-encoded)"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Some("carries credentials (user:password@): they would sit in the config, in git".into());
+    }
+    if authority.is_empty() {
+        return Some("has no host".into());
+    }
+    None
+}
+
 /// A k3d-gpu configuration (`k3dgpu.toml`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -94,8 +124,8 @@ pub struct Config {
     pub agent: Option<Agent>,
     /// Add-ons beside the agent: `[addons.vlm]`, `[addons.stt]`, `[addons.video]` are placed
     /// on the engines the LLM leaves free (`k3d-gpu agent` shows where). vlm and stt are
-    /// deployed as OVMS servers (svc/vlm, svc/stt on port 8000, API under /v3); video is
-    /// placed but not deployed yet.
+    /// deployed as OVMS servers (svc/vlm, svc/stt on port 8000, API under /v3); video runs
+    /// DL Streamer and writes its detections as JSON lines to its log (no Service).
     pub addons: BTreeMap<AddonName, Addon>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
@@ -176,7 +206,9 @@ pub struct Addon {
     /// `auto` or an explicit `gpu`, `npu` or `cpu`; explicit requests are served first and
     /// fail when nothing is free. (K3D_GPU_AGENT_<NAME>_DEVICE)
     pub device: AddonDevice,
-    /// Video only: a stream URI (`rtsp://…`, `https://…`); host paths and `file://` are refused.
+    /// Video only: a stream URI (`rtsp://`, `rtsps://`, `http://` or `https://`); unset loops
+    /// DL Streamer's sample clip. Host paths, `file://`, credentials in the URI and characters
+    /// a URI does not need unescaped (space, quotes, `!`, parentheses) are refused.
     /// (K3D_GPU_AGENT_VIDEO_SOURCE)
     pub source: Option<String>,
 }

@@ -6,6 +6,10 @@
 //!
 //! Names depend on the backend's API family only (`ovms`, `vllm`), never on the model, so a
 //! model change is an in-place update of the same Deployment.
+//!
+//! The add-ons that are not OVMS servers have their own module: `video.rs` (DL Streamer).
+
+mod video;
 
 use std::collections::BTreeMap;
 
@@ -20,7 +24,7 @@ use crate::config::AddonName;
 pub const NAMESPACE: &str = "k3d-gpu-agent";
 /// The one port every backend serves its OpenAI-compatible API on.
 pub const PORT: u16 = 8000;
-const COMPONENT: &str = "agent";
+pub(super) const COMPONENT: &str = "agent";
 /// PVC size for the model and compile caches (the reference's default).
 const STORAGE: &str = "20Gi";
 /// Where the PVC is mounted in every backend's pod.
@@ -60,7 +64,7 @@ struct Server<'a> {
     api: &'a str,
 }
 
-fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
+pub(super) fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
     let mut m: BTreeMap<String, String> = BTreeMap::from([
         (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
         (COMPONENT_LABEL.to_string(), COMPONENT.to_string()),
@@ -106,8 +110,10 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             (AddonName::Vlm, "NPU") => ("vlm", VLM_NPU_MODEL, "text_generation", &["--max_prompt_len", "4096"]),
             (AddonName::Vlm, _) => ("vlm", VLM_MODEL, "text_generation", &[]),
             (AddonName::Stt, _) => ("stt", STT_MODEL, "speech2text", &[]),
-            // DL Streamer's pipeline is not compiled yet: the plan's not-deployed warning says so.
-            (AddonName::Video, _) => continue,
+            (AddonName::Video, _) => {
+                video::resources(cx, addon, cluster_id, &ns_id, keep, out);
+                continue;
+            }
         };
         let served = model.rsplit('/').next().unwrap_or(model);
         let mut pod_labels = BTreeMap::new();
@@ -133,7 +139,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
 
 /// The render (GPU) or accel (NPU) groups of the host's device nodes; gid 0, which an unknown
 /// owner reads as, is never one (the agent's placement warns about it).
-fn addon_groups(cx: &Context, device: &str) -> Vec<u32> {
+pub(super) fn addon_groups(cx: &Context, device: &str) -> Vec<u32> {
     let host = &cx.facts.host;
     let mut gids: Vec<u32> = match device {
         "GPU" => host
@@ -151,7 +157,7 @@ fn addon_groups(cx: &Context, device: &str) -> Vec<u32> {
     gids
 }
 
-fn push(out: &mut Vec<Resource>, spec: Value, mut depends_on: Vec<String>) {
+pub(super) fn push(out: &mut Vec<Resource>, spec: Value, mut depends_on: Vec<String>) {
     depends_on.sort();
     out.push(Resource {
         id: object_id(&spec),
@@ -232,25 +238,34 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, cluster_id: &str, ns_id: &str
 
     // Readiness: the Deployment rolled out, then the server lists its models through the API
     // server's service proxy (GET only: POSTs through that proxy are what OVMS mishandles).
-    let verify = |id: String, spec: Value, depends_on: Vec<String>| Resource {
-        id,
-        kind: ResourceKind::Verify,
-        change: Change::Verify,
-        component: Some(COMPONENT.into()),
-        spec,
-        depends_on,
-    };
-    out.push(verify(
-        format!("verify/rollout/Deployment/{NAMESPACE}/{server}"),
-        json!({ "check": "rollout", "kind": "Deployment", "namespace": NAMESPACE, "name": server }),
-        vec![deployment_id],
-    ));
+    out.push(rollout(server, deployment_id));
     out.push(verify(
         format!("verify/endpoint/{NAMESPACE}/{server}"),
         json!({ "check": "endpoint", "namespace": NAMESPACE, "service": server, "port": PORT,
                 "path": format!("/{}/models", s.api), "timeout_s": MODEL_TIMEOUT_S }),
         vec![service_id],
     ));
+}
+
+/// A verify node.
+pub(super) fn verify(id: String, spec: Value, depends_on: Vec<String>) -> Resource {
+    Resource {
+        id,
+        kind: ResourceKind::Verify,
+        change: Change::Verify,
+        component: Some(COMPONENT.into()),
+        spec,
+        depends_on,
+    }
+}
+
+/// The Deployment `name` of the agent's namespace rolled out.
+pub(super) fn rollout(name: &str, deployment_id: String) -> Resource {
+    verify(
+        format!("verify/rollout/Deployment/{NAMESPACE}/{name}"),
+        json!({ "check": "rollout", "kind": "Deployment", "namespace": NAMESPACE, "name": name }),
+        vec![deployment_id],
+    )
 }
 
 /// How long the first start may take: the model downloads into the PVC, then loads and
@@ -367,6 +382,6 @@ fn vllm(backend: &str, device: &str, model: &str) -> Parts {
 }
 
 /// What every container gets unless it needs more: no privilege escalation, no capabilities.
-fn hardened() -> Value {
+pub(super) fn hardened() -> Value {
     json!({ "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } })
 }
