@@ -373,3 +373,80 @@ fn nothing_listens_outside_the_cluster() {
         assert!(!cluster.spec.to_string().contains("8000"), "no port mapping: {}", cluster.spec);
     }
 }
+
+const CHAT: &str = "k8s/apps/Deployment/k3d-gpu-agent/open-webui";
+
+fn env_of(deployment: &Value) -> std::collections::BTreeMap<String, Value> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap().to_string(), e.get("value").cloned().unwrap_or(e["valueFrom"].clone())))
+        .collect()
+}
+
+#[test]
+fn the_chat_ui_signs_in_stays_offline_and_talks_to_the_agents_api() {
+    let g = graph("[agent]\n[agent.chat]\n", "meteor-lake-old-npu-fw");
+    let d = spec(&g, CHAT);
+    let env = env_of(d);
+    for (k, v) in [
+        ("WEBUI_AUTH", "True"),
+        ("ENABLE_SIGNUP", "False"),
+        ("DEFAULT_USER_ROLE", "pending"),
+        ("OFFLINE_MODE", "True"),
+        ("ENABLE_COMMUNITY_SHARING", "False"),
+        ("OPENAI_API_BASE_URL", "http://ovms.k3d-gpu-agent.svc:8000/v3"),
+        ("DEFAULT_MODELS", "Qwen3-4B-int4-ov"),
+        ("WEBUI_ADMIN_EMAIL", "admin@k3d-gpu.local"),
+    ] {
+        assert_eq!(env[k], v, "{k}");
+    }
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("ghcr.io/open-webui/open-webui:v0.12.2"));
+    // Generated admin: the password is made in the pod, never a value anywhere in the graph.
+    assert!(!env.contains_key("WEBUI_ADMIN_PASSWORD"));
+    assert!(c["command"][2].as_str().unwrap().contains("secrets.token_urlsafe"), "{}", c["command"]);
+    assert_eq!(d["spec"]["template"]["metadata"]["labels"]["k3d-gpu.io/cores"], "efficient");
+    assert_eq!(d["spec"]["template"]["spec"]["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    let svc = spec(&g, "k8s/core/Service/k3d-gpu-agent/open-webui");
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
+    let pvc = spec(&g, "k8s/core/PersistentVolumeClaim/k3d-gpu-agent/open-webui-data");
+    assert_eq!(pvc["metadata"]["labels"]["k3d-gpu.io/keep-on-removal"], "true");
+    // Readiness: its health endpoint through the service proxy (a GET), answering status true.
+    let v = &g.get("verify/endpoint/k3d-gpu-agent/open-webui").unwrap().spec;
+    assert_eq!(
+        (v["path"].as_str(), v["expect"].as_str(), v["port"].as_u64()),
+        (Some("/health"), Some("status"), Some(8080))
+    );
+    // The same config compiles to the same bytes: nothing random in the plan.
+    assert_eq!(g.to_json(), graph("[agent]\n[agent.chat]\n", "meteor-lake-old-npu-fw").to_json());
+
+    // vLLM serves /v1, and the chat UI follows it.
+    let g = graph("[agent]\n[agent.chat]\n", "gaudi3-server");
+    assert_eq!(env_of(spec(&g, CHAT))["OPENAI_API_BASE_URL"], "http://vllm.k3d-gpu-agent.svc:8000/v1");
+}
+
+#[test]
+fn a_given_admin_comes_from_a_secret_and_auth_cannot_be_turned_off() {
+    let g = graph("[agent]\n[agent.chat]\nadmin_secret = \"open-webui-admin\"\n", "lunar-lake-npu");
+    let d = spec(&g, CHAT);
+    let env = env_of(d);
+    assert_eq!(
+        env["WEBUI_ADMIN_PASSWORD"]["secretKeyRef"],
+        serde_json::json!({"name": "open-webui-admin", "key": "password"})
+    );
+    assert_eq!(env["WEBUI_ADMIN_EMAIL"]["secretKeyRef"]["key"], "email");
+    assert!(d["spec"]["template"]["spec"]["containers"][0].get("command").is_none(), "the image's own start");
+
+    let lnl = facts_of("lunar-lake-npu");
+    let e = compile_on("[agent]\n[agent.chat]\nauth = false\n", &lnl, &CATALOG).unwrap_err();
+    assert_eq!((e[0].code, e[0].key.join(".")), ("chat-auth", "agent.chat.auth".to_string()));
+    assert!(compile_on("[agent]\n[agent.chat]\nauth = true\n", &lnl, &CATALOG).is_ok());
+    let e = compile_on("[agent]\n[agent.chat]\nadmin_secret = \"../x\"\n", &lnl, &CATALOG).unwrap_err();
+    assert_eq!(e[0].code, "chat-admin-secret");
+    // A password is never a key: the config refuses it as unknown.
+    assert!(load_str("k3dgpu.toml", "[agent]\n[agent.chat]\nadmin_password = \"hunter2\"\n").is_err());
+}

@@ -151,6 +151,9 @@ fn every_agent_workload_is_valid() {
         // Video on the iGPU's media engines, and on the CPU with a stream.
         ("[addons.video]", "meteor-lake-old-npu-fw"),
         ("[addons.video]\nsource = \"rtsp://cam.lan/s\"\n[sharing]\nshared = 1", "lunar-lake-npu"),
+        // The chat UI, generated admin and a given Secret.
+        ("[agent.chat]", "meteor-lake-old-npu-fw"),
+        ("[agent.chat]\nadmin_secret = \"open-webui-admin\"", "lunar-lake-npu"),
     ];
     let mut problems = Vec::new();
     let mut deployments = 0;
@@ -169,7 +172,7 @@ fn every_agent_workload_is_valid() {
             }
         }
     }
-    assert_eq!(deployments, cases.len() + 5, "one model server per case, one per deployed add-on");
+    assert_eq!(deployments, cases.len() + 7, "one model server per case, one per deployed add-on");
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 

@@ -159,6 +159,25 @@ pub struct Agent {
     /// config: `true` (default) keeps the download and the plan says so; `false` lets the plan
     /// delete them, and says the data is lost. Takes effect once applied.
     pub keep_models: Option<bool>,
+    /// The chat UI (Open WebUI) in front of the model server; present means wanted. Sign-in
+    /// is always on, the Service is ClusterIP only, and its data PVC is kept on removal like
+    /// the model's.
+    pub chat: Option<Chat>,
+}
+
+/// `[agent.chat]`: Open WebUI, talking to the agent's server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Chat {
+    /// Sign-in (WEBUI_AUTH). Always on: `false` is refused, since anyone who reaches the UI
+    /// would use the models; unset or `true` is the same.
+    pub auth: Option<bool>,
+    /// A Secret in namespace `k3d-gpu-agent`, created by you, with keys `email` and
+    /// `password`: the admin account Open WebUI creates on its first start. Unset: the pod
+    /// generates a random password on its first start into its data volume
+    /// (`/data/.k3d-gpu-admin-password`, admin `admin@k3d-gpu.local`); it is never in the
+    /// config, the plan or the graph. A password is never a value in this file.
+    pub admin_secret: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

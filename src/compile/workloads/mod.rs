@@ -7,8 +7,10 @@
 //! Names depend on the backend's API family only (`ovms`, `vllm`), never on the model, so a
 //! model change is an in-place update of the same Deployment.
 //!
-//! The add-ons that are not OVMS servers have their own module: `video.rs` (DL Streamer).
+//! The add-ons that are not OVMS servers have their own module: `video.rs` (DL Streamer),
+//! and so has the chat UI, `chat.rs` (Open WebUI).
 
+mod chat;
 mod video;
 
 use std::collections::BTreeMap;
@@ -64,6 +66,15 @@ struct Server<'a> {
     api: &'a str,
 }
 
+/// Where an add-on's objects hang in the graph: the cluster, the agent's namespace, and whether
+/// its data is kept on removal.
+#[derive(Clone, Copy)]
+pub(super) struct Scope<'a> {
+    cluster_id: &'a str,
+    ns_id: &'a str,
+    keep: &'a str,
+}
+
 pub(super) fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
     let mut m: BTreeMap<String, String> = BTreeMap::from([
         (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
@@ -76,7 +87,8 @@ pub(super) fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
 /// The agent's objects (and the add-ons' that are deployed), each depending on the cluster
 /// and on the namespace.
 pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut Vec<Resource>) {
-    let Some(agent) = &cx.config.agent else { return };
+    let config = cx.config;
+    let Some(agent) = &config.agent else { return };
     let server = if plan.backend == "ovms" { "ovms" } else { "vllm" };
     let model = agent.model.clone().unwrap_or_else(|| if server == "ovms" { OVMS_MODEL } else { VLLM_MODEL }.into());
     let served_name = model.rsplit('/').next().unwrap_or(&model).to_string();
@@ -104,6 +116,11 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
         api: if server == "ovms" { "v3" } else { "v1" },
     };
     emit(cx, out, cluster_id, &ns_id, keep, llm);
+    if let Some(ui) = &agent.chat
+        && chat::valid(cx, ui)
+    {
+        chat::resources(cx, ui, plan, &served_name, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
+    }
 
     for addon in &plan.addons {
         let (name, model, task, extra): (&str, &str, &str, &[&str]) = match (addon.name, addon.device) {
@@ -111,7 +128,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             (AddonName::Vlm, _) => ("vlm", VLM_MODEL, "text_generation", &[]),
             (AddonName::Stt, _) => ("stt", STT_MODEL, "speech2text", &[]),
             (AddonName::Video, _) => {
-                video::resources(cx, addon, cluster_id, &ns_id, keep, out);
+                video::resources(cx, addon, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
                 continue;
             }
         };

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{NAMESPACE, addon_groups, hardened, labels, push, rollout};
+use super::{NAMESPACE, Scope, addon_groups, hardened, labels, push, rollout};
 use crate::compile::agent::AddonPlan;
 use crate::compile::components::object_id;
 use crate::compile::{Context, Resource};
@@ -71,14 +71,8 @@ with open(os.environ["MODEL_PROC_PATH"], "w") as f:
 "#;
 
 /// The video add-on's PVC and Deployment, and its rollout check.
-pub(super) fn resources(
-    cx: &mut Context,
-    addon: &AddonPlan,
-    cluster_id: &str,
-    ns_id: &str,
-    keep: &str,
-    out: &mut Vec<Resource>,
-) {
+pub(super) fn resources(cx: &mut Context, addon: &AddonPlan, scope: &Scope, out: &mut Vec<Resource>) {
+    let Scope { cluster_id, ns_id, keep } = *scope;
     let gpu = addon.device == "GPU";
     let source = cx.config.addons.get(&crate::config::AddonName::Video).and_then(|a| a.source.clone());
     let dir = format!("{MODELS}/video/{MODEL}");
