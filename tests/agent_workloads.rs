@@ -450,3 +450,40 @@ fn a_given_admin_comes_from_a_secret_and_auth_cannot_be_turned_off() {
     // A password is never a key: the config refuses it as unknown.
     assert!(load_str("k3dgpu.toml", "[agent]\n[agent.chat]\nadmin_password = \"hunter2\"\n").is_err());
 }
+
+const EMBEDDINGS: &str = "k8s/apps/Deployment/k3d-gpu-agent/embeddings";
+
+#[test]
+fn embeddings_serve_on_the_npu_by_default_and_elsewhere_only_when_asked() {
+    let g = graph("[agent]\n[addons.embeddings]\n", "lunar-lake-npu");
+    let d = spec(&g, EMBEDDINGS);
+    let a = args(d);
+    assert_eq!(flag(&a, "--source_model").as_deref(), Some("OpenVINO/Qwen3-Embedding-0.6B-int8-ov"));
+    assert_eq!(flag(&a, "--task").as_deref(), Some("embeddings"));
+    assert_eq!(flag(&a, "--target_device").as_deref(), Some("NPU"));
+    assert_eq!(flag(&a, "--max_length").as_deref(), Some("512"));
+    assert_eq!(flag(&a, "--pooling").as_deref(), Some("LAST"));
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["resources"]["limits"]["npu.intel.com/accel"], "1");
+    assert!(pod["securityContext"]["supplementalGroups"].as_array().is_some_and(|g| !g.is_empty()), "accel group");
+    let svc = spec(&g, "k8s/core/Service/k3d-gpu-agent/embeddings");
+    assert_eq!(
+        (svc["spec"]["type"].as_str(), svc["spec"]["ports"][0]["port"].as_u64()),
+        (Some("ClusterIP"), Some(8000))
+    );
+    assert_eq!(g.get("verify/endpoint/k3d-gpu-agent/embeddings").unwrap().spec["path"], "/v3/models");
+
+    // No NPU: auto is refused, with the way out; cpu is served, without the NPU's fixed shape.
+    let arc = facts_of("arc-b580-xe-rpl-igpu");
+    let e = compile_on("[agent]\n[addons.embeddings]\n", &arc, &CATALOG).unwrap_err();
+    assert_eq!((e[0].code, e[0].key.join(".")), ("addon-device", "addons.embeddings.device".to_string()));
+    assert!(e[0].help.as_deref().unwrap().contains("device = \"cpu\" or \"gpu\""), "{:?}", e[0].help);
+    let g = compile_on("[agent]\n[addons.embeddings]\ndevice = \"cpu\"\n", &arc, &CATALOG).unwrap();
+    let a = args(spec(&g, EMBEDDINGS));
+    assert_eq!(flag(&a, "--target_device").as_deref(), Some("CPU"));
+    assert_eq!(flag(&a, "--max_length"), None);
+    // The NPU taken by embeddings, stt falls back to the GPU.
+    let p = graph("[agent]\n[addons.embeddings]\n[addons.stt]\n", "lunar-lake-npu").agent.unwrap();
+    let placed: Vec<(String, &str)> = p.addons.iter().map(|a| (format!("{:?}", a.name), a.device)).collect();
+    assert!(placed.contains(&("Embeddings".into(), "NPU")) && placed.contains(&("Stt".into(), "GPU")), "{placed:?}");
+}

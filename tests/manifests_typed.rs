@@ -154,6 +154,7 @@ fn every_agent_workload_is_valid() {
         // The chat UI, generated admin and a given Secret.
         ("[agent.chat]", "meteor-lake-old-npu-fw"),
         ("[agent.chat]\nadmin_secret = \"open-webui-admin\"", "lunar-lake-npu"),
+        ("[addons.embeddings]", "lunar-lake-npu"),
     ];
     let mut problems = Vec::new();
     let mut deployments = 0;
@@ -172,7 +173,7 @@ fn every_agent_workload_is_valid() {
             }
         }
     }
-    assert_eq!(deployments, cases.len() + 7, "one model server per case, one per deployed add-on");
+    assert_eq!(deployments, cases.len() + 8, "one model server per case, one per deployed add-on");
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 

@@ -445,6 +445,8 @@ fn place_addons(
             AddonName::Video => &["GPU", "CPU"],
             AddonName::Vlm => &["GPU", "CPU"],
             AddonName::Stt => &["NPU", "GPU", "CPU"],
+            // Never auto-placed: auto means the NPU (below, with the explicit requests).
+            AddonName::Embeddings => &["NPU"],
         }
     };
     let mut placed: Vec<AddonPlan> = Vec::new();
@@ -465,6 +467,8 @@ fn place_addons(
     let explicit: Vec<(AddonName, &'static str)> = addons
         .iter()
         .filter_map(|(name, a)| match a.device {
+            // Embeddings are an NPU recipe: auto asks for the NPU like an explicit request.
+            AddonDevice::Auto if *name == AddonName::Embeddings => Some((*name, "NPU")),
             AddonDevice::Auto => None,
             AddonDevice::Gpu => Some((*name, "GPU")),
             AddonDevice::Npu => Some((*name, "NPU")),
@@ -483,7 +487,18 @@ fn place_addons(
         }
         if !take(device, &mut free_gpu, &mut free_npu) {
             let units = if device == "NPU" { npu_units } else { gpu_units };
+            let auto = addons.get(&name).is_some_and(|a| a.device == AddonDevice::Auto);
             let (problem, help) = match (device, units) {
+                (_, 0) if auto => (
+                    format!(
+                        "{} run on the NPU unless told otherwise, and the cluster gets no usable NPU here",
+                        name_of(name)
+                    ),
+                    format!(
+                        "set [addons.{}] device = \"cpu\" or \"gpu\", or fix the NPU (`k3d-gpu doctor`)",
+                        name_of(name)
+                    ),
+                ),
                 (_, 0) => (
                     format!("{} asks for the {device}, and the cluster gets no usable {device} here", name_of(name)),
                     "`k3d-gpu detect` shows what this host has; let the add-on choose (device = \"auto\") or ask for \
@@ -505,7 +520,12 @@ fn place_addons(
             cx.error(CompileError::new("addon-device", &["addons", name_of(name), "device"], problem, Some(help)));
             continue;
         }
-        placed.push(AddonPlan { name, device, resource: None, cores: None, reason: format!("asked for the {device}") });
+        let reason = if addons.get(&name).is_some_and(|a| a.device == AddonDevice::Auto) {
+            format!("the {device}, the default for {}", name_of(name))
+        } else {
+            format!("asked for the {device}")
+        };
+        placed.push(AddonPlan { name, device, resource: None, cores: None, reason });
     }
     for name in [AddonName::Video, AddonName::Vlm, AddonName::Stt] {
         let Some(a) = addons.get(&name) else { continue };
@@ -542,5 +562,6 @@ pub(super) fn name_of(name: AddonName) -> &'static str {
         AddonName::Vlm => "vlm",
         AddonName::Stt => "stt",
         AddonName::Video => "video",
+        AddonName::Embeddings => "embeddings",
     }
 }

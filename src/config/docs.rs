@@ -96,7 +96,7 @@ impl Shape {
 /// The names a table of tables takes (`[addons.<name>]`).
 pub fn map_names(section: &str) -> &'static [&'static str] {
     match section {
-        "addons" => &["vlm", "stt", "video"],
+        "addons" => &["vlm", "stt", "video", "embeddings"],
         _ => &[],
     }
 }

@@ -49,8 +49,12 @@ const NOT_KEYS: &[(&[&str], &str)] = &[
          PVC, the default model's parsers, images by tag through images.lock)",
     ),
     (
-        &["K3D_GPU_SANDBOX*", "K3D_GPU_NPU_EMBEDDINGS"],
+        &["K3D_GPU_SANDBOX*"],
         "no key yet: the sandbox and NPU embeddings components wait on pinned image digests (docs/stdlib.md)",
+    ),
+    (
+        &["K3D_GPU_NPU_EMBEDDINGS"],
+        "`[addons.embeddings]`: OVMS embeddings on the NPU, deployed by the plan (docs/agent.md)",
     ),
     (
         &["K3D_GPU_TEST_IMAGE", "K3D_GPU_DEVICE_TEST_IMAGE"],

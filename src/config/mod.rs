@@ -122,10 +122,11 @@ pub struct Config {
     /// The OpenAI-compatible LLM agent; present means wanted. `k3d-gpu agent` explains where it
     /// runs and why.
     pub agent: Option<Agent>,
-    /// Add-ons beside the agent: `[addons.vlm]`, `[addons.stt]`, `[addons.video]` are placed
-    /// on the engines the LLM leaves free (`k3d-gpu agent` shows where). vlm and stt are
-    /// deployed as OVMS servers (svc/vlm, svc/stt on port 8000, API under /v3); video runs
-    /// DL Streamer and writes its detections as JSON lines to its log (no Service).
+    /// Add-ons beside the agent: `[addons.vlm]`, `[addons.stt]`, `[addons.video]`,
+    /// `[addons.embeddings]` are placed on the engines the LLM leaves free (`k3d-gpu agent`
+    /// shows where). vlm, stt and embeddings are deployed as OVMS servers (svc/vlm, svc/stt,
+    /// svc/embeddings on port 8000, API under /v3); video runs DL Streamer and writes its
+    /// detections as JSON lines to its log (no Service).
     pub addons: BTreeMap<AddonName, Addon>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
@@ -216,6 +217,9 @@ pub enum AddonName {
     Stt,
     /// Video analytics (DL Streamer).
     Video,
+    /// Text embeddings (OVMS, Qwen3-Embedding-0.6B): the NPU unless `device` says `cpu` or
+    /// `gpu`.
+    Embeddings,
 }
 
 /// One add-on.
@@ -223,7 +227,8 @@ pub enum AddonName {
 #[serde(deny_unknown_fields, default)]
 pub struct Addon {
     /// `auto` or an explicit `gpu`, `npu` or `cpu`; explicit requests are served first and
-    /// fail when nothing is free. (K3D_GPU_AGENT_<NAME>_DEVICE)
+    /// fail when nothing is free. For `embeddings`, `auto` means the NPU (an error without a
+    /// free one). (K3D_GPU_AGENT_<NAME>_DEVICE)
     pub device: AddonDevice,
     /// Video only: a stream URI (`rtsp://`, `rtsps://`, `http://` or `https://`); unset loops
     /// DL Streamer's sample clip. Host paths, `file://`, credentials in the URI and characters

@@ -46,6 +46,7 @@ const OVMS_MODEL: &str = "OpenVINO/Qwen3-4B-int4-ov";
 const VLM_MODEL: &str = "OpenVINO/Qwen3-VL-4B-Instruct-int4-ov";
 const VLM_NPU_MODEL: &str = "OpenVINO/Phi-3.5-vision-instruct-fp16-ov";
 const STT_MODEL: &str = "OpenVINO/whisper-large-v3-turbo-fp16-ov";
+const EMBEDDINGS_MODEL: &str = "OpenVINO/Qwen3-Embedding-0.6B-int8-ov";
 const ADDON_MEMORY: &str = "4Gi";
 const VLLM_MODEL: &str = "Qwen/Qwen3-4B";
 /// OVMS runs as this uid (its image's user); the PVC is made writable for it by fsGroup.
@@ -127,6 +128,13 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             (AddonName::Vlm, "NPU") => ("vlm", VLM_NPU_MODEL, "text_generation", &["--max_prompt_len", "4096"]),
             (AddonName::Vlm, _) => ("vlm", VLM_MODEL, "text_generation", &[]),
             (AddonName::Stt, _) => ("stt", STT_MODEL, "speech2text", &[]),
+            // LAST pooling is what OVMS's embeddings demo gives this model. On the NPU, 512
+            // tokens keeps a static [1, 512] shape (OVMS pads each input to it); from 1024 up
+            // it would take the NPUW LLM pipeline instead.
+            (AddonName::Embeddings, "NPU") => {
+                ("embeddings", EMBEDDINGS_MODEL, "embeddings", &["--pooling", "LAST", "--max_length", "512"])
+            }
+            (AddonName::Embeddings, _) => ("embeddings", EMBEDDINGS_MODEL, "embeddings", &["--pooling", "LAST"]),
             (AddonName::Video, _) => {
                 video::resources(cx, addon, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
                 continue;
