@@ -34,6 +34,10 @@ fn normal(v: &Value) -> Value {
                 .collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(normal).collect()),
+        // A schema's `minimum` is a float in the typed struct: 0 and 0.0 are the same bound.
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 1e15) => {
+            Value::from(n.as_f64().unwrap_or_default() as i64)
+        }
         other => other.clone(),
     }
 }

@@ -25,7 +25,7 @@ fn shape(node: &str) -> (usize, &'static [&'static str], bool) {
         "summary" | "manifest" | "replaces-baked" => (1, &[], false),
         "upstream" => (1, &["version"], false),
         "image" | "after" => (1, &[], true),
-        "when" => (0, &["vendor", "intel-gpu-mode", "balloons"], true),
+        "when" => (0, &["vendor", "intel-gpu-mode", "balloons", "sandbox"], true),
         "provides" => (0, &["resource", "label"], true),
         "rollout" => (2, &[], true),
         "configure" => (1, &["container"], true),
@@ -344,12 +344,17 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
             })?),
             "intel-gpu-mode" => Condition::IntelGpuMode(config_value(value).map_err(bad)?),
             "balloons" => Condition::Balloons(config_value(value).map_err(bad)?),
+            "sandbox" => Condition::Sandbox(match value {
+                "on" => true,
+                "off" => false,
+                _ => return Err(bad("on, off".into())),
+            }),
             _ => {
                 return Err(file.error(
                     entry.span(),
                     format!("unknown condition key `{key}`"),
                     "here",
-                    Some("keys: vendor, intel-gpu-mode, balloons".into()),
+                    Some("keys: vendor, intel-gpu-mode, balloons, sandbox".into()),
                 ));
             }
         });

@@ -31,6 +31,8 @@ pub enum Condition {
     Vendor(Vendor),
     IntelGpuMode(IntelGpuMode),
     Balloons(Balloons),
+    /// `sandbox=on`: the config has a `[sandbox]` table (`off`: it has none).
+    Sandbox(bool),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -95,6 +95,7 @@ impl Context<'_> {
                     Condition::Vendor(v) => self.is_active(*v),
                     Condition::IntelGpuMode(m) => self.intel_mode() == *m,
                     Condition::Balloons(b) => self.config.placement.balloons == *b,
+                    Condition::Sandbox(wanted) => self.config.sandbox.is_some() == *wanted,
                 })
             })
     }
@@ -139,6 +140,7 @@ pub fn compile_with(
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);
     let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
+    workloads::sandbox::resources(&mut cx, &cluster_id, &mut resources);
     let agent = agent::plan(&mut cx, &intel);
     if let Some(plan) = &agent {
         workloads::resources(&mut cx, plan, &cluster_id, &mut resources);
@@ -273,14 +275,17 @@ pub const ACCELERATOR_NODE_LABEL: &str = "k3d-gpu.io/accelerators";
 /// namespaces, the npu-turbo ConfigMap, the agent's workload). Observe lists exactly these, so an object of any of
 /// them that the config no longer wants is still seen, and deleted.
 pub fn object_kinds(catalog: &Catalog) -> std::collections::BTreeSet<(String, String)> {
-    const WRITTEN_BY_THE_COMPILER: [(&str, &str); 6] = [
+    const WRITTEN_BY_THE_COMPILER: [(&str, &str); 8] = [
         ("v1", "ConfigMap"),
         ("v1", "Namespace"),
         ("resource.k8s.io/v1", "ResourceClaimTemplate"),
-        // The agent's objects (workloads.rs).
+        // The agent's objects (workloads/).
         ("apps/v1", "Deployment"),
         ("v1", "Service"),
         ("v1", "PersistentVolumeClaim"),
+        // [sandbox]'s (workloads/sandbox.rs).
+        ("extensions.agents.x-k8s.io/v1beta1", "SandboxTemplate"),
+        ("extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool"),
     ];
     let from_components = catalog
         .components

@@ -22,6 +22,7 @@ pub const SECTIONS: &[&str] = &[
     "policy",
     "agent",
     "addons",
+    "sandbox",
     "components",
     "claims",
 ];
@@ -116,6 +117,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ("expect", "[expect]\nvendors = [\"intel\"]\ndevices = { \"gpu.intel.com/i915\" = 1 }\n"),
     ("agent", "[agent]\nbackend = \"ovms\"\ndevice = \"gpu\"\ncpus = 4\nmemory = \"6Gi\"\n"),
     ("addons", "[addons.stt]\ndevice = \"npu\"\n\n[addons.video]\nsource = \"rtsp://camera.lan:8554/stream\"\n"),
+    ("sandbox", "[sandbox]\nwarm_pool = 2\n"),
     ("components", "[[components]]\npath = \"components/my-exporter.kdl\"\n"),
     (
         "claims",

@@ -50,7 +50,8 @@ const NOT_KEYS: &[(&[&str], &str)] = &[
     ),
     (
         &["K3D_GPU_SANDBOX*"],
-        "no key yet: the sandbox and NPU embeddings components wait on pinned image digests (docs/stdlib.md)",
+        "`[sandbox]`: the agent-sandbox controller, its CRDs and the E-core template with a warm pool of \
+         `warm_pool` (docs/agent.md); the profile is compiled, not a file",
     ),
     (
         &["K3D_GPU_NPU_EMBEDDINGS"],
@@ -164,7 +165,7 @@ mod tests {
         assert_eq!(replacement("K3D_GPU_AGENT_STT_DEVICE").as_deref(), Some("`[addons.<name>]` `device`"));
         assert_eq!(replacement("K3D_GPU_AGENT_MODEL").as_deref(), Some("`[agent]` `model`"));
         assert!(replacement("K3D_GPU_AGENT_STORAGE").unwrap().starts_with("no key yet"));
-        assert!(replacement("K3D_GPU_SANDBOX_PROFILE").unwrap().starts_with("no key yet"));
+        assert!(replacement("K3D_GPU_SANDBOX_PROFILE").unwrap().starts_with("`[sandbox]`"));
         assert!(replacement("K3D_GPU_AGENT_SOMETHING_NEW").unwrap().starts_with("`[agent]` and"));
         // Ours, or not the reference's: nothing to say.
         assert_eq!(replacement("K3D_GPU_ROOT"), None);

@@ -128,6 +128,10 @@ pub struct Config {
     /// svc/embeddings on port 8000, API under /v3); video runs DL Streamer and writes its
     /// detections as JSON lines to its log (no Service).
     pub addons: BTreeMap<AddonName, Addon>,
+    /// Agent sandboxes (kubernetes-sigs/agent-sandbox): present means wanted. The controller
+    /// and its CRDs, an E-core SandboxTemplate `python-ecores` in namespace `agent-sandbox`
+    /// with its network policy and hardening, and a warm pool of it.
+    pub sandbox: Option<Sandbox>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
     /// DRA claim templates: pods reference them by name to get Intel GPUs through the DRA
@@ -164,6 +168,21 @@ pub struct Agent {
     /// is always on, the Service is ClusterIP only, and its data PVC is kept on removal like
     /// the model's.
     pub chat: Option<Chat>,
+}
+
+/// `[sandbox]`: where untrusted agent tool code runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sandbox {
+    /// Sandboxes kept started and ready for a claim (the SandboxWarmPool's replicas), 0-16.
+    #[schemars(range(max = 16))]
+    pub warm_pool: u32,
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Sandbox { warm_pool: 1 }
+    }
 }
 
 /// `[agent.chat]`: Open WebUI, talking to the agent's server.

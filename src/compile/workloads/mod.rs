@@ -8,9 +8,11 @@
 //! model change is an in-place update of the same Deployment.
 //!
 //! The add-ons that are not OVMS servers have their own module: `video.rs` (DL Streamer),
-//! and so has the chat UI, `chat.rs` (Open WebUI).
+//! and so has the chat UI, `chat.rs` (Open WebUI). `sandbox.rs` is `[sandbox]`'s, beside the
+//! agent rather than part of it.
 
 mod chat;
+pub mod sandbox;
 mod video;
 
 use std::collections::BTreeMap;
