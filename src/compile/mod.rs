@@ -263,6 +263,10 @@ fn expect(cx: &mut Context) {
 /// config no longer wants it, the plan keeps it and says so instead of deleting it.
 pub const KEEP_LABEL: &str = "k3d-gpu.io/keep-on-removal";
 
+/// On such an object, what its data is, in words the plan quotes when it keeps or deletes it
+/// (absent: a downloaded model).
+pub const DATA_ANNOTATION: &str = "k3d-gpu.io/data";
+
 /// A label the balloons policy or the DRA driver needs, owned by the compiler.
 pub const DRA_NODE_LABEL: &str = "k3d-gpu.io/intel-gpu-dra";
 

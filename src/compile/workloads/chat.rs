@@ -132,7 +132,8 @@ pub(super) fn resources(
     }
     let pvc_name = format!("{NAME}-data");
     let pvc = json!({ "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[(crate::compile::KEEP_LABEL, keep)]) },
+        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[(crate::compile::KEEP_LABEL, keep)]),
+            "annotations": { crate::compile::DATA_ANNOTATION: "the chat UI's accounts, chats and settings" } },
         "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": STORAGE } } } });
     let mut deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": NAME, "namespace": NAMESPACE, "labels": labels(&[("app.kubernetes.io/name", NAME)]) },

@@ -98,7 +98,8 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
     // The namespace holds the PVCs: deleting it would delete the data, so both are kept alike.
     let keep = if agent.keep_models.unwrap_or(true) { "true" } else { "false" };
     let namespace = json!({ "apiVersion": "v1", "kind": "Namespace",
-        "metadata": { "name": NAMESPACE, "labels": labels(&[(super::KEEP_LABEL, keep)]) } });
+        "metadata": { "name": NAMESPACE, "labels": labels(&[(super::KEEP_LABEL, keep)]),
+            "annotations": { super::DATA_ANNOTATION: "the volumes of the agent and its add-ons" } } });
     let ns_id = object_id(&namespace);
     push(out, namespace, vec![cluster_id.to_string()]);
 

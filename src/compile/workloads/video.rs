@@ -147,7 +147,8 @@ pub(super) fn resources(cx: &mut Context, addon: &AddonPlan, scope: &Scope, out:
     }
     let pvc_name = format!("{NAME}-models");
     let pvc = json!({ "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[(crate::compile::KEEP_LABEL, keep)]) },
+        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[(crate::compile::KEEP_LABEL, keep)]),
+            "annotations": { crate::compile::DATA_ANNOTATION: "a downloaded detection model and clip" } },
         "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": STORAGE } } } });
     let mut deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": NAME, "namespace": NAMESPACE, "labels": labels(&[("app.kubernetes.io/name", NAME)]) },
