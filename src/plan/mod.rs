@@ -536,7 +536,7 @@ fn object_actions(
             let why = if object["kind"] == "PersistentVolumeClaim" {
                 reason(
                     "no-longer-wanted",
-                    &format!("managed by k3d-gpu and no longer in the config; its data ({what}) is lost"),
+                    format!("managed by k3d-gpu and no longer in the config; its data ({what}) is lost"),
                 )
             } else {
                 reason("no-longer-wanted", "managed by k3d-gpu and no longer in the config")
