@@ -123,7 +123,9 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
     if let Some(ui) = &agent.chat
         && chat::valid(cx, ui)
     {
-        chat::resources(cx, ui, plan, &served_name, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
+        // OVMS serves the model under its last path part (`--model_name`); vLLM under the id.
+        let listed = if server == "ovms" { &served_name } else { &model };
+        chat::resources(cx, ui, plan, listed, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
     }
 
     for addon in &plan.addons {
