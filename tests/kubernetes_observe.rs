@@ -301,6 +301,69 @@ fn the_agent_applies_and_waits_for_its_model() {
     );
 }
 
+/// The add-ons, the chat UI and the sandbox end to end against a fresh k3s: every object applies
+/// (the sandbox's template after its CRDs) and is observed, and the chat UI's readiness waits
+/// on its health endpoint through the service proxy (GET only) until the test, playing Open
+/// WebUI, answers `{"status": true}`.
+#[test]
+fn the_add_ons_apply_and_the_chat_ui_waits_for_its_health() {
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let toml = "[agent]\n[agent.chat]\n[addons.video]\n[addons.embeddings]\n[sandbox]\n";
+    let graph = k3d_gpu::compile::compile(
+        &k3d_gpu::config::load_str("k3dgpu.toml", toml).unwrap(),
+        &support::facts_of("lunar-lake-npu"),
+        &catalog,
+    )
+    .unwrap();
+    let (server, _dir, kubeconfig, name) = fresh_k3s_for(&graph);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client = runtime.block_on(client(&kubeconfig, &name)).unwrap();
+    let failures = runtime.block_on(apply_objects(&client, &graph));
+    assert!(failures.is_empty(), "apply refused:\n{}", failures.join("\n"));
+    let kinds = k3d_gpu::compile::object_kinds(&catalog);
+    let seen = runtime.block_on(observe(client.clone(), &name, &kinds)).unwrap();
+    let seen: Vec<String> = seen
+        .objects
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["namespace"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for id in [
+        "Deployment/k3d-gpu-agent/open-webui",
+        "Service/k3d-gpu-agent/open-webui",
+        "PersistentVolumeClaim/k3d-gpu-agent/open-webui-data",
+        "Deployment/k3d-gpu-agent/video",
+        "Deployment/k3d-gpu-agent/embeddings",
+        "SandboxTemplate/agent-sandbox/python-ecores",
+        "SandboxWarmPool/agent-sandbox/python-ecores",
+    ] {
+        assert!(seen.iter().any(|k| k == id), "observe lists {id}: {seen:?}");
+    }
+
+    let spec = graph.get("verify/endpoint/k3d-gpu-agent/open-webui").expect("a readiness check").spec.clone();
+    let waiting = runtime.spawn(async move {
+        k3d_gpu::apply::verify::wait_for(&client, &spec, &name, std::time::Duration::from_secs(20)).await
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert!(!waiting.is_finished(), "no endpoint answers yet");
+    server.change(|s| s.proxied.push(("open-webui:8080/health".into(), json!({"status": true}))));
+    runtime.block_on(waiting).unwrap().unwrap();
+    let proxied: Vec<String> = server.requests().into_iter().filter(|r| r.contains("/proxy")).collect();
+    assert!(
+        !proxied.is_empty()
+            && proxied
+                .iter()
+                .all(|r| r == "GET /api/v1/namespaces/k3d-gpu-agent/services/open-webui:8080/proxy/health"),
+        "{proxied:?}"
+    );
+}
+
 /// A fake API server that starts like a fresh k3s with the graph's server node registered,
 /// and a kubeconfig for it: the server, the directory holding the kubeconfig, its path and
 /// the cluster's name.

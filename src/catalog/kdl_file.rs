@@ -27,7 +27,7 @@ fn shape(node: &str) -> (usize, &'static [&'static str], bool) {
         "accelerator-node" => (0, &[], false),
         "upstream" => (1, &["version"], false),
         "image" | "after" => (1, &[], true),
-        "when" => (0, &["vendor", "intel-gpu-mode", "balloons", "telemetry"], true),
+        "when" => (0, &["vendor", "intel-gpu-mode", "balloons", "telemetry", "sandbox"], true),
         "provides" => (0, &["resource", "label"], true),
         "rollout" => (2, &[], true),
         "configure" => (1, &["container"], true),
@@ -349,12 +349,17 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
             "intel-gpu-mode" => Condition::IntelGpuMode(config_value(value).map_err(bad)?),
             "balloons" => Condition::Balloons(config_value(value).map_err(bad)?),
             "telemetry" => Condition::Telemetry(config_value(value).map_err(bad)?),
+            "sandbox" => Condition::Sandbox(match value {
+                "on" => true,
+                "off" => false,
+                _ => return Err(bad("on, off".into())),
+            }),
             _ => {
                 return Err(file.error(
                     entry.span(),
                     format!("unknown condition key `{key}`"),
                     "here",
-                    Some("keys: vendor, intel-gpu-mode, balloons, telemetry".into()),
+                    Some("keys: vendor, intel-gpu-mode, balloons, telemetry, sandbox".into()),
                 ));
             }
         });

@@ -33,6 +33,8 @@ pub enum Condition {
     Balloons(Balloons),
     /// `[telemetry]` wants this exporter (the compiler decides: `compile::telemetry`).
     Telemetry(crate::config::TelemetryExporter),
+    /// `sandbox=on`: the config has a `[sandbox]` table (`off`: it has none).
+    Sandbox(bool),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

@@ -23,6 +23,7 @@ pub const SECTIONS: &[&str] = &[
     "agent",
     "addons",
     "telemetry",
+    "sandbox",
     "components",
     "claims",
 ];
@@ -97,7 +98,7 @@ impl Shape {
 /// The names a table of tables takes (`[addons.<name>]`).
 pub fn map_names(section: &str) -> &'static [&'static str] {
     match section {
-        "addons" => &["vlm", "stt", "video"],
+        "addons" => &["vlm", "stt", "video", "embeddings"],
         _ => &[],
     }
 }
@@ -121,6 +122,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ("agent", "[agent]\nbackend = \"ovms\"\ndevice = \"gpu\"\ncpus = 4\nmemory = \"6Gi\"\n"),
     ("addons", "[addons.stt]\ndevice = \"npu\"\n\n[addons.video]\nsource = \"rtsp://camera.lan:8554/stream\"\n"),
     ("telemetry", "[telemetry]\nnvidia = false   # xpumd only\n"),
+    ("sandbox", "[sandbox]\nwarm_pool = 2\n"),
     ("components", "[[components]]\npath = \"components/my-exporter.kdl\"\n"),
     (
         "claims",

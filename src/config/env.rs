@@ -49,8 +49,13 @@ const NOT_KEYS: &[(&[&str], &str)] = &[
          PVC, the default model's parsers, images by tag through images.lock)",
     ),
     (
-        &["K3D_GPU_SANDBOX*", "K3D_GPU_NPU_EMBEDDINGS"],
-        "no key yet: the sandbox and NPU embeddings components wait on pinned image digests (docs/stdlib.md)",
+        &["K3D_GPU_SANDBOX*"],
+        "`[sandbox]`: the agent-sandbox controller, its CRDs and the E-core template with a warm pool of \
+         `warm_pool` (docs/agent.md); the profile is compiled, not a file",
+    ),
+    (
+        &["K3D_GPU_NPU_EMBEDDINGS"],
+        "`[addons.embeddings]`: OVMS embeddings on the NPU, deployed by the plan (docs/agent.md)",
     ),
     (
         &["K3D_GPU_TEST_IMAGE", "K3D_GPU_DEVICE_TEST_IMAGE"],
@@ -161,7 +166,7 @@ mod tests {
         assert_eq!(replacement("K3D_GPU_AGENT_STT_DEVICE").as_deref(), Some("`[addons.<name>]` `device`"));
         assert_eq!(replacement("K3D_GPU_AGENT_MODEL").as_deref(), Some("`[agent]` `model`"));
         assert!(replacement("K3D_GPU_AGENT_STORAGE").unwrap().starts_with("no key yet"));
-        assert!(replacement("K3D_GPU_SANDBOX_PROFILE").unwrap().starts_with("no key yet"));
+        assert!(replacement("K3D_GPU_SANDBOX_PROFILE").unwrap().starts_with("`[sandbox]`"));
         assert!(replacement("K3D_GPU_AGENT_SOMETHING_NEW").unwrap().starts_with("`[agent]` and"));
         // Ours, or not the reference's: nothing to say.
         assert_eq!(replacement("K3D_GPU_ROOT"), None);
