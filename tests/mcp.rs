@@ -210,6 +210,27 @@ fn the_servers_options_are_every_calls_defaults() {
     assert_eq!(json.status.code(), Some(2));
 }
 
+#[test]
+fn a_signal_ends_the_server_with_the_shells_code() {
+    // The server owns SIGINT/SIGTERM/SIGHUP for its whole life (a running apply is stopped
+    // first): it exits 128 + the signal, and is never left deaf to them.
+    for (signal, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
+        let mut s = Session::start();
+        initialize(&mut s);
+        let killed = Command::new("kill").arg(format!("-{signal}")).arg(s.child.id().to_string()).status().unwrap();
+        assert!(killed.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = s.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(std::time::Instant::now() < deadline, "SIG{signal}: the server is still running");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(code), "SIG{signal}: {status:?}");
+    }
+}
+
 /// A Docker socket that accepts connections and never answers: every read hangs until its
 /// own deadline.
 fn silent_docker(dir: &std::path::Path) -> (std::os::unix::net::UnixListener, String) {

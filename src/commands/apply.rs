@@ -160,9 +160,17 @@ impl Reporter {
 pub(crate) struct Signals {
     stopped: std::sync::Arc<std::sync::atomic::AtomicBool>,
     notify: std::sync::Arc<tokio::sync::Notify>,
+    /// Stopped only through `stop`: the MCP server owns the process's signals for its whole
+    /// life (a handler registered per apply would outlive it and swallow every later SIGTERM).
+    client_only: bool,
 }
 
 impl Signals {
+    /// A stop that `watching` leaves off the process's signals.
+    pub(crate) fn client_only() -> Signals {
+        Signals { client_only: true, ..Signals::default() }
+    }
+
     /// Stops new actions from starting and cuts verify short, as a signal does.
     pub(crate) fn stop(&self) {
         self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
@@ -176,6 +184,9 @@ impl Signals {
     /// This stop, also triggered by SIGINT, SIGTERM or SIGHUP.
     pub(crate) fn watching(self, rt: &tokio::runtime::Runtime, json: bool) -> Result<Signals> {
         use tokio::signal::unix::{SignalKind, signal};
+        if self.client_only {
+            return Ok(self);
+        }
         let streams = rt.block_on(async {
             Ok::<_, std::io::Error>((
                 signal(SignalKind::interrupt())?,

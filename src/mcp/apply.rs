@@ -13,6 +13,7 @@
 //!    or no answer is refused with the command to run in a terminal instead.
 
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
 use std::path::PathBuf;
 use std::time::Instant;
 
@@ -24,6 +25,7 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::server::{Server, arguments, failed, refused_result, structured};
 use super::tools;
@@ -202,8 +204,12 @@ fn form(planned: &tools::Planned) -> ElicitRequestParams {
     let warning =
         if out.replaces_cluster { "It RECREATES the cluster: everything in it now is deleted.\n" } else { "" };
     let message = format!(
-        "k3d-gpu wants to apply this plan ({} action(s)) to your cluster.\n{warning}Plan hash: {}\n\n{text}\nApply it?",
-        out.actions, out.hash
+        "k3d-gpu wants to apply this plan ({} action(s)) to your cluster.\n{warning}Plan hash: {}\nInputs: the same as \
+`{}`\n{}\nThe whole plan:\n\n{text}\nApply it?",
+        out.actions,
+        out.hash,
+        out.apply_command,
+        essentials(&out.plan)
     );
     let schema = serde_json::json!({
         "type": "object",
@@ -224,6 +230,33 @@ fn form(planned: &tools::Planned) -> ElicitRequestParams {
         requested_schema: serde_json::from_value(schema)
             .expect("the confirmation schema is a valid elicitation schema"),
     }
+}
+
+/// What the person must see even when the plan's text is cut: the counts, every replace and
+/// delete with its reason (the actions that lose data), and every warning. The full text, diffs
+/// included, follows it and is the part that gets cut.
+fn essentials(plan: &Value) -> String {
+    let mut out = String::new();
+    let count = |k: &str| plan["summary"][k].as_u64().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "Plan: {} to create, {} to update, {} to replace, {} to delete.",
+        count("create"),
+        count("update"),
+        count("replace"),
+        count("delete")
+    );
+    let str_of = |v: &Value| v.as_str().unwrap_or("").to_string();
+    for action in plan["actions"].as_array().into_iter().flatten() {
+        let kind = str_of(&action["action"]);
+        if kind == "replace" || kind == "delete" {
+            let _ = writeln!(out, "  {kind} {}: {}", str_of(&action["id"]), str_of(&action["reason"]["text"]));
+        }
+    }
+    for warning in plan["warnings"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "  warning: {} [{}]", str_of(&warning["text"]), str_of(&warning["code"]));
+    }
+    out
 }
 
 /// Runs the plan only on an accepted form with `confirm` ticked.
@@ -257,8 +290,10 @@ async fn run(
     args: ApplyArgs,
 ) -> Result<CallToolResponse, ErrorData> {
     let global = server.inner.defaults.global(args.given());
-    let stop = crate::commands::apply::Signals::default();
+    let stop = crate::commands::apply::Signals::client_only();
     let watched = stop.clone();
+    // Registered so a signal to the server stops this apply before the process exits.
+    let _running = server.inner.applies.start(stop.clone());
     let apply_args = crate::cli::ApplyArgs {
         plan_file: None,
         plan_hash: Some(args.plan_hash.clone()),
@@ -280,7 +315,14 @@ async fn run(
     let applied = match joined {
         Ok(Ok(applied)) => applied,
         Ok(Err(e)) => return Ok(failed(&e).into()),
-        Err(join) => return Err(ErrorData::internal_error(format!("apply stopped unexpectedly: {join}"), None)),
+        Err(join) => {
+            return Err(ErrorData::internal_error(
+                crate::escape::capped(
+                    crate::escape::one_line(&format!("apply stopped unexpectedly: {join}")).into_owned(),
+                ),
+                None,
+            ));
+        }
     };
     let pair = |(a, b): &(String, String)| format!("{a}: {b}");
     let out = ApplyOut {
@@ -345,6 +387,33 @@ mod tests {
         let (message, _) = message_and_schema(form(&planned("-/+ replace k3d/cluster/lab\n", true)));
         let warning = message.find("RECREATES").expect("the replacement is named");
         assert!(warning < message.find("-/+ replace").unwrap(), "{message}");
+    }
+
+    #[test]
+    fn deletions_and_warnings_come_before_the_cut() {
+        let mut p = planned(&"+".repeat(MAX_FORM_TEXT * 2), false);
+        p.out.apply_command = "k3d-gpu -c lab.toml apply --plan-hash sha256:aa".into();
+        p.out.plan = serde_json::json!({
+            "summary": {"create": 1, "update": 0, "replace": 0, "delete": 1},
+            "actions": [
+                {"action": "create", "id": "k8s/core/Namespace/x", "reason": {"text": "new"}},
+                {"action": "delete", "id": "k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models",
+                 "reason": {"text": "its data is lost"}},
+            ],
+            "warnings": [{"code": "data-kept", "text": "kept: pvc/vlm-models"}],
+        });
+        let (message, _) = message_and_schema(form(&p));
+        let cut = message.find("cut here").expect("the long text is cut");
+        for must in [
+            "1 to delete",
+            "delete k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models: its data is lost",
+            "warning: kept: pvc/vlm-models [data-kept]",
+            "`k3d-gpu -c lab.toml apply --plan-hash sha256:aa`",
+        ] {
+            let at = message.find(must).unwrap_or_else(|| panic!("{must} missing"));
+            assert!(at < cut, "{must} comes after the cut");
+        }
+        assert!(!message[..cut].contains("create k8s/core/Namespace/x:"), "only replaces and deletes are listed");
     }
 
     #[test]

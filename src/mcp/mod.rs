@@ -24,8 +24,10 @@ use crate::error::{EXIT_OK, Error, Result};
 pub fn serve(global: &Global, args: &McpArgs) -> Result<u8> {
     let runtime = crate::commands::runtime()?;
     let server = server::Server::new(global, args);
+    let inner = server.inner.clone();
     runtime.block_on(async move {
         use rmcp::ServiceExt;
+        exit_on_signal(inner)?;
         let running = server
             .serve(rmcp::transport::stdio())
             .await
@@ -33,4 +35,39 @@ pub fn serve(global: &Global, args: &McpArgs) -> Result<u8> {
         running.waiting().await.map_err(|e| Error::Output { path: "MCP stdio".into(), reason: e.to_string() })?;
         Ok(EXIT_OK)
     })
+}
+
+/// SIGINT, SIGTERM and SIGHUP end the server, as they end any stdio server; an apply that
+/// runs is stopped first (no new action, the running ones finish, the lock is released), so
+/// a signal never leaves `k3d cluster create` running with no lock held. Registered once for
+/// the server's life: a handler registered per apply would outlive it and swallow the signals.
+fn exit_on_signal(inner: std::sync::Arc<server::Inner>) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let streams = (|| {
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        ))
+    })();
+    let (mut int, mut term, mut hup) =
+        streams.map_err(|e| Error::Output { path: "signal handlers".into(), reason: e.to_string() })?;
+    tokio::spawn(async move {
+        // The shell's convention: 128 + the signal's number.
+        let (name, code) = tokio::select! {
+            _ = int.recv() => ("SIGINT", 130),
+            _ = term.recv() => ("SIGTERM", 143),
+            _ = hup.recv() => ("SIGHUP", 129),
+        };
+        let mut told = false;
+        while inner.applies.stop_all() > 0 {
+            if !told {
+                eprintln!("note: {name}: stopping the running apply; the server exits once its running actions finish");
+                told = true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        std::process::exit(code);
+    });
+    Ok(())
 }

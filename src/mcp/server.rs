@@ -4,7 +4,9 @@
 //! miette help), so the agent and the person read the fix. Malformed calls (an unknown tool,
 //! arguments that do not fit the schema) are JSON-RPC errors.
 
-use std::sync::Arc;
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::handler::server::common::{schema_for_output, schema_for_type};
@@ -21,6 +23,7 @@ use serde::de::DeserializeOwned;
 use super::confirm;
 use super::tools::{self, Defaults};
 use crate::cli::{Global, McpArgs};
+use crate::commands::apply::Signals;
 
 /// The key under which a plan's hash is in a result's `_meta`.
 pub const PLAN_HASH_META: &str = "k3d-gpu.io/planHash";
@@ -35,6 +38,47 @@ pub(super) struct Inner {
     /// The deadline of a read-only call.
     pub timeout: Duration,
     pub confirmations: confirm::Store,
+    pub applies: Applies,
+}
+
+/// The applies running now. A signal to the server stops each (no new action starts, the
+/// running ones finish, the lock is released) and the server exits once none runs.
+#[derive(Default)]
+pub(super) struct Applies {
+    running: Mutex<BTreeMap<u64, Signals>>,
+    next: AtomicU64,
+}
+
+/// One running apply; dropping it (however the call ends) takes it off the list.
+pub(super) struct Running<'a> {
+    applies: &'a Applies,
+    id: u64,
+}
+
+impl Applies {
+    pub fn start(&self, stop: Signals) -> Running<'_> {
+        let id = self.next.fetch_add(1, Ordering::SeqCst);
+        self.lock().insert(id, stop);
+        Running { applies: self, id }
+    }
+
+    /// Stops every running apply; returns how many still run.
+    pub fn stop_all(&self) -> usize {
+        let running = self.lock();
+        running.values().for_each(Signals::stop);
+        running.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<u64, Signals>> {
+        // A panic while holding it cannot leave the map half-changed: every change is one call.
+        self.running.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+impl Drop for Running<'_> {
+    fn drop(&mut self) {
+        self.applies.lock().remove(&self.id);
+    }
 }
 
 impl Server {
@@ -44,6 +88,7 @@ impl Server {
                 defaults: Defaults::of(global),
                 timeout: Duration::from_secs(args.timeout.max(1)),
                 confirmations: confirm::Store::new(Duration::from_secs(args.confirm_ttl.max(1))),
+                applies: Applies::default(),
             }),
         }
     }
@@ -198,7 +243,12 @@ or start the server with a longer --timeout"
                         .into(),
                 ),
             })),
-            Ok(Err(join)) => Err(ErrorData::internal_error(format!("the tool stopped unexpectedly: {join}"), None)),
+            Ok(Err(join)) => Err(ErrorData::internal_error(
+                crate::escape::capped(
+                    crate::escape::one_line(&format!("the tool stopped unexpectedly: {join}")).into_owned(),
+                ),
+                None,
+            )),
             Ok(Ok(result)) => Ok(result),
         }
     }

@@ -255,7 +255,11 @@ pub fn validate(global: &Global) -> Result<ValidateOut> {
         .into_iter()
         .map(|h| HostOut {
             errors: fixes.remove(&h.host).unwrap_or(h.errors),
-            warnings: h.warnings.iter().map(|w| format!("{} [{}]", w.text, w.code)).collect(),
+            warnings: h
+                .warnings
+                .iter()
+                .map(|w| crate::escape::one_line(&format!("{} [{}]", w.text, w.code)).into_owned())
+                .collect(),
             host: h.host,
             ok: h.ok,
             active: h.active,
@@ -271,7 +275,8 @@ pub fn report_line(report: &miette::Report) -> String {
     if let Some(help) = report.help() {
         line.push_str(&format!(" (help: {help})"));
     }
-    crate::escape::capped(line)
+    // The message quotes config values: escaped like every other text a client shows.
+    crate::escape::capped(crate::escape::one_line(&line).into_owned())
 }
 
 /// `k3d-gpu plan`.
