@@ -409,9 +409,10 @@ fn place_addons(
         && let Some(source) = &video.source
     {
         // A URI with userinfo is never echoed: its password would reach the terminal and CI logs.
-        let credentials = source
-            .split_once("://")
-            .is_some_and(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or_default().contains('@'));
+        let credentials = crate::secrets::blank_passwords(source) != *source
+            || source
+                .split_once("://")
+                .is_some_and(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or_default().contains('@'));
         let shown = if credentials { "(a URI with credentials)".to_string() } else { crate::escape::quoted(source) };
         let help = Some("give a stream URI (rtsp://…, https://…), or leave it unset for the sample clip".to_string());
         if source.starts_with("file:") || !source.contains("://") {
