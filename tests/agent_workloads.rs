@@ -406,7 +406,15 @@ fn the_chat_ui_signs_in_stays_offline_and_talks_to_the_agents_api() {
     assert!(c["image"].as_str().unwrap().starts_with("ghcr.io/open-webui/open-webui:v0.12.2"));
     // Generated admin: the password is made in the pod, never a value anywhere in the graph.
     assert!(!env.contains_key("WEBUI_ADMIN_PASSWORD"));
-    assert!(c["command"][2].as_str().unwrap().contains("secrets.token_urlsafe"), "{}", c["command"]);
+    let start = c["command"][2].as_str().unwrap();
+    assert!(
+        start.contains("f=/data/.k3d-gpu-admin-password") && start.contains("export WEBUI_ADMIN_PASSWORD"),
+        "{start}"
+    );
+    // Sessions outlive the pod: the key that signs them is kept on the data volume, not in the
+    // container's filesystem where Open WebUI's own start script would write it.
+    assert!(start.contains("f=/data/.webui-secret-key") && start.contains("export WEBUI_SECRET_KEY"), "{start}");
+    assert!(start.ends_with("exec bash start.sh\n"), "{start}");
     assert_eq!(d["spec"]["template"]["metadata"]["labels"]["k3d-gpu.io/cores"], "efficient");
     assert_eq!(d["spec"]["template"]["spec"]["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
     assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
@@ -441,7 +449,9 @@ fn a_given_admin_comes_from_a_secret_and_auth_cannot_be_turned_off() {
         serde_json::json!({"name": "open-webui-admin", "key": "password"})
     );
     assert_eq!(env["WEBUI_ADMIN_EMAIL"]["secretKeyRef"]["key"], "email");
-    assert!(d["spec"]["template"]["spec"]["containers"][0].get("command").is_none(), "the image's own start");
+    // The admin is the Secret's; the start only keeps the session key on the volume.
+    let start = d["spec"]["template"]["spec"]["containers"][0]["command"][2].as_str().unwrap();
+    assert!(start.contains("/data/.webui-secret-key") && !start.contains("WEBUI_ADMIN_PASSWORD"), "{start}");
 
     let lnl = facts_of("lunar-lake-npu");
     let e = compile_on("[agent]\n[agent.chat]\nauth = false\n", &lnl, &CATALOG).unwrap_err();

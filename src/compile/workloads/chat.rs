@@ -32,22 +32,36 @@ pub const PASSWORD_FILE: &str = "/data/.k3d-gpu-admin-password";
 /// How long the first start may take (database migrations on an empty volume).
 const START_TIMEOUT_S: u64 = 600;
 
-/// The generated-admin start: a random password the first time (umask 077, written whole),
-/// the same one after, handed to Open WebUI's own start script as WEBUI_ADMIN_PASSWORD.
-fn generate_and_start() -> String {
+/// Where the key that signs sessions is kept: on the data volume, so a new pod (an apply, a
+/// node restart) does not sign everyone out. Open WebUI's own start script would write it
+/// into the container's filesystem, which a new pod does not have.
+pub const SESSION_KEY_FILE: &str = "/data/.webui-secret-key";
+
+/// The start: a random secret kept in a file of the data volume the first time (umask 077,
+/// written whole), the same one after.
+fn keep_secret(file: &str, variable: &str) -> String {
     format!(
-        r#"set -eu
-f={PASSWORD_FILE}
+        r#"f={file}
 if [ ! -s "$f" ]; then
-  (umask 077; python3 -c 'import secrets; print(secrets.token_urlsafe(24))' > "$f.tmp")
+  (umask 077; python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > "$f.tmp")
   mv "$f.tmp" "$f"
 fi
-WEBUI_ADMIN_PASSWORD="$(cat "$f")"
-export WEBUI_ADMIN_PASSWORD
-cd /app/backend
-exec bash start.sh
+{variable}="$(cat "$f")"
+export {variable}
 "#
     )
+}
+
+/// The session key always; with no `admin_secret`, the admin's password too (handed to Open
+/// WebUI's own start script as WEBUI_ADMIN_PASSWORD). Then that script.
+fn start(generate_admin: bool) -> String {
+    let mut script = String::from("set -eu\n");
+    script.push_str(&keep_secret(SESSION_KEY_FILE, "WEBUI_SECRET_KEY"));
+    if generate_admin {
+        script.push_str(&keep_secret(PASSWORD_FILE, "WEBUI_ADMIN_PASSWORD"));
+    }
+    script.push_str("cd /app/backend\nexec bash start.sh\n");
+    script
 }
 
 /// Refuses what would open the UI, and a Secret name Kubernetes would not take.
@@ -118,11 +132,9 @@ pub(super) fn resources(
             env.push(json!({ "name": "WEBUI_ADMIN_EMAIL", "valueFrom": from("email") }));
             env.push(json!({ "name": "WEBUI_ADMIN_PASSWORD", "valueFrom": from("password") }));
         }
-        None => {
-            env.push(env_value("WEBUI_ADMIN_EMAIL", ADMIN_EMAIL));
-            main["command"] = json!(["bash", "-c", generate_and_start()]);
-        }
+        None => env.push(env_value("WEBUI_ADMIN_EMAIL", ADMIN_EMAIL)),
     }
+    main["command"] = json!(["bash", "-c", start(chat.admin_secret.is_none())]);
     main["env"] = json!(env);
 
     let mut pod_labels: BTreeMap<String, String> = BTreeMap::from([("app.kubernetes.io/name".into(), NAME.into())]);
