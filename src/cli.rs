@@ -139,6 +139,24 @@ pub enum Command {
 
     /// Print the man page k3d-gpu(1); with --out, write it and one page per subcommand.
     Man(ManArgs),
+
+    /// Serve the Model Context Protocol on stdio, for an AI agent (docs/mcp.md): read-only tools
+    /// (facts, validate, plan, observe, agent, audit) and apply, which runs only a plan hash the
+    /// person confirmed in the client. -c, --root, --facts, --stdlib and --vendors given here are
+    /// every tool's defaults. Runs until the client closes stdin.
+    Mcp(McpArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct McpArgs {
+    /// Seconds a read-only tool call may take; then it answers with a timeout error (apply has
+    /// the deadlines of `k3d-gpu apply` instead).
+    #[arg(long, value_name = "SECONDS", default_value_t = 120)]
+    pub timeout: u64,
+
+    /// Seconds a request for the person's confirmation of a plan stays valid.
+    #[arg(long, value_name = "SECONDS", default_value_t = 600)]
+    pub confirm_ttl: u64,
 }
 
 #[derive(Debug, Args)]
@@ -307,7 +325,7 @@ pub enum FactsCommand {
 
 /// A plan hash as `plan --hash` prints it: `sha256:` and 64 lowercase hex digits. Anything
 /// else is a typo or a truncated copy (bad usage, exit 2), not a plan that changed.
-fn plan_hash(text: &str) -> Result<String, String> {
+pub(crate) fn plan_hash(text: &str) -> Result<String, String> {
     let hex = text.strip_prefix("sha256:").unwrap_or("");
     if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         Ok(text.to_string())
@@ -339,6 +357,7 @@ fn globals_used(command: &str) -> &'static [&'static str] {
         "capture" => &["root", "vendors"],
         "render" => &["config", "root", "facts", "stdlib", "vendors"],
         "schema" => &["json"],
+        "mcp" => &["config", "root", "facts", "stdlib", "vendors"],
         _ => CONFIG_AND_HOST,
     }
 }

@@ -23,6 +23,7 @@ pub mod hwdb;
 pub mod images;
 pub mod input_file;
 pub mod logs;
+pub mod mcp;
 pub mod node_image;
 pub mod observe;
 pub mod output_file;

@@ -247,3 +247,36 @@ fn an_nvidia_gpu_of_unknown_memory_is_not_picked_by_auto() {
     let g = compile_toml("[agent]\ndevice = \"cuda\"\n", &facts).unwrap();
     assert_eq!(g.agent.as_ref().unwrap().device, "CUDA");
 }
+
+#[test]
+fn the_model_must_be_a_hugging_face_id_never_a_flag_or_a_path() {
+    // Each of these would reach the server's argv: a flag, a path, a second argument, a
+    // terminal escape.
+    for bad in [
+        "--trust-remote-code",
+        "-x/y",
+        "org/-flag",
+        "../etc/passwd",
+        "org/..",
+        "org/name/extra",
+        "gpt2",
+        "org/na me",
+        "org/name\u{1b}[2J",
+        "org/a--b",
+        "org/.hidden",
+        "/abs",
+    ] {
+        // JSON's string escapes are TOML's.
+        let e = refused(&format!("model = {}\n", serde_json::to_string(bad).unwrap()), "lunar-lake-npu");
+        assert_eq!((e.code, e_key(&e).as_str()), ("agent-model", "agent.model"), "{bad:?}: {e:?}");
+        assert!(!e.message.contains('\u{1b}'), "the message escapes it: {}", e.message);
+    }
+    let long = format!("org/{}", "a".repeat(93));
+    assert_eq!(refused(&format!("model = {long:?}\n"), "lunar-lake-npu").code, "agent-model");
+    // The ids people use are accepted, at the length limit too.
+    for good in ["OpenVINO/Qwen3-4B-int4-ov", "Qwen/Qwen3-4B", "meta-llama/Llama-3.1-8B_v2.0", &long[..96]] {
+        ok(&format!("model = {good:?}\n"), "lunar-lake-npu");
+    }
+    let e = refused("memory = \"6Gi --oops\"\n", "lunar-lake-npu");
+    assert_eq!((e.code, e_key(&e).as_str()), ("agent-memory", "agent.memory"));
+}

@@ -272,10 +272,81 @@ fn add_ons_are_deployed_where_they_were_placed() {
     assert_eq!(flag(&vlm, "--max_prompt_len").as_deref(), Some("4096"));
     let pod = &spec(&g, "k8s/apps/Deployment/k3d-gpu-agent/vlm")["spec"]["template"]["spec"];
     assert!(pod["securityContext"]["supplementalGroups"].as_array().is_some_and(|g| !g.is_empty()), "accel group");
+}
 
-    // Video is placed but not deployed yet.
-    let g = graph("[agent]\n[addons.video]\n", "lunar-lake-npu");
-    assert!(g.get("k8s/apps/Deployment/k3d-gpu-agent/video").is_none());
+const VIDEO: &str = "k8s/apps/Deployment/k3d-gpu-agent/video";
+
+fn script(deployment: &Value) -> String {
+    args(deployment).join(" ")
+}
+
+#[test]
+fn video_runs_dl_streamer_on_the_gpu_media_engines_with_no_service() {
+    // Meteor Lake's iGPU has no XMX: the LLM takes the P-cores, video gets the iGPU.
+    let g = graph("[agent]\n[addons.video]\n", "meteor-lake-old-npu-fw");
+    let d = spec(&g, VIDEO);
+    let pod = &d["spec"]["template"]["spec"];
+    let c = &pod["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/intel/dlstreamer:2026.2.0-ubuntu24"), "{}", c["image"]);
+    let s = script(d);
+    assert!(s.contains("gvadetect device=GPU pre-process-backend=va-surface-sharing"), "{s}");
+    assert!(s.contains("person-vehicle-bike-detection-2004.xml"), "{s}");
+    assert!(s.contains("gvametapublish method=file file-path=/dev/stdout file-format=json-lines"), "{s}");
+    assert!(c["resources"]["limits"].as_object().unwrap().keys().any(|k| k.starts_with("gpu.intel.com/")), "{c}");
+    assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
+    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(pod["automountServiceAccountToken"], false);
+    assert_eq!(d["spec"]["template"]["metadata"]["labels"]["k3d-gpu.io/cores"], "efficient", "an accelerator: E-cores");
+    // The sample clip by default, fetched by the init container with its pinned checksum.
+    assert_eq!(c["env"][0]["value"], "file:///models/video/person-bicycle-car-detection.mp4");
+    let init = pod["initContainers"][0]["args"].as_array().unwrap();
+    assert!(init.iter().any(|a| a.as_str().unwrap().starts_with("gitblob:39bbc1a6")), "{init:?}");
+    assert!(init.iter().any(|a| a.as_str().unwrap().starts_with("sha384:19a90672")), "{init:?}");
+    // It serves nothing: no Service, no endpoint check; readiness is the rollout.
+    assert!(g.get("k8s/core/Service/k3d-gpu-agent/video").is_none());
+    assert!(g.get("verify/endpoint/k3d-gpu-agent/video").is_none());
+    assert!(g.get("verify/rollout/Deployment/k3d-gpu-agent/video").is_some());
+    assert!(g.get("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/video-models").is_some());
+}
+
+#[test]
+fn video_on_the_cpu_decodes_in_software_and_a_stream_replaces_the_clip() {
+    // One XMX GPU (Lunar Lake, exclusive): the LLM keeps it, video decodes on the CPU.
+    let g = graph(
+        "[sharing]\nshared = 1\n[agent]\n[addons.video]\nsource = \"rtsp://cam.lan:8554/stream\"\n",
+        "lunar-lake-npu",
+    );
+    let d = spec(&g, VIDEO);
+    let s = script(d);
+    assert!(s.contains("decodebin3 ! videoconvert ! gvadetect device=CPU"), "{s}");
+    assert!(!s.contains("va-surface-sharing"), "{s}");
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert!(!c["resources"]["limits"].as_object().unwrap().keys().any(|k| k.contains(".intel.com/")), "{c}");
+    assert_eq!(c["env"][0]["value"], "rtsp://cam.lan:8554/stream");
+    let init = d["spec"]["template"]["spec"]["initContainers"][0]["args"].as_array().unwrap();
+    assert!(!init.iter().any(|a| a.as_str().unwrap().starts_with("gitblob:")), "no sample clip for a stream");
+}
+
+#[test]
+fn a_video_source_cannot_inject_pipeline_syntax_or_credentials() {
+    let lnl = facts_of("lunar-lake-npu");
+    for (bad, code) in [
+        ("rtsp://cam/x ! filesrc location=/etc/shadow", "video-source"),
+        ("rtsp://cam/x\"", "video-source"),
+        ("rtsp://admin:hunter2@cam/stream", "video-source"),
+        ("ftp://cam/x", "video-source"),
+        ("rtsp://cam/(a)", "video-source"),
+        ("file:///etc/passwd", "video-source-local"),
+        ("/home/me/cam.mp4", "video-source-local"),
+    ] {
+        let toml = format!("[agent]\n[addons.video]\nsource = {}\n", serde_json::to_string(bad).unwrap());
+        let errors = compile_on(&toml, &lnl, &CATALOG).unwrap_err();
+        assert_eq!(errors[0].code, code, "{bad}: {errors:?}");
+        assert_eq!(errors[0].key.join("."), "addons.video.source");
+        assert!(!errors[0].message.contains("hunter2"), "a password is never echoed: {}", errors[0].message);
+    }
+    let errors = compile_on("[agent]\n[addons.vlm]\nsource = \"rtsp://cam/x\"\n", &lnl, &CATALOG).unwrap_err();
+    assert_eq!(errors[0].code, "addon-source");
 }
 
 /// Loopback only: every Service is ClusterIP with no node port or external address, and the
@@ -301,4 +372,130 @@ fn nothing_listens_outside_the_cluster() {
         let cluster = g.resources().find(|r| r.kind == k3d_gpu::compile::ResourceKind::Cluster).unwrap();
         assert!(!cluster.spec.to_string().contains("8000"), "no port mapping: {}", cluster.spec);
     }
+}
+
+const CHAT: &str = "k8s/apps/Deployment/k3d-gpu-agent/open-webui";
+
+fn env_of(deployment: &Value) -> std::collections::BTreeMap<String, Value> {
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap().to_string(), e.get("value").cloned().unwrap_or(e["valueFrom"].clone())))
+        .collect()
+}
+
+#[test]
+fn the_chat_ui_signs_in_stays_offline_and_talks_to_the_agents_api() {
+    let g = graph("[agent]\n[agent.chat]\n", "meteor-lake-old-npu-fw");
+    let d = spec(&g, CHAT);
+    let env = env_of(d);
+    for (k, v) in [
+        ("WEBUI_AUTH", "True"),
+        ("ENABLE_SIGNUP", "False"),
+        ("DEFAULT_USER_ROLE", "pending"),
+        ("OFFLINE_MODE", "True"),
+        ("ENABLE_COMMUNITY_SHARING", "False"),
+        ("OPENAI_API_BASE_URL", "http://ovms.k3d-gpu-agent.svc:8000/v3"),
+        ("DEFAULT_MODELS", "Qwen3-4B-int4-ov"),
+        ("WEBUI_ADMIN_EMAIL", "admin@k3d-gpu.local"),
+    ] {
+        assert_eq!(env[k], v, "{k}");
+    }
+    let c = &d["spec"]["template"]["spec"]["containers"][0];
+    assert!(c["image"].as_str().unwrap().starts_with("ghcr.io/open-webui/open-webui:v0.12.2"));
+    // Generated admin: the password is made in the pod, never a value anywhere in the graph.
+    assert!(!env.contains_key("WEBUI_ADMIN_PASSWORD"));
+    let start = c["command"][2].as_str().unwrap();
+    assert!(
+        start.contains("f=/data/.k3d-gpu-admin-password") && start.contains("export WEBUI_ADMIN_PASSWORD"),
+        "{start}"
+    );
+    // Sessions outlive the pod: the key that signs them is kept on the data volume, not in the
+    // container's filesystem where Open WebUI's own start script would write it.
+    assert!(start.contains("f=/data/.webui-secret-key") && start.contains("export WEBUI_SECRET_KEY"), "{start}");
+    assert!(start.ends_with("exec bash start.sh\n"), "{start}");
+    assert_eq!(d["spec"]["template"]["metadata"]["labels"]["k3d-gpu.io/cores"], "efficient");
+    assert_eq!(d["spec"]["template"]["spec"]["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
+    let svc = spec(&g, "k8s/core/Service/k3d-gpu-agent/open-webui");
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(svc["spec"]["ports"][0]["port"], 8080);
+    let pvc = spec(&g, "k8s/core/PersistentVolumeClaim/k3d-gpu-agent/open-webui-data");
+    assert_eq!(pvc["metadata"]["labels"]["k3d-gpu.io/keep-on-removal"], "true");
+    // Readiness: its health endpoint through the service proxy (a GET), answering status true.
+    let v = &g.get("verify/endpoint/k3d-gpu-agent/open-webui").unwrap().spec;
+    assert_eq!(
+        (v["path"].as_str(), v["expect"].as_str(), v["port"].as_u64()),
+        (Some("/health"), Some("status"), Some(8080))
+    );
+    // The same config compiles to the same bytes: nothing random in the plan.
+    assert_eq!(g.to_json(), graph("[agent]\n[agent.chat]\n", "meteor-lake-old-npu-fw").to_json());
+
+    // vLLM serves /v1, and the chat UI follows it.
+    let g = graph("[agent]\n[agent.chat]\n", "gaudi3-server");
+    let env = env_of(spec(&g, CHAT));
+    assert_eq!(env["OPENAI_API_BASE_URL"], "http://vllm.k3d-gpu-agent.svc:8000/v1");
+    assert_eq!(env["DEFAULT_MODELS"], "Qwen/Qwen3-4B", "vLLM lists the model by its id");
+}
+
+#[test]
+fn a_given_admin_comes_from_a_secret_and_auth_cannot_be_turned_off() {
+    let g = graph("[agent]\n[agent.chat]\nadmin_secret = \"open-webui-admin\"\n", "lunar-lake-npu");
+    let d = spec(&g, CHAT);
+    let env = env_of(d);
+    assert_eq!(
+        env["WEBUI_ADMIN_PASSWORD"]["secretKeyRef"],
+        serde_json::json!({"name": "open-webui-admin", "key": "password"})
+    );
+    assert_eq!(env["WEBUI_ADMIN_EMAIL"]["secretKeyRef"]["key"], "email");
+    // The admin is the Secret's; the start only keeps the session key on the volume.
+    let start = d["spec"]["template"]["spec"]["containers"][0]["command"][2].as_str().unwrap();
+    assert!(start.contains("/data/.webui-secret-key") && !start.contains("WEBUI_ADMIN_PASSWORD"), "{start}");
+
+    let lnl = facts_of("lunar-lake-npu");
+    let e = compile_on("[agent]\n[agent.chat]\nauth = false\n", &lnl, &CATALOG).unwrap_err();
+    assert_eq!((e[0].code, e[0].key.join(".")), ("chat-auth", "agent.chat.auth".to_string()));
+    assert!(compile_on("[agent]\n[agent.chat]\nauth = true\n", &lnl, &CATALOG).is_ok());
+    let e = compile_on("[agent]\n[agent.chat]\nadmin_secret = \"../x\"\n", &lnl, &CATALOG).unwrap_err();
+    assert_eq!(e[0].code, "chat-admin-secret");
+    // A password is never a key: the config refuses it as unknown.
+    assert!(load_str("k3dgpu.toml", "[agent]\n[agent.chat]\nadmin_password = \"hunter2\"\n").is_err());
+}
+
+const EMBEDDINGS: &str = "k8s/apps/Deployment/k3d-gpu-agent/embeddings";
+
+#[test]
+fn embeddings_serve_on_the_npu_by_default_and_elsewhere_only_when_asked() {
+    let g = graph("[agent]\n[addons.embeddings]\n", "lunar-lake-npu");
+    let d = spec(&g, EMBEDDINGS);
+    let a = args(d);
+    assert_eq!(flag(&a, "--source_model").as_deref(), Some("OpenVINO/Qwen3-Embedding-0.6B-int8-ov"));
+    assert_eq!(flag(&a, "--task").as_deref(), Some("embeddings"));
+    assert_eq!(flag(&a, "--target_device").as_deref(), Some("NPU"));
+    assert_eq!(flag(&a, "--max_length").as_deref(), Some("512"));
+    assert_eq!(flag(&a, "--pooling").as_deref(), Some("LAST"));
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["resources"]["limits"]["npu.intel.com/accel"], "1");
+    assert!(pod["securityContext"]["supplementalGroups"].as_array().is_some_and(|g| !g.is_empty()), "accel group");
+    let svc = spec(&g, "k8s/core/Service/k3d-gpu-agent/embeddings");
+    assert_eq!(
+        (svc["spec"]["type"].as_str(), svc["spec"]["ports"][0]["port"].as_u64()),
+        (Some("ClusterIP"), Some(8000))
+    );
+    assert_eq!(g.get("verify/endpoint/k3d-gpu-agent/embeddings").unwrap().spec["path"], "/v3/models");
+
+    // No NPU: auto is refused, with the way out; cpu is served, without the NPU's fixed shape.
+    let arc = facts_of("arc-b580-xe-rpl-igpu");
+    let e = compile_on("[agent]\n[addons.embeddings]\n", &arc, &CATALOG).unwrap_err();
+    assert_eq!((e[0].code, e[0].key.join(".")), ("addon-device", "addons.embeddings.device".to_string()));
+    assert!(e[0].help.as_deref().unwrap().contains("device = \"cpu\" or \"gpu\""), "{:?}", e[0].help);
+    let g = compile_on("[agent]\n[addons.embeddings]\ndevice = \"cpu\"\n", &arc, &CATALOG).unwrap();
+    let a = args(spec(&g, EMBEDDINGS));
+    assert_eq!(flag(&a, "--target_device").as_deref(), Some("CPU"));
+    assert_eq!(flag(&a, "--max_length"), None);
+    // The NPU taken by embeddings, stt falls back to the GPU.
+    let p = graph("[agent]\n[addons.embeddings]\n[addons.stt]\n", "lunar-lake-npu").agent.unwrap();
+    let placed: Vec<(String, &str)> = p.addons.iter().map(|a| (format!("{:?}", a.name), a.device)).collect();
+    assert!(placed.contains(&("Embeddings".into(), "NPU")) && placed.contains(&("Stt".into(), "GPU")), "{placed:?}");
 }

@@ -38,7 +38,7 @@ fn a_misspelt_key() {
    · ────┬────
    ·     ╰── unknown key
    ╰────
-  help: did you mean `allocation`? allowed: mode, shared, allocation, monitoring, gpus, allow_ids, deny_ids"#
+  help: did you mean `allocation`? allowed: mode, shared, allocation, monitoring, gpus, allow_ids, deny_ids, nvidia"#
     );
 }
 

@@ -43,6 +43,12 @@ fn kubeconfig(url: &str) -> String {
 /// the kubelets and controllers: workloads roll out, and each node advertises what its
 /// plugin would once the plugin's DaemonSet exists.
 fn fleet() -> Fleet {
+    fleet_with(true)
+}
+
+/// [`fleet`], whose plugins advertise their devices only when `advertise` is set (decided
+/// before the thread starts: it plays the kubelets from its first iteration).
+fn fleet_with(advertise: bool) -> Fleet {
     let mut nodes: Vec<Value> = NODES.iter().map(|n| k3s_node(n, *n == "arc-01")).collect();
     let mut edge = k3s_node("edge-01", false);
     edge["metadata"]["labels"]["team"] = json!("storage");
@@ -50,6 +56,8 @@ fn fleet() -> Fleet {
     let server = FakeApiServer::start_in_background(State { nodes, ..State::k3s() });
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
+    let advertise = Arc::new(AtomicBool::new(advertise));
+    let devices = advertise.clone();
     let controllers = server.handle();
     std::thread::spawn(move || {
         while !flag.load(Ordering::SeqCst) {
@@ -61,6 +69,9 @@ fn fleet() -> Fleet {
                         Some("Deployment") => json!({"observedGeneration": generation, "replicas": 1, "availableReplicas": 1, "updatedReplicas": 1}),
                         _ => continue,
                     };
+                }
+                if !devices.load(Ordering::SeqCst) {
+                    return;
                 }
                 let advertised = [
                     ("arc-01", &["gpu.intel.com/xe", "gpu.intel.com/monitoring"][..]),
@@ -389,12 +400,10 @@ fn render_writes_a_directory_per_node_group_that_kustomize_accepts() {
 
 #[test]
 fn a_check_that_never_holds_names_its_node_and_the_configs_context() {
-    let f = fleet();
-    // Nothing plays the kubelets: no plugin ever advertises anything.
-    f.stop.store(true, Ordering::SeqCst);
-    std::thread::sleep(std::time::Duration::from_millis(100));
+    // The plugins roll out, and none advertises a device.
+    let f = fleet_with(false);
     let planned = f.run(&["plan"]);
-    let out = f.run(&["apply", "--plan-hash", &hash_of(&planned), "--verify-timeout", "2"]);
+    let out = f.run(&["apply", "--plan-hash", &hash_of(&planned), "--verify-timeout", "3"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let said = text(&out);
     assert!(

@@ -177,6 +177,54 @@ fn the_nvidia_example_applies_and_converges_against_a_fresh_k3s() {
     });
 }
 
+/// `[sharing.nvidia]` and `[telemetry]` against a fresh k3s: the plugin's ConfigMap, the DCGM
+/// exporter and its namespace apply and converge; then a change of replicas is planned as
+/// updates of the ConfigMap and the plugin's DaemonSet only, applied in place, and converges.
+#[test]
+fn nvidia_time_slicing_applies_converges_and_changes_in_place() {
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let facts = support::facts_of("desktop-rpl-nvidia");
+    let text = std::fs::read_to_string(support::repo().join("examples/nvidia-time-slicing.toml")).unwrap();
+    let compile = |text: &str| {
+        k3d_gpu::compile::compile(&k3d_gpu::config::load_str("k3dgpu.toml", text).unwrap(), &facts, &catalog).unwrap()
+    };
+    let four = compile(&text);
+    assert!(text.contains("replicas = 4"));
+    let two = compile(&text.replace("replicas = 4", "replicas = 2"));
+    let (_server, _dir, kubeconfig, name) = fresh_k3s_for(&four);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    runtime.block_on(async {
+        let client = client(&kubeconfig, &name).await.unwrap();
+        let kinds = k3d_gpu::compile::object_kinds(&catalog);
+        let plan_against = |graph: &k3d_gpu::compile::DesiredGraph, seen: k3d_gpu::observe::ObservedKubernetes| {
+            let mut observed = support::converged(graph);
+            observed.kubernetes.as_mut().unwrap().objects = seen.objects;
+            k3d_gpu::plan::plan(graph, &observed, support::placeholder_inputs())
+        };
+        let failures = apply_objects(&client, &four).await;
+        assert!(failures.is_empty(), "apply refused:\n{}", failures.join("\n"));
+        let p = plan_against(&four, observe(client.clone(), &name, &kinds).await.unwrap());
+        let left: Vec<&String> = p.actions.iter().map(|a| &a.id).filter(|id| id.starts_with("k8s/")).collect();
+        assert!(left.is_empty(), "the second plan still wants {left:?}");
+
+        let p = plan_against(&two, observe(client.clone(), &name, &kinds).await.unwrap());
+        let changes: Vec<(&str, k3d_gpu::plan::ActionKind)> =
+            p.actions.iter().filter(|a| a.id.starts_with("k8s/")).map(|a| (a.id.as_str(), a.action)).collect();
+        assert_eq!(
+            changes,
+            [
+                ("k8s/apps/DaemonSet/kube-system/nvidia-device-plugin-daemonset", k3d_gpu::plan::ActionKind::Update),
+                ("k8s/core/ConfigMap/kube-system/nvidia-device-plugin-config", k3d_gpu::plan::ActionKind::Update),
+            ]
+        );
+        let failures = apply_objects(&client, &two).await;
+        assert!(failures.is_empty(), "apply refused:\n{}", failures.join("\n"));
+        let p = plan_against(&two, observe(client.clone(), &name, &kinds).await.unwrap());
+        let left: Vec<&String> = p.actions.iter().map(|a| &a.id).filter(|id| id.starts_with("k8s/")).collect();
+        assert!(left.is_empty(), "after the change the plan still wants {left:?}");
+    });
+}
+
 /// Without k3s's runtimes manifest (`--disable=runtimes`, or a node image without it) the
 /// check fails in time and says why.
 #[test]
@@ -249,6 +297,69 @@ fn the_agent_applies_and_waits_for_its_model() {
     assert!(proxied.len() >= 2, "{proxied:?}");
     assert!(
         proxied.iter().all(|r| r == "GET /api/v1/namespaces/k3d-gpu-agent/services/ovms:8000/proxy/v3/models"),
+        "{proxied:?}"
+    );
+}
+
+/// The add-ons, the chat UI and the sandbox end to end against a fresh k3s: every object applies
+/// (the sandbox's template after its CRDs) and is observed, and the chat UI's readiness waits
+/// on its health endpoint through the service proxy (GET only) until the test, playing Open
+/// WebUI, answers `{"status": true}`.
+#[test]
+fn the_add_ons_apply_and_the_chat_ui_waits_for_its_health() {
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let toml = "[agent]\n[agent.chat]\n[addons.video]\n[addons.embeddings]\n[sandbox]\n";
+    let graph = k3d_gpu::compile::compile(
+        &k3d_gpu::config::load_str("k3dgpu.toml", toml).unwrap(),
+        &support::facts_of("lunar-lake-npu"),
+        &catalog,
+    )
+    .unwrap();
+    let (server, _dir, kubeconfig, name) = fresh_k3s_for(&graph);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client = runtime.block_on(client(&kubeconfig, &name)).unwrap();
+    let failures = runtime.block_on(apply_objects(&client, &graph));
+    assert!(failures.is_empty(), "apply refused:\n{}", failures.join("\n"));
+    let kinds = k3d_gpu::compile::object_kinds(&catalog);
+    let seen = runtime.block_on(observe(client.clone(), &name, &kinds)).unwrap();
+    let seen: Vec<String> = seen
+        .objects
+        .iter()
+        .map(|o| {
+            format!(
+                "{}/{}/{}",
+                o["kind"].as_str().unwrap(),
+                o["metadata"]["namespace"].as_str().unwrap_or(""),
+                o["metadata"]["name"].as_str().unwrap()
+            )
+        })
+        .collect();
+    for id in [
+        "Deployment/k3d-gpu-agent/open-webui",
+        "Service/k3d-gpu-agent/open-webui",
+        "PersistentVolumeClaim/k3d-gpu-agent/open-webui-data",
+        "Deployment/k3d-gpu-agent/video",
+        "Deployment/k3d-gpu-agent/embeddings",
+        "SandboxTemplate/agent-sandbox/python-ecores",
+        "SandboxWarmPool/agent-sandbox/python-ecores",
+    ] {
+        assert!(seen.iter().any(|k| k == id), "observe lists {id}: {seen:?}");
+    }
+
+    let spec = graph.get("verify/endpoint/k3d-gpu-agent/open-webui").expect("a readiness check").spec.clone();
+    let waiting = runtime.spawn(async move {
+        k3d_gpu::apply::verify::wait_for(&client, &spec, &name, std::time::Duration::from_secs(20)).await
+    });
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    assert!(!waiting.is_finished(), "no endpoint answers yet");
+    server.change(|s| s.proxied.push(("open-webui:8080/health".into(), json!({"status": true}))));
+    runtime.block_on(waiting).unwrap().unwrap();
+    let proxied: Vec<String> = server.requests().into_iter().filter(|r| r.contains("/proxy")).collect();
+    assert!(
+        !proxied.is_empty()
+            && proxied
+                .iter()
+                .all(|r| r == "GET /api/v1/namespaces/k3d-gpu-agent/services/open-webui:8080/proxy/health"),
         "{proxied:?}"
     );
 }

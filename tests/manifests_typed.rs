@@ -34,6 +34,10 @@ fn normal(v: &Value) -> Value {
                 .collect(),
         ),
         Value::Array(a) => Value::Array(a.iter().map(normal).collect()),
+        // A schema's `minimum` is a float in the typed struct: 0 and 0.0 are the same bound.
+        Value::Number(n) if n.as_f64().is_some_and(|f| f.fract() == 0.0 && f.abs() < 1e15) => {
+            Value::from(n.as_f64().unwrap_or_default() as i64)
+        }
         other => other.clone(),
     }
 }
@@ -148,6 +152,13 @@ fn every_agent_workload_is_valid() {
         ("", "xeon-2s-snc2"),
         ("[addons.vlm]\n[addons.stt]\n[sharing]\nshared = 2", "lunar-lake-npu"),
         ("[addons.vlm]\ndevice = \"npu\"", "lunar-lake-npu"),
+        // Video on the iGPU's media engines, and on the CPU with a stream.
+        ("[addons.video]", "meteor-lake-old-npu-fw"),
+        ("[addons.video]\nsource = \"rtsp://cam.lan/s\"\n[sharing]\nshared = 1", "lunar-lake-npu"),
+        // The chat UI, generated admin and a given Secret.
+        ("[agent.chat]", "meteor-lake-old-npu-fw"),
+        ("[agent.chat]\nadmin_secret = \"open-webui-admin\"", "lunar-lake-npu"),
+        ("[addons.embeddings]", "lunar-lake-npu"),
     ];
     let mut problems = Vec::new();
     let mut deployments = 0;
@@ -166,7 +177,7 @@ fn every_agent_workload_is_valid() {
             }
         }
     }
-    assert_eq!(deployments, cases.len() + 3, "one model server per case, one per deployed add-on");
+    assert_eq!(deployments, cases.len() + 8, "one model server per case, one per deployed add-on");
     assert!(problems.is_empty(), "{}", problems.join("\n\n"));
 }
 

@@ -407,3 +407,26 @@ fn an_unreadable_stdlib_is_unreadable_input() {
         assert!(stderr(&out).contains("cannot read component catalog"), "{}", stderr(&out));
     }
 }
+
+#[test]
+fn an_agent_model_that_reads_as_a_flag_is_refused_at_its_span() {
+    let (_repo, config) = repo_with_config("[agent]\nmodel = \"--trust-remote-code\"\n");
+    let out = k3d_gpu(&["validate", "-c", &config, "--root", &host("lunar-lake-npu")]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let text = stderr(&out);
+    assert!(text.contains("model \"--trust-remote-code\" is not of the form org/name"), "{text}");
+    assert!(text.contains("2 │ model = \"--trust-remote-code\""), "the span is shown: {text}");
+}
+
+#[test]
+fn a_stream_password_is_never_echoed_by_a_diagnostic() {
+    // Each source is refused, and the refusal underlines the line that holds the password.
+    for source in ["rtsp://admin:hunter2@cam/live", "admin:hunter2@cam/live"] {
+        let (_repo, config) = repo_with_config(&format!("[agent]\n[addons.video]\nsource = \"{source}\"\n"));
+        let out = k3d_gpu(&["validate", "-c", &config, "--root", &host("lunar-lake-npu")]);
+        assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+        let text = stderr(&out);
+        assert!(text.contains("3 │ source = "), "the line is still shown: {text}");
+        assert!(!text.contains("hunter2"), "the password is echoed: {text}");
+    }
+}

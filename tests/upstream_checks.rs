@@ -2,7 +2,9 @@
 //! release and commit it was read from (docs/upstream-checks.md says what covers what):
 //! - the k3d SimpleConfig apply writes, against k3d's v1alpha5 JSON schema;
 //! - every device plugin container's args (and env), against the flags that plugin release
-//!   defines and the values its own validation accepts.
+//!   defines and the values its own validation accepts;
+//! - the NVIDIA plugin's config file (`[sharing.nvidia]`), against the fields and rules of
+//!   its api/config/v1 at the release the image is built from.
 //!
 //! Both run over every example on its fixture host and over variations that exercise the
 //! rules a plain example leaves off (id lists, sharing, several nodes, an API port).
@@ -32,6 +34,9 @@ fn cases() -> Vec<(String, DesiredGraph)> {
         ("[cluster]\nagents = 2\napi_port = 6443\n", "desktop-rpl-nvidia"),
         ("[cluster]\nagents = 1\napi_host_ip = \"0.0.0.0\"\n", "meteor-lake-old-npu-fw"),
         ("[cluster]\nagents = 1\naccelerator_node = \"agent:0\"\n", "xeon-2s-snc2"),
+        ("[sharing.nvidia]\nreplicas = 2\nfail_requests_greater_than_one = false\n", "wsl2-nvidia"),
+        ("[sharing]\nmonitoring = true\n[telemetry]\n", "desktop-rpl-nvidia"),
+        ("[sharing]\nmode = \"dra\"\n[telemetry]\n", "arc-b580-xe-rpl-igpu"),
         (
             "[cluster]\nimage = \"my/node:1\"\nkubernetes_version = \"1.33\"\n[experimental]\nfeatures = [\"dra\"]\n",
             "wsl2-intel",
@@ -236,6 +241,11 @@ fn check_container(data: &FlagData, plugin: &Plugin, container: &Value) -> Vec<S
             problems.push(format!("{arg:?} is not a flag"));
             continue;
         };
+        // pflag (cobra): a single dash is a run of one-letter shorthands, never a long name.
+        if plugin.syntax == "pflag" && !arg.starts_with("--") {
+            problems.push(format!("{arg:?}: {} takes long flags with two dashes", plugin.source));
+            continue;
+        }
         let (name, mut value) = match body.split_once('=') {
             Some((n, v)) => (n.to_string(), Some(v.to_string())),
             None => (body.to_string(), None),
@@ -359,10 +369,260 @@ fn the_flag_check_catches_what_the_plugins_exit_on() {
     assert_eq!(with(&["-shared-dev-num=0"]).len(), 1);
     assert_eq!(with(&["-allocation-policy=spread"]).len(), 1);
     assert_eq!(with(&["-no-such-flag"]).len(), 1);
+    let xpumd = data.plugin.iter().find(|p| p.syntax == "pflag").unwrap();
+    let args = |args: &[&str]| check_container(&data, xpumd, &serde_json::json!({ "args": args }));
+    assert!(args(&["--config=/etc/xpumd/config.yaml", "--config", "/etc/xpumd/more.yaml"]).is_empty());
+    assert_eq!(args(&["-config=/etc/xpumd/config.yaml"]).len(), 1, "one dash is a shorthand to pflag");
+    assert_eq!(args(&["--configs=/etc/xpumd/config.yaml"]).len(), 1);
     let nvidia = data.plugin.iter().find(|p| p.syntax == "urfave-cli").unwrap();
     let env =
         serde_json::json!({ "env": [{ "name": "FAIL_ON_INIT_ERROR", "value": "false" }, { "name": "FAIL_ON_ERR" }] });
     assert_eq!(check_container(&data, nvidia, &env).len(), 1);
+}
+
+// ---- the NVIDIA plugin's config file --------------------------------------------------------
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigRules {
+    schema: String,
+    images: Vec<String>,
+    source: String,
+    release: String,
+    commit: String,
+    files: Vec<String>,
+    versions: Vec<String>,
+    fields: BTreeMap<String, Vec<String>>,
+    rules: ConfigRuleValues,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ConfigRuleValues {
+    resources_required: bool,
+    min_replicas: i64,
+    devices_string: String,
+    resource_prefix: String,
+    max_resource_name: usize,
+    mps_requires_env: String,
+    mps_refuses_mig_strategy: String,
+}
+
+fn config_rules() -> ConfigRules {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/nvidia-plugin-config.toml")).unwrap();
+    let rules: ConfigRules = toml::from_str(&text).unwrap();
+    assert_eq!(rules.schema, "k3d-gpu.upstream-config/v1");
+    assert!(
+        rules.commit.len() == 40 && !rules.source.is_empty() && !rules.release.is_empty() && !rules.files.is_empty()
+    );
+    rules
+}
+
+/// A DNS subdomain (RFC 1123), what `NewResourceName` requires after the prefix.
+fn dns_subdomain(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 253
+        && name.split('.').all(|l| {
+            !l.is_empty()
+                && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        })
+}
+
+/// What the plugin would refuse in its config file `text`, or silently ignore (an unknown
+/// field), given the container's env.
+fn check_plugin_config(r: &ConfigRules, text: &str, env: &BTreeMap<String, String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let config: Value = match serde_json::from_str(text) {
+        Ok(v) => v,
+        Err(e) => return vec![format!("not JSON (we write JSON, which the plugin's YAML parser reads): {e}")],
+    };
+    let known = |value: &Value, fields: &str, at: &str, problems: &mut Vec<String>| {
+        let Some(map) = value.as_object() else {
+            problems.push(format!("{at}: not an object"));
+            return;
+        };
+        for key in map.keys() {
+            if !r.fields[fields].contains(key) {
+                problems.push(format!("{at}.{key}: no such field (the plugin would ignore it)"));
+            }
+        }
+    };
+    known(&config, "config", "", &mut problems);
+    match config.get("version").and_then(Value::as_str) {
+        None | Some("") => {}
+        Some(v) if r.versions.iter().any(|x| x == v) => {}
+        Some(v) => problems.push(format!("version {v:?}: unknown version")),
+    }
+    let sharing = &config["sharing"];
+    if sharing.is_null() {
+        return problems;
+    }
+    known(sharing, "sharing", "sharing", &mut problems);
+    let mut mps_replicated = false;
+    for strategy in ["timeSlicing", "mps"] {
+        let rr = &sharing[strategy];
+        if rr.is_null() {
+            continue;
+        }
+        let at = format!("sharing.{strategy}");
+        known(rr, "replicated_resources", &at, &mut problems);
+        for flag in ["renameByDefault", "failRequestsGreaterThanOne"] {
+            if !rr[flag].is_null() && !rr[flag].is_boolean() {
+                problems.push(format!("{at}.{flag}: not a bool"));
+            }
+        }
+        let resources = rr["resources"].as_array().cloned().unwrap_or_default();
+        if r.rules.resources_required && resources.is_empty() {
+            problems.push(format!("{at}: no resources specified"));
+        }
+        for (i, res) in resources.iter().enumerate() {
+            let at = format!("{at}.resources[{i}]");
+            known(res, "replicated_resource", &at, &mut problems);
+            match res["name"].as_str() {
+                None => problems.push(format!("{at}: no resource name specified")),
+                Some(name) => {
+                    let full = if name.starts_with(&r.rules.resource_prefix) {
+                        name.to_string()
+                    } else {
+                        format!("{}{name}", r.rules.resource_prefix)
+                    };
+                    if full.len() > r.rules.max_resource_name {
+                        problems.push(format!("{at}.name: longer than {} characters", r.rules.max_resource_name));
+                    }
+                    if !dns_subdomain(&full[r.rules.resource_prefix.len()..]) {
+                        problems.push(format!("{at}.name {name:?}: not a DNS subdomain"));
+                    }
+                }
+            }
+            match res["replicas"].as_i64() {
+                None => problems.push(format!("{at}: no replicas specified")),
+                Some(n) if n < r.rules.min_replicas => {
+                    problems.push(format!("{at}.replicas {n}: must be >= {}", r.rules.min_replicas))
+                }
+                Some(_) if strategy == "mps" => mps_replicated = true,
+                Some(_) => {}
+            }
+            match &res["devices"] {
+                Value::Null => {}
+                Value::String(s) if *s == r.rules.devices_string => {}
+                Value::Number(n) if n.as_i64().is_some_and(|n| n > 0) => {}
+                Value::Array(_) => {}
+                other => problems.push(format!("{at}.devices {other}: not \"all\", a count > 0 or a list")),
+            }
+        }
+    }
+    if mps_replicated {
+        if env.get(&r.rules.mps_requires_env).is_none_or(|v| v.is_empty()) {
+            problems.push(format!("MPS needs {} (--mps-root)", r.rules.mps_requires_env));
+        }
+        if env.get("MIG_STRATEGY").is_some_and(|v| *v == r.rules.mps_refuses_mig_strategy) {
+            problems.push("MPS with MIG_STRATEGY=mixed is refused".into());
+        }
+    }
+    problems
+}
+
+/// Where a container is, its env, and its config file's text (or why it cannot be found).
+type ConfigFile = (String, BTreeMap<String, String>, Result<String, String>);
+
+/// Each NVIDIA plugin container in `graph` that reads a config file: where, its env, and the
+/// file's text as the container would see it (CONFIG_FILE → mount → ConfigMap key).
+fn plugin_config_files(r: &ConfigRules, graph: &DesiredGraph) -> Vec<ConfigFile> {
+    let objects: Vec<&Value> = graph.resources().filter(|x| x.kind == ResourceKind::Object).map(|x| &x.spec).collect();
+    let mut out = Vec::new();
+    for object in &objects {
+        let pod = &object["spec"]["template"]["spec"];
+        for c in containers(object) {
+            let (repo, tag) = repo_tag(c["image"].as_str().unwrap_or_default());
+            if !r.images.contains(&format!("{repo}:{tag}")) {
+                continue;
+            }
+            let env: BTreeMap<String, String> = c["env"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter_map(|e| Some((e["name"].as_str()?.to_string(), e["value"].as_str()?.to_string())))
+                .collect();
+            let Some(path) = env.get("CONFIG_FILE").cloned() else { continue };
+            let where_ = format!("{} {} container {}", object["kind"], object["metadata"]["name"], c["name"]);
+            let file = (|| {
+                let (dir, key) = path.rsplit_once('/').ok_or("CONFIG_FILE is not a path")?;
+                let mount = c["volumeMounts"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|m| m["mountPath"] == dir)
+                    .ok_or(format!("nothing is mounted at {dir}"))?;
+                let volume = pod["volumes"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|v| v["name"] == mount["name"])
+                    .ok_or("the mount names no volume")?;
+                let name = volume["configMap"]["name"].as_str().ok_or("the volume is not a ConfigMap")?;
+                let cm = objects
+                    .iter()
+                    .find(|o| {
+                        o["kind"] == "ConfigMap"
+                            && o["metadata"]["name"] == name
+                            && o["metadata"]["namespace"] == object["metadata"]["namespace"]
+                    })
+                    .ok_or(format!("no ConfigMap {name} in the graph"))?;
+                cm["data"][key].as_str().map(str::to_string).ok_or(format!("ConfigMap {name} has no key {key}"))
+            })();
+            out.push((where_, env, file));
+        }
+    }
+    out
+}
+
+#[test]
+fn every_nvidia_plugin_config_file_passes_upstreams_rules() {
+    let r = config_rules();
+    let mut checked = 0;
+    let mut problems = Vec::new();
+    for (name, graph) in cases() {
+        for (where_, env, file) in plugin_config_files(&r, &graph) {
+            checked += 1;
+            match file {
+                Err(e) => problems.push(format!("{name}: {where_}: {e}")),
+                Ok(text) => problems
+                    .extend(check_plugin_config(&r, &text, &env).into_iter().map(|p| format!("{name}: {where_}: {p}"))),
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // The time-slicing example and the WSL2 variation.
+    assert!(checked >= 2, "only {checked} config files checked");
+}
+
+#[test]
+fn the_config_check_catches_what_the_plugin_refuses_or_ignores() {
+    let r = config_rules();
+    let env = BTreeMap::new();
+    let check = |text: &str| check_plugin_config(&r, text, &env);
+    let good = r#"{"version": "v1", "sharing": {"timeSlicing": {"failRequestsGreaterThanOne": true, "resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}"#;
+    assert!(check(good).is_empty(), "{:?}", check(good));
+    for bad in [
+        r#"{"version": "v2"}"#,
+        r#"{"sharing": {"timeslicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}}"#,
+        r#"{"sharing": {"timeSlicing": {"resources": []}}}"#,
+        r#"{"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 1}]}}}"#,
+        r#"{"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu"}]}}}"#,
+        r#"{"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 2, "devices": "some"}]}}}"#,
+        r#"{"sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/GPU", "replicas": 2}]}}}"#,
+        r#"{"sharing": {"timeSlicing": {"renameByDefault": "yes", "resources": [{"name": "gpu", "replicas": 2}]}}}"#,
+        r#"{"sharing": {"mps": {"resources": [{"name": "gpu", "replicas": 2}]}}}"#,
+    ] {
+        assert_eq!(check(bad).len(), 1, "{bad}: {:?}", check(bad));
+    }
+    let long = format!(
+        r#"{{"sharing": {{"timeSlicing": {{"resources": [{{"name": "{}", "replicas": 2}}]}}}}}}"#,
+        "g".repeat(60)
+    );
+    assert_eq!(check(&long).len(), 1);
 }
 
 // ---- what k3s makes itself ------------------------------------------------------------------

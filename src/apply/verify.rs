@@ -101,6 +101,12 @@ pub fn diagnosis_in(spec: &Value, context: &str, k3d: Option<&str>) -> String {
         Some("endpoint") => {
             let ns = spec["namespace"].as_str().unwrap_or_default();
             let svc = spec["service"].as_str().unwrap_or_default();
+            if spec["expect"] == "status" {
+                return format!(
+                    "svc/{svc} does not answer {} with status true. Look: kubectl {context} -n {ns} get pods,pvc; kubectl {context} -n {ns} logs deploy/{svc} --all-containers",
+                    spec["path"].as_str().unwrap_or_default()
+                );
+            }
             format!(
                 "the model server svc/{svc} does not list a model at {}. The first start downloads the model into its PVC, then loads it. Look: kubectl {context} -n {ns} get pods,pvc; kubectl {context} -n {ns} logs deploy/{svc} --all-containers",
                 spec["path"].as_str().unwrap_or_default()
@@ -195,6 +201,15 @@ pub fn proxy_path(spec: &Value) -> String {
     )
 }
 
+/// Whether an endpoint's reply says ready: with `"expect": "status"`, a health reply
+/// `{"status": true}` (Open WebUI's `/health`); otherwise an OpenAI models list with a model.
+pub fn ready(spec: &Value, body: &str) -> bool {
+    if spec["expect"] == "status" {
+        return serde_json::from_str::<Value>(body).is_ok_and(|v| v["status"] == true);
+    }
+    lists_a_model(body)
+}
+
 /// Whether an OpenAI-style models reply lists at least one model.
 pub fn lists_a_model(body: &str) -> bool {
     serde_json::from_str::<Value>(body)
@@ -213,7 +228,7 @@ async fn poll_endpoint(client: &Client, spec: &Value) -> Result<(), String> {
     loop {
         let request = http::Request::get(&path).body(Vec::new()).map_err(|e| e.to_string())?;
         if let Ok(body) = client.request_text(request).await
-            && lists_a_model(&body)
+            && ready(spec, &body)
         {
             return Ok(());
         }
@@ -297,6 +312,12 @@ mod tests {
         assert!(lists_a_model(r#"{"object":"list","data":[{"id":"Qwen3-4B-int4-ov","object":"model"}]}"#));
         assert!(!lists_a_model(r#"{"object":"list","data":[]}"#), "loaded nothing yet");
         assert!(!lists_a_model("no healthy upstream"));
+        // A health endpoint (the chat UI's) answers a status instead of a models list.
+        let health = json!({"check": "endpoint", "service": "open-webui", "path": "/health", "expect": "status"});
+        assert!(ready(&health, r#"{"status":true}"#));
+        assert!(!ready(&health, r#"{"status":false}"#));
+        assert!(!ready(&health, r#"{"object":"list","data":[{"id":"m"}]}"#), "a models list is not a health reply");
+        assert!(!ready(&spec, r#"{"status":true}"#), "nor the other way round");
     }
 
     #[test]

@@ -236,7 +236,7 @@ mod tests;
 
 /// A path as one shell word, for a fix the user copies into a terminal: the path comes from
 /// KUBECONFIG or a saved document, and `x; curl … | sh` must stay a file name.
-fn shell_quoted(path: &str) -> String {
+pub(crate) fn shell_quoted(path: &str) -> String {
     if !path.is_empty() && path.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+~".contains(c)) {
         return path.to_string();
     }

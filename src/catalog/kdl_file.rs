@@ -17,15 +17,17 @@ const NODES: &[&str] = &[
     "rollout",
     "configure",
     "replaces-baked",
+    "accelerator-node",
 ];
 
 /// Per node: (arguments it takes, properties it allows, may appear more than once).
 fn shape(node: &str) -> (usize, &'static [&'static str], bool) {
     match node {
         "summary" | "manifest" | "replaces-baked" => (1, &[], false),
+        "accelerator-node" => (0, &[], false),
         "upstream" => (1, &["version"], false),
         "image" | "after" => (1, &[], true),
-        "when" => (0, &["vendor", "intel-gpu-mode", "balloons"], true),
+        "when" => (0, &["vendor", "intel-gpu-mode", "balloons", "telemetry", "sandbox"], true),
         "provides" => (0, &["resource", "label"], true),
         "rollout" => (2, &[], true),
         "configure" => (1, &["container"], true),
@@ -146,6 +148,7 @@ pub fn parse_component(
         rollouts: Vec::new(),
         configure: Vec::new(),
         replaces_baked: None,
+        accelerator_node: false,
         objects: Vec::new(),
         origin: origin.to_string(),
         user: false,
@@ -279,6 +282,7 @@ pub fn parse_component(
                     .ok_or_else(|| file.error(node.span(), "`configure` needs container=…", "here", None))?;
                 c.configure.push(Configure { hook, container });
             }
+            "accelerator-node" => c.accelerator_node = true,
             "replaces-baked" => {
                 let baked = file.arg(node, 0, "the baked manifest's name")?;
                 if baked.is_empty() || baked.contains(['/', ' ', '=']) {
@@ -344,12 +348,18 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
             })?),
             "intel-gpu-mode" => Condition::IntelGpuMode(config_value(value).map_err(bad)?),
             "balloons" => Condition::Balloons(config_value(value).map_err(bad)?),
+            "telemetry" => Condition::Telemetry(config_value(value).map_err(bad)?),
+            "sandbox" => Condition::Sandbox(match value {
+                "on" => true,
+                "off" => false,
+                _ => return Err(bad("on, off".into())),
+            }),
             _ => {
                 return Err(file.error(
                     entry.span(),
                     format!("unknown condition key `{key}`"),
                     "here",
-                    Some("keys: vendor, intel-gpu-mode, balloons".into()),
+                    Some("keys: vendor, intel-gpu-mode, balloons, telemetry, sandbox".into()),
                 ));
             }
         });
@@ -462,21 +472,39 @@ mod tests {
     }
 
     #[test]
+    fn accelerator_node_is_a_flag_given_once() {
+        let manifest = |_: &str| -> Result<String, String> { Ok(String::new()) };
+        let file = |extra: &str| {
+            format!("component \"x\" {{\n  summary \"s\"\n  upstream u version=\"1\"\n  manifest x.yml\n{extra}}}\n")
+        };
+        assert!(!parse_component("mine.kdl", &file(""), &manifest).unwrap().accelerator_node);
+        assert!(parse_component("mine.kdl", &file("  accelerator-node\n"), &manifest).unwrap().accelerator_node);
+        let e = parse_component("mine.kdl", &file("  accelerator-node\n  accelerator-node\n"), &manifest).unwrap_err();
+        assert!(e.message.contains("given twice"), "{}", e.message);
+        let e = parse_component("mine.kdl", &file("  accelerator-node yes\n"), &manifest).unwrap_err();
+        assert!(e.message.contains("takes 0 argument"), "{}", e.message);
+    }
+
+    #[test]
     fn condition_values_are_the_configs() {
         let none = |_: &str| -> Result<String, String> { Err("no manifest".into()) };
         let when = |line: &str| {
             let text = format!("component \"x\" {{\n  when {line}\n}}\n");
             parse_component("mine.kdl", &text, &none).unwrap_err()
         };
-        for (line, allowed) in
-            [("intel-gpu-mode=\"pluginn\"", "allowed: plugin, dra"), ("balloons=\"K3s\"", "allowed: k3s, external")]
-        {
+        for (line, allowed) in [
+            ("intel-gpu-mode=\"pluginn\"", "allowed: plugin, dra"),
+            ("balloons=\"K3s\"", "allowed: k3s, external"),
+            ("telemetry=\"amd\"", "allowed: intel, nvidia"),
+        ] {
             let e = when(line);
             assert!(e.message.ends_with("is not a known condition"), "{line}: {}", e.message);
             assert_eq!(e.help.as_deref(), Some(allowed), "{line}");
         }
         // Known values get past the condition to the next problem (no summary).
-        for line in ["intel-gpu-mode=\"dra\"", "intel-gpu-mode=\"plugin\" balloons=\"external\""] {
+        for line in
+            ["intel-gpu-mode=\"dra\"", "intel-gpu-mode=\"plugin\" balloons=\"external\"", "telemetry=\"nvidia\""]
+        {
             assert!(when(line).message.contains("has no `summary`"), "{line}: {}", when(line).message);
         }
     }

@@ -31,6 +31,10 @@ pub enum Condition {
     Vendor(Vendor),
     IntelGpuMode(IntelGpuMode),
     Balloons(Balloons),
+    /// `[telemetry]` wants this exporter (the compiler decides: `compile::telemetry`).
+    Telemetry(crate::config::TelemetryExporter),
+    /// `sandbox=on`: the config has a `[sandbox]` table (`off`: it has none).
+    Sandbox(bool),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -62,6 +66,10 @@ pub struct Component {
     pub rollouts: Vec<Rollout>,
     pub configure: Vec<Configure>,
     pub replaces_baked: Option<String>,
+    /// Its pods run only on the node that advertises the host's accelerators, like the
+    /// device plugins' (`accelerator-node`): an exporter that reads the devices.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub accelerator_node: bool,
     /// The manifest's objects, in file order.
     #[serde(skip)]
     pub objects: Vec<serde_json::Value>,
@@ -107,8 +115,12 @@ pub struct Catalog {
 /// The hook that appends the Intel GPU plugin's flags to a container's args.
 pub const INTEL_GPU_PLUGIN_ARGS: &str = "intel-gpu-plugin-args";
 
+/// The hook that points the NVIDIA device plugin's container at the config file
+/// `[sharing.nvidia]` compiles to (a ConfigMap volume, `CONFIG_FILE`, the config's digest).
+pub const NVIDIA_PLUGIN_CONFIG: &str = "nvidia-plugin-config";
+
 /// Names hooks may have; a component naming another is an error.
-pub const HOOKS: &[&str] = &[INTEL_GPU_PLUGIN_ARGS];
+pub const HOOKS: &[&str] = &[INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG];
 
 impl Catalog {
     /// The catalog built into the binary.

@@ -154,14 +154,39 @@ impl Reporter {
 /// could start k3d on the same cluster. Instead, from the first action on, a signal stops new
 /// actions from starting; the running ones (and their child processes) finish, verify is
 /// cut short, and only then is the lock released.
-struct Signals {
+///
+/// The same stop serves the MCP server, whose client cancels a call instead of sending a signal.
+#[derive(Clone, Default)]
+pub(crate) struct Signals {
     stopped: std::sync::Arc<std::sync::atomic::AtomicBool>,
     notify: std::sync::Arc<tokio::sync::Notify>,
+    /// Stopped only through `stop`: the MCP server owns the process's signals for its whole
+    /// life (a handler registered per apply would outlive it and swallow every later SIGTERM).
+    client_only: bool,
 }
 
 impl Signals {
+    /// A stop that `watching` leaves off the process's signals.
+    pub(crate) fn client_only() -> Signals {
+        Signals { client_only: true, ..Signals::default() }
+    }
+
+    /// Stops new actions from starting and cuts verify short, as a signal does.
+    pub(crate) fn stop(&self) {
+        self.stopped.store(true, std::sync::atomic::Ordering::SeqCst);
+        self.notify.notify_waiters();
+    }
+
     fn watch(rt: &tokio::runtime::Runtime, json: bool) -> Result<Signals> {
+        Signals::default().watching(rt, json)
+    }
+
+    /// This stop, also triggered by SIGINT, SIGTERM or SIGHUP.
+    pub(crate) fn watching(self, rt: &tokio::runtime::Runtime, json: bool) -> Result<Signals> {
         use tokio::signal::unix::{SignalKind, signal};
+        if self.client_only {
+            return Ok(self);
+        }
         let streams = rt.block_on(async {
             Ok::<_, std::io::Error>((
                 signal(SignalKind::interrupt())?,
@@ -171,9 +196,7 @@ impl Signals {
         });
         let (mut int, mut term, mut hup) =
             streams.map_err(|e| Error::Output { path: "signal handlers".into(), reason: e.to_string() })?;
-        let stopped = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let notify = std::sync::Arc::new(tokio::sync::Notify::new());
-        let (flag, wake) = (stopped.clone(), notify.clone());
+        let (flag, wake) = (self.stopped.clone(), self.notify.clone());
         rt.spawn(async move {
             loop {
                 let name = tokio::select! {
@@ -193,7 +216,7 @@ impl Signals {
                 }
             }
         });
-        Ok(Signals { stopped, notify })
+        Ok(self)
     }
 
     fn stopped(&self) -> bool {
@@ -265,18 +288,55 @@ fn lock_cluster(global: &Global, cluster: &str) -> Result<Lock> {
     Ok(lock)
 }
 
-pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
+/// The cluster locked, and the plan its inputs give now, with its hash: what every gate
+/// compares against.
+struct Locked {
+    lock: Lock,
+    rt: tokio::runtime::Runtime,
+    computed: super::plan::Computed,
+    hash: String,
+}
+
+fn locked_plan(global: &Global) -> Result<Locked> {
     let inputs = super::load_config(global)?;
     let lock = lock_cluster(global, &inputs.config.cluster.name)?;
     let rt = super::runtime()?;
     let computed = super::plan::compute(global, inputs, super::plan::Observation::Live(&rt))?;
-    let plan = &computed.plan;
+    let hash = crate::canonical::sha256(&computed.plan.to_bytes());
+    Ok(Locked { lock, rt, computed, hash })
+}
+
+/// What an apply did: the actions' outcome and the verify checks that failed (none ran when
+/// the plan was empty).
+#[derive(Debug, serde::Serialize)]
+pub(crate) struct Applied {
+    pub hash: String,
+    pub nothing_to_do: bool,
+    pub outcome: Outcome,
+    pub verify_failed: Vec<(String, String)>,
+    /// A signal (or the MCP client's cancellation) stopped it before the end.
+    pub stopped: bool,
+}
+
+impl Applied {
+    pub(crate) fn ok(&self) -> bool {
+        self.outcome.ok() && self.verify_failed.is_empty() && !self.stopped
+    }
+}
+
+pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
+    if let (None, Some(wanted)) = (&args.plan_file, &args.plan_hash) {
+        let applied = apply_hash(global, args, wanted, &Signals::default(), interactive())?;
+        return Ok(if applied.ok() { EXIT_OK } else { EXIT_FAILED });
+    }
+    let locked = locked_plan(global)?;
+    let plan = &locked.computed.plan;
     let bytes = plan.to_bytes();
-    let hash = crate::canonical::sha256(&bytes);
+    let hash = &locked.hash;
 
     // The gate: the plan that runs is the plan that was reviewed.
-    match (&args.plan_file, &args.plan_hash) {
-        (Some(file), _) => {
+    match &args.plan_file {
+        Some(file) => {
             let saved_bytes = crate::input_file::read_bytes(file).map_err(|reason| Error::Input {
                 what: "plan",
                 path: file.display().to_string(),
@@ -293,16 +353,9 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
                 return Err(refusal(&format!("the plan in {} no longer matches: {what}", file.display())));
             }
         }
-        (None, Some(wanted)) => {
-            if *wanted != hash {
-                return Err(refusal(&format!(
-                    "the plan now hashes to {hash}, not {wanted}: something changed since it was reviewed"
-                )));
-            }
-        }
-        (None, None) => {
+        None => {
             super::print_bytes(
-                crate::plan::render::text(plan, &hash, crate::plan::render::Style { color: false }).as_bytes(),
+                crate::plan::render::text(plan, hash, crate::plan::render::Style { color: false }).as_bytes(),
             );
             if plan.is_empty() {
                 return Ok(EXIT_OK);
@@ -318,13 +371,43 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
             }
         }
     }
+    let applied = execute(global, args, locked, &Signals::default(), interactive())?;
+    Ok(if applied.ok() { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// `apply --plan-hash HASH`, shared by the CLI and the MCP server's `apply` tool: the lock,
+/// a fresh plan that must hash to `wanted`, consent to a replacement, then the actions and
+/// verify. `stop` is watched along with the signals. `terminal`: a person at a terminal may
+/// type consent to a replacement (never for the MCP server, whose stdin is the protocol).
+pub(crate) fn apply_hash(
+    global: &Global,
+    args: &ApplyArgs,
+    wanted: &str,
+    stop: &Signals,
+    terminal: bool,
+) -> Result<Applied> {
+    let locked = locked_plan(global)?;
+    if *wanted != locked.hash {
+        return Err(refusal(&format!(
+            "the plan now hashes to {}, not {wanted}: something changed since it was reviewed",
+            locked.hash
+        )));
+    }
+    execute(global, args, locked, stop, terminal)
+}
+
+/// After the gate: consent to a replacement, then the actions, verify and the summary.
+fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, terminal: bool) -> Result<Applied> {
+    let Locked { lock, rt, computed, hash } = locked;
+    let plan = &computed.plan;
     if plan.is_empty() {
         eprintln!("No changes: the cluster matches the config.");
-        return Ok(EXIT_OK);
+        let outcome = Outcome::default();
+        return Ok(Applied { hash, nothing_to_do: true, outcome, verify_failed: Vec::new(), stopped: false });
     }
     let name = &computed.inputs.config.cluster.name;
     if plan.replaces_cluster() && !args.allow_replace {
-        let consent = interactive()
+        let consent = terminal
             && ask(&format!("This recreates cluster {name} and deletes its state. Type the cluster name to confirm:"))
                 == *name;
         if !consent {
@@ -342,7 +425,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     providers.context = computed.inputs.config.cluster.context.clone();
     let actions = executable(plan, &computed.graph);
     let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
-    let signals = Signals::watch(&rt, global.json)?;
+    let signals = stop.clone().watching(&rt, global.json)?;
     let stop = || signals.stopped();
     let outcome = rt.block_on(execute_until(&actions, &providers, args.parallel, &stop, &mut |e| reporter.event(e)));
     let mut verify_failed = Vec::new();
@@ -386,7 +469,8 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     reporter.finish();
     print_summary(global.json, &outcome, &verify_failed);
     drop(lock);
-    Ok(if outcome.ok() && verify_failed.is_empty() && !signals.stopped() { EXIT_OK } else { EXIT_FAILED })
+    let stopped = signals.stopped();
+    Ok(Applied { hash, nothing_to_do: false, outcome, verify_failed, stopped })
 }
 
 fn refusal(why: &str) -> Error {

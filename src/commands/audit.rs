@@ -7,9 +7,29 @@ use crate::cli::{AuditArgs, Global};
 use crate::error::{EXIT_FAILED, EXIT_OK, Error, Result};
 
 pub fn run(global: &Global, args: &AuditArgs) -> Result<u8> {
+    let (observed, catalog) = read(global, args.observed.as_deref())?;
+    if args.observe {
+        super::print_bytes(&crate::canonical::to_bytes(&observed));
+        return Ok(EXIT_OK);
+    }
+    let audit = crate::audit::audit(&observed, &catalog.images);
+    if global.json {
+        super::print_bytes(&crate::canonical::to_bytes(&audit));
+    } else {
+        print!("{}", crate::audit::render(&audit));
+    }
+    Ok(if audit.passed { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// What the audit reads: the saved document, else the live cluster; and the catalog whose
+/// locks say which images are pinned. Shared with the MCP server.
+pub(crate) fn read(
+    global: &Global,
+    saved: Option<&std::path::Path>,
+) -> Result<(AuditObserved, crate::catalog::Catalog)> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
-    let observed: AuditObserved = match &args.observed {
+    let observed: AuditObserved = match saved {
         Some(path) => super::read_document(
             path,
             "audit observation",
@@ -33,15 +53,5 @@ pub fn run(global: &Global, args: &AuditArgs) -> Result<u8> {
                 })?
         }
     };
-    if args.observe {
-        super::print_bytes(&crate::canonical::to_bytes(&observed));
-        return Ok(EXIT_OK);
-    }
-    let audit = crate::audit::audit(&observed, &catalog.images);
-    if global.json {
-        super::print_bytes(&crate::canonical::to_bytes(&audit));
-    } else {
-        print!("{}", crate::audit::render(&audit));
-    }
-    Ok(if audit.passed { EXIT_OK } else { EXIT_FAILED })
+    Ok((observed, catalog))
 }

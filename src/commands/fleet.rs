@@ -256,19 +256,26 @@ pub fn render_files(graph: &crate::compile::DesiredGraph) -> std::collections::B
     files
 }
 
-/// `k3d-gpu observe` of an existing cluster: the Kubernetes half, through the config's context.
-pub fn observe_command(global: &Global, inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> Result<u8> {
+/// What `observe` sees of an existing cluster: the Kubernetes side through the config's
+/// context, or why it could not be read.
+pub fn observe_value(
+    inputs: &super::Inputs,
+    catalog: &crate::catalog::Catalog,
+) -> Result<(crate::observe::Observed, Option<crate::observe::ObserveError>)> {
     let context = inputs.config.cluster.context.clone().unwrap_or_default();
     let kinds = crate::compile::object_kinds(catalog);
     let rt = super::runtime()?;
-    let observed = rt
-        .block_on(crate::observe::existing::observe(&super::plan::kubeconfig_path(), &context, &kinds))
-        .map_err(super::observe_failed)?;
-    if global.json {
-        super::print_bytes(&observed.masked().to_bytes());
-        return Ok(crate::error::EXIT_OK);
-    }
-    let k = observed.kubernetes.unwrap_or_default();
+    Ok(match rt.block_on(crate::observe::existing::observe(&super::plan::kubeconfig_path(), &context, &kinds)) {
+        Ok(observed) => (observed, None),
+        Err(e) => (crate::observe::Observed::nothing(), Some(e)),
+    })
+}
+
+/// `k3d-gpu observe`'s text for an existing cluster: its nodes, which are the config's, and how
+/// many labels k3d-gpu set on each.
+pub fn observe_text(inputs: &super::Inputs, observed: &crate::observe::Observed) -> String {
+    let context = inputs.config.cluster.context.as_deref().unwrap_or_default();
+    let k = observed.kubernetes.clone().unwrap_or_default();
     let listed: Vec<&str> = inputs.config.nodes.iter().map(|n| n.name.as_str()).collect();
     let mut out = format!(
         "cluster behind context {context}: {} node(s), {} managed object(s), {} ResourceSlice(s)\n",
@@ -289,8 +296,7 @@ pub fn observe_command(global: &Global, inputs: &super::Inputs, catalog: &crate:
             if ours > 0 { format!(", {ours} label(s) set by k3d-gpu") } else { String::new() }
         ));
     }
-    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
-    Ok(crate::error::EXIT_OK)
+    out
 }
 
 #[cfg(test)]

@@ -16,12 +16,19 @@ pub fn compiled(global: &Global) -> Result<DesiredGraph> {
     Ok(graph)
 }
 
-/// `k3d-gpu agent`: the agent's placement decision.
-pub fn agent(global: &Global) -> Result<u8> {
+/// The graph with the agent in it: the config's `[agent]`, or the defaults when it has none
+/// (then `true`: what is shown is what the defaults would do). Shared with the MCP server.
+pub(crate) fn agent_graph(global: &Global) -> Result<(DesiredGraph, bool, String)> {
     let mut inputs = super::load_config(global)?;
     let explained_defaults = inputs.config.agent.is_none();
     inputs.config.agent.get_or_insert_with(Default::default);
     let graph = super::inputs::compile(global, &inputs)?.graph;
+    Ok((graph, explained_defaults, inputs.config.cluster.name))
+}
+
+/// `k3d-gpu agent`: the agent's placement decision.
+pub fn agent(global: &Global) -> Result<u8> {
+    let (graph, explained_defaults, _) = agent_graph(global)?;
     let Some(plan) = &graph.agent else { return Ok(EXIT_OK) };
     if global.json {
         super::print_bytes(&crate::canonical::to_bytes(plan));

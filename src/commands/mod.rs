@@ -1,21 +1,21 @@
 //! Command implementations: the edge that loads inputs, calls the pure stages and prints.
 //! stdout carries data (tables, JSON); stderr carries progress and diagnostics.
 
-mod apply;
-mod audit;
+pub(crate) mod apply;
+pub(crate) mod audit;
 mod completions;
 mod detect;
 mod doctor;
 mod facts;
 mod fleet;
-mod graph;
+pub(crate) mod graph;
 mod images;
-mod inputs;
+pub(crate) mod inputs;
 mod logs;
-mod plan;
+pub(crate) mod plan;
 mod report;
 mod schema;
-mod validate;
+pub(crate) mod validate;
 
 use inputs::{Inputs, load_catalog, load_config};
 
@@ -50,6 +50,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Destroy(args) => apply::destroy(&cli.global, args),
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),
+        Command::Mcp(args) => crate::mcp::serve(&cli.global, args),
     }
 }
 

@@ -92,25 +92,35 @@ fn observe_live(
     rt.block_on(crate::observe::observe(&target(inputs, catalog, image))).map_err(super::observe_failed)
 }
 
-/// `k3d-gpu observe`.
-pub fn observe_command(global: &Global) -> Result<u8> {
+/// What `observe` sees: Docker's side, and the Kubernetes side or why it could not be read
+/// (the Docker side stands on its own: a missing kubeconfig context still shows the nodes).
+/// Unmasked; what is printed goes through `Observed::masked`. Shared with the MCP server.
+pub(crate) fn observe_value(
+    global: &Global,
+) -> Result<(super::Inputs, Observed, Option<crate::observe::ObserveError>)> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
     if super::fleet::is_fleet(&inputs) {
-        return super::fleet::observe_command(global, &inputs, &catalog);
+        // An existing cluster: the Kubernetes side alone, through the config's context.
+        let (observed, missing) = super::fleet::observe_value(&inputs, &catalog)?;
+        return Ok((inputs, observed, missing));
     }
     let image = super::inputs::node_image_reference(&inputs, &catalog)?;
     let rt = super::runtime()?;
     let target = target(&inputs, &catalog, &image);
     let (cluster, node_image) = rt.block_on(crate::observe::observe_docker(&target)).map_err(super::observe_failed)?;
-    // The Docker side stands on its own: when the API cannot be read (a missing kubeconfig
-    // context), print what Docker showed and say what is missing.
     let (kubernetes, missing) = match rt.block_on(crate::observe::observe_kubernetes(&target, cluster.as_ref())) {
         Ok(k) => (k, None),
         Err(e) => (None, Some(e)),
     };
     let observed =
         Observed { schema: crate::observe::SCHEMA.into(), cluster, kubernetes, node_image: Some(node_image) };
+    Ok((inputs, observed, missing))
+}
+
+/// `k3d-gpu observe`.
+pub fn observe_command(global: &Global) -> Result<u8> {
+    let (inputs, observed, missing) = observe_value(global)?;
     if global.json {
         // A document without its Kubernetes half would read as "no objects" to a later
         // `plan --observed`, so none is printed then.
@@ -118,6 +128,13 @@ pub fn observe_command(global: &Global) -> Result<u8> {
             return Err(Error::Refused { help: Some(e.help()), message: format!("not observed: {e}") });
         }
         super::print_bytes(&observed.masked().to_bytes());
+        return Ok(EXIT_OK);
+    }
+    if super::fleet::is_fleet(&inputs) {
+        if let Some(e) = missing {
+            return Err(Error::Refused { help: Some(e.help()), message: format!("not observed: {e}") });
+        }
+        super::print_bytes(crate::escape::for_terminal(&super::fleet::observe_text(&inputs, &observed)).as_bytes());
         return Ok(EXIT_OK);
     }
     let mut out = String::new();

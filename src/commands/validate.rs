@@ -11,21 +11,56 @@ use crate::compile::{self, Warning};
 use crate::error::{EXIT_FAILED, EXIT_OK, Result};
 use crate::facts::Facts;
 
-#[derive(Serialize, Clone)]
-struct HostResult {
-    host: String,
-    ok: bool,
-    active: Vec<String>,
-    resources: usize,
-    errors: Vec<String>,
-    warnings: Vec<Warning>,
+#[derive(Serialize)]
+pub(crate) struct HostResult {
+    pub host: String,
+    pub ok: bool,
+    pub active: Vec<String>,
+    pub resources: usize,
+    pub errors: Vec<String>,
+    pub warnings: Vec<Warning>,
+}
+
+/// The config checked against every host given: a result per host, and each failing host's
+/// diagnostics (rendered by the CLI, summarised by the MCP server).
+pub(crate) struct Validation {
+    pub config: String,
+    pub hosts: Vec<HostResult>,
+    pub diagnostics: Vec<(String, Vec<miette::Report>)>,
 }
 
 pub fn run(global: &Global) -> Result<u8> {
+    let Validation { config, hosts: results, diagnostics } = check(global)?;
+    let failed = results.iter().any(|r| !r.ok);
+    if global.json {
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            schema: &'static str,
+            config: &'a str,
+            hosts: &'a [HostResult],
+        }
+        super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: SCHEMA, config: &config, hosts: &results }));
+    } else {
+        super::print_bytes(crate::escape::for_terminal(&table(&config, &results)).as_bytes());
+        for (host, reports) in diagnostics {
+            eprintln!("\n{}:", crate::escape::one_line(&host.to_string()));
+            for report in reports {
+                eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
+            }
+        }
+    }
+    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+}
+
+pub(crate) const SCHEMA: &str = "k3d-gpu.validate/v1";
+
+/// Compiles the config for each host (`--root`/`--facts`, each may repeat; this machine when
+/// neither is given). Shared with the MCP server.
+pub(crate) fn check(global: &Global) -> Result<Validation> {
     let inputs = super::load_config(global)?;
     let catalog = super::load_catalog(global, &inputs)?;
     if super::fleet::is_fleet(&inputs) {
-        return fleet(global, &inputs, &catalog);
+        return fleet(global, inputs, &catalog);
     }
     let filter = global.vendor_filter()?;
     let mut hosts: Vec<(String, Facts)> = Vec::new();
@@ -67,14 +102,14 @@ pub fn run(global: &Global) -> Result<u8> {
             }
         }
     }
-    print(global, &inputs, &results, diagnostics)
+    Ok(Validation { config: inputs.name, hosts: results, diagnostics })
 }
 
 /// An existing cluster: every node's facts at once, compiled together (one graph), a row per
 /// node. An error of one node is on its row; an error of the fleet as a whole is on every row.
-fn fleet(global: &Global, inputs: &super::Inputs, catalog: &crate::catalog::Catalog) -> Result<u8> {
-    let nodes = super::fleet::load_nodes(global, inputs)?;
-    let outcome = compile::fleet::compile(&inputs.config, &super::fleet::fleet_nodes(inputs, &nodes), catalog);
+fn fleet(global: &Global, inputs: super::Inputs, catalog: &crate::catalog::Catalog) -> Result<Validation> {
+    let nodes = super::fleet::load_nodes(global, &inputs)?;
+    let outcome = compile::fleet::compile(&inputs.config, &super::fleet::fleet_nodes(&inputs, &nodes), catalog);
     let mut results = Vec::new();
     let mut diagnostics = Vec::new();
     match outcome {
@@ -116,42 +151,10 @@ fn fleet(global: &Global, inputs: &super::Inputs, catalog: &crate::catalog::Cata
                     warnings: Vec::new(),
                 });
             }
-            diagnostics.push(("fleet".to_string(), compile_diagnostics(inputs, errors)));
+            diagnostics.push(("fleet".to_string(), compile_diagnostics(&inputs, errors)));
         }
     }
-    print(global, inputs, &results, diagnostics)
-}
-
-fn print(
-    global: &Global,
-    inputs: &super::Inputs,
-    results: &[HostResult],
-    diagnostics: Vec<(String, Vec<miette::Report>)>,
-) -> Result<u8> {
-    let results = results.to_vec();
-    let failed = results.iter().any(|r| !r.ok);
-    if global.json {
-        #[derive(Serialize)]
-        struct Doc<'a> {
-            schema: &'static str,
-            config: &'a str,
-            hosts: &'a [HostResult],
-        }
-        super::print_bytes(&crate::canonical::to_bytes(&Doc {
-            schema: "k3d-gpu.validate/v1",
-            config: &inputs.name,
-            hosts: &results,
-        }));
-    } else {
-        super::print_bytes(crate::escape::for_terminal(&table(&inputs.name, &results)).as_bytes());
-        for (host, reports) in diagnostics {
-            eprintln!("\n{}:", crate::escape::one_line(&host.to_string()));
-            for report in reports {
-                eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
-            }
-        }
-    }
-    Ok(if failed { EXIT_FAILED } else { EXIT_OK })
+    Ok(Validation { config: inputs.name, hosts: results, diagnostics })
 }
 
 fn active(facts: &Facts, config: &crate::config::Config) -> Vec<String> {

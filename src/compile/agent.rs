@@ -66,6 +66,9 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         }
         return None;
     };
+    if !valid_inputs(cx, agent) {
+        return None;
+    }
     let gaudi = cx.is_active(Vendor::Gaudi) && cx.facts.targets.iter().any(|t| t.kind == TargetKind::Gaudi && t.usable);
     let npu = cx.is_active(Vendor::Npu) && cx.facts.targets.iter().any(|t| t.kind == TargetKind::Npu && t.usable);
     let npu_refusal = cx.facts.targets.iter().find(|t| t.kind == TargetKind::Npu && !t.usable).cloned();
@@ -339,6 +342,36 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     })
 }
 
+/// The `[agent]` values that become a server's arguments or resources: a model id that could
+/// read as a flag (`-…`), a path (`..`) or hold a control character or space is refused
+/// before it reaches an argv, and so is a memory request Kubernetes would not parse.
+fn valid_inputs(cx: &mut Context, agent: &crate::config::Agent) -> bool {
+    let mut ok = true;
+    if let Some(model) = &agent.model
+        && let Some(problem) = crate::config::model_id_problem(model)
+    {
+        cx.error(CompileError::new(
+            "agent-model",
+            &["agent", "model"],
+            format!("model {} {problem}", crate::escape::quoted(model)),
+            Some("give a Hugging Face model id such as \"OpenVINO/Qwen3-4B-int4-ov\"".to_string()),
+        ));
+        ok = false;
+    }
+    if let Some(memory) = &agent.memory
+        && !super::claims::quantity(memory)
+    {
+        cx.error(CompileError::new(
+            "agent-memory",
+            &["agent", "memory"],
+            format!("memory {} is not a Kubernetes quantity", crate::escape::quoted(memory)),
+            Some("write it like \"6Gi\" or \"8G\"".to_string()),
+        ));
+        ok = false;
+    }
+    ok
+}
+
 /// The resource a pod requests for one of these Intel GPUs: `xe` when any is bound to xe,
 /// else `i915`; none without a GPU.
 fn intel_resource(gpus: &[&IntelGpu]) -> Option<String> {
@@ -374,20 +407,47 @@ fn place_addons(
     }
     if let Some(video) = addons.get(&AddonName::Video)
         && let Some(source) = &video.source
-        && (source.starts_with("file:") || !source.contains("://"))
     {
-        cx.error(CompileError::new(
-            "video-source-local",
-            &["addons", "video", "source"],
-            format!("video source {source:?} is a host path: the pod cannot see the host's files"),
-            Some("give a stream URI (rtsp://…, https://…), or leave it unset for the sample clip".to_string()),
-        ));
+        // A URI with userinfo is never echoed: its password would reach the terminal and CI logs.
+        let credentials = crate::secrets::blank_passwords(source) != *source
+            || source
+                .split_once("://")
+                .is_some_and(|(_, rest)| rest.split(['/', '?', '#']).next().unwrap_or_default().contains('@'));
+        let shown = if credentials { "(a URI with credentials)".to_string() } else { crate::escape::quoted(source) };
+        let help = Some("give a stream URI (rtsp://…, https://…), or leave it unset for the sample clip".to_string());
+        if source.starts_with("file:") || !source.contains("://") {
+            cx.error(CompileError::new(
+                "video-source-local",
+                &["addons", "video", "source"],
+                format!("video source {shown} is a host path: the pod cannot see the host's files"),
+                help,
+            ));
+        } else if let Some(problem) = crate::config::video_source_problem(source) {
+            cx.error(CompileError::new(
+                "video-source",
+                &["addons", "video", "source"],
+                format!("video source {shown} {problem}"),
+                help,
+            ));
+        }
+    }
+    for (name, addon) in addons {
+        if addon.source.is_some() && *name != AddonName::Video {
+            cx.error(CompileError::new(
+                "addon-source",
+                &["addons", name_of(*name), "source"],
+                format!("source is a key of [addons.video] only, not of [addons.{}]", name_of(*name)),
+                None,
+            ));
+        }
     }
     let preferences = |name: AddonName| -> &'static [&'static str] {
         match name {
             AddonName::Video => &["GPU", "CPU"],
             AddonName::Vlm => &["GPU", "CPU"],
             AddonName::Stt => &["NPU", "GPU", "CPU"],
+            // Never auto-placed: auto means the NPU (below, with the explicit requests).
+            AddonName::Embeddings => &["NPU"],
         }
     };
     let mut placed: Vec<AddonPlan> = Vec::new();
@@ -408,6 +468,8 @@ fn place_addons(
     let explicit: Vec<(AddonName, &'static str)> = addons
         .iter()
         .filter_map(|(name, a)| match a.device {
+            // Embeddings are an NPU recipe: auto asks for the NPU like an explicit request.
+            AddonDevice::Auto if *name == AddonName::Embeddings => Some((*name, "NPU")),
             AddonDevice::Auto => None,
             AddonDevice::Gpu => Some((*name, "GPU")),
             AddonDevice::Npu => Some((*name, "NPU")),
@@ -426,7 +488,18 @@ fn place_addons(
         }
         if !take(device, &mut free_gpu, &mut free_npu) {
             let units = if device == "NPU" { npu_units } else { gpu_units };
+            let auto = addons.get(&name).is_some_and(|a| a.device == AddonDevice::Auto);
             let (problem, help) = match (device, units) {
+                (_, 0) if auto => (
+                    format!(
+                        "{} run on the NPU unless told otherwise, and the cluster gets no usable NPU here",
+                        name_of(name)
+                    ),
+                    format!(
+                        "set [addons.{}] device = \"cpu\" or \"gpu\", or fix the NPU (`k3d-gpu doctor`)",
+                        name_of(name)
+                    ),
+                ),
                 (_, 0) => (
                     format!("{} asks for the {device}, and the cluster gets no usable {device} here", name_of(name)),
                     "`k3d-gpu detect` shows what this host has; let the add-on choose (device = \"auto\") or ask for \
@@ -448,7 +521,12 @@ fn place_addons(
             cx.error(CompileError::new("addon-device", &["addons", name_of(name), "device"], problem, Some(help)));
             continue;
         }
-        placed.push(AddonPlan { name, device, resource: None, cores: None, reason: format!("asked for the {device}") });
+        let reason = if addons.get(&name).is_some_and(|a| a.device == AddonDevice::Auto) {
+            format!("the {device}, the default for {}", name_of(name))
+        } else {
+            format!("asked for the {device}")
+        };
+        placed.push(AddonPlan { name, device, resource: None, cores: None, reason });
     }
     for name in [AddonName::Video, AddonName::Vlm, AddonName::Stt] {
         let Some(a) = addons.get(&name) else { continue };
@@ -485,5 +563,6 @@ pub(super) fn name_of(name: AddonName) -> &'static str {
         AddonName::Vlm => "vlm",
         AddonName::Stt => "stt",
         AddonName::Video => "video",
+        AddonName::Embeddings => "embeddings",
     }
 }

@@ -16,7 +16,7 @@ use crate::facts::{IntelGpu, Vendor};
 const DRIVER: &str = "gpu.intel.com";
 
 /// A Kubernetes quantity such as `12Gi`, `8G` or `512Mi`.
-fn quantity(text: &str) -> bool {
+pub(super) fn quantity(text: &str) -> bool {
     let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
     let suffix = &text[digits.len()..];
     !digits.is_empty()

@@ -8,8 +8,9 @@ use serde_json::{Value, json};
 
 use super::experimental::FeaturePlan;
 use super::intel::IntelPlan;
+use super::nvidia::NvidiaPlan;
 use super::{Change, CompileError, Context, Resource, ResourceKind};
-use crate::catalog::{Component, INTEL_GPU_PLUGIN_ARGS};
+use crate::catalog::{Component, INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG};
 
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "k3d-gpu");
 pub const COMPONENT_LABEL: &str = "k3d-gpu.io/component";
@@ -41,6 +42,7 @@ pub fn resources<'a>(
     cx: &mut Context<'a>,
     cluster_id: &str,
     intel: &IntelPlan,
+    nvidia: &NvidiaPlan,
     features: &FeaturePlan,
     out: &mut Vec<Resource>,
 ) -> Vec<Wanted<'a>> {
@@ -64,8 +66,9 @@ pub fn resources<'a>(
         .is_some_and(|r| r.spec["node_labels"].as_array().is_some_and(|l| !l.is_empty()));
     let mut objects: Vec<(String, &Component, Value)> = Vec::new();
     for c in &wanted {
-        let advertises =
-            !c.provides_resources.is_empty() || c.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL);
+        let advertises = !c.provides_resources.is_empty()
+            || c.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL)
+            || c.accelerator_node;
         for object in &c.objects {
             let mut object = object.clone();
             let labels = &mut object["metadata"]["labels"];
@@ -88,12 +91,33 @@ pub fn resources<'a>(
                 if hook.hook == INTEL_GPU_PLUGIN_ARGS && !intel.plugin_args.is_empty() {
                     append_args(&mut object, &hook.container, &intel.plugin_args);
                 }
+                if hook.hook == NVIDIA_PLUGIN_CONFIG {
+                    super::nvidia::configure(&mut object, &hook.container, nvidia);
+                }
             }
             crate::images::pin_object(&mut object, &catalog.images, &mut cx.images);
             objects.push((object_id(&object), c, object));
         }
     }
     // unlocked_images runs in compile(), after every workload has pinned its images.
+
+    // The NVIDIA plugin's config file, owned by the component whose hook reads it; the
+    // workload waits for it (a pod whose ConfigMap volume is missing does not start).
+    let mut nvidia_config = None;
+    if nvidia.config.is_some() {
+        match wanted.iter().find(|c| c.configure.iter().any(|h| h.hook == NVIDIA_PLUGIN_CONFIG)) {
+            Some(c) => {
+                let c: &'a Component = c;
+                nvidia_config = super::nvidia::config_map(nvidia, &c.name, cluster_id).map(|r| (c.name.as_str(), r))
+            }
+            None => cx.error(CompileError::new(
+                "nvidia-sharing-without-plugin",
+                &["sharing", "nvidia"],
+                "[sharing.nvidia] is set, but no wanted component reads the NVIDIA plugin's config file",
+                Some(format!("a component needs `configure {NVIDIA_PLUGIN_CONFIG} container=…` (docs/stdlib.md)")),
+            )),
+        }
+    }
 
     // Who provides what, for dependencies: namespaces, CRDs by (group, kind), node labels.
     let namespaces: BTreeMap<String, String> = objects
@@ -161,6 +185,12 @@ pub fn resources<'a>(
                 deps.extend(ids.iter().cloned());
             }
         }
+        if let Some((owner, config)) = &nvidia_config
+            && *owner == c.name.as_str()
+            && object.pointer("/spec/template").is_some()
+        {
+            deps.push(config.id.clone());
+        }
         deps.retain(|d| d != id);
         deps.sort();
         deps.dedup();
@@ -175,6 +205,11 @@ pub fn resources<'a>(
     }
     if features.npu_turbo {
         out.push(npu_turbo_config_map(cluster_id));
+    }
+    let mut by_component = by_component;
+    if let Some((owner, config)) = nvidia_config {
+        by_component.entry(owner).or_default().push(config.id.clone());
+        out.push(config);
     }
     wanted
         .into_iter()

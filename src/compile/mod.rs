@@ -14,6 +14,8 @@ mod experimental;
 pub mod fleet;
 mod graph;
 mod intel;
+pub mod nvidia;
+mod telemetry;
 mod verify;
 pub mod workloads;
 
@@ -96,6 +98,8 @@ impl Context<'_> {
                     Condition::Vendor(v) => self.is_active(*v),
                     Condition::IntelGpuMode(m) => self.intel_mode() == *m,
                     Condition::Balloons(b) => self.config.placement.balloons == *b,
+                    Condition::Telemetry(e) => telemetry::wants(self.config, *e),
+                    Condition::Sandbox(wanted) => self.config.sandbox.is_some() == *wanted,
                 })
             })
     }
@@ -168,21 +172,24 @@ pub(crate) fn parts(
     select_vendors(&mut cx);
     expect(&mut cx);
     let intel = intel::plan(&mut cx);
+    let nvidia = nvidia::plan(&mut cx);
+    telemetry::check(&mut cx, &intel);
     let features = experimental::plan(&mut cx);
     let cluster_id = match node_image {
         Some(_) => cluster::resource(&mut cx, &features, &mut resources),
         None => fleet::ROOT.to_string(),
     };
     cluster::node_labels(&mut cx, &cluster_id, &mut resources);
-    let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &features, &mut resources);
+    let mut wanted = components::resources(&mut cx, &cluster_id, &intel, &nvidia, &features, &mut resources);
     claims::resources(&mut cx, &cluster_id, &mut resources);
+    workloads::sandbox::resources(&mut cx, &cluster_id, &mut resources);
     let agent = agent::plan(&mut cx, &intel);
+    nvidia::agent_on_shared_gpu(&mut cx, &nvidia, agent.as_ref());
     if let Some(plan) = &agent {
         workloads::resources(&mut cx, plan, &cluster_id, &mut resources);
     }
     components::unlocked_images(&mut cx);
-    not_deployed(&mut cx);
-    verify::resources(&mut cx, &mut wanted, &intel, &mut resources);
+    verify::resources(&mut cx, &mut wanted, &intel, &nvidia, &mut resources);
     if !cx.errors.is_empty() {
         let mut errors = cx.errors;
         if errors.len() > MAX_ERRORS {
@@ -270,24 +277,6 @@ fn select_vendors(cx: &mut Context) {
     cx.active = active_vendors(config, cx.facts);
 }
 
-/// `[addons.video]` is placed (graph/v1, `k3d-gpu agent`) but has no manifests yet, so nothing
-/// in the plan deploys it: the plan says so instead of staying silent. (`[agent]`, `vlm` and
-/// `stt` are deployed: `workloads.rs`.)
-fn not_deployed(cx: &mut Context) {
-    const WHY: &str = "its manifests are not part of the catalog yet; `k3d-gpu agent` shows where it would run";
-    // vlm and stt are deployed (workloads.rs); video's DL Streamer pipeline is not yet.
-    let addons: Vec<String> = cx
-        .config
-        .addons
-        .keys()
-        .filter(|a| **a == crate::config::AddonName::Video)
-        .map(|a| format!("[addons.{}]", agent::name_of(*a)))
-        .collect();
-    for addon in addons {
-        cx.warn("not-deployed", Some("addons"), format!("{addon} is not deployed by this version: {WHY}"));
-    }
-}
-
 /// `[expect]`: assertions about the machine, checked against the facts.
 fn expect(cx: &mut Context) {
     let expect = &cx.config.expect;
@@ -330,6 +319,10 @@ fn expect(cx: &mut Context) {
 /// config no longer wants it, the plan keeps it and says so instead of deleting it.
 pub const KEEP_LABEL: &str = "k3d-gpu.io/keep-on-removal";
 
+/// On such an object, what its data is, in words the plan quotes when it keeps or deletes it
+/// (absent: a downloaded model).
+pub const DATA_ANNOTATION: &str = "k3d-gpu.io/data";
+
 /// A label the balloons policy or the DRA driver needs, owned by the compiler.
 pub const DRA_NODE_LABEL: &str = "k3d-gpu.io/intel-gpu-dra";
 
@@ -342,14 +335,17 @@ pub const ACCELERATOR_NODE_LABEL: &str = "k3d-gpu.io/accelerators";
 /// namespaces, the npu-turbo ConfigMap, the agent's workload). Observe lists exactly these, so an object of any of
 /// them that the config no longer wants is still seen, and deleted.
 pub fn object_kinds(catalog: &Catalog) -> std::collections::BTreeSet<(String, String)> {
-    const WRITTEN_BY_THE_COMPILER: [(&str, &str); 6] = [
+    const WRITTEN_BY_THE_COMPILER: [(&str, &str); 8] = [
         ("v1", "ConfigMap"),
         ("v1", "Namespace"),
         ("resource.k8s.io/v1", "ResourceClaimTemplate"),
-        // The agent's objects (workloads.rs).
+        // The agent's objects (workloads/).
         ("apps/v1", "Deployment"),
         ("v1", "Service"),
         ("v1", "PersistentVolumeClaim"),
+        // [sandbox]'s (workloads/sandbox.rs).
+        ("extensions.agents.x-k8s.io/v1beta1", "SandboxTemplate"),
+        ("extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool"),
     ];
     let from_components = catalog
         .components

@@ -6,12 +6,19 @@ use serde_json::json;
 
 use super::components::{Wanted, object_id};
 use super::intel::IntelPlan;
+use super::nvidia::NvidiaPlan;
 use super::{Change, Context, Resource, ResourceKind};
 use crate::catalog::INTEL_GPU_PLUGIN_ARGS;
 use crate::config::IntelGpuMode;
 use crate::facts::Vendor;
 
-pub fn resources(cx: &mut Context, wanted: &mut [Wanted], intel: &IntelPlan, out: &mut Vec<Resource>) {
+pub fn resources(
+    cx: &mut Context,
+    wanted: &mut [Wanted],
+    intel: &IntelPlan,
+    nvidia: &NvidiaPlan,
+    out: &mut Vec<Resource>,
+) {
     for w in wanted.iter_mut() {
         for r in &w.component.rollouts {
             let object = object_id(&json!({
@@ -66,7 +73,13 @@ pub fn resources(cx: &mut Context, wanted: &mut [Wanted], intel: &IntelPlan, out
                 );
                 continue;
             }
-            out.push(allocatable(resource, &providers));
+            let mut check = allocatable(resource, &providers);
+            // Shared NVIDIA GPUs: each is advertised `replicas` times, so fewer means the
+            // plugin did not read its config.
+            if detected.vendor == Vendor::Nvidia && resource == super::nvidia::RESOURCE && nvidia.replicas > 1 {
+                check.spec["min"] = json!(detected.devices.max(1).saturating_mul(nvidia.replicas));
+            }
+            out.push(check);
         }
     }
     if intel.monitoring() {

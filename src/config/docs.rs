@@ -22,6 +22,8 @@ pub const SECTIONS: &[&str] = &[
     "policy",
     "agent",
     "addons",
+    "telemetry",
+    "sandbox",
     "components",
     "claims",
     "nodes",
@@ -97,7 +99,7 @@ impl Shape {
 /// The names a table of tables takes (`[addons.<name>]`).
 pub fn map_names(section: &str) -> &'static [&'static str] {
     match section {
-        "addons" => &["vlm", "stt", "video"],
+        "addons" => &["vlm", "stt", "video", "embeddings"],
         _ => &[],
     }
 }
@@ -111,12 +113,17 @@ pub const EXAMPLES: &[(&str, &str)] = &[
         "[cluster]\nname = \"lab\"\nagents = 1\nk3s_args = [\"--disable=traefik\"]\nnode_labels = { \"ei-infra-eligible\" = \"true\" }\n",
     ),
     ("vendors", "[vendors]\nenable = [\"intel\", \"npu\"]\nexclude = [\"wsl\"]\n"),
-    ("sharing", "[sharing]\nshared = 4\nallocation = \"packed\"\nmonitoring = true\ndeny_ids = [\"a780\"]\n"),
+    (
+        "sharing",
+        "[sharing]\nshared = 4\nallocation = \"packed\"\nmonitoring = true\ndeny_ids = [\"a780\"]\n\n[sharing.nvidia]\nreplicas = 4\n",
+    ),
     ("placement", "[placement]\nballoons = \"external\"\n"),
     ("experimental", "[experimental]\nfeatures = [\"dra\"]\n"),
     ("expect", "[expect]\nvendors = [\"intel\"]\ndevices = { \"gpu.intel.com/i915\" = 1 }\n"),
     ("agent", "[agent]\nbackend = \"ovms\"\ndevice = \"gpu\"\ncpus = 4\nmemory = \"6Gi\"\n"),
     ("addons", "[addons.stt]\ndevice = \"npu\"\n\n[addons.video]\nsource = \"rtsp://camera.lan:8554/stream\"\n"),
+    ("telemetry", "[telemetry]\nnvidia = false   # xpumd only\n"),
+    ("sandbox", "[sandbox]\nwarm_pool = 2\n"),
     ("components", "[[components]]\npath = \"components/my-exporter.kdl\"\n"),
     (
         "claims",
@@ -168,24 +175,32 @@ pub fn markdown() -> String {
         }
         out.push_str(&shape.note(section));
         let Some(body) = shape.body(prop, defs) else { continue };
-        if let Some(props) = body["properties"].as_object() {
-            out.push_str("| key | type | default | meaning | replaces |\n|---|---|---|---|---|\n");
-            for (key, value) in props {
-                let text = description(value, defs).unwrap_or_default().replace('\n', " ");
-                let (meaning, env) = super::env::env_of(&text);
-                let env = env.unwrap_or_default().iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
-                // The schema's own default where it states one (entries of arrays, maps and
-                // optional tables), else the config's.
-                let default = match value.get("default").unwrap_or(&defaults[section][key]) {
-                    Value::Null => "unset".to_string(),
-                    v => format!("`{}`", serde_json::to_string(v).unwrap_or_default()),
-                };
-                let required = body["required"].as_array().is_some_and(|r| r.iter().any(|k| k == key));
-                let default = if required { "required".to_string() } else { default };
-                out.push_str(&format!("| `{key}` | {} | {default} | {meaning} | {env} |\n", type_of(value, defs)));
-            }
-        }
+        keys_table(&mut out, body, defs, &defaults[section]);
         out.push_str(&format!("\nExample:\n\n```toml\n{}```\n", example(section, shape, body, &defaults)));
+        // A key that is itself a table (`[sharing.nvidia]`) gets its own table of keys.
+        for (key, value) in body["properties"].as_object().into_iter().flatten() {
+            let nested = Shape::of(value, defs);
+            if !matches!(nested, Shape::Table | Shape::Optional) {
+                continue;
+            }
+            let Some(inner) = nested.body(value, defs).filter(|b| b["properties"].is_object()) else { continue };
+            let name = format!("{section}.{key}");
+            out.push_str(&format!("\n### `{}`\n\n", nested.heading(&name)));
+            if let Some(text) = description(inner, defs) {
+                out.push_str(&format!("{}\n\n", text.replace('\n', " ")));
+            }
+            if nested == Shape::Optional {
+                let required = inner["required"].as_array().is_some_and(|r| !r.is_empty());
+                out.push_str(&if required {
+                    format!(
+                        "Absent by default. Writing `[{name}]` turns it on; the keys marked required must be set.\n\n"
+                    )
+                } else {
+                    nested.note(&name)
+                });
+            }
+            keys_table(&mut out, inner, defs, &Value::Null);
+        }
     }
     out.push_str(
         "\n## The reference launcher's environment variables\n\n\
@@ -202,6 +217,26 @@ pub fn markdown() -> String {
         out.push_str(&format!("| {names} | {here} |\n"));
     }
     out
+}
+
+/// The table of a section's keys: type, default, meaning, the variable it replaces.
+fn keys_table(out: &mut String, body: &Value, defs: &Value, defaults: &Value) {
+    let Some(props) = body["properties"].as_object() else { return };
+    out.push_str("| key | type | default | meaning | replaces |\n|---|---|---|---|---|\n");
+    for (key, value) in props {
+        let text = description(value, defs).unwrap_or_default().replace('\n', " ");
+        let (meaning, env) = super::env::env_of(&text);
+        let env = env.unwrap_or_default().iter().map(|v| format!("`{v}`")).collect::<Vec<_>>().join(", ");
+        // The schema's own default where it states one (entries of arrays, maps and
+        // optional tables), else the config's.
+        let default = match value.get("default").unwrap_or(&defaults[key]) {
+            Value::Null => "unset".to_string(),
+            v => format!("`{}`", serde_json::to_string(v).unwrap_or_default()),
+        };
+        let required = body["required"].as_array().is_some_and(|r| r.iter().any(|k| k == key));
+        let default = if required { "required".to_string() } else { default };
+        out.push_str(&format!("| `{key}` | {} | {default} | {meaning} | {env} |\n", type_of(value, defs)));
+    }
 }
 
 pub(super) fn resolve<'a>(value: &'a Value, defs: &'a Value) -> Option<&'a Value> {

@@ -49,8 +49,13 @@ const NOT_KEYS: &[(&[&str], &str)] = &[
          PVC, the default model's parsers, images by tag through images.lock)",
     ),
     (
-        &["K3D_GPU_SANDBOX*", "K3D_GPU_NPU_EMBEDDINGS"],
-        "no key yet: the sandbox and NPU embeddings components wait on pinned image digests (docs/stdlib.md)",
+        &["K3D_GPU_SANDBOX*"],
+        "`[sandbox]`: the agent-sandbox controller, its CRDs and the E-core template with a warm pool of \
+         `warm_pool` (docs/agent.md); the profile is compiled, not a file",
+    ),
+    (
+        &["K3D_GPU_NPU_EMBEDDINGS"],
+        "`[addons.embeddings]`: OVMS embeddings on the NPU, deployed by the plan (docs/agent.md)",
     ),
     (
         &["K3D_GPU_TEST_IMAGE", "K3D_GPU_DEVICE_TEST_IMAGE"],
@@ -59,7 +64,8 @@ const NOT_KEYS: &[(&[&str], &str)] = &[
     ),
     (
         &["K3D_GPU_BIN", "K3D_GPU_MCP_TIMEOUT"],
-        "no key: they set up the reference's MCP server, which k3d-gpu does not have yet",
+        "no key: `k3d-gpu mcp` is the MCP server itself, with no launcher to find; its per-call deadline is \
+         `k3d-gpu mcp --timeout SECONDS` (docs/mcp.md)",
     ),
     (
         &["K3D_GPU_SETUP_DIR"],
@@ -160,7 +166,7 @@ mod tests {
         assert_eq!(replacement("K3D_GPU_AGENT_STT_DEVICE").as_deref(), Some("`[addons.<name>]` `device`"));
         assert_eq!(replacement("K3D_GPU_AGENT_MODEL").as_deref(), Some("`[agent]` `model`"));
         assert!(replacement("K3D_GPU_AGENT_STORAGE").unwrap().starts_with("no key yet"));
-        assert!(replacement("K3D_GPU_SANDBOX_PROFILE").unwrap().starts_with("no key yet"));
+        assert!(replacement("K3D_GPU_SANDBOX_PROFILE").unwrap().starts_with("`[sandbox]`"));
         assert!(replacement("K3D_GPU_AGENT_SOMETHING_NEW").unwrap().starts_with("`[agent]` and"));
         // Ours, or not the reference's: nothing to say.
         assert_eq!(replacement("K3D_GPU_ROOT"), None);

@@ -27,6 +27,10 @@ const SINGLE_MACHINE: &[(&str, &str)] = &[
     ("expect", "give each node its own [nodes.expect]"),
     ("agent", "the agent's placement is decided for one machine; it is not supported with provider \"existing\" yet"),
     ("addons", "add-ons are placed for one machine; they are not supported with provider \"existing\" yet"),
+    (
+        "sandbox",
+        "the sandbox template is sized to one machine's E-cores; it is not supported with provider \"existing\" yet",
+    ),
 ];
 
 /// The most nodes one config may list: a fleet, not a data centre's inventory.

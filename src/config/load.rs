@@ -38,7 +38,9 @@ impl ConfigError {
             }
             other => other,
         };
-        let source = if span.is_some() { crate::escape::source(text) } else { String::new() };
+        // The quoted lines may hold a URI with a password (a video stream's): never shown.
+        let source =
+            if span.is_some() { crate::escape::source(&crate::secrets::blank_passwords(text)) } else { String::new() };
         ConfigError {
             message,
             source_code: NamedSource::new(name, source),

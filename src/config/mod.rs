@@ -51,6 +51,68 @@ pub fn dns_label(name: &str) -> bool {
         && !name.ends_with('-')
 }
 
+/// The longest model id `[agent] model` takes: Hugging Face's own limit on a repo id.
+pub const MAX_MODEL_ID: usize = 96;
+
+/// Why `id` is not a Hugging Face model id of the `org/name` shape the model servers take
+/// (`--source_model`, `vllm serve`), or `None` when it is one. The id becomes an argument of
+/// the server, so the rule is strict: two parts of ASCII letters, digits, `-`, `_` and `.`,
+/// neither starting nor ending with `-` or `.` (so never a flag, `.` or `..`), no `--` or
+/// `..` inside (Hugging Face refuses both), at most [`MAX_MODEL_ID`] characters.
+pub fn model_id_problem(id: &str) -> Option<&'static str> {
+    if id.len() > MAX_MODEL_ID {
+        return Some("is longer than 96 characters");
+    }
+    let Some((org, name)) = id.split_once('/') else {
+        return Some("is not of the form org/name");
+    };
+    for part in [org, name] {
+        if part.is_empty() {
+            return Some("has an empty org or name");
+        }
+        if !part.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')) {
+            return Some("may hold only ASCII letters, digits, '-', '_' and '.' around one '/'");
+        }
+        if part.starts_with(['-', '.']) || part.ends_with(['-', '.']) {
+            return Some("has a part that starts or ends with '-' or '.'");
+        }
+        if part.contains("--") || part.contains("..") {
+            return Some("holds '--' or '..'");
+        }
+    }
+    None
+}
+
+/// The stream schemes `[addons.video] source` takes.
+pub const VIDEO_SCHEMES: [&str; 4] = ["rtsp", "rtsps", "http", "https"];
+
+/// Why `source` is not a stream URI the video add-on takes, or `None` when it is. It reaches
+/// gst-launch's pipeline parser, so beyond the scheme only URI characters that parser reads as
+/// text are allowed (no space, quote, `!`, parenthesis or backslash), and no userinfo: a
+/// password would sit in the TOML, and in git.
+pub fn video_source_problem(source: &str) -> Option<String> {
+    if source.len() > 2048 {
+        return Some("is longer than 2048 characters".into());
+    }
+    let Some((scheme, rest)) = source.split_once("://") else {
+        return Some("is not a URI (scheme://…)".into());
+    };
+    if !VIDEO_SCHEMES.contains(&scheme) {
+        return Some(format!("has scheme {scheme:?}; the video add-on takes {}", VIDEO_SCHEMES.join(", ")));
+    }
+    if let Some(bad) = source.chars().find(|c| !(c.is_ascii_alphanumeric() || "-._~:/?#%&=+;,@".contains(*c))) {
+        return Some(format!("holds {bad:?}, which a stream URI never needs unescaped (write it %-encoded)"));
+    }
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    if authority.contains('@') {
+        return Some("carries credentials (user:password@): they would sit in the config, in git".into());
+    }
+    if authority.is_empty() {
+        return Some("has no host".into());
+    }
+    None
+}
+
 /// A k3d-gpu configuration (`k3dgpu.toml`).
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
@@ -67,11 +129,22 @@ pub struct Config {
     /// The OpenAI-compatible LLM agent; present means wanted. `k3d-gpu agent` explains where it
     /// runs and why.
     pub agent: Option<Agent>,
-    /// Add-ons beside the agent: `[addons.vlm]`, `[addons.stt]`, `[addons.video]` are placed
-    /// on the engines the LLM leaves free (`k3d-gpu agent` shows where). vlm and stt are
-    /// deployed as OVMS servers (svc/vlm, svc/stt on port 8000, API under /v3); video is
-    /// placed but not deployed yet.
+    /// Add-ons beside the agent: `[addons.vlm]`, `[addons.stt]`, `[addons.video]`,
+    /// `[addons.embeddings]` are placed on the engines the LLM leaves free (`k3d-gpu agent`
+    /// shows where). vlm, stt and embeddings are deployed as OVMS servers (svc/vlm, svc/stt,
+    /// svc/embeddings on port 8000, API under /v3); video runs DL Streamer and writes its
+    /// detections as JSON lines to its log (no Service).
     pub addons: BTreeMap<AddonName, Addon>,
+    /// GPU telemetry, opt-in: a Prometheus exporter per GPU vendor, each a DaemonSet on the
+    /// node that advertises the GPUs behind a ClusterIP Service (no port on the host): XPU
+    /// Manager's `xpumd` (svc `xpumd` in namespace `k3d-gpu-xpumd`, port 8080) and NVIDIA's
+    /// DCGM exporter (svc `dcgm-exporter` in `k3d-gpu-dcgm`, port 9400), both at `/metrics`.
+    /// Apply verifies each exporter's rollout; removing the table deletes them.
+    pub telemetry: Option<Telemetry>,
+    /// Agent sandboxes (kubernetes-sigs/agent-sandbox): present means wanted. The controller
+    /// and its CRDs, an E-core SandboxTemplate `python-ecores` in namespace `agent-sandbox`
+    /// with its network policy and hardening, and a warm pool of it.
+    pub sandbox: Option<Sandbox>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
     /// DRA claim templates: pods reference them by name to get Intel GPUs through the DRA
@@ -131,8 +204,9 @@ pub struct Agent {
     /// an XMX node, else CPU), or force `cpu`, `gpu` (Intel), `npu`, `hpu` (a Gaudi) or `cuda`
     /// (an NVIDIA GPU, vLLM only). (K3D_GPU_AGENT_DEVICE)
     pub device: AgentDevice,
-    /// Model to serve (Hugging Face id); unset: `OpenVINO/Qwen3-4B-int4-ov` on OVMS,
-    /// `Qwen/Qwen3-4B` on vLLM. A change updates the server's Deployment in place.
+    /// Model to serve: a Hugging Face id `org/name` (letters, digits, `-`, `_`, `.`; at most
+    /// 96 characters); unset: `OpenVINO/Qwen3-4B-int4-ov` on OVMS, `Qwen/Qwen3-4B` on vLLM.
+    /// A change updates the server's Deployment in place.
     /// (K3D_GPU_AGENT_MODEL)
     pub model: Option<String>,
     /// CPU request, which sizes the P-core balloon on hybrid nodes. (K3D_GPU_AGENT_CPUS)
@@ -143,6 +217,40 @@ pub struct Agent {
     /// config: `true` (default) keeps the download and the plan says so; `false` lets the plan
     /// delete them, and says the data is lost. Takes effect once applied.
     pub keep_models: Option<bool>,
+    /// The chat UI (Open WebUI) in front of the model server; present means wanted. Sign-in
+    /// is always on, the Service is ClusterIP only, and its data PVC is kept on removal like
+    /// the model's.
+    pub chat: Option<Chat>,
+}
+
+/// `[sandbox]`: where untrusted agent tool code runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Sandbox {
+    /// Sandboxes kept started and ready for a claim (the SandboxWarmPool's replicas), 0-16.
+    #[schemars(range(max = 16))]
+    pub warm_pool: u32,
+}
+
+impl Default for Sandbox {
+    fn default() -> Self {
+        Sandbox { warm_pool: 1 }
+    }
+}
+
+/// `[agent.chat]`: Open WebUI, talking to the agent's server.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Chat {
+    /// Sign-in (WEBUI_AUTH). Always on: `false` is refused, since anyone who reaches the UI
+    /// would use the models; unset or `true` is the same.
+    pub auth: Option<bool>,
+    /// A Secret in namespace `k3d-gpu-agent`, created by you, with keys `email` and
+    /// `password`: the admin account Open WebUI creates on its first start. Unset: the pod
+    /// generates a random password on its first start into its data volume
+    /// (`/data/.k3d-gpu-admin-password`, admin `admin@k3d-gpu.local`); it is never in the
+    /// config, the plan or the graph. A password is never a value in this file.
+    pub admin_secret: Option<String>,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -181,6 +289,9 @@ pub enum AddonName {
     Stt,
     /// Video analytics (DL Streamer).
     Video,
+    /// Text embeddings (OVMS, Qwen3-Embedding-0.6B): the NPU unless `device` says `cpu` or
+    /// `gpu`.
+    Embeddings,
 }
 
 /// One add-on.
@@ -188,9 +299,12 @@ pub enum AddonName {
 #[serde(deny_unknown_fields, default)]
 pub struct Addon {
     /// `auto` or an explicit `gpu`, `npu` or `cpu`; explicit requests are served first and
-    /// fail when nothing is free. (K3D_GPU_AGENT_<NAME>_DEVICE)
+    /// fail when nothing is free. For `embeddings`, `auto` means the NPU (an error without a
+    /// free one). (K3D_GPU_AGENT_<NAME>_DEVICE)
     pub device: AddonDevice,
-    /// Video only: a stream URI (`rtsp://…`, `https://…`); host paths and `file://` are refused.
+    /// Video only: a stream URI (`rtsp://`, `rtsps://`, `http://` or `https://`); unset loops
+    /// DL Streamer's sample clip. Host paths, `file://`, credentials in the URI and characters
+    /// a URI does not need unescaped (space, quotes, `!`, parentheses) are refused.
     /// (K3D_GPU_AGENT_VIDEO_SOURCE)
     pub source: Option<String>,
 }
@@ -203,6 +317,28 @@ pub enum AddonDevice {
     Gpu,
     Npu,
     Cpu,
+}
+
+/// `[telemetry]`: which GPU exporters to deploy.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Telemetry {
+    /// XPU Manager's `xpumd` on the Intel GPUs. Unset: where an Intel GPU is active. It reads
+    /// every GPU without taking one from workloads: in plugin mode through
+    /// `gpu.intel.com/monitoring` (needs `[sharing] monitoring = true`), in DRA mode through
+    /// an admin-access ResourceClaim. `false`: never.
+    pub intel: Option<bool>,
+    /// NVIDIA's DCGM exporter on the NVIDIA GPUs (it reads them through the nvidia runtime
+    /// and requests no `nvidia.com/gpu`). Unset: where an NVIDIA GPU is active. `false`: never.
+    pub nvidia: Option<bool>,
+}
+
+/// The exporters `[telemetry]` can deploy, as a component's `when telemetry=…` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum TelemetryExporter {
+    Intel,
+    Nvidia,
 }
 
 /// A `ResourceClaimTemplate` compiled from a few selectors into CEL, checked against the
@@ -337,7 +473,8 @@ pub struct Vendors {
     pub exclude: Vec<crate::facts::Vendor>,
 }
 
-/// How Intel GPUs reach pods: the device plugin (with optional sharing) or the DRA driver.
+/// How GPUs reach pods: for Intel, the device plugin (with optional sharing) or the DRA
+/// driver; for NVIDIA, `[sharing.nvidia]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Sharing {
@@ -358,6 +495,41 @@ pub struct Sharing {
     pub allow_ids: Vec<String>,
     /// Never these PCI device ids (either spelling), passed as the plugin's -deny-ids (`0xa780`).
     pub deny_ids: Vec<String>,
+    /// NVIDIA GPU sharing through the NVIDIA device plugin's config file; absent: one pod per
+    /// GPU. The keys above are Intel's; NVIDIA's live here.
+    pub nvidia: Option<NvidiaSharing>,
+}
+
+/// `[sharing.nvidia]`: several pods on one NVIDIA GPU. The device plugin advertises each GPU
+/// `replicas` times as `nvidia.com/gpu` (the name stays, so the agent and `[expect] devices`
+/// keep working); the pods share the GPU with no memory or fault isolation between them (the
+/// agent's vLLM alone takes 90% of its GPU's memory; the plan warns). A change is an in-place
+/// update of the plugin's ConfigMap, and its pods restart to read it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NvidiaSharing {
+    /// `time-slicing` (default): pods take turns on the whole GPU. `mps`: CUDA MPS (not
+    /// deployed by this version; an error says why).
+    #[serde(default)]
+    pub strategy: NvidiaStrategy,
+    /// Pods per GPU, 2 to 110 (the plugin refuses fewer than 2; a node runs at most 110 pods,
+    /// k3s's kubelet default, so more replicas could never be used).
+    #[schemars(range(min = 2, max = 110))]
+    pub replicas: u32,
+    /// Refuse a pod that asks for more than one `nvidia.com/gpu` (the plugin's
+    /// `failRequestsGreaterThanOne`): with sharing, two replicas may be the same GPU, so such
+    /// a request would not get more compute. Unset: the plugin's default (allowed with
+    /// time-slicing).
+    pub fail_requests_greater_than_one: Option<bool>,
+}
+
+/// How pods share an NVIDIA GPU.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "kebab-case")]
+pub enum NvidiaStrategy {
+    #[default]
+    TimeSlicing,
+    Mps,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -522,11 +522,16 @@ fn object_actions(
         if graph.get(id).is_none() && ours {
             // Data (a model download, its compile cache) outlives the workload that wrote it,
             // unless the config let it go when it was created: the plan says which.
+            // What the data is, as the compiler described it (`k3d-gpu.io/data`); the live copy
+            // is the cluster's word, so it is cut short and kept on one line.
+            let what: String = object["metadata"]["annotations"][crate::compile::DATA_ANNOTATION]
+                .as_str()
+                .map_or_else(|| "a downloaded model".into(), |t| crate::escape::one_line(t).chars().take(80).collect());
             if object["metadata"]["labels"][crate::compile::KEEP_LABEL] == "true" {
                 warnings.push(Warning {
                     code: "data-kept".into(),
                     text: format!(
-                        "{id} is no longer in the config and is kept: it holds data (a downloaded model). \
+                        "{id} is no longer in the config and is kept: it holds data ({what}). \
                          Delete it yourself when it is no longer needed (`kubectl delete`)"
                     ),
                     key: None,
@@ -536,7 +541,7 @@ fn object_actions(
             let why = if object["kind"] == "PersistentVolumeClaim" {
                 reason(
                     "no-longer-wanted",
-                    "managed by k3d-gpu and no longer in the config; its data (a downloaded model) is lost",
+                    format!("managed by k3d-gpu and no longer in the config; its data ({what}) is lost"),
                 )
             } else {
                 reason("no-longer-wanted", "managed by k3d-gpu and no longer in the config")

@@ -68,9 +68,48 @@ pub fn mask_arg(arg: &str) -> String {
     mask_string(arg, &|_| SENSITIVE.to_string()).unwrap_or_else(|| arg.to_string())
 }
 
+/// `text` with the password of every `user:password@host` in it (a URI's userinfo, with a
+/// scheme or without) turned into `*`, byte for byte, so offsets into it stay valid: a config
+/// file is quoted in a diagnostic by span, and the line it quotes may hold a stream URI with
+/// credentials. A bare `user@host` (an email address) has no password and stays.
+pub fn blank_passwords(text: &str) -> String {
+    let mut out = text.as_bytes().to_vec();
+    let is_break = |b: u8| b.is_ascii_whitespace() || b"\"'`<>(),;[]{}=".contains(&b);
+    let mut start = 0;
+    while start < out.len() {
+        let end = (start..out.len()).find(|&i| is_break(out[i])).unwrap_or(out.len());
+        let token = &text[start..end];
+        let at_host = token.find("://").map_or(0, |i| i + 3);
+        let authority = &token[at_host..];
+        let authority = &authority[..authority.find(['/', '?', '#']).unwrap_or(authority.len())];
+        if let Some(at) = authority.rfind('@')
+            && let Some(colon) = authority[..at].find(':')
+        {
+            let from = start + at_host + colon + 1;
+            out[from..start + at_host + at].fill(b'*');
+        }
+        start = end + 1;
+    }
+    // Only ASCII bytes of a password were replaced, whole characters at a time… unless the
+    // password held multi-byte characters: their bytes became `*` too, which is still UTF-8.
+    String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_are_blanked_in_place() {
+        let text = "source = \"rtsp://admin:hunter2@cam/live\"\nx = \"admin:pw@cam:554\"\nmail = \"a@b.c\"\n";
+        let blanked = blank_passwords(text);
+        assert_eq!(blanked.len(), text.len());
+        assert!(!blanked.contains("hunter2") && !blanked.contains(":pw@"), "{blanked}");
+        assert!(blanked.contains("rtsp://admin:*******@cam/live") && blanked.contains("admin:**@cam:554"));
+        assert!(blanked.contains("a@b.c"));
+        let unicode = "u = \"rtsp://u:pä@h\"";
+        assert_eq!(blank_passwords(unicode), "u = \"rtsp://u:***@h\"");
+    }
 
     #[test]
     fn secret_flags() {

@@ -175,6 +175,7 @@ pub fn converged(graph: &k3d_gpu::compile::DesiredGraph) -> k3d_gpu::observe::Ob
 /// Each example config and the fixture host it is for.
 pub const EXAMPLES: &[(&str, &str)] = &[
     ("nvidia-workstation", "desktop-rpl-nvidia"),
+    ("nvidia-time-slicing", "desktop-rpl-nvidia"),
     ("arc-homelab-dra", "arc-b580-xe-rpl-igpu"),
     ("lunar-lake-npu", "lunar-lake-npu"),
     ("hybrid-igpu-sharing", "meteor-lake-old-npu-fw"),

@@ -6,6 +6,14 @@
 //!
 //! Names depend on the backend's API family only (`ovms`, `vllm`), never on the model, so a
 //! model change is an in-place update of the same Deployment.
+//!
+//! The add-ons that are not OVMS servers have their own module: `video.rs` (DL Streamer),
+//! and so has the chat UI, `chat.rs` (Open WebUI). `sandbox.rs` is `[sandbox]`'s, beside the
+//! agent rather than part of it.
+
+mod chat;
+pub mod sandbox;
+mod video;
 
 use std::collections::BTreeMap;
 
@@ -20,7 +28,7 @@ use crate::config::AddonName;
 pub const NAMESPACE: &str = "k3d-gpu-agent";
 /// The one port every backend serves its OpenAI-compatible API on.
 pub const PORT: u16 = 8000;
-const COMPONENT: &str = "agent";
+pub(super) const COMPONENT: &str = "agent";
 /// PVC size for the model and compile caches (the reference's default).
 const STORAGE: &str = "20Gi";
 /// Where the PVC is mounted in every backend's pod.
@@ -40,6 +48,7 @@ const OVMS_MODEL: &str = "OpenVINO/Qwen3-4B-int4-ov";
 const VLM_MODEL: &str = "OpenVINO/Qwen3-VL-4B-Instruct-int4-ov";
 const VLM_NPU_MODEL: &str = "OpenVINO/Phi-3.5-vision-instruct-fp16-ov";
 const STT_MODEL: &str = "OpenVINO/whisper-large-v3-turbo-fp16-ov";
+const EMBEDDINGS_MODEL: &str = "OpenVINO/Qwen3-Embedding-0.6B-int8-ov";
 const ADDON_MEMORY: &str = "4Gi";
 const VLLM_MODEL: &str = "Qwen/Qwen3-4B";
 /// OVMS runs as this uid (its image's user); the PVC is made writable for it by fsGroup.
@@ -60,7 +69,16 @@ struct Server<'a> {
     api: &'a str,
 }
 
-fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
+/// Where an add-on's objects hang in the graph: the cluster, the agent's namespace, and whether
+/// its data is kept on removal.
+#[derive(Clone, Copy)]
+pub(super) struct Scope<'a> {
+    cluster_id: &'a str,
+    ns_id: &'a str,
+    keep: &'a str,
+}
+
+pub(super) fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
     let mut m: BTreeMap<String, String> = BTreeMap::from([
         (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
         (COMPONENT_LABEL.to_string(), COMPONENT.to_string()),
@@ -72,14 +90,16 @@ fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
 /// The agent's objects (and the add-ons' that are deployed), each depending on the cluster
 /// and on the namespace.
 pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut Vec<Resource>) {
-    let Some(agent) = &cx.config.agent else { return };
+    let config = cx.config;
+    let Some(agent) = &config.agent else { return };
     let server = if plan.backend == "ovms" { "ovms" } else { "vllm" };
     let model = agent.model.clone().unwrap_or_else(|| if server == "ovms" { OVMS_MODEL } else { VLLM_MODEL }.into());
     let served_name = model.rsplit('/').next().unwrap_or(&model).to_string();
     // The namespace holds the PVCs: deleting it would delete the data, so both are kept alike.
     let keep = if agent.keep_models.unwrap_or(true) { "true" } else { "false" };
     let namespace = json!({ "apiVersion": "v1", "kind": "Namespace",
-        "metadata": { "name": NAMESPACE, "labels": labels(&[(super::KEEP_LABEL, keep)]) } });
+        "metadata": { "name": NAMESPACE, "labels": labels(&[(super::KEEP_LABEL, keep)]),
+            "annotations": { super::DATA_ANNOTATION: "the volumes of the agent and its add-ons" } } });
     let ns_id = object_id(&namespace);
     push(out, namespace, vec![cluster_id.to_string()]);
 
@@ -100,14 +120,30 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
         api: if server == "ovms" { "v3" } else { "v1" },
     };
     emit(cx, out, cluster_id, &ns_id, keep, llm);
+    if let Some(ui) = &agent.chat
+        && chat::valid(cx, ui)
+    {
+        // OVMS serves the model under its last path part (`--model_name`); vLLM under the id.
+        let listed = if server == "ovms" { &served_name } else { &model };
+        chat::resources(cx, ui, plan, listed, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
+    }
 
     for addon in &plan.addons {
         let (name, model, task, extra): (&str, &str, &str, &[&str]) = match (addon.name, addon.device) {
             (AddonName::Vlm, "NPU") => ("vlm", VLM_NPU_MODEL, "text_generation", &["--max_prompt_len", "4096"]),
             (AddonName::Vlm, _) => ("vlm", VLM_MODEL, "text_generation", &[]),
             (AddonName::Stt, _) => ("stt", STT_MODEL, "speech2text", &[]),
-            // DL Streamer's pipeline is not compiled yet: the plan's not-deployed warning says so.
-            (AddonName::Video, _) => continue,
+            // LAST pooling is what OVMS's embeddings demo gives this model. On the NPU, 512
+            // tokens keeps a static [1, 512] shape (OVMS pads each input to it); from 1024 up
+            // it would take the NPUW LLM pipeline instead.
+            (AddonName::Embeddings, "NPU") => {
+                ("embeddings", EMBEDDINGS_MODEL, "embeddings", &["--pooling", "LAST", "--max_length", "512"])
+            }
+            (AddonName::Embeddings, _) => ("embeddings", EMBEDDINGS_MODEL, "embeddings", &["--pooling", "LAST"]),
+            (AddonName::Video, _) => {
+                video::resources(cx, addon, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
+                continue;
+            }
         };
         let served = model.rsplit('/').next().unwrap_or(model);
         let mut pod_labels = BTreeMap::new();
@@ -133,7 +169,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
 
 /// The render (GPU) or accel (NPU) groups of the host's device nodes; gid 0, which an unknown
 /// owner reads as, is never one (the agent's placement warns about it).
-fn addon_groups(cx: &Context, device: &str) -> Vec<u32> {
+pub(super) fn addon_groups(cx: &Context, device: &str) -> Vec<u32> {
     let host = &cx.facts.host;
     let mut gids: Vec<u32> = match device {
         "GPU" => host
@@ -151,7 +187,7 @@ fn addon_groups(cx: &Context, device: &str) -> Vec<u32> {
     gids
 }
 
-fn push(out: &mut Vec<Resource>, spec: Value, mut depends_on: Vec<String>) {
+pub(super) fn push(out: &mut Vec<Resource>, spec: Value, mut depends_on: Vec<String>) {
     depends_on.sort();
     out.push(Resource {
         id: object_id(&spec),
@@ -232,25 +268,34 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, cluster_id: &str, ns_id: &str
 
     // Readiness: the Deployment rolled out, then the server lists its models through the API
     // server's service proxy (GET only: POSTs through that proxy are what OVMS mishandles).
-    let verify = |id: String, spec: Value, depends_on: Vec<String>| Resource {
-        id,
-        kind: ResourceKind::Verify,
-        change: Change::Verify,
-        component: Some(COMPONENT.into()),
-        spec,
-        depends_on,
-    };
-    out.push(verify(
-        format!("verify/rollout/Deployment/{NAMESPACE}/{server}"),
-        json!({ "check": "rollout", "kind": "Deployment", "namespace": NAMESPACE, "name": server }),
-        vec![deployment_id],
-    ));
+    out.push(rollout(server, deployment_id));
     out.push(verify(
         format!("verify/endpoint/{NAMESPACE}/{server}"),
         json!({ "check": "endpoint", "namespace": NAMESPACE, "service": server, "port": PORT,
                 "path": format!("/{}/models", s.api), "timeout_s": MODEL_TIMEOUT_S }),
         vec![service_id],
     ));
+}
+
+/// A verify node.
+pub(super) fn verify(id: String, spec: Value, depends_on: Vec<String>) -> Resource {
+    Resource {
+        id,
+        kind: ResourceKind::Verify,
+        change: Change::Verify,
+        component: Some(COMPONENT.into()),
+        spec,
+        depends_on,
+    }
+}
+
+/// The Deployment `name` of the agent's namespace rolled out.
+pub(super) fn rollout(name: &str, deployment_id: String) -> Resource {
+    verify(
+        format!("verify/rollout/Deployment/{NAMESPACE}/{name}"),
+        json!({ "check": "rollout", "kind": "Deployment", "namespace": NAMESPACE, "name": name }),
+        vec![deployment_id],
+    )
 }
 
 /// How long the first start may take: the model downloads into the PVC, then loads and
@@ -367,6 +412,6 @@ fn vllm(backend: &str, device: &str, model: &str) -> Parts {
 }
 
 /// What every container gets unless it needs more: no privilege escalation, no capabilities.
-fn hardened() -> Value {
+pub(super) fn hardened() -> Value {
     json!({ "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } })
 }

@@ -1,0 +1,426 @@
+//! The `apply` tool: the only one that writes, and only what a person confirmed.
+//!
+//! 1. The inputs are planned now; a hash other than `plan_hash` is refused (the agent plans
+//!    again and shows the new plan), as is a replacement without `allow_replace`.
+//! 2. The person is asked through the client, with a form that shows the plan and its hash:
+//!    in a 2026-07-28 session as an input request the client answers when it calls again
+//!    (`requestState` is a confirmation token, see `confirm.rs`); in a session opened with
+//!    `initialize`, as an `elicitation/create` request during the call. A client that
+//!    declares no form elicitation cannot ask: refused, with the terminal command.
+//! 3. Only an accepted form with `confirm` ticked runs it, through the CLI's own
+//!    `apply --plan-hash` path (`commands::apply::apply_hash`): the lock, the plan computed
+//!    again and checked against the hash, then the actions and verify. A decline, a cancel
+//!    or no answer is refused with the command to run in a terminal instead.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::PathBuf;
+use std::time::Instant;
+
+use rmcp::ErrorData;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ElicitRequest, ElicitRequestParams, ElicitResult,
+    ElicitationAction, InputRequest, InputRequiredResult, ProtocolVersion,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::server::{Server, arguments, failed, refused_result, structured};
+use super::tools;
+use crate::error::EXIT_FAILED;
+
+/// The key of the confirmation form among a call's input requests.
+pub const FORM_KEY: &str = "confirm";
+
+/// The most of the plan's text the form shows; the rest is one `k3d-gpu plan` away.
+const MAX_FORM_TEXT: usize = 16 << 10;
+
+#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApplyArgs {
+    /// The hash the plan tool gave (`sha256:` and 64 lowercase hex digits).
+    pub plan_hash: String,
+    /// The config file (k3dgpu.toml), as given to plan.
+    pub config: Option<PathBuf>,
+    /// A fixture host directory, as given to plan.
+    pub root: Option<PathBuf>,
+    /// A saved facts/v1 document, as given to plan.
+    pub facts: Option<PathBuf>,
+    /// A component catalog directory, as given to plan.
+    pub stdlib: Option<PathBuf>,
+    /// The vendor filter, as given to plan.
+    pub vendors: Option<String>,
+    /// Consent to a plan that recreates the cluster, which deletes its state (the person is
+    /// still asked).
+    #[serde(default)]
+    pub allow_replace: bool,
+}
+
+impl ApplyArgs {
+    fn given(&self) -> tools::Given {
+        tools::Given {
+            config: self.config.clone(),
+            root: self.root.clone().into_iter().collect(),
+            facts: self.facts.clone().into_iter().collect(),
+            stdlib: self.stdlib.clone(),
+            vendors: self.vendors.clone(),
+        }
+    }
+}
+
+/// What the apply did.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ApplyOut {
+    /// The plan that ran.
+    pub hash: String,
+    /// Every action and verify check succeeded.
+    pub ok: bool,
+    /// The cluster already matched the config.
+    pub nothing_to_do: bool,
+    pub done: Vec<String>,
+    /// Each failed action with its error.
+    pub failed: Vec<String>,
+    pub not_started: Vec<String>,
+    /// Each failed verify check with its diagnosis.
+    pub verify_failed: Vec<String>,
+    /// The client cancelled (or a signal came): no new action started after that.
+    pub stopped: bool,
+}
+
+pub async fn call(
+    server: &Server,
+    request: CallToolRequestParams,
+    context: RequestContext<RoleServer>,
+) -> Result<CallToolResponse, ErrorData> {
+    let args: ApplyArgs = arguments(&request)?;
+    let defaults = &server.inner.defaults;
+    let global = defaults.global(args.given());
+    if let Err(why) = crate::cli::plan_hash(&args.plan_hash) {
+        let error = crate::error::Error::Usage {
+            message: format!("plan_hash: {why}"),
+            help: Some("pass the hash the plan tool returned".into()),
+        };
+        return Ok(failed(&error).into());
+    }
+    // The person's yes is for this hash with exactly these arguments.
+    let binding = crate::canonical::digest(&args);
+    let command = tools::apply_command(&global, &args.plan_hash, args.allow_replace);
+    let refuse = |message: &str| refused_result(message, None, Some(&command), EXIT_FAILED).into();
+
+    if let Some(token) = &request.request_state {
+        // The client's second call, with the person's answer to the form.
+        if let Err(why) = server.inner.confirmations.redeem(token, &binding, Instant::now()) {
+            return Ok(refuse(&format!("not applied: {why}; call apply again to ask the person anew")));
+        }
+        let answer = request
+            .input_responses
+            .as_ref()
+            .and_then(|r| r.get(FORM_KEY))
+            .and_then(|v| serde_json::from_value::<ElicitResult>(v.clone()).ok());
+        return decide(server, &context, args, answer, &command).await;
+    }
+
+    // The first call: the plan these inputs give now must be the one reviewed.
+    let planning = defaults.global(args.given());
+    let planned = server
+        .blocking(&context, Some(server.inner.timeout), move || {
+            let inputs = crate::commands::inputs::load_config(&planning)?;
+            let rt = crate::commands::runtime()?;
+            let computed =
+                crate::commands::plan::compute(&planning, inputs, crate::commands::plan::Observation::Live(&rt))?;
+            Ok(tools::planned(&planning, computed.plan, "live", false))
+        })
+        .await?;
+    let planned = match planned {
+        Ok(p) => p,
+        Err(e) => return Ok(failed(&e).into()),
+    };
+    if planned.out.hash != args.plan_hash {
+        let message = format!(
+            "refused: the plan now hashes to {}, not {}: something changed since it was reviewed",
+            planned.out.hash, args.plan_hash
+        );
+        let help = "call plan again, show the person the new plan, then apply its hash";
+        return Ok(refused_result(&message, Some(help), None, EXIT_FAILED).into());
+    }
+    if planned.out.replaces_cluster && !args.allow_replace {
+        let message = "refused: the plan recreates the cluster, which deletes its state; not done without consent";
+        let help = "back up what you need; then call apply with allow_replace: true (the person is still asked)";
+        let command = tools::apply_command(&global, &args.plan_hash, true);
+        return Ok(refused_result(message, Some(help), Some(&command), EXIT_FAILED).into());
+    }
+    if !can_ask(&context) {
+        return Ok(refuse(
+            "not applied: this client cannot ask the person to confirm (it declares no form elicitation), and only \
+a person may apply a plan",
+        ));
+    }
+
+    let token = server.inner.confirmations.issue(&binding, Instant::now());
+    let form = form(&planned);
+    let modern = context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
+    if modern {
+        let requests = BTreeMap::from([(FORM_KEY.to_string(), InputRequest::Elicitation(ElicitRequest::new(form)))]);
+        return Ok(InputRequiredResult::new(Some(requests), Some(token)).into());
+    }
+    let answer = tokio::select! {
+        _ = context.ct.cancelled() => return Err(ErrorData::invalid_request("cancelled by the client", None)),
+        answer = context.peer.create_elicitation(form) => answer,
+    };
+    let answer = match answer {
+        Ok(a) => a,
+        Err(e) => {
+            let why = crate::escape::capped(format!("not applied: the client could not ask the person: {e}"));
+            return Ok(refuse(&why));
+        }
+    };
+    if let Err(why) = server.inner.confirmations.redeem(&token, &binding, Instant::now()) {
+        return Ok(refuse(&format!("not applied: {why}; call apply again to ask the person anew")));
+    }
+    decide(server, &context, args, Some(answer), &command).await
+}
+
+/// Whether the client can show the person a form: it declares elicitation with `form`, or
+/// with neither mode (which means form).
+fn can_ask(context: &RequestContext<RoleServer>) -> bool {
+    context.client_capabilities().and_then(|c| c.elicitation).is_some_and(|e| e.form.is_some() || e.url.is_none())
+}
+
+/// The question: the plan's text and hash, and one box to tick.
+fn form(planned: &tools::Planned) -> ElicitRequestParams {
+    let out = &planned.out;
+    let mut text = out.text.clone();
+    if text.len() > MAX_FORM_TEXT {
+        let mut cut = MAX_FORM_TEXT;
+        while !text.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        text.truncate(cut);
+        text.push_str("\n… (cut here; `k3d-gpu plan` shows all of it)\n");
+    }
+    // A replacement is said before the plan, not left to a `-/+` line in it.
+    let warning =
+        if out.replaces_cluster { "It RECREATES the cluster: everything in it now is deleted.\n" } else { "" };
+    let message = format!(
+        "k3d-gpu wants to apply this plan ({} action(s)) to your cluster.\n{warning}Plan hash: {}\nInputs: the same as \
+`{}`\n{}\nThe whole plan:\n\n{text}\nApply it?",
+        out.actions,
+        out.hash,
+        out.apply_command,
+        essentials(&out.plan)
+    );
+    let schema = serde_json::json!({
+        "type": "object",
+        "properties": {
+            "confirm": {
+                "type": "boolean",
+                "title": format!("Apply plan {}", out.hash),
+                "description": "Tick to apply exactly this plan; anything else applies nothing.",
+                "default": false,
+            }
+        },
+        "required": ["confirm"],
+    });
+    ElicitRequestParams::FormElicitationParams {
+        meta: None,
+        message: crate::escape::for_terminal(&message).into_owned(),
+        // A fixed, valid schema: a boolean property is a primitive the spec allows.
+        requested_schema: serde_json::from_value(schema)
+            .expect("the confirmation schema is a valid elicitation schema"),
+    }
+}
+
+/// What the person must see even when the plan's text is cut: the counts, every replace and
+/// delete with its reason (the actions that lose data), and every warning. The full text, diffs
+/// included, follows it and is the part that gets cut.
+fn essentials(plan: &Value) -> String {
+    let mut out = String::new();
+    let count = |k: &str| plan["summary"][k].as_u64().unwrap_or(0);
+    let _ = writeln!(
+        out,
+        "Plan: {} to create, {} to update, {} to replace, {} to delete.",
+        count("create"),
+        count("update"),
+        count("replace"),
+        count("delete")
+    );
+    let str_of = |v: &Value| v.as_str().unwrap_or("").to_string();
+    for action in plan["actions"].as_array().into_iter().flatten() {
+        let kind = str_of(&action["action"]);
+        if kind == "replace" || kind == "delete" {
+            let _ = writeln!(out, "  {kind} {}: {}", str_of(&action["id"]), str_of(&action["reason"]["text"]));
+        }
+    }
+    for warning in plan["warnings"].as_array().into_iter().flatten() {
+        let _ = writeln!(out, "  warning: {} [{}]", str_of(&warning["text"]), str_of(&warning["code"]));
+    }
+    out
+}
+
+/// Runs the plan only on an accepted form with `confirm` ticked.
+async fn decide(
+    server: &Server,
+    context: &RequestContext<RoleServer>,
+    args: ApplyArgs,
+    answer: Option<ElicitResult>,
+    command: &str,
+) -> Result<CallToolResponse, ErrorData> {
+    let refuse = |why: &str| -> Result<CallToolResponse, ErrorData> {
+        Ok(refused_result(&format!("not applied: {why}"), None, Some(command), EXIT_FAILED).into())
+    };
+    let Some(answer) = answer else { return refuse("no answer to the confirmation came back") };
+    match answer.action {
+        ElicitationAction::Accept => {}
+        ElicitationAction::Decline => return refuse("the person declined"),
+        _ => return refuse("the person dismissed the question"),
+    }
+    if answer.content.as_ref().and_then(|c| c.get("confirm")).and_then(|c| c.as_bool()) != Some(true) {
+        return refuse("the person did not tick the confirmation");
+    }
+    run(server, context, args).await
+}
+
+/// The CLI's `apply --plan-hash` path. A cancellation stops new actions; the running ones
+/// finish and the lock is released before the answer.
+async fn run(
+    server: &Server,
+    context: &RequestContext<RoleServer>,
+    args: ApplyArgs,
+) -> Result<CallToolResponse, ErrorData> {
+    let global = server.inner.defaults.global(args.given());
+    let stop = crate::commands::apply::Signals::client_only();
+    let watched = stop.clone();
+    // Registered so a signal to the server stops this apply before the process exits.
+    let _running = server.inner.applies.start(stop.clone());
+    let apply_args = crate::cli::ApplyArgs {
+        plan_file: None,
+        plan_hash: Some(args.plan_hash.clone()),
+        allow_replace: args.allow_replace,
+        parallel: crate::apply::executor::DEFAULT_PARALLEL,
+        verify_timeout: crate::apply::verify::DEFAULT_TIMEOUT.as_secs(),
+    };
+    let wanted = args.plan_hash.clone();
+    let mut task = tokio::task::spawn_blocking(move || {
+        crate::commands::apply::apply_hash(&global, &apply_args, &wanted, &watched, false)
+    });
+    let joined = tokio::select! {
+        joined = &mut task => joined,
+        _ = context.ct.cancelled() => {
+            stop.stop();
+            task.await
+        }
+    };
+    let applied = match joined {
+        Ok(Ok(applied)) => applied,
+        Ok(Err(e)) => return Ok(failed(&e).into()),
+        Err(join) => {
+            return Err(ErrorData::internal_error(
+                crate::escape::capped(
+                    crate::escape::one_line(&format!("apply stopped unexpectedly: {join}")).into_owned(),
+                ),
+                None,
+            ));
+        }
+    };
+    let pair = |(a, b): &(String, String)| format!("{a}: {b}");
+    let out = ApplyOut {
+        ok: applied.ok(),
+        hash: applied.hash.clone(),
+        nothing_to_do: applied.nothing_to_do,
+        done: applied.outcome.done.clone(),
+        failed: applied.outcome.failed.iter().map(pair).collect(),
+        not_started: applied.outcome.not_started.clone(),
+        verify_failed: applied.verify_failed.iter().map(pair).collect(),
+        stopped: applied.stopped,
+    };
+    let mut result: CallToolResult = structured(&out);
+    if !out.ok {
+        result.is_error = Some(true);
+    }
+    Ok(result.into())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn planned(text: &str, replaces_cluster: bool) -> tools::Planned {
+        tools::Planned {
+            out: tools::PlanOut {
+                hash: format!("sha256:{}", "a".repeat(64)),
+                empty: false,
+                actions: 3,
+                replaces_cluster,
+                against: "live".into(),
+                text: text.into(),
+                plan: serde_json::Value::Null,
+                apply_command: String::new(),
+            },
+            bytes: Vec::new(),
+        }
+    }
+
+    fn message_and_schema(form: ElicitRequestParams) -> (String, serde_json::Value) {
+        match form {
+            ElicitRequestParams::FormElicitationParams { message, requested_schema, .. } => {
+                (message, serde_json::to_value(requested_schema).unwrap())
+            }
+            other => panic!("not a form: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn the_form_shows_the_plan_and_its_hash_and_starts_unticked() {
+        let (message, schema) = message_and_schema(form(&planned("+ create k8s/core/Namespace/x\n", false)));
+        assert!(message.contains("+ create k8s/core/Namespace/x") && message.contains(&"a".repeat(64)), "{message}");
+        assert!(!message.contains("RECREATES"), "{message}");
+        let confirm = &schema["properties"]["confirm"];
+        assert_eq!(confirm["type"], "boolean");
+        assert_eq!(confirm["default"], false);
+        assert_eq!(schema["required"], serde_json::json!(["confirm"]));
+    }
+
+    #[test]
+    fn a_replacement_is_said_before_the_plan() {
+        let (message, _) = message_and_schema(form(&planned("-/+ replace k3d/cluster/lab\n", true)));
+        let warning = message.find("RECREATES").expect("the replacement is named");
+        assert!(warning < message.find("-/+ replace").unwrap(), "{message}");
+    }
+
+    #[test]
+    fn deletions_and_warnings_come_before_the_cut() {
+        let mut p = planned(&"+".repeat(MAX_FORM_TEXT * 2), false);
+        p.out.apply_command = "k3d-gpu -c lab.toml apply --plan-hash sha256:aa".into();
+        p.out.plan = serde_json::json!({
+            "summary": {"create": 1, "update": 0, "replace": 0, "delete": 1},
+            "actions": [
+                {"action": "create", "id": "k8s/core/Namespace/x", "reason": {"text": "new"}},
+                {"action": "delete", "id": "k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models",
+                 "reason": {"text": "its data is lost"}},
+            ],
+            "warnings": [{"code": "data-kept", "text": "kept: pvc/vlm-models"}],
+        });
+        let (message, _) = message_and_schema(form(&p));
+        let cut = message.find("cut here").expect("the long text is cut");
+        for must in [
+            "1 to delete",
+            "delete k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models: its data is lost",
+            "warning: kept: pvc/vlm-models [data-kept]",
+            "`k3d-gpu -c lab.toml apply --plan-hash sha256:aa`",
+        ] {
+            let at = message.find(must).unwrap_or_else(|| panic!("{must} missing"));
+            assert!(at < cut, "{must} comes after the cut");
+        }
+        assert!(!message[..cut].contains("create k8s/core/Namespace/x:"), "only replaces and deletes are listed");
+    }
+
+    #[test]
+    fn a_long_plan_is_cut_on_a_character_boundary() {
+        let long = "é".repeat(MAX_FORM_TEXT);
+        let (message, _) = message_and_schema(form(&planned(&long, false)));
+        assert!(message.len() < MAX_FORM_TEXT + 1000, "{}", message.len());
+        assert!(message.contains("`k3d-gpu plan` shows all of it"));
+    }
+}

@@ -1,0 +1,73 @@
+//! `k3d-gpu mcp`: a Model Context Protocol server on stdio (DESIGN.md §10), so an AI agent can
+//! see the host's engines and plan work on them while only a person can make it write.
+//!
+//! - `server.rs`: the protocol wiring (rmcp): the tool list, dispatch, per-call timeouts,
+//!   cancellation, and errors as tool results that carry the fix.
+//! - `tools.rs`: the read-only tools. Each takes the CLI's inputs and calls the commands'
+//!   own cores (`commands::*`), so a tool and its command cannot disagree.
+//! - `apply.rs`: the one tool that writes: the plan hash checked, the person asked through
+//!   the client (form elicitation), then the CLI's own gate, lock and verify.
+//! - `confirm.rs`: confirmations bound to a plan hash and the call's arguments, which expire
+//!   and work once.
+//!
+//! stdout is the protocol: nothing here prints to it (progress and notes go to stderr).
+
+mod apply;
+mod confirm;
+mod server;
+mod tools;
+
+use crate::cli::{Global, McpArgs};
+use crate::error::{EXIT_OK, Error, Result};
+
+/// Serves until the client closes stdin (or the transport fails).
+pub fn serve(global: &Global, args: &McpArgs) -> Result<u8> {
+    let runtime = crate::commands::runtime()?;
+    let server = server::Server::new(global, args);
+    let inner = server.inner.clone();
+    runtime.block_on(async move {
+        use rmcp::ServiceExt;
+        exit_on_signal(inner)?;
+        let running = server
+            .serve(rmcp::transport::stdio())
+            .await
+            .map_err(|e| Error::Output { path: "MCP stdio".into(), reason: e.to_string() })?;
+        running.waiting().await.map_err(|e| Error::Output { path: "MCP stdio".into(), reason: e.to_string() })?;
+        Ok(EXIT_OK)
+    })
+}
+
+/// SIGINT, SIGTERM and SIGHUP end the server, as they end any stdio server; an apply that
+/// runs is stopped first (no new action, the running ones finish, the lock is released), so
+/// a signal never leaves `k3d cluster create` running with no lock held. Registered once for
+/// the server's life: a handler registered per apply would outlive it and swallow the signals.
+fn exit_on_signal(inner: std::sync::Arc<server::Inner>) -> Result<()> {
+    use tokio::signal::unix::{SignalKind, signal};
+    let streams = (|| {
+        Ok::<_, std::io::Error>((
+            signal(SignalKind::interrupt())?,
+            signal(SignalKind::terminate())?,
+            signal(SignalKind::hangup())?,
+        ))
+    })();
+    let (mut int, mut term, mut hup) =
+        streams.map_err(|e| Error::Output { path: "signal handlers".into(), reason: e.to_string() })?;
+    tokio::spawn(async move {
+        // The shell's convention: 128 + the signal's number.
+        let (name, code) = tokio::select! {
+            _ = int.recv() => ("SIGINT", 130),
+            _ = term.recv() => ("SIGTERM", 143),
+            _ = hup.recv() => ("SIGHUP", 129),
+        };
+        let mut told = false;
+        while inner.applies.stop_all() > 0 {
+            if !told {
+                eprintln!("note: {name}: stopping the running apply; the server exits once its running actions finish");
+                told = true;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        std::process::exit(code);
+    });
+    Ok(())
+}

@@ -1,0 +1,482 @@
+//! The read-only tools: their arguments (the CLI's inputs), their structured results, and
+//! each one's work, done by the same functions the commands use. Blocking: the server runs
+//! them off its event loop, under a deadline.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::cli::Global;
+use crate::commands;
+use crate::error::{Error, Result};
+
+/// The inputs a tool call may name; what it leaves out comes from `k3d-gpu mcp`'s own
+/// command line (its `-c`, `--root`, `--facts`, `--stdlib`, `--vendors`), then the CLI's
+/// defaults. Paths are the server's: relative ones resolve against its working directory.
+#[derive(Debug, Clone, Default)]
+pub struct Given {
+    pub config: Option<PathBuf>,
+    pub root: Vec<PathBuf>,
+    pub facts: Vec<PathBuf>,
+    pub stdlib: Option<PathBuf>,
+    pub vendors: Option<String>,
+}
+
+/// The server's defaults, copied out of its `Global` once.
+#[derive(Debug, Clone, Default)]
+pub struct Defaults(pub Given);
+
+impl Defaults {
+    pub fn of(global: &Global) -> Defaults {
+        Defaults(Given {
+            config: global.config.clone(),
+            root: global.root.clone(),
+            facts: global.facts.clone(),
+            stdlib: global.stdlib.clone(),
+            vendors: global.vendors.clone(),
+        })
+    }
+
+    /// The options one call runs with. A host given in the call (root or facts) replaces both
+    /// defaults: they are alternatives, and keeping the other would make two hosts.
+    pub fn global(&self, call: Given) -> Global {
+        let d = &self.0;
+        let host_given = !call.root.is_empty() || !call.facts.is_empty();
+        Global {
+            config: call.config.or_else(|| d.config.clone()),
+            root: if host_given { call.root } else { d.root.clone() },
+            facts: if host_given { call.facts } else { d.facts.clone() },
+            stdlib: call.stdlib.or_else(|| d.stdlib.clone()),
+            // Notes on stderr as JSON lines: the client logs them.
+            json: true,
+            vendors: call.vendors.or_else(|| d.vendors.clone()),
+        }
+    }
+}
+
+fn one(path: Option<PathBuf>) -> Vec<PathBuf> {
+    path.into_iter().collect()
+}
+
+/// `facts`: the host.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FactsArgs {
+    /// A fixture host directory to read instead of `/` (the server's --root by default).
+    pub root: Option<PathBuf>,
+    /// A saved facts/v1 document instead of reading a host.
+    pub facts: Option<PathBuf>,
+    /// `auto` or a comma list of vendors that may be active (nvidia, intel, npu, gaudi, ...).
+    pub vendors: Option<String>,
+}
+
+impl FactsArgs {
+    pub fn given(self) -> Given {
+        Given { root: one(self.root), facts: one(self.facts), vendors: self.vendors, ..Given::default() }
+    }
+}
+
+/// The config and the host it is compiled for: `agent`, and the base of `plan` and `apply`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigArgs {
+    /// The config file (k3dgpu.toml); the server's -c by default, else ./k3dgpu.toml, else the defaults.
+    pub config: Option<PathBuf>,
+    /// A fixture host directory to read instead of `/`.
+    pub root: Option<PathBuf>,
+    /// A saved facts/v1 document instead of reading a host.
+    pub facts: Option<PathBuf>,
+    /// A component catalog directory instead of the built-in one.
+    pub stdlib: Option<PathBuf>,
+    /// `auto` or a comma list of vendors that may be active.
+    pub vendors: Option<String>,
+}
+
+impl ConfigArgs {
+    pub fn given(self) -> Given {
+        Given {
+            config: self.config,
+            root: one(self.root),
+            facts: one(self.facts),
+            stdlib: self.stdlib,
+            vendors: self.vendors,
+        }
+    }
+}
+
+/// `validate`: the config against one or more hosts.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ValidateArgs {
+    /// The config file (k3dgpu.toml).
+    pub config: Option<PathBuf>,
+    /// Fixture host directories to check against.
+    #[serde(default)]
+    pub roots: Vec<PathBuf>,
+    /// Saved facts/v1 documents to check against.
+    #[serde(default)]
+    pub facts: Vec<PathBuf>,
+    /// A component catalog directory instead of the built-in one.
+    pub stdlib: Option<PathBuf>,
+    /// `auto` or a comma list of vendors that may be active.
+    pub vendors: Option<String>,
+}
+
+impl ValidateArgs {
+    pub fn given(self) -> Given {
+        Given { config: self.config, root: self.roots, facts: self.facts, stdlib: self.stdlib, vendors: self.vendors }
+    }
+}
+
+/// `plan`: what apply would do.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PlanArgs {
+    /// The config file (k3dgpu.toml).
+    pub config: Option<PathBuf>,
+    /// A fixture host directory to read instead of `/`.
+    pub root: Option<PathBuf>,
+    /// A saved facts/v1 document instead of reading a host.
+    pub facts: Option<PathBuf>,
+    /// A component catalog directory instead of the built-in one.
+    pub stdlib: Option<PathBuf>,
+    /// `auto` or a comma list of vendors that may be active.
+    pub vendors: Option<String>,
+    /// Plan as if nothing exists (no Docker, no cluster). Its hash is not what `apply` accepts.
+    #[serde(default)]
+    pub offline: bool,
+    /// Compare against a saved observed/v1 document instead of the live cluster.
+    pub observed: Option<PathBuf>,
+}
+
+/// `observe` and `audit`: the cluster the config names.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ClusterArgs {
+    /// The config file (k3dgpu.toml): it names the cluster.
+    pub config: Option<PathBuf>,
+    /// A component catalog directory instead of the built-in one.
+    pub stdlib: Option<PathBuf>,
+}
+
+/// `audit`.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AuditArgs {
+    /// The config file (k3dgpu.toml): it names the cluster.
+    pub config: Option<PathBuf>,
+    /// A component catalog directory instead of the built-in one (its locks say what is pinned).
+    pub stdlib: Option<PathBuf>,
+    /// Audit a saved document (`k3d-gpu audit --observe`) instead of the live cluster.
+    pub observed: Option<PathBuf>,
+}
+
+/// An active vendor and what the cluster advertises for it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Vendor {
+    pub vendor: String,
+    pub resources: Vec<String>,
+    pub devices: u32,
+}
+
+/// A vendor that is not active, and why.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Inactive {
+    pub vendor: String,
+    pub reason: String,
+}
+
+/// The host's accelerators: a summary, and the whole facts/v1 document (`k3d-gpu facts`).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct FactsOut {
+    /// `sha256:` of the hardware alone.
+    pub fingerprint: String,
+    pub active: Vec<Vendor>,
+    pub inactive: Vec<Inactive>,
+    /// How many findings (doctor's host rules) the document holds.
+    pub findings: usize,
+    /// The facts/v1 document, as `k3d-gpu facts` prints it.
+    pub document: Value,
+}
+
+pub fn facts(global: &Global) -> Result<FactsOut> {
+    let facts = commands::load_facts(global)?;
+    let document: Value = serde_json::from_slice(&facts.to_bytes()).unwrap_or(Value::Null);
+    Ok(FactsOut {
+        fingerprint: facts.fingerprint.clone(),
+        active: facts
+            .detected
+            .iter()
+            .map(|d| Vendor { vendor: d.vendor.to_string(), resources: d.resources.clone(), devices: d.devices })
+            .collect(),
+        inactive: facts
+            .inactive
+            .iter()
+            .map(|i| Inactive { vendor: i.vendor.to_string(), reason: i.reason.clone() })
+            .collect(),
+        findings: facts.findings.len(),
+        document,
+    })
+}
+
+/// One host's result.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HostOut {
+    pub host: String,
+    pub ok: bool,
+    pub active: Vec<String>,
+    /// Resources in the compiled graph (0 when it failed).
+    pub resources: usize,
+    /// Each error with its code, and its fix where it has one.
+    pub errors: Vec<String>,
+    pub warnings: Vec<String>,
+}
+
+/// `k3d-gpu validate`: the config compiled for each host.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ValidateOut {
+    pub config: String,
+    /// Every host compiled.
+    pub passed: bool,
+    pub hosts: Vec<HostOut>,
+}
+
+pub fn validate(global: &Global) -> Result<ValidateOut> {
+    let v = commands::validate::check(global)?;
+    let mut fixes: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for (host, reports) in &v.diagnostics {
+        fixes.insert(host.clone(), reports.iter().map(report_line).collect());
+    }
+    let hosts: Vec<HostOut> = v
+        .hosts
+        .into_iter()
+        .map(|h| HostOut {
+            errors: fixes.remove(&h.host).unwrap_or(h.errors),
+            warnings: h
+                .warnings
+                .iter()
+                .map(|w| crate::escape::one_line(&format!("{} [{}]", w.text, w.code)).into_owned())
+                .collect(),
+            host: h.host,
+            ok: h.ok,
+            active: h.active,
+            resources: h.resources,
+        })
+        .collect();
+    Ok(ValidateOut { config: v.config, passed: hosts.iter().all(|h| h.ok), hosts })
+}
+
+/// A diagnostic as one line: its message and its help, never the source it quotes.
+pub fn report_line(report: &miette::Report) -> String {
+    let mut line = report.to_string();
+    if let Some(help) = report.help() {
+        line.push_str(&format!(" (help: {help})"));
+    }
+    // The message quotes config values: escaped like every other text a client shows.
+    crate::escape::capped(crate::escape::one_line(&line).into_owned())
+}
+
+/// `k3d-gpu plan`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct PlanOut {
+    /// `sha256:` of the plan/v1 bytes: what `apply` takes as `plan_hash`.
+    pub hash: String,
+    /// Nothing to do: the cluster matches the config.
+    pub empty: bool,
+    pub actions: usize,
+    /// The plan recreates the cluster (apply then needs `allow_replace`).
+    pub replaces_cluster: bool,
+    /// What it was compared against: `live`, `offline` or `saved`.
+    pub against: String,
+    /// The plan as `k3d-gpu plan` prints it: actions, reasons, diffs.
+    pub text: String,
+    /// The plan/v1 document (the exact bytes are the first text item of the result).
+    pub plan: Value,
+    /// The command that applies it from a terminal.
+    pub apply_command: String,
+}
+
+/// The plan, its exact bytes and its hash.
+pub struct Planned {
+    pub out: PlanOut,
+    pub bytes: Vec<u8>,
+}
+
+pub fn plan(global: &Global, offline: bool, observed: Option<PathBuf>) -> Result<Planned> {
+    let inputs = commands::inputs::load_config(global)?;
+    let (observation, against) = if offline {
+        (commands::plan::Observation::Saved(Box::new(crate::observe::Observed::nothing())), "offline")
+    } else if let Some(path) = &observed {
+        let help = "write one with `k3d-gpu observe --json`";
+        let saved = commands::read_document(path, "observed document", crate::observe::SCHEMA, help)?;
+        (commands::plan::Observation::Saved(Box::new(saved)), "saved")
+    } else {
+        let rt = commands::runtime()?;
+        let computed = commands::plan::compute(global, inputs, commands::plan::Observation::Live(&rt))?;
+        return Ok(planned(global, computed.plan, "live", false));
+    };
+    let computed = commands::plan::compute(global, inputs, observation)?;
+    Ok(planned(global, computed.plan, against, false))
+}
+
+pub fn planned(global: &Global, plan: crate::plan::Plan, against: &str, allow_replace: bool) -> Planned {
+    let bytes = plan.to_bytes();
+    let hash = crate::canonical::sha256(&bytes);
+    let text = crate::plan::render::text(&plan, &hash, crate::plan::render::Style { color: false });
+    Planned {
+        out: PlanOut {
+            empty: plan.is_empty(),
+            actions: plan.actions.len(),
+            replaces_cluster: plan.replaces_cluster(),
+            against: against.into(),
+            text: crate::escape::for_terminal(&text).into_owned(),
+            plan: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
+            apply_command: apply_command(global, &hash, allow_replace || plan.replaces_cluster()),
+            hash,
+        },
+        bytes,
+    }
+}
+
+/// `k3d-gpu … apply --plan-hash HASH` with the options this call ran with, each path one
+/// shell word: what a person runs in a terminal instead of confirming in the client.
+pub fn apply_command(global: &Global, hash: &str, allow_replace: bool) -> String {
+    let q = |p: &std::path::Path| crate::audit::shell_quoted(&p.display().to_string());
+    let mut words = vec!["k3d-gpu".to_string()];
+    if let Some(c) = &global.config {
+        words.push(format!("-c {}", q(c)));
+    }
+    for r in &global.root {
+        words.push(format!("--root {}", q(r)));
+    }
+    for f in &global.facts {
+        words.push(format!("--facts {}", q(f)));
+    }
+    if let Some(s) = &global.stdlib {
+        words.push(format!("--stdlib {}", q(s)));
+    }
+    if let Some(v) = &global.vendors {
+        words.push(format!("--vendors {}", crate::audit::shell_quoted(v)));
+    }
+    words.push(format!("apply --plan-hash {hash}"));
+    if allow_replace {
+        words.push("--allow-replace".into());
+    }
+    crate::escape::one_line(&words.join(" ")).into_owned()
+}
+
+/// `k3d-gpu observe`: the cluster now, secrets masked.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ObserveOut {
+    pub cluster: String,
+    pub exists: bool,
+    /// Whether the Kubernetes side was read (it is not when the cluster is absent or stopped,
+    /// or its API could not be reached: see `kubernetes_error`).
+    pub kubernetes_observed: bool,
+    pub kubernetes_error: Option<String>,
+    /// The observed/v1 document, masked as `k3d-gpu observe --json` prints it.
+    pub document: Value,
+}
+
+pub fn observe(global: &Global) -> Result<ObserveOut> {
+    let (inputs, observed, missing) = commands::plan::observe_value(global)?;
+    let masked = observed.masked();
+    Ok(ObserveOut {
+        cluster: inputs.config.cluster.name.clone(),
+        exists: masked.cluster.is_some(),
+        kubernetes_observed: masked.kubernetes.is_some(),
+        kubernetes_error: missing.map(|e| format!("{e} (help: {})", e.help())),
+        document: serde_json::from_slice(&masked.to_bytes()).unwrap_or(Value::Null),
+    })
+}
+
+/// How to reach the agent's OpenAI-compatible API.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Endpoint {
+    /// The base URL inside the cluster.
+    pub in_cluster_url: String,
+    pub namespace: String,
+    pub service: String,
+    pub port: u64,
+    /// The models list the server answers on once its model is loaded.
+    pub models_path: String,
+    /// A command that makes it reachable from this host.
+    pub port_forward: String,
+    /// The base URL on this host while that command runs.
+    pub local_url: String,
+}
+
+/// `k3d-gpu agent`: where the agent runs, and why; and where to reach it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AgentOut {
+    /// The config has no `[agent]`: this is what the defaults would do.
+    pub defaults: bool,
+    /// backend, device, reason, resource, requests, node selector, add-ons.
+    pub placement: Value,
+    pub endpoint: Option<Endpoint>,
+    pub warnings: Vec<String>,
+}
+
+pub fn agent(global: &Global) -> Result<AgentOut> {
+    let (graph, defaults, cluster) = commands::graph::agent_graph(global)?;
+    let placement = graph.agent.as_ref().map(|a| serde_json::to_value(a).unwrap_or(Value::Null)).unwrap_or_default();
+    let api = graph.agent.as_ref().map(|a| a.api.clone()).unwrap_or_default();
+    let endpoint = graph.resources().find(|r| r.spec["check"] == "endpoint").and_then(|r| {
+        let s = &r.spec;
+        let (namespace, service, port) = (s["namespace"].as_str()?, s["service"].as_str()?, s["port"].as_u64()?);
+        // The base URL's path (`/v3`, `/v1`) after scheme and authority.
+        let path = api.splitn(4, '/').nth(3).map(|p| format!("/{p}")).unwrap_or_default();
+        Some(Endpoint {
+            in_cluster_url: api.clone(),
+            namespace: namespace.into(),
+            service: service.into(),
+            port,
+            models_path: s["path"].as_str().unwrap_or_default().into(),
+            port_forward: format!(
+                "kubectl --context k3d-{cluster} -n {namespace} port-forward svc/{service} {port}:{port}"
+            ),
+            local_url: format!("http://127.0.0.1:{port}{path}"),
+        })
+    });
+    let warnings = graph
+        .warnings
+        .iter()
+        .filter(|w| w.code.starts_with("agent") || w.code.starts_with("addon"))
+        .map(|w| format!("{} [{}]", w.text, w.code))
+        .collect();
+    Ok(AgentOut { defaults, placement, endpoint, warnings })
+}
+
+/// `k3d-gpu audit`: the running cluster's posture.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AuditOut {
+    pub passed: bool,
+    /// Each finding with its fix.
+    pub findings: Vec<String>,
+    /// The audit document, as `k3d-gpu audit --json` prints it.
+    pub document: Value,
+}
+
+pub fn audit(global: &Global, observed: Option<PathBuf>) -> Result<AuditOut> {
+    let (read, catalog) = commands::audit::read(global, observed.as_deref())?;
+    let audit = crate::audit::audit(&read, &catalog.images);
+    let document: Value = serde_json::from_slice(&crate::canonical::to_bytes(&audit)).unwrap_or(Value::Null);
+    let findings =
+        audit.findings.iter().map(|f| format!("{} [{}]: {} (fix: {})", f.subject, f.rule, f.problem, f.fix)).collect();
+    Ok(AuditOut { passed: audit.passed, findings, document })
+}
+
+/// An error of a command as the text a tool result carries: what went wrong, then the fix.
+pub fn error_text(error: &Error) -> (String, Option<String>) {
+    use miette::Diagnostic;
+    match error {
+        Error::Invalid(reports) => {
+            let lines: Vec<String> = reports.iter().map(report_line).collect();
+            (format!("{error}:\n{}", lines.join("\n")), None)
+        }
+        other => (crate::escape::capped(other.to_string()), other.help().map(|h| h.to_string())),
+    }
+}

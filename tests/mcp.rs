@@ -1,0 +1,368 @@
+//! `k3d-gpu mcp` on the wire. `framing`: the real binary spoken to in JSON-RPC over stdio by
+//! hand (both protocol eras, a tool call, malformed input answered or ignored as the spec's
+//! SDKs do, never a crash). `python_client`: the official MCP Python SDK
+//! (`tests/mcp/test_mcp.py`, pinned in `tests/mcp/requirements.txt`) drives every tool and
+//! the apply flows against a private Docker engine, the k3d stub and the fake API server,
+//! where the plans it accepts really create the cluster and its objects.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use serde_json::{Value, json};
+use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
+use support::{docker_ready, hosts_dir, import_image, repo};
+
+const HOST: &str = "lunar-lake-npu";
+
+struct Session {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    stdout: BufReader<ChildStdout>,
+}
+
+impl Session {
+    fn start() -> Session {
+        Session::start_with(&[], None)
+    }
+
+    /// `k3d-gpu mcp ARGS`, with Docker at `docker` (none by default).
+    fn start_with(args: &[&str], docker: Option<&str>) -> Session {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
+        command.arg("mcp").args(args).env_remove("DOCKER_HOST").env("HOME", "/nonexistent");
+        if let Some(host) = docker {
+            command.env("DOCKER_HOST", host);
+        }
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let stdin = child.stdin.take();
+        let stdout = BufReader::new(child.stdout.take().unwrap());
+        Session { child, stdin, stdout }
+    }
+
+    fn send_line(&mut self, line: &str) {
+        let stdin = self.stdin.as_mut().unwrap();
+        stdin.write_all(line.as_bytes()).unwrap();
+        stdin.write_all(b"\n").unwrap();
+        stdin.flush().unwrap();
+    }
+
+    fn send(&mut self, message: Value) {
+        self.send_line(&message.to_string());
+    }
+
+    /// The next message the server writes: one JSON object per line, nothing else on stdout.
+    fn receive(&mut self) -> Value {
+        let mut line = String::new();
+        self.stdout.read_line(&mut line).unwrap();
+        assert!(!line.is_empty(), "the server closed stdout");
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("not one JSON message per line ({e}): {line:?}"))
+    }
+
+    fn call(&mut self, id: u64, method: &str, params: Value) -> Value {
+        self.send(json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }));
+        let reply = self.receive();
+        assert_eq!(reply["id"], id, "{reply}");
+        reply
+    }
+
+    fn close(mut self) -> std::process::ExitStatus {
+        drop(self.stdin.take());
+        self.child.wait().unwrap()
+    }
+}
+
+fn root() -> String {
+    hosts_dir().join(HOST).display().to_string()
+}
+
+#[test]
+fn framing_in_the_initialize_era() {
+    let mut s = Session::start();
+    let init = s.call(
+        1,
+        "initialize",
+        json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "0" } }),
+    );
+    assert_eq!(init["result"]["protocolVersion"], "2025-11-25", "{init}");
+    assert_eq!(init["result"]["serverInfo"]["name"], "k3d-gpu");
+    s.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+
+    let list = s.call(2, "tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().unwrap();
+    let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["facts", "validate", "plan", "observe", "agent", "audit", "apply"]);
+    for t in tools {
+        assert_eq!(t["outputSchema"]["type"], "object", "{t}");
+        assert_eq!(t["inputSchema"]["additionalProperties"], false, "{t}");
+        assert_eq!(t["annotations"]["readOnlyHint"], t["name"] != "apply", "{t}");
+    }
+
+    let facts = s.call(3, "tools/call", json!({ "name": "facts", "arguments": { "root": root() } }));
+    let out = &facts["result"]["structuredContent"];
+    assert_eq!(out["document"]["schema"], "k3d-gpu.facts/v1", "{facts}");
+    assert_eq!(facts["result"]["isError"], false);
+
+    // The plan's first text item is the exact bytes `plan --json` prints; the hash is theirs.
+    let config = repo().join("examples/lunar-lake-npu.toml").display().to_string();
+    let args = json!({ "config": config, "root": root(), "offline": true });
+    let plan = s.call(4, "tools/call", json!({ "name": "plan", "arguments": args }));
+    let cli = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .args(["plan", "--json", "--offline", "-c", &config, "--root", &root()])
+        .output()
+        .unwrap();
+    assert_eq!(plan["result"]["content"][0]["text"].as_str().unwrap().as_bytes(), &cli.stdout[..]);
+    let hash = plan["result"]["content"][1]["text"].as_str().unwrap();
+    assert_eq!(plan["result"]["_meta"]["k3d-gpu.io/planHash"], hash);
+    assert_eq!(plan["result"]["structuredContent"]["hash"], hash);
+
+    // Unparsable input has no id to answer to: ignored, as the official SDKs do (answering
+    // it can start an error storm with a peer that echoes). The server keeps serving.
+    s.send_line("{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\": ");
+    s.send_line("\u{1b}[2J not json at all");
+    // Well-formed JSON that is no message: Invalid Request.
+    s.send(json!({ "jsonrpc": "2.0", "id": 6, "method": 42 }));
+    let invalid = s.receive();
+    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+
+    let unknown = s.call(7, "tools/call", json!({ "name": "rm-rf", "arguments": {} }));
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    let typo = s.call(8, "tools/call", json!({ "name": "facts", "arguments": { "rooot": "/" } }));
+    assert_eq!(typo["error"]["code"], -32602, "{typo}");
+    assert!(typo["error"]["message"].as_str().unwrap().contains("rooot"), "{typo}");
+
+    // A command's failure is a tool result with the fix, and the exit code the CLI would give.
+    // Names from the call come back escaped: an escape sequence in a path is shown, not run.
+    let hostile = "/nonexistent-\u{1b}[2J-\u{202e}host";
+    let bad = s.call(9, "tools/call", json!({ "name": "facts", "arguments": { "root": hostile } }));
+    assert_eq!(bad["result"]["isError"], true, "{bad}");
+    assert_eq!(bad["result"]["structuredContent"]["exit_code"], 2, "{bad}");
+    let text = bad["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("\nhelp: "), "{bad}");
+    assert!(text.contains("\\x1b[2J") && text.contains("\\u{202e}"), "{text}");
+    let error = bad["result"]["structuredContent"]["error"].as_str().unwrap();
+    for shown in [text, error] {
+        assert!(!shown.chars().any(|c| c == '\u{1b}' || c == '\u{202e}'), "a raw control character: {shown:?}");
+    }
+
+    // apply without elicitation is refused before anything is planned when the hash is
+    // malformed, and no Docker means it cannot plan: an error with the fix, not a crash.
+    let apply = s.call(10, "tools/call", json!({ "name": "apply", "arguments": { "plan_hash": "sha256:abc" } }));
+    assert_eq!(apply["result"]["isError"], true, "{apply}");
+
+    let still = s.call(11, "tools/list", json!({}));
+    assert!(still["result"]["tools"].is_array(), "{still}");
+    assert!(s.close().success(), "the server exits cleanly when the client closes stdin");
+}
+
+#[test]
+fn framing_in_the_2026_era() {
+    let mut s = Session::start();
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": { "name": "t", "version": "0" },
+        "io.modelcontextprotocol/clientCapabilities": {}
+    });
+    let discover = s.call(1, "server/discover", json!({ "_meta": meta }));
+    let versions = discover["result"]["supportedVersions"].as_array().unwrap_or_else(|| panic!("{discover}"));
+    assert!(versions.contains(&json!("2026-07-28")), "{discover}");
+    let facts = s.call(2, "tools/call", json!({ "_meta": meta, "name": "facts", "arguments": { "root": root() } }));
+    assert_eq!(facts["result"]["resultType"], "complete", "{facts}");
+    assert_eq!(facts["result"]["structuredContent"]["document"]["schema"], "k3d-gpu.facts/v1");
+    assert!(s.close().success());
+}
+
+fn initialize(s: &mut Session) {
+    let init = s.call(
+        1,
+        "initialize",
+        json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "0" } }),
+    );
+    assert!(init["result"]["protocolVersion"].is_string(), "{init}");
+    s.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+}
+
+#[test]
+fn the_servers_options_are_every_calls_defaults() {
+    let config = repo().join("examples/lunar-lake-npu.toml").display().to_string();
+    let mut s = Session::start_with(&["-c", &config, "--root", &root()], None);
+    initialize(&mut s);
+    let validate = s.call(2, "tools/call", json!({ "name": "validate", "arguments": {} }));
+    let out = &validate["result"]["structuredContent"];
+    assert_eq!(out["config"], config, "{validate}");
+    assert_eq!(out["hosts"][0]["host"], root(), "{validate}");
+    assert_eq!(out["passed"], true, "{validate}");
+    // A call's own host replaces the default one.
+    let other = hosts_dir().join("plain-laptop-amd").display().to_string();
+    let facts = s.call(3, "tools/call", json!({ "name": "facts", "arguments": { "root": other } }));
+    assert_eq!(facts["result"]["structuredContent"]["active"].as_array().map(Vec::len), Some(0), "{facts}");
+    let plan = s.call(4, "tools/call", json!({ "name": "plan", "arguments": { "offline": true } }));
+    let command = plan["result"]["structuredContent"]["apply_command"].as_str().unwrap();
+    assert!(
+        command.starts_with(&format!("k3d-gpu -c {config} --root {} apply --plan-hash sha256:", root())),
+        "{command}"
+    );
+    // A global option mcp does not use is refused, as for every command.
+    let json =
+        Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).args(["mcp", "--json"]).stdin(Stdio::null()).output().unwrap();
+    assert_eq!(json.status.code(), Some(2));
+}
+
+#[test]
+fn a_signal_ends_the_server_with_the_shells_code() {
+    // The server owns SIGINT/SIGTERM/SIGHUP for its whole life (a running apply is stopped
+    // first): it exits 128 + the signal, and is never left deaf to them.
+    for (signal, code) in [("TERM", 143), ("INT", 130), ("HUP", 129)] {
+        let mut s = Session::start();
+        initialize(&mut s);
+        let killed = Command::new("kill").arg(format!("-{signal}")).arg(s.child.id().to_string()).status().unwrap();
+        assert!(killed.success());
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let status = loop {
+            if let Some(status) = s.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(std::time::Instant::now() < deadline, "SIG{signal}: the server is still running");
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        };
+        assert_eq!(status.code(), Some(code), "SIG{signal}: {status:?}");
+    }
+}
+
+/// A Docker socket that accepts connections and never answers: every read hangs until its
+/// own deadline.
+fn silent_docker(dir: &std::path::Path) -> (std::os::unix::net::UnixListener, String) {
+    let path = dir.join("docker.sock");
+    let listener = std::os::unix::net::UnixListener::bind(&path).unwrap();
+    (listener, format!("unix://{}", path.display()))
+}
+
+#[test]
+fn a_call_past_its_deadline_answers_with_the_fix() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_listener, docker) = silent_docker(dir.path());
+    let mut s = Session::start_with(&["--timeout", "1"], Some(&docker));
+    initialize(&mut s);
+    let began = std::time::Instant::now();
+    let observe = s.call(2, "tools/call", json!({ "name": "observe", "arguments": {} }));
+    assert!(began.elapsed() < std::time::Duration::from_secs(8), "waited {:?}", began.elapsed());
+    assert_eq!(observe["result"]["isError"], true, "{observe}");
+    let text = observe["result"]["content"][0]["text"].as_str().unwrap();
+    assert!(text.contains("no answer within 1s") && text.contains("--timeout"), "{text}");
+    let list = s.call(3, "tools/list", json!({}));
+    assert!(list["result"]["tools"].is_array(), "the server still serves: {list}");
+}
+
+#[test]
+fn a_cancelled_call_is_not_answered_and_the_server_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (_listener, docker) = silent_docker(dir.path());
+    let mut s = Session::start_with(&[], Some(&docker));
+    initialize(&mut s);
+    s.send(
+        json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "observe", "arguments": {} } }),
+    );
+    std::thread::sleep(std::time::Duration::from_millis(300));
+    s.send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 2 } }));
+    // The next message is the answer to the next call: nothing comes for the cancelled one.
+    let list = s.call(3, "tools/list", json!({}));
+    assert!(list["result"]["tools"].is_array(), "{list}");
+    let facts = s.call(4, "tools/call", json!({ "name": "facts", "arguments": { "root": root() } }));
+    assert_eq!(facts["result"]["isError"], false, "{facts}");
+}
+
+/// A private engine with an imported node image, the fake API server starting like k3s (one
+/// ready server node) and a thread playing the controllers and the NPU plugin.
+struct World {
+    dir: tempfile::TempDir,
+    cluster: String,
+    server: FakeApiServer,
+    stop: Arc<AtomicBool>,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let filter = format!("label=k3d.cluster={}", self.cluster);
+        let ids = Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output().unwrap();
+        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
+            let _ = Command::new("docker").args(["rm", "-f", id]).output();
+        }
+    }
+}
+
+fn world(cluster: &str) -> World {
+    let image = format!("k3d-gpu-test/node:{cluster}");
+    import_image(&image, "0.1.0");
+    let mut node = support::fake_apiserver::k3s_node(&format!("k3d-{cluster}-server-0"), true);
+    node["metadata"]["labels"]["k3d-gpu.io/accelerators"] = json!("true");
+    let server = FakeApiServer::start_in_background(State { nodes: vec![node], ..State::k3s() });
+    let stop = Arc::new(AtomicBool::new(false));
+    let (flag, controllers) = (stop.clone(), server.handle());
+    std::thread::spawn(move || {
+        while !flag.load(Ordering::SeqCst) {
+            controllers.change(|s| {
+                let npu = s.objects.iter().any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "intel-npu-plugin");
+                for o in s.objects.iter_mut() {
+                    let generation = o["metadata"]["generation"].clone();
+                    o["status"] = match o["kind"].as_str() {
+                        Some("DaemonSet") => json!({"observedGeneration": generation, "desiredNumberScheduled": 1, "numberReady": 1, "updatedNumberScheduled": 1}),
+                        Some("Deployment") => json!({"observedGeneration": generation, "replicas": 1, "availableReplicas": 1, "updatedReplicas": 1}),
+                        _ => continue,
+                    };
+                }
+                for n in s.nodes.iter_mut() {
+                    n["status"]["allocatable"]["gpu.intel.com/xe"] = json!("8");
+                    if npu {
+                        n["status"]["allocatable"]["npu.intel.com/accel"] = json!("1");
+                    }
+                }
+            });
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    let config = format!("[cluster]\nname = \"{cluster}\"\nimage = \"{image}\"\n");
+    std::fs::write(dir.path().join("k3dgpu.toml"), config).unwrap();
+    World { dir, cluster: cluster.into(), server, stop }
+}
+
+#[test]
+#[ignore = "needs a Docker engine and the MCP Python SDK: .ci/run runs it (see README, Run the tests)"]
+fn python_client() {
+    if !docker_ready() {
+        return;
+    }
+    let python = std::env::var("K3D_GPU_MCP_PYTHON")
+        .unwrap_or_else(|_| repo().join("target/mcp-venv/bin/python").display().to_string());
+    let sdk = Command::new(&python).args(["-c", "import mcp"]).output();
+    assert!(
+        sdk.is_ok_and(|o| o.status.success()),
+        "no MCP Python SDK at {python}: python3 -m venv target/mcp-venv && target/mcp-venv/bin/pip install -r tests/mcp/requirements.txt (or set K3D_GPU_MCP_PYTHON)"
+    );
+    let w = world("mcp-py");
+    let state = w.dir.path().join("state");
+    let out = Command::new(&python)
+        .arg(repo().join("tests/mcp/test_mcp.py"))
+        .env("MCP_TEST_BIN", env!("CARGO_BIN_EXE_k3d-gpu"))
+        .env("MCP_TEST_ROOT", root())
+        .env("MCP_TEST_CONFIG", w.dir.path().join("k3dgpu.toml"))
+        .env("KUBECONFIG", w.dir.path().join("kubeconfig"))
+        .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
+        .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&w.server.url, &w.cluster))
+        .env("XDG_STATE_HOME", &state)
+        .env("XDG_RUNTIME_DIR", &state)
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    eprintln!("{text}");
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("all MCP client checks passed"), "{text}");
+    // The applied plans made the cluster: its node containers are there.
+    let filter = format!("label=k3d.cluster={}", w.cluster);
+    let ps = Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output().unwrap();
+    assert!(!String::from_utf8_lossy(&ps.stdout).trim().is_empty(), "no cluster after the accepted apply:\n{text}");
+}

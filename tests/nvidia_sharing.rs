@@ -1,0 +1,186 @@
+//! `[sharing.nvidia]`: the NVIDIA device plugin's config file in a ConfigMap, the plugin
+//! pointed at it, the rules that refuse what cannot work, and a change of replicas planned as
+//! an in-place update (ConfigMap and DaemonSet), never a delete and create.
+
+mod support;
+
+use k3d_gpu::catalog::Catalog;
+use k3d_gpu::compile::{CompileError, DesiredGraph, compile};
+use k3d_gpu::config::load_str;
+use k3d_gpu::plan::{ActionKind, Inputs, plan};
+use serde_json::{Value, json};
+use support::{converged, facts_of, repo};
+
+const DS: &str = "k8s/apps/DaemonSet/kube-system/nvidia-device-plugin-daemonset";
+const CM: &str = "k8s/core/ConfigMap/kube-system/nvidia-device-plugin-config";
+
+fn build(toml: &str, host: &str) -> Result<DesiredGraph, Vec<CompileError>> {
+    let config = load_str("k3dgpu.toml", toml).unwrap_or_else(|e| panic!("{e:?}"));
+    compile(&config, &facts_of(host), &Catalog::embedded().unwrap())
+}
+
+fn graph(toml: &str, host: &str) -> DesiredGraph {
+    build(toml, host).unwrap_or_else(|e| panic!("{e:#?}"))
+}
+
+fn errors(toml: &str, host: &str) -> Vec<CompileError> {
+    build(toml, host).err().unwrap_or_default()
+}
+
+fn shared(replicas: u32) -> String {
+    format!("[sharing.nvidia]\nreplicas = {replicas}\n")
+}
+
+fn plugin_config(g: &DesiredGraph) -> Value {
+    let cm = g.get(CM).expect("the plugin's ConfigMap");
+    serde_json::from_str(cm.spec["data"]["config.json"].as_str().unwrap()).unwrap()
+}
+
+fn container(g: &DesiredGraph) -> Value {
+    g.get(DS).unwrap().spec["spec"]["template"]["spec"]["containers"][0].clone()
+}
+
+#[test]
+fn time_slicing_writes_the_plugins_config_file_and_points_the_plugin_at_it() {
+    let g = graph(&shared(4), "desktop-rpl-nvidia");
+    assert_eq!(
+        plugin_config(&g),
+        json!({"version": "v1", "sharing": {"timeSlicing": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}})
+    );
+    let c = container(&g);
+    let env: Vec<&Value> = c["env"].as_array().unwrap().iter().filter(|e| e["name"] == "CONFIG_FILE").collect();
+    assert_eq!(env, [&json!({"name": "CONFIG_FILE", "value": "/etc/k3d-gpu/nvidia-device-plugin/config.json"})]);
+    assert!(c["volumeMounts"].as_array().unwrap().contains(&json!({
+        "name": "k3d-gpu-nvidia-plugin-config", "mountPath": "/etc/k3d-gpu/nvidia-device-plugin", "readOnly": true
+    })));
+    let ds = g.get(DS).unwrap();
+    let volumes = ds.spec["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
+    assert!(volumes.contains(
+        &json!({"name": "k3d-gpu-nvidia-plugin-config", "configMap": {"name": "nvidia-device-plugin-config"}})
+    ));
+    // The plugin starts after its config exists.
+    assert!(ds.depends_on.contains(&CM.to_string()), "{:?}", ds.depends_on);
+    // Two GPUs, four replicas each: verify wants eight.
+    assert_eq!(g.get("verify/allocatable/nvidia.com/gpu").unwrap().spec["min"], 8);
+}
+
+#[test]
+fn without_sharing_the_plugin_has_no_config_file() {
+    let g = graph("", "desktop-rpl-nvidia");
+    assert!(g.get(CM).is_none());
+    let c = container(&g);
+    assert!(!c["env"].as_array().unwrap().iter().any(|e| e["name"] == "CONFIG_FILE"));
+    assert!(g.get(DS).unwrap().spec["spec"]["template"]["metadata"]["annotations"].is_null());
+    assert_eq!(g.get("verify/allocatable/nvidia.com/gpu").unwrap().spec["min"], 1);
+}
+
+#[test]
+fn fail_requests_greater_than_one_is_written_only_when_set() {
+    let g = graph("[sharing.nvidia]\nreplicas = 2\nfail_requests_greater_than_one = false\n", "desktop-rpl-nvidia");
+    assert_eq!(plugin_config(&g)["sharing"]["timeSlicing"]["failRequestsGreaterThanOne"], false);
+    let g = graph(&shared(2), "desktop-rpl-nvidia");
+    assert!(plugin_config(&g)["sharing"]["timeSlicing"].get("failRequestsGreaterThanOne").is_none());
+}
+
+#[test]
+fn wsl2_time_slices_its_one_device() {
+    let g = graph(&shared(3), "wsl2-nvidia");
+    assert_eq!(plugin_config(&g)["sharing"]["timeSlicing"]["resources"][0]["replicas"], 3);
+    assert_eq!(g.get("verify/allocatable/nvidia.com/gpu").unwrap().spec["min"], 3);
+}
+
+#[test]
+fn sharing_without_an_active_nvidia_gpu_is_an_error() {
+    for (toml, host) in [
+        (shared(4), "meteor-lake-old-npu-fw"),
+        // Present but left out by the vendor selection.
+        (format!("[vendors]\nexclude = [\"nvidia\"]\n{}", shared(4)), "desktop-rpl-nvidia"),
+    ] {
+        let e = errors(&toml, host);
+        assert_eq!(e.len(), 1, "{e:#?}");
+        assert_eq!(e[0].code, "nvidia-sharing-without-nvidia");
+        assert_eq!(e[0].key, ["sharing", "nvidia"]);
+    }
+}
+
+#[test]
+fn replicas_outside_2_to_110_are_an_error() {
+    for n in [0, 1, 111, u32::MAX] {
+        let e = errors(&shared(n), "desktop-rpl-nvidia");
+        assert_eq!(e.iter().map(|e| e.code).collect::<Vec<_>>(), ["nvidia-replicas"], "{n}");
+        assert_eq!(e[0].key, ["sharing", "nvidia", "replicas"]);
+    }
+    assert!(build(&shared(110), "desktop-rpl-nvidia").is_ok());
+}
+
+#[test]
+fn replicas_are_required() {
+    let e = load_str("k3dgpu.toml", "[sharing.nvidia]\nstrategy = \"time-slicing\"\n").unwrap_err();
+    assert!(format!("{e:?}").contains("replicas"), "{e:?}");
+}
+
+#[test]
+fn mps_is_refused_with_the_reason() {
+    let toml = "[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 4\n";
+    let e = errors(toml, "desktop-rpl-nvidia");
+    assert_eq!(e.iter().map(|e| e.code).collect::<Vec<_>>(), ["nvidia-mps-unsupported"]);
+    assert!(e[0].message.contains("MPS control daemon"), "{}", e[0].message);
+    let e = errors(toml, "wsl2-nvidia");
+    assert!(e[0].message.contains("WSL2"), "{}", e[0].message);
+}
+
+#[test]
+fn a_catalog_without_the_hook_cannot_share() {
+    let catalog = Catalog::from_dir(&repo().join("tests/fixtures/catalog")).unwrap();
+    let config = load_str("k3dgpu.toml", &shared(4)).unwrap();
+    let e = compile(&config, &facts_of("desktop-rpl-nvidia"), &catalog).unwrap_err();
+    assert!(e.iter().any(|e| e.code == "nvidia-sharing-without-plugin"), "{e:#?}");
+}
+
+fn inputs() -> Inputs {
+    Inputs {
+        config: "sha256:config".into(),
+        facts: "sha256:facts".into(),
+        observed: "sha256:observed".into(),
+        stdlib: "sha256:stdlib".into(),
+        images: "sha256:images".into(),
+        tool_version: "0.0.0-test".into(),
+    }
+}
+
+#[test]
+fn a_change_of_replicas_updates_the_configmap_and_rolls_the_plugin_in_place() {
+    let before = graph(&shared(4), "desktop-rpl-nvidia");
+    let after = graph(&shared(2), "desktop-rpl-nvidia");
+    let p = plan(&after, &converged(&before), inputs());
+    let actions: Vec<(&str, ActionKind)> = p.actions.iter().map(|a| (a.id.as_str(), a.action)).collect();
+    assert_eq!(actions, [(DS, ActionKind::Update), (CM, ActionKind::Update)], "{:#?}", p.actions);
+    // The digest on the pod template changed, so the DaemonSet rolls its pods.
+    let digest = |g: &DesiredGraph| g.get(DS).unwrap().spec["spec"]["template"]["metadata"]["annotations"].clone();
+    assert_ne!(digest(&before), digest(&after));
+    let text = k3d_gpu::plan::render::text(&p, &p.hash(), k3d_gpu::plan::render::Style { color: false });
+    assert!(text.contains("\\\"replicas\\\": 2") || text.contains("\"replicas\": 2"), "{text}");
+}
+
+#[test]
+fn turning_sharing_on_and_off_is_in_place_too() {
+    let plain = graph("", "desktop-rpl-nvidia");
+    let sharing = graph(&shared(4), "desktop-rpl-nvidia");
+    let on = plan(&sharing, &converged(&plain), inputs());
+    let kinds: Vec<(&str, ActionKind)> = on.actions.iter().map(|a| (a.id.as_str(), a.action)).collect();
+    assert_eq!(kinds, [(DS, ActionKind::Update), (CM, ActionKind::Create)], "{:#?}", on.actions);
+    let off = plan(&plain, &converged(&sharing), inputs());
+    let kinds: Vec<(&str, ActionKind)> = off.actions.iter().map(|a| (a.id.as_str(), a.action)).collect();
+    assert!(kinds.contains(&(DS, ActionKind::Update)) && kinds.contains(&(CM, ActionKind::Delete)), "{kinds:?}");
+    assert!(!kinds.iter().any(|(_, k)| *k == ActionKind::Replace));
+}
+
+#[test]
+fn the_agent_on_a_shared_gpu_is_a_warning() {
+    let codes = |g: &DesiredGraph| g.warnings.iter().map(|w| w.code.clone()).collect::<Vec<_>>();
+    let shared_agent = graph(&format!("[agent]\n{}", shared(4)), "desktop-rpl-nvidia");
+    assert!(codes(&shared_agent).contains(&"agent-on-shared-gpu".to_string()), "{:?}", codes(&shared_agent));
+    // Either alone says nothing.
+    assert!(!codes(&graph("[agent]\n", "desktop-rpl-nvidia")).contains(&"agent-on-shared-gpu".to_string()));
+    assert!(!codes(&graph(&shared(4), "desktop-rpl-nvidia")).contains(&"agent-on-shared-gpu".to_string()));
+}
