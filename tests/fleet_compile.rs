@@ -111,3 +111,72 @@ fn a_nodes_expectations_are_its_own_and_name_it() {
     assert!(errors[0].message.starts_with("node xeon-01: "), "{}", errors[0].message);
     assert_eq!((errors[0].key.clone(), errors[0].element), (vec!["nodes"], Some(1)), "underlines [[nodes]] #2");
 }
+
+/// The homelab's three machines with `[agent]` (and `extra`) on `node`.
+fn agent_fleet(agent: &str) -> Result<k3d_gpu::compile::DesiredGraph, Vec<k3d_gpu::compile::CompileError>> {
+    let machines = [("arc-01", facts("arc-01")), ("gpu-01", facts("gpu-01")), ("xeon-01", facts("xeon-01"))];
+    let expect = Expect::default();
+    let names = ["arc-01", "gpu-01", "xeon-01"];
+    compile(&config(agent, &names), &nodes(&machines, &expect), &Catalog::embedded().unwrap())
+}
+
+/// The agent label on each node of the homelab: only the agent's node has it.
+fn agent_labels(graph: &k3d_gpu::compile::DesiredGraph) -> Vec<String> {
+    ["arc-01", "gpu-01", "xeon-01"]
+        .into_iter()
+        .filter(|n| graph.get(&format!("node-label/{n}/component.k3d-gpu.io/agent")).is_some())
+        .map(String::from)
+        .collect()
+}
+
+#[test]
+fn the_agent_on_the_nvidia_node_serves_with_vllm_on_cuda_there_only() {
+    let graph = agent_fleet("[agent]\nnode = \"gpu-01\"\n").unwrap();
+    let plan = graph.agent.as_ref().expect("the agent node's plan");
+    assert_eq!((plan.backend, plan.device), ("vllm", "CUDA"), "{plan:#?}");
+    let vllm = graph.get("k8s/apps/Deployment/k3d-gpu-agent/vllm").expect("the vLLM server");
+    let pod = &vllm.spec["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"]["component.k3d-gpu.io/agent"], "true", "{pod:#}");
+    assert_eq!(pod["runtimeClassName"], "nvidia");
+    assert_eq!(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
+    assert_eq!(agent_labels(&graph), ["gpu-01"], "the selector's label is on the agent's node alone");
+    assert!(vllm.depends_on.contains(&"node-label/gpu-01/component.k3d-gpu.io/agent".to_string()));
+    assert!(graph.get("k8s/apps/Deployment/k3d-gpu-agent/ovms").is_none());
+}
+
+#[test]
+fn the_agent_on_the_arc_node_serves_with_ovms_on_its_gpu_and_addons_follow_it() {
+    let graph = agent_fleet("[agent]\nnode = \"arc-01\"\n\n[addons.embeddings]\ndevice = \"cpu\"\n").unwrap();
+    let plan = graph.agent.as_ref().unwrap();
+    assert_eq!((plan.backend, plan.device), ("ovms", "GPU"), "{plan:#?}");
+    let ovms = graph.get("k8s/apps/Deployment/k3d-gpu-agent/ovms").expect("OVMS");
+    let pod = &ovms.spec["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"]["component.k3d-gpu.io/agent"], "true");
+    assert_eq!(pod["containers"][0]["resources"]["limits"]["gpu.intel.com/xe"], "1", "the arc box's plugin is xe");
+    let embeddings = graph.get("k8s/apps/Deployment/k3d-gpu-agent/embeddings").expect("the add-on");
+    assert_eq!(embeddings.spec["spec"]["template"]["spec"]["nodeSelector"]["component.k3d-gpu.io/agent"], "true");
+    assert_eq!(agent_labels(&graph), ["arc-01"]);
+}
+
+#[test]
+fn a_device_the_agents_node_lacks_is_refused_naming_the_node() {
+    let errors = agent_fleet("[agent]\nnode = \"xeon-01\"\ndevice = \"cuda\"\n").unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert!(errors[0].message.starts_with("node xeon-01: "), "{}", errors[0].message);
+    assert_eq!(errors[0].key, ["agent", "device"]);
+    // The same device on the node that has it is fine.
+    assert!(agent_fleet("[agent]\nnode = \"gpu-01\"\ndevice = \"cuda\"\n").is_ok());
+}
+
+#[test]
+fn the_agents_node_must_be_listed_and_is_refused_under_k3d() {
+    let unknown = "[cluster]\nprovider = \"existing\"\ncontext = \"lab\"\n\n[agent]\nnode = \"gpu-09\"\n\n[[nodes]]\nname = \"gpu-01\"\nfacts = \"gpu-01.json\"\n";
+    let e = format!("{:?}", load_str("k3dgpu.toml", unknown).unwrap_err());
+    assert!(e.contains("\\\"gpu-09\\\" is not one of the [[nodes]]") && e.contains("\\\"gpu-01\\\""), "{e}");
+    let missing = unknown.replace("node = \"gpu-09\"\n", "");
+    let e = format!("{:?}", load_str("k3dgpu.toml", &missing).unwrap_err());
+    assert!(e.contains("[agent] needs node"), "{e}");
+    let k3d = "[agent]\nnode = \"gpu-01\"\n";
+    let e = format!("{:?}", load_str("k3dgpu.toml", k3d).unwrap_err());
+    assert!(e.contains("[agent] node names a node of an existing cluster"), "{e}");
+}

@@ -12,6 +12,12 @@
 //! another node's hardware. Objects that are not workloads (namespaces, RBAC, CRDs) must come
 //! out the same on every node; they are shared.
 //!
+//! The agent and its add-ons (`[agent] node`) are compiled into one node's compile only, from
+//! that node's facts as on one machine; the same label mechanism then pins them there
+//! (`component.k3d-gpu.io/agent`, set on that node alone). A label we set by node name, rather
+//! than `kubernetes.io/hostname`, whose value the kubelet takes from the host name and which
+//! need not equal the node's name.
+//!
 //! Pure: the same nodes and facts give the same graph, whatever order they are listed in.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -68,10 +74,13 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
     let mut warnings: BTreeMap<Warning, Vec<&str>> = BTreeMap::new();
     let mut images = BTreeMap::new();
     let mut compiled = Vec::new();
-    // Machines of one kind compile alike: each distinct (facts, expect) is compiled once.
+    let mut agent = None;
+    // Machines of one kind compile alike: each distinct (facts, expect, runs the agent) is
+    // compiled once.
     let mut seen: BTreeMap<String, Result<super::Parts, Vec<CompileError>>> = BTreeMap::new();
     for (i, node) in nodes.iter().enumerate() {
-        let key = crate::canonical::digest(&(node.facts, node.expect));
+        let hosts_agent = runs_agent(config, node.name);
+        let key = crate::canonical::digest(&(node.facts, node.expect, hosts_agent));
         let outcome = seen
             .entry(key.clone())
             .or_insert_with(|| {
@@ -79,6 +88,11 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
                 one.expect = node.expect.clone();
                 // Claims are compiled once, against every node they may land on (below).
                 one.claims.clear();
+                if !hosts_agent && one.agent.is_some() {
+                    // The agent and its add-ons are placed on [agent] node's facts alone.
+                    one.agent = None;
+                    one.addons.clear();
+                }
                 super::parts(&one, node.facts, catalog, None)
             })
             .clone();
@@ -88,10 +102,20 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
                     warnings.entry(w).or_default().push(node.name);
                 }
                 images.extend(parts.images);
+                if hosts_agent {
+                    agent = parts.agent;
+                }
                 compiled.push(Compiled { node: node.name, key, resources: parts.resources });
             }
             Err(es) => {
                 for mut e in es {
+                    if e.code == "addons-without-agent" {
+                        // About the config, not a node: said once.
+                        if !errors.iter().any(|x: &CompileError| x.code == e.code) {
+                            errors.push(e);
+                        }
+                        continue;
+                    }
                     e.message = format!("node {}: {}", node.name, e.message);
                     if e.key.first() == Some(&"expect") {
                         // Per node, [expect] is that node's [nodes.expect].
@@ -127,10 +151,17 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
             }
         })
         .collect();
-    let mut graph = DesiredGraph::build(resources, warnings, None)
+    let mut graph = DesiredGraph::build(resources, warnings, agent)
         .map_err(|text| vec![CompileError::new("graph", &["nodes"], text, None)])?;
     graph.images = images;
     Ok(graph)
+}
+
+/// Whether this node runs the agent and its add-ons: the one `[agent] node` names. Config
+/// checks make that key required and a listed node under `existing`; a config that reached
+/// the compile without it (a library caller) places the agent nowhere rather than everywhere.
+fn runs_agent(config: &Config, node: &str) -> bool {
+    config.agent.as_ref().and_then(|a| a.node.as_deref()) == Some(node)
 }
 
 /// The merge: labels per node, components per variant, shared objects once, checks per node.

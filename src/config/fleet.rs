@@ -22,11 +22,10 @@ pub const K3D_ONLY: &[&str] = &[
 ];
 
 /// Sections compiled for one machine that have no per-node meaning yet; under `existing`
-/// they are refused rather than silently applied to a node picked at random.
+/// they are refused rather than silently applied to a node picked at random. (`[agent]` and
+/// `[addons.*]` have one: `[agent] node`.)
 const SINGLE_MACHINE: &[(&str, &str)] = &[
     ("expect", "give each node its own [nodes.expect]"),
-    ("agent", "the agent's placement is decided for one machine; it is not supported with provider \"existing\" yet"),
-    ("addons", "add-ons are placed for one machine; they are not supported with provider \"existing\" yet"),
     (
         "sandbox",
         "the sandbox template is sized to one machine's E-cores; it is not supported with provider \"existing\" yet",
@@ -73,6 +72,14 @@ pub fn check(config: &Config, name: &str, text: &str) -> Vec<ConfigError> {
                     "k3d's context is always k3d-<name>; set provider = \"existing\" to drive a cluster k3d-gpu does not create",
                 );
             }
+            if config.agent.as_ref().is_some_and(|a| a.node.is_some()) {
+                at(
+                    &["agent", "node"],
+                    None,
+                    "[agent] node names a node of an existing cluster, but provider is k3d".into(),
+                    "k3d's accelerator node is [cluster] accelerator_node; remove node, or set provider = \"existing\"",
+                );
+            }
             if !config.nodes.is_empty() {
                 at(
                     &["nodes"],
@@ -111,6 +118,30 @@ pub fn check(config: &Config, name: &str, text: &str) -> Vec<ConfigError> {
             for (section, help) in SINGLE_MACHINE {
                 if key_present(text, &[section]) {
                     at(&[section], None, format!("[{section}] is not used with provider \"existing\""), help);
+                }
+            }
+            if let Some(agent) = &config.agent {
+                let names: Vec<&str> = config.nodes.iter().map(|n| n.name.as_str()).collect();
+                // A long fleet is named in part: the help stays one readable line.
+                let mut listed = names.iter().take(12).map(|n| crate::escape::quoted(n)).collect::<Vec<_>>().join(", ");
+                if names.len() > 12 {
+                    listed.push_str(&format!(" and {} more", names.len() - 12));
+                }
+                match agent.node.as_deref() {
+                    None => at(
+                        &["agent"],
+                        None,
+                        "[agent] needs node with provider \"existing\": the node that runs the agent and its add-ons"
+                            .into(),
+                        &format!("add node = \"<name>\", one of the [[nodes]]: {listed}"),
+                    ),
+                    Some(n) if !names.contains(&n) => at(
+                        &["agent", "node"],
+                        None,
+                        format!("[agent] node {} is not one of the [[nodes]]", crate::escape::quoted(n)),
+                        &format!("name one of: {listed}"),
+                    ),
+                    Some(_) => {}
                 }
             }
             if config.nodes.is_empty() {
@@ -241,7 +272,33 @@ mod tests {
 
     #[test]
     fn single_machine_sections_are_refused() {
+        let e = errors(&format!("{FLEET}\n[expect]\nvendors = [\"intel\"]\n"));
+        assert!(e.iter().any(|m| m.contains("[expect] is not used")), "{e:?}");
+        let e = errors(&format!("{FLEET}\n[sandbox]\n"));
+        assert!(e.iter().any(|m| m.contains("[sandbox] is not used")), "{e:?}");
+    }
+
+    #[test]
+    fn the_agent_names_one_of_the_nodes() {
+        assert_eq!(errors(&format!("{FLEET}\n[agent]\nnode = \"arc-01\"\n")), Vec::<String>::new());
         let e = errors(&format!("{FLEET}\n[agent]\n"));
-        assert!(e.iter().any(|m| m.contains("[agent] is not used")), "{e:?}");
+        assert!(e.iter().any(|m| m.contains("[agent] needs node")), "{e:?}");
+        let config_text = format!("{FLEET}\n[agent]\nnode = \"gpu-09\"\n");
+        let config: Config = toml::from_str(&config_text).unwrap();
+        let errors = check(&config, "k3dgpu.toml", &config_text);
+        assert_eq!(errors.len(), 1, "{errors:?}");
+        assert!(errors[0].message.contains("\"gpu-09\" is not one of the [[nodes]]"), "{}", errors[0].message);
+        assert!(
+            errors[0].help.as_deref().is_some_and(|h| h.contains("\"arc-01\"")),
+            "names the nodes: {:?}",
+            errors[0].help
+        );
+    }
+
+    #[test]
+    fn the_agents_node_is_refused_under_k3d() {
+        let e = errors("[agent]\nnode = \"gpu-01\"\n");
+        assert!(e.iter().any(|m| m.contains("[agent] node names a node of an existing cluster")), "{e:?}");
+        assert_eq!(errors("[agent]\n"), Vec::<String>::new());
     }
 }

@@ -221,6 +221,11 @@ pub struct Agent {
     /// is always on, the Service is ClusterIP only, and its data PVC is kept on removal like
     /// the model's.
     pub chat: Option<Chat>,
+    /// With `[cluster] provider = "existing"`: the `[[nodes]]` entry (its `name`) that runs
+    /// the agent and its add-ons; required there. The backend, device and resources are
+    /// decided from that node's facts as on one machine, and the pods select only that node.
+    /// Refused under provider `k3d` (the accelerator node is `[cluster] accelerator_node`).
+    pub node: Option<String>,
 }
 
 /// `[sandbox]`: where untrusted agent tool code runs.
