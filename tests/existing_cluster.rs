@@ -53,7 +53,10 @@ fn fleet_with(advertise: bool) -> Fleet {
     let mut edge = k3s_node("edge-01", false);
     edge["metadata"]["labels"]["team"] = json!("storage");
     nodes.push(edge);
-    let server = FakeApiServer::start_in_background(State { nodes, ..State::k3s() });
+    // The example's agent (vLLM on gpu-01) answers its model list through the service proxy.
+    let models = json!({"object": "list", "data": [{"id": "Qwen/Qwen3-4B", "object": "model"}]});
+    let proxied = vec![("vllm:8000/v1/models".to_string(), models)];
+    let server = FakeApiServer::start_in_background(State { nodes, proxied, ..State::k3s() });
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let advertise = Arc::new(AtomicBool::new(advertise));
@@ -231,6 +234,20 @@ fn plan_apply_plan_converges_with_per_node_labels_and_plugin_variants() {
         f.daemonsets().into_iter().find(|d| d["metadata"]["name"] == "nvidia-device-plugin-daemonset").unwrap();
     assert_eq!(nvidia["spec"]["template"]["spec"]["nodeSelector"]["component.k3d-gpu.io/nvidia-device-plugin"], "true");
 
+    // The agent ([agent] node = "gpu-01"): vLLM on CUDA, pinned to gpu-01 by a label that
+    // node alone carries, and ready once it lists its model.
+    assert!(text(&applied).contains("done   verify/endpoint/k3d-gpu-agent/vllm"), "{}", text(&applied));
+    assert_eq!(gpu["component.k3d-gpu.io/agent"], "true");
+    assert!(!arc.contains_key("component.k3d-gpu.io/agent") && !xeon.contains_key("component.k3d-gpu.io/agent"));
+    let vllm = {
+        let state = f.server.state.lock().unwrap();
+        state.objects.iter().find(|o| o["kind"] == "Deployment" && o["metadata"]["name"] == "vllm").cloned()
+    }
+    .expect("the agent's Deployment");
+    let pod = &vllm["spec"]["template"]["spec"];
+    assert_eq!(pod["nodeSelector"]["component.k3d-gpu.io/agent"], "true", "{pod:#}");
+    assert_eq!(pod["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
+
     let again = f.run(&["plan", "--detailed-exitcode"]);
     assert_eq!(again.status.code(), Some(0), "plan after apply is a no-op:\n{}", text(&again));
 }
@@ -270,7 +287,9 @@ fn a_node_removed_from_the_config_loses_only_our_labels() {
 #[test]
 fn a_node_missing_from_the_cluster_is_a_clear_error() {
     let f = fleet();
-    f.edit_config(|t| t.replace("name = \"gpu-01\"", "name = \"gpu-02\""));
+    f.edit_config(|t| {
+        t.replace("name = \"gpu-01\"", "name = \"gpu-02\"").replace("node = \"gpu-01\"", "node = \"gpu-02\"")
+    });
     let out = f.run(&["plan"]);
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     let said = text(&out);
@@ -313,9 +332,19 @@ fn destroy_removes_only_what_k3d_gpu_manages() {
     let out = f.run(&["destroy", "--plan-hash", &hash]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let state = f.server.state.lock().unwrap();
-    assert!(
-        state.objects.iter().all(|o| o["metadata"]["labels"]["app.kubernetes.io/managed-by"] != "k3d-gpu"),
-        "nothing of ours is left"
+    // Ours is gone but for the agent's downloaded model, kept on removal (`keep_models`).
+    let left: Vec<(String, String)> = state
+        .objects
+        .iter()
+        .filter(|o| o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "k3d-gpu")
+        .map(|o| (o["kind"].as_str().unwrap().to_string(), o["metadata"]["name"].as_str().unwrap().to_string()))
+        .collect();
+    assert_eq!(
+        left,
+        [
+            ("Namespace".to_string(), "k3d-gpu-agent".to_string()),
+            ("PersistentVolumeClaim".into(), "vllm-models".into())
+        ]
     );
     assert!(state.objects.iter().any(|o| o["metadata"]["name"] == "coredns"), "k3s's own objects stay");
     for n in &state.nodes {
