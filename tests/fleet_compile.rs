@@ -134,6 +134,8 @@ fn the_agent_on_the_nvidia_node_serves_with_vllm_on_cuda_there_only() {
     let graph = agent_fleet("[agent]\nnode = \"gpu-01\"\n").unwrap();
     let plan = graph.agent.as_ref().expect("the agent node's plan");
     assert_eq!((plan.backend, plan.device), ("vllm", "CUDA"), "{plan:#?}");
+    assert_eq!(plan.node_selector["component.k3d-gpu.io/agent"], "true", "`k3d-gpu agent` shows the selector");
+    assert!(plan.reason.ends_with("(node gpu-01)"), "{}", plan.reason);
     let vllm = graph.get("k8s/apps/Deployment/k3d-gpu-agent/vllm").expect("the vLLM server");
     let pod = &vllm.spec["spec"]["template"]["spec"];
     assert_eq!(pod["nodeSelector"]["component.k3d-gpu.io/agent"], "true", "{pod:#}");

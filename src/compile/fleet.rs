@@ -103,7 +103,14 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
                 }
                 images.extend(parts.images);
                 if hosts_agent {
-                    agent = parts.agent;
+                    // What `k3d-gpu agent` shows: the label its pods select (added in the
+                    // merge) and whose facts decided it.
+                    agent = parts.agent.map(|mut plan| {
+                        plan.node_selector
+                            .insert(format!("{COMPONENT_NODE_LABEL}{}", super::workloads::COMPONENT), "true".into());
+                        plan.reason = format!("{} (node {})", plan.reason, node.name);
+                        plan
+                    });
                 }
                 compiled.push(Compiled { node: node.name, key, resources: parts.resources });
             }

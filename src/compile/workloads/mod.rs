@@ -28,7 +28,7 @@ use crate::config::AddonName;
 pub const NAMESPACE: &str = "k3d-gpu-agent";
 /// The one port every backend serves its OpenAI-compatible API on.
 pub const PORT: u16 = 8000;
-pub(super) const COMPONENT: &str = "agent";
+pub(crate) const COMPONENT: &str = "agent";
 /// PVC size for the model and compile caches (the reference's default).
 const STORAGE: &str = "20Gi";
 /// Where the PVC is mounted in every backend's pod.
