@@ -182,3 +182,11 @@ fn the_agents_node_must_be_listed_and_is_refused_under_k3d() {
     let e = format!("{:?}", load_str("k3dgpu.toml", k3d).unwrap_err());
     assert!(e.contains("[agent] node names a node of an existing cluster"), "{e}");
 }
+
+#[test]
+fn addons_without_the_agent_are_one_error_about_the_config_not_one_per_node() {
+    let errors = agent_fleet("[addons.embeddings]\ndevice = \"cpu\"\n").unwrap_err();
+    assert_eq!(errors.len(), 1, "{errors:#?}");
+    assert_eq!((errors[0].code, errors[0].key.clone()), ("addons-without-agent", vec!["addons"]));
+    assert!(!errors[0].message.starts_with("node "), "{}", errors[0].message);
+}
