@@ -458,3 +458,17 @@ fn keys_of_the_other_provider_are_errors_that_point_at_them() {
     assert!(said.contains("context names an existing cluster, but provider is k3d"), "{said}");
     assert!(said.contains("[[nodes]] lists the machines of an existing cluster"), "{said}");
 }
+
+#[test]
+fn logs_and_audit_refuse_a_cluster_they_cannot_read() {
+    // Both read a k3d cluster (its containers, context k3d-<name>): on an existing cluster
+    // they would read another one, so they refuse and say what to run instead.
+    let f = fleet();
+    for (args, instead) in [(&["logs"][..], "kubectl --context homelab"), (&["audit"][..], "--observed FILE")] {
+        let out = f.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let said = text(&out);
+        assert!(said.contains("this config names an existing one") && said.contains(instead), "{said}");
+    }
+    assert!(f.server.requests().is_empty(), "nothing was read from the cluster");
+}

@@ -14,6 +14,22 @@ pub fn is_fleet(inputs: &super::Inputs) -> bool {
     inputs.config.cluster.provider == Provider::Existing
 }
 
+/// Refuses a command that reads a k3d cluster (its Docker containers, context `k3d-<name>`)
+/// when the config names an existing cluster: it would read another cluster, or fail with a
+/// k3d message that does not apply.
+pub fn k3d_only(inputs: &super::Inputs, command: &str, instead: &str) -> Result<()> {
+    if !is_fleet(inputs) {
+        return Ok(());
+    }
+    let context = crate::escape::shell_word(inputs.config.cluster.context.as_deref().unwrap_or_default());
+    Err(Error::Usage {
+        message: format!(
+            "`k3d-gpu {command}` reads a k3d cluster; this config names an existing one (provider \"existing\")"
+        ),
+        help: Some(crate::escape::one_line(&instead.replace("{context}", &context)).into_owned()),
+    })
+}
+
 /// A node's `facts`/`root` as a path to read, or why not: resolved with every link, it must be
 /// inside the config's own directory. A config from a pull request must not make `validate`
 /// read a file it points at outside the repository (`hosts -> /etc`).
