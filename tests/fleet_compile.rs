@@ -111,3 +111,21 @@ fn a_nodes_expectations_are_its_own_and_name_it() {
     assert!(errors[0].message.starts_with("node xeon-01: "), "{}", errors[0].message);
     assert_eq!((errors[0].key.clone(), errors[0].element), (vec!["nodes"], Some(1)), "underlines [[nodes]] #2");
 }
+
+#[test]
+fn a_claim_needs_one_node_with_all_the_gpus_it_wants() {
+    // Two B580 boxes hold two B580s together; one claim is allocated on one node, so a claim
+    // for two would never be scheduled. For one, either node will do.
+    let catalog = Catalog::embedded().unwrap();
+    let expect = Expect::default();
+    let two = [("arc-01", facts("arc-01")), ("arc-02", facts("arc-01"))];
+    let claim = |count: u32| {
+        format!(
+            "kubernetes_version = \"1.36\"\n\n[sharing]\nmode = \"dra\"\n\n[[claims]]\nname = \"b580s\"\nmodel = \"Battlemage\"\ncount = {count}\n"
+        )
+    };
+    let errors = compile(&config(&claim(2), &["arc-01", "arc-02"]), &nodes(&two, &expect), &catalog).unwrap_err();
+    let e = errors.iter().find(|e| e.code == "claim-split-across-nodes").unwrap_or_else(|| panic!("{errors:#?}"));
+    assert_eq!((e.key.clone(), e.element), (vec!["claims"], Some(0)));
+    assert!(compile(&config(&claim(1), &["arc-01", "arc-02"]), &nodes(&two, &expect), &catalog).is_ok());
+}

@@ -3,6 +3,7 @@
 //! the config's directory, then the fleet compile (`compile::fleet`).
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use crate::cli::Global;
 use crate::config::{ConfigError, Provider, span_of_element};
@@ -51,7 +52,7 @@ pub fn confine(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, St
 
 /// Every node's name and facts, in the config's order. `--root`/`--facts` are refused: the
 /// nodes name their own.
-pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String, Facts)>> {
+pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String, Rc<Facts>)>> {
     if !global.root.is_empty() || !global.facts.is_empty() {
         return Err(Error::Usage {
             message: "with provider \"existing\" each node's facts come from its [[nodes]] entry; --root and --facts are not used".into(),
@@ -60,6 +61,9 @@ pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String
     }
     let filter = global.vendor_filter()?;
     let mut out = Vec::new();
+    // Each file once: a config that points a thousand nodes at one large file must not parse
+    // and keep it a thousand times.
+    let mut read: std::collections::BTreeMap<PathBuf, Rc<Facts>> = std::collections::BTreeMap::new();
     for (i, node) in inputs.config.nodes.iter().enumerate() {
         let (path, is_root) = match (&node.facts, &node.root) {
             (Some(p), _) => (p, false),
@@ -79,11 +83,18 @@ pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String
             ))])
         };
         let resolved = confine(&inputs.dir, path).map_err(bad)?;
-        let facts = if is_root {
-            let host = super::open_root(&resolved)?;
-            crate::detect::facts(&host, &filter)
-        } else {
-            super::facts_from_file(&resolved, &filter, global.vendors.is_some())?
+        let facts = match read.get(&resolved) {
+            Some(facts) => facts.clone(),
+            None => {
+                let facts = Rc::new(if is_root {
+                    let host = super::open_root(&resolved)?;
+                    crate::detect::facts(&host, &filter)
+                } else {
+                    super::facts_from_file(&resolved, &filter, global.vendors.is_some())?
+                });
+                read.insert(resolved, facts.clone());
+                facts
+            }
         };
         out.push((node.name.clone(), facts));
     }
@@ -93,7 +104,7 @@ pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String
 /// The fleet's graph; compile errors become diagnostics against the config.
 pub fn compile(
     inputs: &super::Inputs,
-    nodes: &[(String, Facts)],
+    nodes: &[(String, Rc<Facts>)],
     catalog: &crate::catalog::Catalog,
 ) -> Result<crate::compile::DesiredGraph> {
     crate::compile::fleet::compile(&inputs.config, &fleet_nodes(inputs, nodes), catalog)
@@ -103,13 +114,13 @@ pub fn compile(
 /// The compiler's view of the loaded nodes, with each one's `[nodes.expect]`.
 pub fn fleet_nodes<'a>(
     inputs: &'a super::Inputs,
-    nodes: &'a [(String, Facts)],
+    nodes: &'a [(String, Rc<Facts>)],
 ) -> Vec<crate::compile::fleet::FleetNode<'a>> {
     nodes
         .iter()
         .map(|(name, facts)| crate::compile::fleet::FleetNode {
             name,
-            facts,
+            facts: &**facts,
             expect: inputs.config.nodes.iter().find(|n| n.name == *name).map(|n| &n.expect).unwrap_or(&EMPTY),
         })
         .collect()
