@@ -120,7 +120,7 @@ pub fn fleet_nodes<'a>(
         .iter()
         .map(|(name, facts)| crate::compile::fleet::FleetNode {
             name,
-            facts: &**facts,
+            facts,
             expect: inputs.config.nodes.iter().find(|n| n.name == *name).map(|n| &n.expect).unwrap_or(&EMPTY),
         })
         .collect()
