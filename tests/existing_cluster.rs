@@ -189,9 +189,19 @@ fn plan_apply_plan_converges_with_per_node_labels_and_plugin_variants() {
         "the plan says which nodes it leaves alone:\n{}",
         text(&planned)
     );
+    let before = f.server.requests().len();
     let applied = f.run(&["apply", "--plan-hash", &hash_of(&planned), "--verify-timeout", "30"]);
     assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
     assert!(text(&applied).contains("done   verify/allocatable/gpu-01/nvidia.com/gpu"), "{}", text(&applied));
+    // Each node's labels and annotations in one GET and one PATCH, however many there are.
+    let node_requests: Vec<String> = f.server.requests()[before..]
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/nodes/") || r.starts_with("PATCH /api/v1/nodes/"))
+        .cloned()
+        .collect();
+    let label_actions = text(&planned).lines().filter(|l| l.contains("node-label/")).count();
+    assert!(label_actions > 6, "the plan sets many labels: {label_actions}");
+    assert_eq!(node_requests.len(), 2 * 3, "{node_requests:#?}");
 
     // Labels per node, from each node's own facts.
     let arc = labels(&f.node("arc-01"));
