@@ -11,6 +11,9 @@ use super::{Action, ActionKind, reason};
 use crate::compile::{DesiredGraph, ResourceKind, Warning};
 use crate::observe::{MANAGED_LABELS_ANNOTATION, Observed, ObservedNode};
 
+/// The prefix of the node annotations k3d-gpu sets (`k3d-gpu.io/favored-cpus`, …).
+const ANNOTATION_PREFIX: &str = "k3d-gpu.io/";
+
 /// How many unlisted nodes a warning names before it only counts them.
 const MAX_NAMED: usize = 20;
 
@@ -66,6 +69,7 @@ pub fn node_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTr
     let nodes: BTreeMap<&str, &ObservedNode> =
         observed.kubernetes.iter().flat_map(|k| &k.nodes).map(|n| (n.name.as_str(), n)).collect();
     let mut desired: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut desired_annotations: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for r in graph.resources().filter(|r| matches!(r.kind, ResourceKind::NodeLabel | ResourceKind::NodeAnnotation)) {
         let label = r.kind == ResourceKind::NodeLabel;
         let node = r.spec["node"].as_str().unwrap_or_default();
@@ -73,6 +77,8 @@ pub fn node_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTr
         let value = r.spec["value"].as_str().unwrap_or_default();
         if label {
             desired.entry(node).or_default().insert(key);
+        } else {
+            desired_annotations.entry(node).or_default().insert(key);
         }
         let current = nodes.get(node).and_then(|n| if label { n.labels.get(key) } else { n.annotations.get(key) });
         let action = match current {
@@ -89,6 +95,27 @@ pub fn node_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTr
         }
     }
     for (name, node) in &nodes {
+        // Annotations under k3d-gpu's own prefix are ours by their name (a stale CPU list for
+        // the balloons policy must not outlive the hardware or the config that wanted it).
+        let wanted_annotations = desired_annotations.get(name);
+        for (key, value) in &node.annotations {
+            let ours = key.starts_with(ANNOTATION_PREFIX) && key != MANAGED_LABELS_ANNOTATION;
+            if !ours || wanted_annotations.is_some_and(|w| w.contains(key.as_str())) {
+                continue;
+            }
+            let id = crate::compile::fleet::node_metadata_id("node-annotation", name, key);
+            let why = format!("k3d-gpu set annotation {key} on {name}, and the config no longer asks for it");
+            actions.insert(
+                id.clone(),
+                Action::new(
+                    id,
+                    ActionKind::Delete,
+                    reason("no-longer-wanted", why),
+                    Some(json!({ "node": name, "key": key, "value": value })),
+                    None,
+                ),
+            );
+        }
         let wanted = desired.get(name);
         // What the record lists, and every key under k3d-gpu's own component prefix: that
         // label selects our plugins, so a node that no longer wants one loses it even when the
@@ -241,6 +268,31 @@ mod tests {
         let kept: Vec<&str> =
             plan.warnings.iter().filter(|w| w.code == "cascade-kept").map(|w| w.text.as_str()).collect();
         assert_eq!(kept.len(), 2, "{:?}", plan.warnings);
+    }
+
+    #[test]
+    fn our_annotations_go_when_no_longer_wanted_and_others_stay() {
+        let node = ObservedNode {
+            name: "arc-01".into(),
+            annotations: [
+                ("k3d-gpu.io/favored-cpus", "0-7"),
+                ("node.alpha.kubernetes.io/ttl", "0"),
+                (MANAGED_LABELS_ANNOTATION, "gpu.intel.com/xmx"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            ..ObservedNode::default()
+        };
+        let observed = Observed {
+            kubernetes: Some(ObservedKubernetes { nodes: vec![node], ..Default::default() }),
+            ..Observed::nothing()
+        };
+        let graph = DesiredGraph::build(Vec::new(), Vec::new(), None).unwrap();
+        let mut actions = BTreeMap::new();
+        node_actions(&graph, &observed, &mut actions);
+        let ids: Vec<&str> = actions.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["node-annotation/arc-01/k3d-gpu.io/favored-cpus"]);
     }
 
     #[test]
