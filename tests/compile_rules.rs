@@ -631,3 +631,14 @@ fn node_image_build_inputs_hold_no_control_characters() {
             .is_empty()
     );
 }
+
+#[test]
+fn a_label_value_from_hostile_facts_stops_the_compile() {
+    let mut facts = facts_of("lunar-lake-npu");
+    assert!(!facts.host.npus.is_empty(), "the fixture has an NPU");
+    facts.host.npus[0].generation = Some("x y\u{1b}[2J".into());
+    let config = load_str("k3dgpu.toml", "").unwrap();
+    let errors = compile(&config, &facts, &catalog()).expect_err("Kubernetes refuses the label value");
+    let e = errors.iter().find(|e| e.code == "bad-facts-label").expect("named as a facts problem");
+    assert!(e.message.contains("k3d-gpu.io/npu.gen") && !e.message.contains('\u{1b}'), "{}", e.message);
+}

@@ -192,9 +192,19 @@ fn plan_apply_plan_converges_with_per_node_labels_and_plugin_variants() {
         "the plan says which nodes it leaves alone:\n{}",
         text(&planned)
     );
+    let before = f.server.requests().len();
     let applied = f.run(&["apply", "--plan-hash", &hash_of(&planned), "--verify-timeout", "30"]);
     assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
     assert!(text(&applied).contains("done   verify/allocatable/gpu-01/nvidia.com/gpu"), "{}", text(&applied));
+    // Each node's labels and annotations in one GET and one PATCH, however many there are.
+    let node_requests: Vec<String> = f.server.requests()[before..]
+        .iter()
+        .filter(|r| r.starts_with("GET /api/v1/nodes/") || r.starts_with("PATCH /api/v1/nodes/"))
+        .cloned()
+        .collect();
+    let label_actions = text(&planned).lines().filter(|l| l.contains("node-label/")).count();
+    assert!(label_actions > 6, "the plan sets many labels: {label_actions}");
+    assert_eq!(node_requests.len(), 2 * 3, "{node_requests:#?}");
 
     // Labels per node, from each node's own facts.
     let arc = labels(&f.node("arc-01"));
@@ -332,20 +342,24 @@ fn destroy_removes_only_what_k3d_gpu_manages() {
     let out = f.run(&["destroy", "--plan-hash", &hash]);
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let state = f.server.state.lock().unwrap();
-    // Ours is gone but for the agent's downloaded model, kept on removal (`keep_models`).
-    let left: Vec<(String, String)> = state
+    // Ours is gone but for the agent's downloaded model, kept on removal (`keep_models`), and
+    // what would cascade: a Namespace (everything in it) or a CRD (every object of its kind)
+    // may hold users' objects on a cluster we did not create.
+    let left: Vec<String> = state
         .objects
         .iter()
         .filter(|o| o["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "k3d-gpu")
-        .map(|o| (o["kind"].as_str().unwrap().to_string(), o["metadata"]["name"].as_str().unwrap().to_string()))
+        .map(|o| format!("{}/{}", o["kind"].as_str().unwrap(), o["metadata"]["name"].as_str().unwrap()))
         .collect();
-    assert_eq!(
-        left,
-        [
-            ("Namespace".to_string(), "k3d-gpu-agent".to_string()),
-            ("PersistentVolumeClaim".into(), "vllm-models".into())
-        ]
+    assert!(
+        left.iter().all(|o| o.starts_with("Namespace/")
+            || o.starts_with("CustomResourceDefinition/")
+            || o == "PersistentVolumeClaim/vllm-models"),
+        "{left:?}"
     );
+    assert!(left.contains(&"PersistentVolumeClaim/vllm-models".to_string()), "{left:?}");
+    assert!(left.contains(&"Namespace/k3d-gpu-agent".to_string()), "{left:?}");
+    assert!(text(&shown).contains("[cascade-kept]"), "destroy says what it keeps: {}", text(&shown));
     assert!(state.objects.iter().any(|o| o["metadata"]["name"] == "coredns"), "k3s's own objects stay");
     for n in &state.nodes {
         let l = labels(n);
@@ -479,4 +493,18 @@ fn keys_of_the_other_provider_are_errors_that_point_at_them() {
     let said = text(&out);
     assert!(said.contains("context names an existing cluster, but provider is k3d"), "{said}");
     assert!(said.contains("[[nodes]] lists the machines of an existing cluster"), "{said}");
+}
+
+#[test]
+fn logs_and_audit_refuse_a_cluster_they_cannot_read() {
+    // Both read a k3d cluster (its containers, context k3d-<name>): on an existing cluster
+    // they would read another one, so they refuse and say what to run instead.
+    let f = fleet();
+    for (args, instead) in [(&["logs"][..], "kubectl --context homelab"), (&["audit"][..], "--observed FILE")] {
+        let out = f.run(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        let said = text(&out);
+        assert!(said.contains("this config names an existing one") && said.contains(instead), "{said}");
+    }
+    assert!(f.server.requests().is_empty(), "nothing was read from the cluster");
 }

@@ -190,3 +190,21 @@ fn addons_without_the_agent_are_one_error_about_the_config_not_one_per_node() {
     assert_eq!((errors[0].code, errors[0].key.clone()), ("addons-without-agent", vec!["addons"]));
     assert!(!errors[0].message.starts_with("node "), "{}", errors[0].message);
 }
+
+#[test]
+fn a_claim_needs_one_node_with_all_the_gpus_it_wants() {
+    // Two B580 boxes hold two B580s together; one claim is allocated on one node, so a claim
+    // for two would never be scheduled. For one, either node will do.
+    let catalog = Catalog::embedded().unwrap();
+    let expect = Expect::default();
+    let two = [("arc-01", facts("arc-01")), ("arc-02", facts("arc-01"))];
+    let claim = |count: u32| {
+        format!(
+            "kubernetes_version = \"1.36\"\n\n[sharing]\nmode = \"dra\"\n\n[[claims]]\nname = \"b580s\"\nmodel = \"Battlemage\"\ncount = {count}\n"
+        )
+    };
+    let errors = compile(&config(&claim(2), &["arc-01", "arc-02"]), &nodes(&two, &expect), &catalog).unwrap_err();
+    let e = errors.iter().find(|e| e.code == "claim-split-across-nodes").unwrap_or_else(|| panic!("{errors:#?}"));
+    assert_eq!((e.key.clone(), e.element), (vec!["claims"], Some(0)));
+    assert!(compile(&config(&claim(1), &["arc-01", "arc-02"]), &nodes(&two, &expect), &catalog).is_ok());
+}

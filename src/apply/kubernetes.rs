@@ -107,6 +107,66 @@ pub async fn delete(client: &Client, observed: &Value) -> Result<(), String> {
     }
 }
 
+/// One change of a node's metadata: a label (or annotation) set to a value or removed, and
+/// whether k3d-gpu claims a label it creates (records it as its own).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeChange {
+    pub label: bool,
+    pub key: String,
+    pub value: Option<String>,
+    pub claim: bool,
+}
+
+/// Every change of one node in one merge patch, for an existing cluster: one GET and one
+/// PATCH per node, however many labels change. The patch carries the resourceVersion it was
+/// computed from, so a concurrent edit of the record (another apply, a person) makes it fail
+/// with a conflict and it is computed again rather than losing an entry. A label is claimed
+/// only when the node still lacks it at patch time: one someone set between plan and apply
+/// stays theirs. A label is removed only where it is recorded as ours.
+pub async fn node_changes(client: &Client, node: &str, changes: &[NodeChange]) -> Result<(), String> {
+    let nodes: Api<Node> = Api::all(client.clone());
+    for _attempt in 0..5 {
+        let current = patient(|| nodes.get(node)).await.map_err(|e| match e {
+            kube::Error::Api(status) if status.code == 404 => format!("node {node} is not in the cluster"),
+            e => format!("get node {node}: {e}"),
+        })?;
+        let labels = current.metadata.labels.clone().unwrap_or_default();
+        let annotations = current.metadata.annotations.clone().unwrap_or_default();
+        let mut ours: BTreeSet<String> =
+            annotations.get(MANAGED_LABELS_ANNOTATION).map(|v| crate::observe::managed_labels(v)).unwrap_or_default();
+        let before = ours.clone();
+        let mut patch = json!({ "metadata": { "resourceVersion": current.metadata.resource_version } });
+        for c in changes {
+            let field = if c.label { "labels" } else { "annotations" };
+            if c.label {
+                match &c.value {
+                    None if !ours.contains(&c.key) => continue,
+                    None => {
+                        ours.remove(&c.key);
+                    }
+                    Some(_) if c.claim && !labels.contains_key(&c.key) => {
+                        ours.insert(c.key.clone());
+                    }
+                    Some(_) => {}
+                }
+            }
+            patch["metadata"][field][&c.key] = json!(c.value);
+        }
+        if ours != before {
+            let list = (!ours.is_empty()).then(|| ours.iter().cloned().collect::<Vec<_>>().join(","));
+            patch["metadata"]["annotations"][MANAGED_LABELS_ANNOTATION] = json!(list);
+        }
+        let params = PatchParams::default();
+        let merge = Patch::Merge(&patch);
+        match patient(|| nodes.patch(node, &params, &merge)).await {
+            Ok(_) => return Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => continue,
+            Err(e) => return Err(format!("patch node {node}: {e}")),
+        }
+    }
+    Err(format!("patch node {node}: it kept changing under us (5 conflicts); apply again"))
+}
+
 /// Sets (`Some`) or removes (`None`) a label or annotation on every node (`only`: on that
 /// node alone, for an existing cluster). A label k3d-gpu
 /// creates is recorded in an annotation (`claim`), so a later plan deletes only its own; an

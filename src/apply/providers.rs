@@ -1,6 +1,7 @@
 //! Dispatches each plan action to the provider that owns it: the Docker engine for the node
 //! image, k3d for the cluster, the Kubernetes API for node metadata and objects.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::path::PathBuf;
 use std::pin::Pin;
@@ -25,6 +26,10 @@ pub struct Providers {
     client: OnceCell<Client>,
     /// Node metadata patches read and rewrite the managed-labels annotation: one at a time.
     nodes: Mutex<()>,
+    /// An existing cluster's node changes, by node: the first action of a node applies all of
+    /// them in one patch (`batch_nodes`), the others answer with its result.
+    node_batches: std::sync::Mutex<BTreeMap<String, Vec<kubernetes::NodeChange>>>,
+    node_results: std::sync::Mutex<BTreeMap<String, Result<(), String>>>,
     /// The Docker engine the node image is built or pulled in.
     pub docker: crate::observe::docker::Endpoint,
     /// Progress lines as JSON events (`--json`) rather than text.
@@ -42,6 +47,8 @@ impl Providers {
             context: None,
             client: OnceCell::new(),
             nodes: Mutex::new(()),
+            node_batches: std::sync::Mutex::default(),
+            node_results: std::sync::Mutex::default(),
             docker: crate::observe::docker::endpoint(&env, None),
             json: false,
         }
@@ -117,9 +124,46 @@ impl Providers {
         super::node_image::run(&docker, spec, &say).await
     }
 
+    /// Groups the per-node label and annotation actions of an existing cluster (those whose
+    /// spec names a node), so each node costs one GET and one PATCH rather than two requests
+    /// per label.
+    pub fn batch_nodes(&self, actions: &[Action]) {
+        let mut batches = self.node_batches.lock().unwrap_or_else(|p| p.into_inner());
+        for action in actions {
+            let label = action.id.starts_with("node-label/");
+            if !label && !action.id.starts_with("node-annotation/") {
+                continue;
+            }
+            let Some(spec) = action.after.as_ref().or(action.before.as_ref()) else { continue };
+            let (Some(node), Some(key)) = (spec["node"].as_str(), spec["key"].as_str()) else { continue };
+            let value = match action.action {
+                ActionKind::Delete => None,
+                _ => Some(spec["value"].as_str().unwrap_or_default().to_string()),
+            };
+            batches.entry(node.to_string()).or_default().push(kubernetes::NodeChange {
+                label,
+                key: key.to_string(),
+                value,
+                claim: action.action == ActionKind::Create,
+            });
+        }
+    }
+
     async fn node_metadata(&self, action: &Action, label: bool) -> Result<(), String> {
         let client = self.client().await?;
         let _one_at_a_time = self.nodes.lock().await;
+        let node = action.after.as_ref().or(action.before.as_ref()).and_then(|s| s["node"].as_str());
+        if let Some(node) = node {
+            if let Some(done) = self.node_results.lock().unwrap_or_else(|p| p.into_inner()).get(node) {
+                return done.clone();
+            }
+            let batch = self.node_batches.lock().unwrap_or_else(|p| p.into_inner()).remove(node);
+            if let Some(changes) = batch {
+                let result = kubernetes::node_changes(client, node, &changes).await;
+                self.node_results.lock().unwrap_or_else(|p| p.into_inner()).insert(node.to_string(), result.clone());
+                return result;
+            }
+        }
         let spec = action.after.as_ref().or(action.before.as_ref()).ok_or("no key")?;
         let key = spec["key"].as_str().ok_or("no key")?;
         let value = match action.action {

@@ -160,7 +160,7 @@ pub fn audit(observed: &AuditObserved, locks: &Locks) -> Audit {
                     "mode {:04o}: readable by group or others, and it holds the cluster admin key",
                     k.mode & 0o7777
                 ),
-                fix: format!("chmod 600 {}", shell_quoted(&k.path)),
+                fix: format!("chmod 600 {}", crate::escape::shell_word(&k.path)),
             });
         }
     }
@@ -233,12 +233,3 @@ pub fn render(audit: &Audit) -> String {
 
 #[cfg(test)]
 mod tests;
-
-/// A path as one shell word, for a fix the user copies into a terminal: the path comes from
-/// KUBECONFIG or a saved document, and `x; curl … | sh` must stay a file name.
-pub(crate) fn shell_quoted(path: &str) -> String {
-    if !path.is_empty() && path.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+~".contains(c)) {
-        return path.to_string();
-    }
-    format!("'{}'", path.replace('\'', "'\\''"))
-}

@@ -424,6 +424,7 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     // An existing cluster is reached through its own context, never k3d's.
     providers.context = computed.inputs.config.cluster.context.clone();
     let actions = executable(plan, &computed.graph);
+    providers.batch_nodes(&actions);
     let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
     let signals = stop.clone().watching(&rt, global.json)?;
     let stop = || signals.stopped();
@@ -574,6 +575,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let reporter = Reporter::new(global.json, plan.actions.len());
     let signals = Signals::watch(&rt, global.json)?;
     let stop = || signals.stopped();
+    providers.batch_nodes(&plan.actions);
     let outcome = rt.block_on(execute_until(&plan.actions, &providers, 1, &stop, &mut |e| reporter.event(e)));
     reporter.finish();
     print_summary(global.json, &outcome, &[]);

@@ -28,6 +28,13 @@ pub(crate) fn read(
     saved: Option<&std::path::Path>,
 ) -> Result<(AuditObserved, crate::catalog::Catalog)> {
     let inputs = super::load_config(global)?;
+    if saved.is_none() {
+        super::fleet::k3d_only(
+            &inputs,
+            "audit",
+            "audit reads a k3d cluster's containers and ports; on an existing cluster check its nodes yourself, or audit a saved observation with --observed FILE",
+        )?;
+    }
     let catalog = super::load_catalog(global, &inputs)?;
     let observed: AuditObserved = match saved {
         Some(path) => super::read_document(

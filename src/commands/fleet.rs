@@ -3,6 +3,7 @@
 //! the config's directory, then the fleet compile (`compile::fleet`).
 
 use std::path::{Path, PathBuf};
+use std::rc::Rc;
 
 use crate::cli::Global;
 use crate::config::{ConfigError, Provider, span_of_element};
@@ -12,6 +13,22 @@ use crate::facts::Facts;
 /// Whether this config drives an existing cluster.
 pub fn is_fleet(inputs: &super::Inputs) -> bool {
     inputs.config.cluster.provider == Provider::Existing
+}
+
+/// Refuses a command that reads a k3d cluster (its Docker containers, context `k3d-<name>`)
+/// when the config names an existing cluster: it would read another cluster, or fail with a
+/// k3d message that does not apply.
+pub fn k3d_only(inputs: &super::Inputs, command: &str, instead: &str) -> Result<()> {
+    if !is_fleet(inputs) {
+        return Ok(());
+    }
+    let context = crate::escape::shell_word(inputs.config.cluster.context.as_deref().unwrap_or_default());
+    Err(Error::Usage {
+        message: format!(
+            "`k3d-gpu {command}` reads a k3d cluster; this config names an existing one (provider \"existing\")"
+        ),
+        help: Some(crate::escape::one_line(&instead.replace("{context}", &context)).into_owned()),
+    })
 }
 
 /// A node's `facts`/`root` as a path to read, or why not: resolved with every link, it must be
@@ -35,7 +52,7 @@ pub fn confine(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, St
 
 /// Every node's name and facts, in the config's order. `--root`/`--facts` are refused: the
 /// nodes name their own.
-pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String, Facts)>> {
+pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String, Rc<Facts>)>> {
     if !global.root.is_empty() || !global.facts.is_empty() {
         return Err(Error::Usage {
             message: "with provider \"existing\" each node's facts come from its [[nodes]] entry; --root and --facts are not used".into(),
@@ -44,6 +61,9 @@ pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String
     }
     let filter = global.vendor_filter()?;
     let mut out = Vec::new();
+    // Each file once: a config that points a thousand nodes at one large file must not parse
+    // and keep it a thousand times.
+    let mut read: std::collections::BTreeMap<PathBuf, Rc<Facts>> = std::collections::BTreeMap::new();
     for (i, node) in inputs.config.nodes.iter().enumerate() {
         let (path, is_root) = match (&node.facts, &node.root) {
             (Some(p), _) => (p, false),
@@ -63,11 +83,18 @@ pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String
             ))])
         };
         let resolved = confine(&inputs.dir, path).map_err(bad)?;
-        let facts = if is_root {
-            let host = super::open_root(&resolved)?;
-            crate::detect::facts(&host, &filter)
-        } else {
-            super::facts_from_file(&resolved, &filter, global.vendors.is_some())?
+        let facts = match read.get(&resolved) {
+            Some(facts) => facts.clone(),
+            None => {
+                let facts = Rc::new(if is_root {
+                    let host = super::open_root(&resolved)?;
+                    crate::detect::facts(&host, &filter)
+                } else {
+                    super::facts_from_file(&resolved, &filter, global.vendors.is_some())?
+                });
+                read.insert(resolved, facts.clone());
+                facts
+            }
         };
         out.push((node.name.clone(), facts));
     }
@@ -77,7 +104,7 @@ pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String
 /// The fleet's graph; compile errors become diagnostics against the config.
 pub fn compile(
     inputs: &super::Inputs,
-    nodes: &[(String, Facts)],
+    nodes: &[(String, Rc<Facts>)],
     catalog: &crate::catalog::Catalog,
 ) -> Result<crate::compile::DesiredGraph> {
     crate::compile::fleet::compile(&inputs.config, &fleet_nodes(inputs, nodes), catalog)
@@ -87,7 +114,7 @@ pub fn compile(
 /// The compiler's view of the loaded nodes, with each one's `[nodes.expect]`.
 pub fn fleet_nodes<'a>(
     inputs: &'a super::Inputs,
-    nodes: &'a [(String, Facts)],
+    nodes: &'a [(String, Rc<Facts>)],
 ) -> Vec<crate::compile::fleet::FleetNode<'a>> {
     nodes
         .iter()

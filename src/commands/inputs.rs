@@ -165,7 +165,7 @@ pub struct Compiled {
     pub facts: crate::facts::Facts,
     pub graph: crate::compile::DesiredGraph,
     /// An existing cluster's nodes and their facts (`facts` is then the first node's).
-    pub fleet: Vec<(String, crate::facts::Facts)>,
+    pub fleet: Vec<(String, std::rc::Rc<crate::facts::Facts>)>,
 }
 
 /// Loads the catalog and facts and compiles; compile errors become diagnostics.
@@ -175,7 +175,7 @@ pub fn compile(global: &Global, inputs: &Inputs) -> Result<Compiled> {
         let fleet = super::fleet::load_nodes(global, inputs)?;
         let graph = super::fleet::compile(inputs, &fleet, &catalog)?;
         // The config check guarantees at least one node.
-        let Some(facts) = fleet.first().map(|(_, f)| f.clone()) else {
+        let Some(facts) = fleet.first().map(|(_, f)| (**f).clone()) else {
             return Err(Error::Usage {
                 message: "provider \"existing\" needs at least one [[nodes]]".into(),
                 help: None,

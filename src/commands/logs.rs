@@ -6,6 +6,11 @@ use crate::error::{EXIT_OK, Error, Result};
 
 pub fn run(global: &Global, args: &LogsArgs) -> Result<u8> {
     let inputs = super::load_config(global)?;
+    super::fleet::k3d_only(
+        &inputs,
+        "logs",
+        "read a component's pods with `kubectl --context {context} -n <namespace> logs -l app.kubernetes.io/managed-by=k3d-gpu`",
+    )?;
     let cluster = inputs.config.cluster.name.clone();
     let rt = super::runtime()?;
     let mut stdout = std::io::stdout().lock();

@@ -373,6 +373,20 @@ fn volumes(cx: &mut Context, nvidia: bool) -> Vec<serde_json::Value> {
 /// compiler itself needs (DRA mode).
 pub fn node_labels(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) {
     let (mut labels, annotations) = crate::facts::labels::node_labels(&cx.facts.host, &cx.active);
+    // A facts document is input too (a captured file from a pull request): a value Kubernetes
+    // would refuse stops the compile here, not an apply halfway through setting labels.
+    labels.retain(|key, value| match check_label(key, value) {
+        Ok(()) => true,
+        Err(why) => {
+            cx.error(CompileError::new(
+                "bad-facts-label",
+                &[],
+                crate::escape::capped(format!("the host's facts give node label {key}: {why}")),
+                Some("capture the facts again on that machine (`k3d-gpu facts --out …`)".to_string()),
+            ));
+            false
+        }
+    });
     if cx.is_active(Vendor::Intel) && cx.intel_mode() == IntelGpuMode::Dra {
         labels.insert(DRA_NODE_LABEL.into(), "true".into());
     }

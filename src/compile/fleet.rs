@@ -442,7 +442,37 @@ fn claims(
     let mut scratch = device_class;
     match super::fleet_claims(config, &merged, catalog, &mut scratch) {
         Ok(()) => made.extend(scratch.into_iter().filter(|r| !r.id.contains("/DeviceClass/"))),
-        Err(es) => errors.extend(es),
+        Err(es) => {
+            errors.extend(es);
+            return;
+        }
+    }
+    // The union of the nodes' GPUs says which GPUs a claim may select; but one claim is
+    // allocated on one node, so some single node must have as many matching GPUs as it wants.
+    for (i, claim) in config.claims.iter().enumerate() {
+        let one = Config { claims: vec![claim.clone()], ..config.clone() };
+        let fits = |n: &&FleetNode| {
+            let mut scratch: Vec<Resource> = out.iter().filter(|r| r.id.contains("/DeviceClass/")).cloned().collect();
+            super::fleet_claims(&one, n.facts, catalog, &mut scratch).is_ok()
+        };
+        if !intel.iter().any(fits) {
+            let mut e = CompileError::new(
+                "claim-split-across-nodes",
+                &["claims"],
+                format!(
+                    "claim {} wants {} GPU(s): the nodes have that many together, and no single node does; a claim \
+                     is allocated on one node, so its pods would never be scheduled",
+                    crate::escape::quoted(&claim.name),
+                    claim.count
+                ),
+                Some("lower count to what one node has, or narrow the claim to the node that has enough".to_string()),
+            );
+            e.element = Some(i);
+            errors.push(e);
+        }
+    }
+    if !errors.is_empty() {
+        return;
     }
     let have: BTreeSet<String> = out.iter().map(|r| r.id.clone()).collect();
     for mut r in made {

@@ -157,7 +157,7 @@ pub fn check(config: &Config, name: &str, text: &str) -> Vec<ConfigError> {
                     &["nodes"],
                     None,
                     format!("more than {MAX_NODES} [[nodes]]"),
-                    "split the fleet into several configs",
+                    "one config manages one cluster (two on one cluster would delete each other's labels and objects); ask for a larger limit",
                 );
             }
             let mut seen = BTreeSet::new();

@@ -344,7 +344,7 @@ pub fn planned(global: &Global, plan: crate::plan::Plan, against: &str, allow_re
 /// `k3d-gpu … apply --plan-hash HASH` with the options this call ran with, each path one
 /// shell word: what a person runs in a terminal instead of confirming in the client.
 pub fn apply_command(global: &Global, hash: &str, allow_replace: bool) -> String {
-    let q = |p: &std::path::Path| crate::audit::shell_quoted(&p.display().to_string());
+    let q = |p: &std::path::Path| crate::escape::shell_word(&p.display().to_string());
     let mut words = vec!["k3d-gpu".to_string()];
     if let Some(c) = &global.config {
         words.push(format!("-c {}", q(c)));
@@ -359,7 +359,7 @@ pub fn apply_command(global: &Global, hash: &str, allow_replace: bool) -> String
         words.push(format!("--stdlib {}", q(s)));
     }
     if let Some(v) = &global.vendors {
-        words.push(format!("--vendors {}", crate::audit::shell_quoted(v)));
+        words.push(format!("--vendors {}", crate::escape::shell_word(v)));
     }
     words.push(format!("apply --plan-hash {hash}"));
     if allow_replace {

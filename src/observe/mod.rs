@@ -28,9 +28,13 @@ impl ObserveError {
             ObserveError::DockerUnreachable { .. } => {
                 "check that dockerd runs and that DOCKER_HOST / the Docker context point at it".into()
             }
-            ObserveError::KubernetesUnreachable { context, .. } if !context.starts_with("k3d-") => format!(
-                "check that your kubeconfig has context {context} (`kubectl config get-contexts`) and that its API server answers (`kubectl --context {context} get nodes`)"
-            ),
+            ObserveError::KubernetesUnreachable { context, .. } if !context.starts_with("k3d-") => {
+                // The context comes from the config: one shell word in a command people paste.
+                let quoted = crate::escape::one_line(&crate::escape::shell_word(context)).into_owned();
+                format!(
+                    "check that your kubeconfig has context {quoted} (`kubectl config get-contexts`) and that its API server answers (`kubectl --context {quoted} get nodes`)"
+                )
+            }
             ObserveError::KubernetesUnreachable { context, .. } => {
                 let cluster = context.strip_prefix("k3d-").unwrap_or(context);
                 format!(

@@ -11,6 +11,9 @@ use super::{Action, ActionKind, reason};
 use crate::compile::{DesiredGraph, ResourceKind, Warning};
 use crate::observe::{MANAGED_LABELS_ANNOTATION, Observed, ObservedNode};
 
+/// The prefix of the node annotations k3d-gpu sets (`k3d-gpu.io/favored-cpus`, …).
+const ANNOTATION_PREFIX: &str = "k3d-gpu.io/";
+
 /// How many unlisted nodes a warning names before it only counts them.
 const MAX_NAMED: usize = 20;
 
@@ -66,6 +69,7 @@ pub fn node_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTr
     let nodes: BTreeMap<&str, &ObservedNode> =
         observed.kubernetes.iter().flat_map(|k| &k.nodes).map(|n| (n.name.as_str(), n)).collect();
     let mut desired: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
+    let mut desired_annotations: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for r in graph.resources().filter(|r| matches!(r.kind, ResourceKind::NodeLabel | ResourceKind::NodeAnnotation)) {
         let label = r.kind == ResourceKind::NodeLabel;
         let node = r.spec["node"].as_str().unwrap_or_default();
@@ -73,6 +77,8 @@ pub fn node_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTr
         let value = r.spec["value"].as_str().unwrap_or_default();
         if label {
             desired.entry(node).or_default().insert(key);
+        } else {
+            desired_annotations.entry(node).or_default().insert(key);
         }
         let current = nodes.get(node).and_then(|n| if label { n.labels.get(key) } else { n.annotations.get(key) });
         let action = match current {
@@ -89,10 +95,41 @@ pub fn node_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTr
         }
     }
     for (name, node) in &nodes {
-        let Some(list) = node.annotations.get(MANAGED_LABELS_ANNOTATION) else { continue };
+        // Annotations under k3d-gpu's own prefix are ours by their name (a stale CPU list for
+        // the balloons policy must not outlive the hardware or the config that wanted it).
+        let wanted_annotations = desired_annotations.get(name);
+        for (key, value) in &node.annotations {
+            let ours = key.starts_with(ANNOTATION_PREFIX) && key != MANAGED_LABELS_ANNOTATION;
+            if !ours || wanted_annotations.is_some_and(|w| w.contains(key.as_str())) {
+                continue;
+            }
+            let id = crate::compile::fleet::node_metadata_id("node-annotation", name, key);
+            let why = format!("k3d-gpu set annotation {key} on {name}, and the config no longer asks for it");
+            actions.insert(
+                id.clone(),
+                Action::new(
+                    id,
+                    ActionKind::Delete,
+                    reason("no-longer-wanted", why),
+                    Some(json!({ "node": name, "key": key, "value": value })),
+                    None,
+                ),
+            );
+        }
         let wanted = desired.get(name);
-        for key in crate::observe::managed_labels(list) {
+        // What the record lists, and every key under k3d-gpu's own component prefix: that
+        // label selects our plugins, so a node that no longer wants one loses it even when the
+        // record was edited away (a restore, `kubectl annotate … managed-labels-`).
+        let recorded = node.annotations.get(MANAGED_LABELS_ANNOTATION).map(|l| crate::observe::managed_labels(l));
+        let component_keys = node.labels.keys().filter(|k| k.starts_with(crate::compile::fleet::COMPONENT_NODE_LABEL));
+        let keys: BTreeSet<String> = recorded.into_iter().flatten().chain(component_keys.cloned()).collect();
+        for key in keys {
             if wanted.is_some_and(|w| w.contains(key.as_str())) {
+                continue;
+            }
+            // The record is an annotation anyone who may patch nodes can edit: it never makes
+            // k3d-gpu delete what Kubernetes or k3s itself sets on a node.
+            if is_system_label(&key) {
                 continue;
             }
             let Some(value) = node.labels.get(&key) else { continue };
@@ -116,6 +153,17 @@ pub fn node_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTr
     }
 }
 
+/// A label Kubernetes, the kubelet or k3s set on nodes (`kubernetes.io/hostname`,
+/// `node-role.kubernetes.io/…`, `node.k3s.io/…`): never one k3d-gpu deletes, whatever a node's
+/// record says. NFD's `feature.node.kubernetes.io` labels are not among them.
+pub fn is_system_label(key: &str) -> bool {
+    let Some((prefix, _)) = key.split_once('/') else { return false };
+    let system = ["kubernetes.io", "k8s.io", "k3s.io"];
+    let ours = ["feature.node.kubernetes.io"];
+    !ours.iter().any(|o| prefix == *o || prefix.ends_with(&format!(".{o}")))
+        && system.iter().any(|s| prefix == *s || prefix.ends_with(&format!(".{s}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -133,6 +181,118 @@ mod tests {
         assert!(w[0].text.starts_with("999 cluster node(s)"), "{}", w[0].text);
         assert!(w[0].text.ends_with("and 979 more") && w[0].text.len() < 400, "{}", w[0].text);
         assert!(unlisted_nodes(&names, &cluster(&names)).is_empty());
+    }
+
+    #[test]
+    fn system_labels_are_never_ours() {
+        for key in [
+            "kubernetes.io/hostname",
+            "node-role.kubernetes.io/control-plane",
+            "node.kubernetes.io/instance-type",
+            "topology.kubernetes.io/zone",
+            "beta.kubernetes.io/arch",
+            "node.k3s.io/instance-type",
+            "k3s.io/hostname",
+        ] {
+            assert!(is_system_label(key), "{key}");
+        }
+        for key in [
+            "feature.node.kubernetes.io/cpu-cpuid.AMX",
+            "intel.feature.node.kubernetes.io/gpu",
+            "component.k3d-gpu.io/intel-gpu-plugin",
+            "gpu.intel.com/xmx",
+            "k3d-gpu.io/cores",
+            "team",
+        ] {
+            assert!(!is_system_label(key), "{key}");
+        }
+    }
+
+    #[test]
+    fn an_edited_record_deletes_no_system_label_and_our_component_labels_go_anyway() {
+        let node = ObservedNode {
+            name: "edge-01".into(),
+            labels: [
+                ("kubernetes.io/hostname", "edge-01"),
+                ("node-role.kubernetes.io/control-plane", "true"),
+                ("component.k3d-gpu.io/intel-gpu-plugin", "true"),
+                ("team", "ml"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            annotations: [(
+                MANAGED_LABELS_ANNOTATION.to_string(),
+                "kubernetes.io/hostname,node-role.kubernetes.io/control-plane".to_string(),
+            )]
+            .into_iter()
+            .collect(),
+            ..ObservedNode::default()
+        };
+        let observed = Observed {
+            kubernetes: Some(ObservedKubernetes { nodes: vec![node], ..Default::default() }),
+            ..Observed::nothing()
+        };
+        let graph = DesiredGraph::build(Vec::new(), Vec::new(), None).unwrap();
+        let mut actions = BTreeMap::new();
+        node_actions(&graph, &observed, &mut actions);
+        let deleted: Vec<&str> = actions.keys().map(String::as_str).collect();
+        assert_eq!(deleted, ["node-label/edge-01/component.k3d-gpu.io/intel-gpu-plugin"]);
+    }
+
+    #[test]
+    fn a_namespace_or_crd_of_ours_is_kept_on_a_cluster_we_did_not_create() {
+        let managed = |kind: &str, api: &str, ns: Option<&str>, name: &str| {
+            let mut o = json!({
+                "apiVersion": api, "kind": kind,
+                "metadata": { "name": name, "labels": { crate::compile::MANAGED_BY.0: crate::compile::MANAGED_BY.1 } },
+            });
+            if let Some(ns) = ns {
+                o["metadata"]["namespace"] = json!(ns);
+            }
+            o
+        };
+        let objects = vec![
+            managed("Namespace", "v1", None, "ml"),
+            managed("CustomResourceDefinition", "apiextensions.k8s.io/v1", None, "nodefeaturerules.nfd.k8s-sigs.io"),
+            managed("DaemonSet", "apps/v1", Some("kube-system"), "intel-gpu-plugin"),
+        ];
+        let observed =
+            Observed { kubernetes: Some(ObservedKubernetes { objects, ..Default::default() }), ..Observed::nothing() };
+        let nothing = DesiredGraph::build(Vec::new(), Vec::new(), None).unwrap();
+        let plan =
+            crate::plan::plan(&nothing, &observed, crate::plan::Inputs::for_destroy(&Default::default(), &observed));
+        let deleted: Vec<&str> = plan.actions.iter().map(|a| a.id.as_str()).collect();
+        assert_eq!(deleted.len(), 1, "{deleted:?}");
+        assert!(deleted[0].contains("DaemonSet"), "{deleted:?}");
+        let kept: Vec<&str> =
+            plan.warnings.iter().filter(|w| w.code == "cascade-kept").map(|w| w.text.as_str()).collect();
+        assert_eq!(kept.len(), 2, "{:?}", plan.warnings);
+    }
+
+    #[test]
+    fn our_annotations_go_when_no_longer_wanted_and_others_stay() {
+        let node = ObservedNode {
+            name: "arc-01".into(),
+            annotations: [
+                ("k3d-gpu.io/favored-cpus", "0-7"),
+                ("node.alpha.kubernetes.io/ttl", "0"),
+                (MANAGED_LABELS_ANNOTATION, "gpu.intel.com/xmx"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+            ..ObservedNode::default()
+        };
+        let observed = Observed {
+            kubernetes: Some(ObservedKubernetes { nodes: vec![node], ..Default::default() }),
+            ..Observed::nothing()
+        };
+        let graph = DesiredGraph::build(Vec::new(), Vec::new(), None).unwrap();
+        let mut actions = BTreeMap::new();
+        node_actions(&graph, &observed, &mut actions);
+        let ids: Vec<&str> = actions.keys().map(String::as_str).collect();
+        assert_eq!(ids, ["node-annotation/arc-01/k3d-gpu.io/favored-cpus"]);
     }
 
     #[test]

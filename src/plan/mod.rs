@@ -517,8 +517,26 @@ fn object_actions(
             }
         }
     }
+    // On a cluster k3d-gpu did not create, deleting a Namespace deletes every object in it,
+    // and deleting a CRD every object of its kind: users' objects among them. Those stay.
+    let cascades = fleet::is_fleet(graph);
     for (id, object) in &live {
         let ours = object["metadata"]["labels"][crate::compile::MANAGED_BY.0] == crate::compile::MANAGED_BY.1;
+        if graph.get(id).is_none()
+            && ours
+            && cascades
+            && matches!(object["kind"].as_str(), Some("Namespace" | "CustomResourceDefinition"))
+        {
+            warnings.push(Warning {
+                code: "cascade-kept".into(),
+                text: format!(
+                    "{id} is no longer in the config and is kept: deleting it would delete everything in it, \
+                     objects k3d-gpu did not create among them. Delete it yourself once nothing in it is needed"
+                ),
+                key: None,
+            });
+            continue;
+        }
         if graph.get(id).is_none() && ours {
             // Data (a model download, its compile cache) outlives the workload that wrote it,
             // unless the config let it go when it was created: the plan says which.

@@ -474,6 +474,14 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
                     Reply::Once(c, v)
                 }
                 "PATCH" => {
+                    // A resourceVersion in the patch is a precondition, as on a real API server:
+                    // the object changed since the caller read it → 409 Conflict.
+                    if let (Some(i), Some(wanted)) = (found, patch["metadata"]["resourceVersion"].as_str())
+                        && state.pool(nodes)[i]["metadata"]["resourceVersion"].as_str() != Some(wanted)
+                    {
+                        let (c, v) = status(409, "Conflict", format!("{name}: the object has been modified"));
+                        return Reply::Once(c, v);
+                    }
                     let mut object = match found {
                         Some(i) => state.pool(nodes)[i].clone(),
                         None if nodes => {
