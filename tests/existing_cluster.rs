@@ -508,3 +508,40 @@ fn logs_and_audit_refuse_a_cluster_they_cannot_read() {
     }
     assert!(f.server.requests().is_empty(), "nothing was read from the cluster");
 }
+
+#[test]
+fn a_second_config_on_the_cluster_leaves_the_first_ones_nodes_and_objects_alone() {
+    let f = fleet();
+    assert_eq!(apply(&f).status.code(), Some(0));
+    let state_of = |f: &Fleet| {
+        let s = f.server.state.lock().unwrap();
+        (s.objects.len(), s.nodes.iter().map(labels).collect::<Vec<_>>())
+    };
+    let before = state_of(&f);
+    // Another config, named apart, for the Xeon alone: without the stamps it planned every
+    // label on arc-01 and gpu-01, and every object of the first config, as "no longer wanted".
+    f.edit_config(|t| {
+        let t = without_node(&without_node(&t, "arc-01"), "gpu-01").replace("[agent]\nnode = \"gpu-01\"\n", "");
+        t.replace("[cluster]\n", "[cluster]\nname = \"storage\"\n")
+    });
+    // The Xeon is the first config's too (its annotation says so): the second one may not
+    // take it over, so it plans nothing, and says why for each node and object.
+    let planned = f.run(&["plan", "--json"]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    let plan: Value = serde_json::from_slice(&planned.stdout).unwrap();
+    assert_eq!(plan["actions"], json!([]), "{:#}", plan["actions"]);
+    let left_alone = |what: &str| {
+        plan["warnings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|w| w["code"] == "other-config" && w["text"].as_str().unwrap().contains(what))
+    };
+    assert!(left_alone("node xeon-01 belongs to config \"gpu\""), "{:#}", plan["warnings"]);
+    assert!(left_alone("DaemonSet"), "its objects too: {:#}", plan["warnings"]);
+    // Nor does its destroy touch anything of the first config's.
+    let shown = f.run(&["destroy"]);
+    assert_eq!(shown.status.code(), Some(0), "{}", text(&shown));
+    assert!(text(&shown).contains("Nothing to destroy"), "{}", text(&shown));
+    assert_eq!(state_of(&f), before, "the first config's cluster is as it was");
+}

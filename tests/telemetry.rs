@@ -152,6 +152,7 @@ fn inputs() -> Inputs {
         config: "sha256:config".into(),
         facts: "sha256:facts".into(),
         observed: "sha256:observed".into(),
+        owner: None,
         stdlib: "sha256:stdlib".into(),
         images: "sha256:images".into(),
         tool_version: "0.0.0-test".into(),

@@ -163,6 +163,7 @@ pub fn compute(
         compiled.catalog.digest(),
         &compiled.graph.images,
     );
+    let digests = crate::plan::Inputs { owner: Some(inputs.config.cluster.name.clone()), ..digests };
     let mut plan = crate::plan::plan(&compiled.graph, &observed, digests);
     let notes = crate::plan::fleet::unlisted_nodes(&names, &observed);
     if !notes.is_empty() {
@@ -188,7 +189,11 @@ pub fn destroy_plan(
         .map_err(super::observe_failed)?;
     let nothing = crate::compile::DesiredGraph::build(Vec::new(), Vec::new(), None)
         .map_err(|e| Error::Usage { message: e, help: None })?;
-    Ok(crate::plan::plan(&nothing, &observed, crate::plan::Inputs::for_destroy(&inputs.config, &observed)))
+    let digests = crate::plan::Inputs {
+        owner: Some(inputs.config.cluster.name.clone()),
+        ..crate::plan::Inputs::for_destroy(&inputs.config, &observed)
+    };
+    Ok(crate::plan::plan(&nothing, &observed, digests))
 }
 
 /// A node group's directory: `group-<first node>`. A node name may be 253 characters and a

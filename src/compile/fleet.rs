@@ -68,6 +68,11 @@ struct Compiled<'a> {
     resources: Vec<Resource>,
 }
 
+/// The config that made an object or set a node's labels on an existing cluster: a label on
+/// each object, an annotation on each node, valued `[cluster] name`. The plan leaves what
+/// another config stamped alone (`plan::Inputs::owner`).
+pub const CONFIG_LABEL: &str = "k3d-gpu.io/config";
+
 /// Compiles the fleet: every node, then the merge. Errors of one node name it.
 pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Result<DesiredGraph, Vec<CompileError>> {
     let mut errors = Vec::new();
@@ -142,6 +147,7 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
     if !errors.is_empty() {
         return Err(errors);
     }
+    stamp(&config.cluster.name, nodes, &mut resources);
     let all = nodes.len();
     let warnings = warnings
         .into_iter()
@@ -162,6 +168,27 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
         .map_err(|text| vec![CompileError::new("graph", &["nodes"], text, None)])?;
     graph.images = images;
     Ok(graph)
+}
+
+/// Marks what this config owns: each object's labels, and each listed node by an annotation
+/// (which leaves the node, like every `k3d-gpu.io/` annotation, when the node leaves the config).
+fn stamp(owner: &str, nodes: &[FleetNode], resources: &mut Vec<Resource>) {
+    for r in resources.iter_mut().filter(|r| r.kind == ResourceKind::Object) {
+        if r.spec["metadata"]["labels"].is_null() {
+            r.spec["metadata"]["labels"] = json!({});
+        }
+        r.spec["metadata"]["labels"][CONFIG_LABEL] = json!(owner);
+    }
+    for node in nodes {
+        resources.push(Resource {
+            id: node_metadata_id("node-annotation", node.name, CONFIG_LABEL),
+            kind: ResourceKind::NodeAnnotation,
+            change: Change::InPlace,
+            component: None,
+            spec: json!({ "node": node.name, "key": CONFIG_LABEL, "value": owner }),
+            depends_on: Vec::new(),
+        });
+    }
 }
 
 /// Whether this node runs the agent and its add-ons: the one `[agent] node` names. Config

@@ -157,7 +157,7 @@ pub fn check(config: &Config, name: &str, text: &str) -> Vec<ConfigError> {
                     &["nodes"],
                     None,
                     format!("more than {MAX_NODES} [[nodes]]"),
-                    "one config manages one cluster (two on one cluster would delete each other's labels and objects); ask for a larger limit",
+                    "split the fleet into configs with different [cluster] names: each leaves the others' nodes and objects alone",
                 );
             }
             let mut seen = BTreeSet::new();

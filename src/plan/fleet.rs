@@ -65,14 +65,44 @@ pub fn unlisted_nodes(config_nodes: &[String], observed: &Observed) -> Vec<Warni
 /// recorded as ours), updated where its value differs, and deleted only where the node's
 /// managed-labels annotation says k3d-gpu set it and the config no longer wants it there —
 /// which is also how a node dropped from the config loses our labels and keeps everyone else's.
-pub fn node_actions(graph: &DesiredGraph, observed: &Observed, actions: &mut BTreeMap<String, Action>) {
-    let nodes: BTreeMap<&str, &ObservedNode> =
+pub fn node_actions(
+    graph: &DesiredGraph,
+    observed: &Observed,
+    owner: Option<&str>,
+    actions: &mut BTreeMap<String, Action>,
+    warnings: &mut Vec<Warning>,
+) {
+    let mut nodes: BTreeMap<&str, &ObservedNode> =
         observed.kubernetes.iter().flat_map(|k| &k.nodes).map(|n| (n.name.as_str(), n)).collect();
+    // A node another config stamped is that config's: nothing is set or removed on it here.
+    let mut others = BTreeSet::new();
+    if let Some(owner) = owner {
+        nodes.retain(|name, node| match node.annotations.get(crate::compile::fleet::CONFIG_LABEL) {
+            Some(other) if other != owner => {
+                warnings.push(Warning {
+                    code: "other-config".into(),
+                    text: format!(
+                        "node {name} belongs to config {} (annotation {}), not this one ({owner}): left alone. \
+                         One config per node; give each config its own [cluster] name",
+                        crate::escape::quoted(other),
+                        crate::compile::fleet::CONFIG_LABEL
+                    ),
+                    key: Some("nodes".into()),
+                });
+                others.insert(name.to_string());
+                false
+            }
+            _ => true,
+        });
+    }
     let mut desired: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     let mut desired_annotations: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
     for r in graph.resources().filter(|r| matches!(r.kind, ResourceKind::NodeLabel | ResourceKind::NodeAnnotation)) {
         let label = r.kind == ResourceKind::NodeLabel;
         let node = r.spec["node"].as_str().unwrap_or_default();
+        if others.contains(node) {
+            continue;
+        }
         let key = r.spec["key"].as_str().unwrap_or_default();
         let value = r.spec["value"].as_str().unwrap_or_default();
         if label {
@@ -235,7 +265,7 @@ mod tests {
         };
         let graph = DesiredGraph::build(Vec::new(), Vec::new(), None).unwrap();
         let mut actions = BTreeMap::new();
-        node_actions(&graph, &observed, &mut actions);
+        node_actions(&graph, &observed, None, &mut actions, &mut Vec::new());
         let deleted: Vec<&str> = actions.keys().map(String::as_str).collect();
         assert_eq!(deleted, ["node-label/edge-01/component.k3d-gpu.io/intel-gpu-plugin"]);
     }
@@ -290,7 +320,7 @@ mod tests {
         };
         let graph = DesiredGraph::build(Vec::new(), Vec::new(), None).unwrap();
         let mut actions = BTreeMap::new();
-        node_actions(&graph, &observed, &mut actions);
+        node_actions(&graph, &observed, None, &mut actions, &mut Vec::new());
         let ids: Vec<&str> = actions.keys().map(String::as_str).collect();
         assert_eq!(ids, ["node-annotation/arc-01/k3d-gpu.io/favored-cpus"]);
     }

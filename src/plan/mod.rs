@@ -26,6 +26,11 @@ pub struct Inputs {
     /// Digest of how each deployed image is pinned (images.lock is a plan input).
     pub images: String,
     pub observed: String,
+    /// An existing cluster's config name (`[cluster] name`): the plan touches only the
+    /// objects and nodes stamped with it (`compile::fleet::CONFIG_LABEL`), so two configs on
+    /// one cluster do not delete each other's. Absent for k3d, whose cluster is the config's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
     pub stdlib: String,
     pub tool_version: String,
 }
@@ -43,6 +48,7 @@ impl Inputs {
             config: crate::canonical::digest(config),
             facts: crate::canonical::digest(facts),
             observed: crate::canonical::digest(observed),
+            owner: None,
             stdlib,
             images: crate::canonical::digest(images),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -53,6 +59,7 @@ impl Inputs {
     pub fn for_destroy(config: &crate::config::Config, observed: &Observed) -> Inputs {
         Inputs {
             config: crate::canonical::digest(config),
+            owner: None,
             facts: "none: destroy reads no facts".into(),
             observed: crate::canonical::digest(observed),
             stdlib: "none: destroy uses no component".into(),
@@ -173,6 +180,7 @@ fn reason(code: &str, text: impl Into<String>) -> Reason {
 
 /// Computes the plan.
 pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
+    let owner = inputs.owner.clone();
     let mut warnings = graph.warnings.clone();
     let mut actions: BTreeMap<String, Action> = BTreeMap::new();
     if let Some(image) = graph.resources().find(|r| r.kind == ResourceKind::NodeImage)
@@ -203,11 +211,11 @@ pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
         }
     } else {
         if fleet::is_fleet(graph) {
-            fleet::node_actions(graph, observed, &mut actions);
+            fleet::node_actions(graph, observed, owner.as_deref(), &mut actions, &mut warnings);
         } else {
             node_metadata_actions(graph, observed, &mut actions);
         }
-        object_actions(graph, observed, &mut actions, &mut warnings);
+        object_actions(graph, observed, owner.as_deref(), &mut actions, &mut warnings);
     }
 
     // Dependencies between actions: the nearest ancestors that also change.
@@ -490,12 +498,36 @@ fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mu
 fn object_actions(
     graph: &DesiredGraph,
     observed: &Observed,
+    owner: Option<&str>,
     actions: &mut BTreeMap<String, Action>,
     warnings: &mut Vec<Warning>,
 ) {
-    let live: BTreeMap<String, &Value> =
+    let mut live: BTreeMap<String, &Value> =
         observed.kubernetes.iter().flat_map(|k| &k.objects).map(|o| (crate::compile::object_id(o), o)).collect();
-    for r in graph.resources().filter(|r| r.kind == ResourceKind::Object) {
+    // On an existing cluster, another config's objects are neither updated nor deleted: the
+    // two configs would undo each other on every apply.
+    let mut others = BTreeSet::new();
+    if let Some(owner) = owner {
+        live.retain(|id, object| match object["metadata"]["labels"][crate::compile::fleet::CONFIG_LABEL].as_str() {
+            Some(other) if other != owner => {
+                warnings.push(Warning {
+                    code: "other-config".into(),
+                    text: format!(
+                        "{id} belongs to config {} ({} {}), not this one ({owner}): left alone. One config per \
+                         object; give each config its own [cluster] name",
+                        crate::escape::quoted(other),
+                        crate::compile::fleet::CONFIG_LABEL,
+                        crate::escape::quoted(other)
+                    ),
+                    key: None,
+                });
+                others.insert(id.clone());
+                false
+            }
+            _ => true,
+        });
+    }
+    for r in graph.resources().filter(|r| r.kind == ResourceKind::Object && !others.contains(&r.id)) {
         match live.get(&r.id) {
             None => {
                 actions.insert(r.id.clone(), create(r, reason("absent", "does not exist")));
@@ -660,6 +692,7 @@ mod tests {
             facts: "f".into(),
             images: "i".into(),
             observed: "o".into(),
+            owner: Some("lab".into()),
             stdlib: "s".into(),
             tool_version: "v".into(),
         };
