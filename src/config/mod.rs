@@ -400,7 +400,8 @@ pub struct Cluster {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub context: Option<String>,
     /// Cluster name; kubectl uses context `k3d-<name>`. With `provider = "existing"` it names
-    /// only the apply lock. (K3D_GPU_CLUSTER)
+    /// the apply lock and this config: what it creates carries `k3d-gpu.io/config=<name>`, and
+    /// a plan leaves what another name stamped alone. (K3D_GPU_CLUSTER)
     #[schemars(regex(pattern = r"^[a-z0-9]([a-z0-9-]{0,30}[a-z0-9])?$"))]
     pub name: String,
     /// A prebuilt node image (`repo:tag`, `@sha256:…` allowed), pulled when missing and never
