@@ -7,9 +7,9 @@ mod support;
 use k3d_gpu::catalog::Catalog;
 use k3d_gpu::compile::{CompileError, DesiredGraph, compile};
 use k3d_gpu::config::load_str;
-use k3d_gpu::plan::{ActionKind, Inputs, plan};
+use k3d_gpu::plan::{ActionKind, plan};
 use serde_json::{Value, json};
-use support::{converged, facts_of, repo};
+use support::{converged, facts_of, placeholder_inputs, repo};
 
 const DS: &str = "k8s/apps/DaemonSet/kube-system/nvidia-device-plugin-daemonset";
 const CM: &str = "k8s/core/ConfigMap/kube-system/nvidia-device-plugin-config";
@@ -137,23 +137,12 @@ fn a_catalog_without_the_hook_cannot_share() {
     assert!(e.iter().any(|e| e.code == "nvidia-sharing-without-plugin"), "{e:#?}");
 }
 
-fn inputs() -> Inputs {
-    Inputs {
-        config: "sha256:config".into(),
-        facts: "sha256:facts".into(),
-        observed: "sha256:observed".into(),
-        owner: None,
-        stdlib: "sha256:stdlib".into(),
-        images: "sha256:images".into(),
-        tool_version: "0.0.0-test".into(),
-    }
-}
 
 #[test]
 fn a_change_of_replicas_updates_the_configmap_and_rolls_the_plugin_in_place() {
     let before = graph(&shared(4), "desktop-rpl-nvidia");
     let after = graph(&shared(2), "desktop-rpl-nvidia");
-    let p = plan(&after, &converged(&before), inputs());
+    let p = plan(&after, &converged(&before), placeholder_inputs());
     let actions: Vec<(&str, ActionKind)> = p.actions.iter().map(|a| (a.id.as_str(), a.action)).collect();
     assert_eq!(actions, [(DS, ActionKind::Update), (CM, ActionKind::Update)], "{:#?}", p.actions);
     // The digest on the pod template changed, so the DaemonSet rolls its pods.
@@ -167,10 +156,10 @@ fn a_change_of_replicas_updates_the_configmap_and_rolls_the_plugin_in_place() {
 fn turning_sharing_on_and_off_is_in_place_too() {
     let plain = graph("", "desktop-rpl-nvidia");
     let sharing = graph(&shared(4), "desktop-rpl-nvidia");
-    let on = plan(&sharing, &converged(&plain), inputs());
+    let on = plan(&sharing, &converged(&plain), placeholder_inputs());
     let kinds: Vec<(&str, ActionKind)> = on.actions.iter().map(|a| (a.id.as_str(), a.action)).collect();
     assert_eq!(kinds, [(DS, ActionKind::Update), (CM, ActionKind::Create)], "{:#?}", on.actions);
-    let off = plan(&plain, &converged(&sharing), inputs());
+    let off = plan(&plain, &converged(&sharing), placeholder_inputs());
     let kinds: Vec<(&str, ActionKind)> = off.actions.iter().map(|a| (a.id.as_str(), a.action)).collect();
     assert!(kinds.contains(&(DS, ActionKind::Update)) && kinds.contains(&(CM, ActionKind::Delete)), "{kinds:?}");
     assert!(!kinds.iter().any(|(_, k)| *k == ActionKind::Replace));

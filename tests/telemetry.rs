@@ -7,9 +7,9 @@ mod support;
 use k3d_gpu::catalog::Catalog;
 use k3d_gpu::compile::{CompileError, DesiredGraph, compile};
 use k3d_gpu::config::load_str;
-use k3d_gpu::plan::{ActionKind, Inputs, plan};
+use k3d_gpu::plan::{ActionKind, plan};
 use serde_json::{Value, json};
-use support::{converged, facts_of};
+use support::{converged, facts_of, placeholder_inputs};
 
 const XPUMD: &str = "k8s/apps/DaemonSet/k3d-gpu-xpumd/xpumd";
 const DCGM: &str = "k8s/apps/DaemonSet/k3d-gpu-dcgm/dcgm-exporter";
@@ -147,23 +147,12 @@ fn telemetry_that_applies_nowhere_is_a_warning() {
     assert!(codes(&g).contains(&"telemetry-without-vendor".to_string()), "{:?}", codes(&g));
 }
 
-fn inputs() -> Inputs {
-    Inputs {
-        config: "sha256:config".into(),
-        facts: "sha256:facts".into(),
-        observed: "sha256:observed".into(),
-        owner: None,
-        stdlib: "sha256:stdlib".into(),
-        images: "sha256:images".into(),
-        tool_version: "0.0.0-test".into(),
-    }
-}
 
 #[test]
 fn turning_telemetry_off_deletes_the_exporters_and_nothing_else() {
     let on = graph(PLUGIN, "desktop-rpl-nvidia");
     let off = graph("[sharing]\nmonitoring = true\n", "desktop-rpl-nvidia");
-    let p = plan(&off, &converged(&on), inputs());
+    let p = plan(&off, &converged(&on), placeholder_inputs());
     let mut deleted: Vec<&str> =
         p.actions.iter().filter(|a| a.action == ActionKind::Delete).map(|a| a.id.as_str()).collect();
     deleted.sort();
