@@ -137,7 +137,6 @@ fn a_catalog_without_the_hook_cannot_share() {
     assert!(e.iter().any(|e| e.code == "nvidia-sharing-without-plugin"), "{e:#?}");
 }
 
-
 #[test]
 fn a_change_of_replicas_updates_the_configmap_and_rolls_the_plugin_in_place() {
     let before = graph(&shared(4), "desktop-rpl-nvidia");

@@ -147,7 +147,6 @@ fn telemetry_that_applies_nowhere_is_a_warning() {
     assert!(codes(&g).contains(&"telemetry-without-vendor".to_string()), "{:?}", codes(&g));
 }
 
-
 #[test]
 fn turning_telemetry_off_deletes_the_exporters_and_nothing_else() {
     let on = graph(PLUGIN, "desktop-rpl-nvidia");

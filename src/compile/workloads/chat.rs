@@ -13,9 +13,8 @@ use std::collections::BTreeMap;
 
 use serde_json::json;
 
-use super::{NAMESPACE, Scope, hardened, labels, push, rollout, verify};
+use super::{NAMESPACE, Scope, data_pvc, hardened, labels, push_service, push_workload, rollout, verify};
 use crate::compile::agent::AgentPlan;
-use crate::compile::components::object_id;
 use crate::compile::{CompileError, Context, Resource};
 use crate::config::Chat;
 use crate::facts::Vendor;
@@ -143,10 +142,7 @@ pub(super) fn resources(
         pod_labels.insert("k3d-gpu.io/cores".into(), "efficient".into());
     }
     let pvc_name = format!("{NAME}-data");
-    let pvc = json!({ "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[(crate::compile::KEEP_LABEL, keep)]),
-            "annotations": { crate::compile::DATA_ANNOTATION: "the chat UI's accounts, chats and settings" } },
-        "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": STORAGE } } } });
+    let pvc = data_pvc(&pvc_name, keep, STORAGE, Some("the chat UI's accounts, chats and settings"));
     let mut deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": NAME, "namespace": NAMESPACE, "labels": labels(&[("app.kubernetes.io/name", NAME)]) },
         "spec": {
@@ -167,12 +163,8 @@ pub(super) fn resources(
         "metadata": { "name": NAME, "namespace": NAMESPACE, "labels": labels(&[]) },
         "spec": { "type": "ClusterIP", "selector": { "app.kubernetes.io/name": NAME },
             "ports": [{ "name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP" }] } });
-    let pvc_id = object_id(&pvc);
-    let deployment_id = object_id(&deployment);
-    let service_id = object_id(&service);
-    push(out, pvc, vec![cluster_id.to_string(), ns_id.to_string()]);
-    push(out, deployment, vec![cluster_id.to_string(), ns_id.to_string(), pvc_id]);
-    push(out, service, vec![cluster_id.to_string(), ns_id.to_string(), deployment_id.clone()]);
+    let deployment_id = push_workload(out, (cluster_id, ns_id), pvc, deployment);
+    let service_id = push_service(out, (cluster_id, ns_id), service, &deployment_id);
     out.push(rollout(NAME, deployment_id));
     out.push(verify(
         format!("verify/endpoint/{NAMESPACE}/{NAME}"),

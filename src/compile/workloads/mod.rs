@@ -79,9 +79,14 @@ pub(super) struct Scope<'a> {
 }
 
 pub(super) fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
+    labels_of(COMPONENT, extra)
+}
+
+/// An object's labels: managed by k3d-gpu, of `component`, and `extra`.
+pub(super) fn labels_of(component: &str, extra: &[(&str, &str)]) -> BTreeMap<String, String> {
     let mut m: BTreeMap<String, String> = BTreeMap::from([
         (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
-        (COMPONENT_LABEL.to_string(), COMPONENT.to_string()),
+        (COMPONENT_LABEL.to_string(), component.to_string()),
     ]);
     m.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
     m
@@ -187,16 +192,55 @@ pub(super) fn addon_groups(cx: &Context, device: &str) -> Vec<u32> {
     gids
 }
 
-pub(super) fn push(out: &mut Vec<Resource>, spec: Value, mut depends_on: Vec<String>) {
+pub(super) fn push(out: &mut Vec<Resource>, spec: Value, depends_on: Vec<String>) {
+    push_as(out, COMPONENT, spec, depends_on);
+}
+
+/// An object of `component`, applied after `depends_on`.
+pub(super) fn push_as(out: &mut Vec<Resource>, component: &str, spec: Value, mut depends_on: Vec<String>) {
     depends_on.sort();
     out.push(Resource {
         id: object_id(&spec),
         kind: ResourceKind::Object,
         change: Change::InPlace,
-        component: Some(COMPONENT.into()),
+        component: Some(component.into()),
         spec,
         depends_on,
     });
+}
+
+/// A workload's data volume (ReadWriteOnce), kept on removal unless `keep` is "false";
+/// `what` is what the plan says it holds.
+pub(super) fn data_pvc(name: &str, keep: &str, storage: &str, what: Option<&str>) -> Value {
+    let mut pvc = json!({ "apiVersion": "v1", "kind": "PersistentVolumeClaim",
+        "metadata": { "name": name, "namespace": NAMESPACE, "labels": labels(&[(super::KEEP_LABEL, keep)]) },
+        "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": storage } } } });
+    if let Some(what) = what {
+        pvc["metadata"]["annotations"] = json!({ super::DATA_ANNOTATION: what });
+    }
+    pvc
+}
+
+/// A workload's PVC and its Deployment (after the PVC), both after the cluster and the
+/// namespace; returns the Deployment's id.
+pub(super) fn push_workload(out: &mut Vec<Resource>, scope: (&str, &str), pvc: Value, deployment: Value) -> String {
+    let (cluster_id, ns_id) = scope;
+    let (pvc_id, deployment_id) = (object_id(&pvc), object_id(&deployment));
+    push(out, pvc, vec![cluster_id.to_string(), ns_id.to_string()]);
+    push(out, deployment, vec![cluster_id.to_string(), ns_id.to_string(), pvc_id]);
+    deployment_id
+}
+
+/// A workload's Service, after its Deployment; returns its id.
+pub(super) fn push_service(
+    out: &mut Vec<Resource>,
+    scope: (&str, &str),
+    service: Value,
+    deployment_id: &str,
+) -> String {
+    let id = object_id(&service);
+    push(out, service, vec![scope.0.to_string(), scope.1.to_string(), deployment_id.to_string()]);
+    id
 }
 
 /// A server's PVC, Deployment, Service and readiness checks.
@@ -204,9 +248,7 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, cluster_id: &str, ns_id: &str
     let server = s.name;
     let selector = json!({ "app.kubernetes.io/name": server });
     let pvc_name = format!("{server}-models");
-    let pvc = json!({ "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[(super::KEEP_LABEL, keep)]) },
-        "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": STORAGE } } } });
+    let pvc = data_pvc(&pvc_name, keep, STORAGE, None);
 
     let (image, containers, init, volumes_extra, pod_security) = s.parts;
     let mut requests = json!({ "cpu": s.cpu, "memory": s.memory });
@@ -259,12 +301,8 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, cluster_id: &str, ns_id: &str
         "spec": { "type": "ClusterIP", "selector": selector,
             "ports": [ { "name": "http", "port": PORT, "targetPort": "http", "protocol": "TCP" } ] } });
 
-    let pvc_id = object_id(&pvc);
-    let deployment_id = object_id(&deployment);
-    let service_id = object_id(&service);
-    push(out, pvc, vec![cluster_id.to_string(), ns_id.to_string()]);
-    push(out, deployment, vec![cluster_id.to_string(), ns_id.to_string(), pvc_id]);
-    push(out, service, vec![cluster_id.to_string(), ns_id.to_string(), deployment_id.clone()]);
+    let deployment_id = push_workload(out, (cluster_id, ns_id), pvc, deployment);
+    let service_id = push_service(out, (cluster_id, ns_id), service, &deployment_id);
 
     // Readiness: the Deployment rolled out, then the server lists its models through the API
     // server's service proxy (GET only: POSTs through that proxy are what OVMS mishandles).

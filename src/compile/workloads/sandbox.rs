@@ -15,8 +15,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::compile::components::{COMPONENT_LABEL, MANAGED_BY, object_id};
-use crate::compile::{Change, CompileError, Context, Resource, ResourceKind};
+use crate::compile::components::object_id;
+use crate::compile::{CompileError, Context, Resource};
 
 pub const NAMESPACE: &str = "agent-sandbox";
 pub const TEMPLATE: &str = "python-ecores";
@@ -37,22 +37,11 @@ const CRDS: [&str; 2] = ["sandboxtemplates.extensions.agents.x-k8s.io", "sandbox
 const CONTROLLER: &str = "k8s/apps/Deployment/agent-sandbox-system/agent-sandbox-controller";
 
 fn labels() -> BTreeMap<String, String> {
-    BTreeMap::from([
-        (MANAGED_BY.0.to_string(), MANAGED_BY.1.to_string()),
-        (COMPONENT_LABEL.to_string(), COMPONENT.to_string()),
-    ])
+    super::labels_of(COMPONENT, &[])
 }
 
-fn push(out: &mut Vec<Resource>, spec: Value, mut depends_on: Vec<String>) {
-    depends_on.sort();
-    out.push(Resource {
-        id: object_id(&spec),
-        kind: ResourceKind::Object,
-        change: Change::InPlace,
-        component: Some(COMPONENT.into()),
-        spec,
-        depends_on,
-    });
+fn push(out: &mut Vec<Resource>, spec: Value, depends_on: Vec<String>) {
+    super::push_as(out, COMPONENT, spec, depends_on);
 }
 
 /// The sandbox pod: the hardening above, one CPU on the E-cores.

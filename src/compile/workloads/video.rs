@@ -12,9 +12,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{NAMESPACE, Scope, addon_groups, hardened, labels, push, rollout};
+use super::{NAMESPACE, Scope, addon_groups, data_pvc, hardened, labels, push_workload, rollout};
 use crate::compile::agent::AddonPlan;
-use crate::compile::components::object_id;
 use crate::compile::{Context, Resource};
 
 /// DL Streamer's runtime image (Ubuntu 24), by tag; the digest comes from images.lock.
@@ -146,10 +145,7 @@ pub(super) fn resources(cx: &mut Context, addon: &AddonPlan, scope: &Scope, out:
         pod_labels.insert("k3d-gpu.io/cores".into(), cores.into());
     }
     let pvc_name = format!("{NAME}-models");
-    let pvc = json!({ "apiVersion": "v1", "kind": "PersistentVolumeClaim",
-        "metadata": { "name": pvc_name, "namespace": NAMESPACE, "labels": labels(&[(crate::compile::KEEP_LABEL, keep)]),
-            "annotations": { crate::compile::DATA_ANNOTATION: "a downloaded detection model and clip" } },
-        "spec": { "accessModes": ["ReadWriteOnce"], "resources": { "requests": { "storage": STORAGE } } } });
+    let pvc = data_pvc(&pvc_name, keep, STORAGE, Some("a downloaded detection model and clip"));
     let mut deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": NAME, "namespace": NAMESPACE, "labels": labels(&[("app.kubernetes.io/name", NAME)]) },
         "spec": {
@@ -166,10 +162,7 @@ pub(super) fn resources(cx: &mut Context, addon: &AddonPlan, scope: &Scope, out:
             } },
         } });
     crate::images::pin_object(&mut deployment, &cx.catalog.images, &mut cx.images);
-    let pvc_id = object_id(&pvc);
-    let deployment_id = object_id(&deployment);
-    push(out, pvc, vec![cluster_id.to_string(), ns_id.to_string()]);
-    push(out, deployment, vec![cluster_id.to_string(), ns_id.to_string(), pvc_id]);
+    let deployment_id = push_workload(out, (cluster_id, ns_id), pvc, deployment);
     out.push(rollout(NAME, deployment_id));
 }
 
