@@ -473,8 +473,19 @@ fn embeddings_serve_on_the_npu_by_default_and_elsewhere_only_when_asked() {
     assert_eq!(flag(&a, "--source_model").as_deref(), Some("OpenVINO/Qwen3-Embedding-0.6B-int8-ov"));
     assert_eq!(flag(&a, "--task").as_deref(), Some("embeddings"));
     assert_eq!(flag(&a, "--target_device").as_deref(), Some("NPU"));
-    assert_eq!(flag(&a, "--max_length").as_deref(), Some("512"));
     assert_eq!(flag(&a, "--pooling").as_deref(), Some("LAST"));
+    // The task's own options are those OVMS's embeddings_graph_cli_parser.cpp accepts (any
+    // other fails the server's start): what embeddings adds to the flags every OVMS server
+    // gets (stt's, from the same builder) must be among them.
+    let stt = args(spec(
+        &graph("[agent]\n[addons.stt]\ndevice = \"cpu\"\n", "lunar-lake-npu"),
+        "k8s/apps/Deployment/k3d-gpu-agent/stt",
+    ));
+    let flags =
+        |a: &[String]| a.iter().filter(|f| f.starts_with("--")).cloned().collect::<std::collections::BTreeSet<_>>();
+    let own: Vec<String> = flags(&a).difference(&flags(&stt)).cloned().collect();
+    let upstream = ["--num_streams", "--normalize", "--truncate", "--pooling"];
+    assert!(!own.is_empty() && own.iter().all(|f| upstream.contains(&f.as_str())), "{own:?}");
     let pod = &d["spec"]["template"]["spec"];
     assert_eq!(pod["containers"][0]["resources"]["limits"]["npu.intel.com/accel"], "1");
     assert!(pod["securityContext"]["supplementalGroups"].as_array().is_some_and(|g| !g.is_empty()), "accel group");
@@ -485,7 +496,7 @@ fn embeddings_serve_on_the_npu_by_default_and_elsewhere_only_when_asked() {
     );
     assert_eq!(g.get("verify/endpoint/k3d-gpu-agent/embeddings").unwrap().spec["path"], "/v3/models");
 
-    // No NPU: auto is refused, with the way out; cpu is served, without the NPU's fixed shape.
+    // No NPU: auto is refused, with the way out; cpu is served.
     let arc = facts_of("arc-b580-xe-rpl-igpu");
     let e = compile_on("[agent]\n[addons.embeddings]\n", &arc, &CATALOG).unwrap_err();
     assert_eq!((e[0].code, e[0].key.join(".")), ("addon-device", "addons.embeddings.device".to_string()));
@@ -493,7 +504,6 @@ fn embeddings_serve_on_the_npu_by_default_and_elsewhere_only_when_asked() {
     let g = compile_on("[agent]\n[addons.embeddings]\ndevice = \"cpu\"\n", &arc, &CATALOG).unwrap();
     let a = args(spec(&g, EMBEDDINGS));
     assert_eq!(flag(&a, "--target_device").as_deref(), Some("CPU"));
-    assert_eq!(flag(&a, "--max_length"), None);
     // The NPU taken by embeddings, stt falls back to the GPU.
     let p = graph("[agent]\n[addons.embeddings]\n[addons.stt]\n", "lunar-lake-npu").agent.unwrap();
     let placed: Vec<(String, &str)> = p.addons.iter().map(|a| (format!("{:?}", a.name), a.device)).collect();

@@ -138,12 +138,10 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             (AddonName::Vlm, "NPU") => ("vlm", VLM_NPU_MODEL, "text_generation", &["--max_prompt_len", "4096"]),
             (AddonName::Vlm, _) => ("vlm", VLM_MODEL, "text_generation", &[]),
             (AddonName::Stt, _) => ("stt", STT_MODEL, "speech2text", &[]),
-            // LAST pooling is what OVMS's embeddings demo gives this model. On the NPU, 512
-            // tokens keeps a static [1, 512] shape (OVMS pads each input to it); from 1024 up
-            // it would take the NPUW LLM pipeline instead.
-            (AddonName::Embeddings, "NPU") => {
-                ("embeddings", EMBEDDINGS_MODEL, "embeddings", &["--pooling", "LAST", "--max_length", "512"])
-            }
+            // LAST pooling is what OVMS's embeddings demo gives this model. The embeddings task
+            // takes only num_streams, normalize, truncate and pooling (OVMS's
+            // embeddings_graph_cli_parser.cpp); any other option fails its start, so the
+            // reference's `--max_length` for the NPU is not passed.
             (AddonName::Embeddings, _) => ("embeddings", EMBEDDINGS_MODEL, "embeddings", &["--pooling", "LAST"]),
             (AddonName::Video, _) => {
                 video::resources(cx, addon, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
