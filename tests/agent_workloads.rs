@@ -391,6 +391,7 @@ fn the_chat_ui_signs_in_stays_offline_and_talks_to_the_agents_api() {
     let d = spec(&g, CHAT);
     let env = env_of(d);
     for (k, v) in [
+        ("ENABLE_PERSISTENT_CONFIG", "False"),
         ("WEBUI_AUTH", "True"),
         ("ENABLE_SIGNUP", "False"),
         ("DEFAULT_USER_ROLE", "pending"),

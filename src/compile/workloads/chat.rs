@@ -105,6 +105,10 @@ pub(super) fn resources(
     let Scope { cluster_id, ns_id, keep } = *scope;
     let env_value = |name: &str, value: &str| json!({ "name": name, "value": value });
     let mut env = vec![
+        // Open WebUI copies these into its database on the first start and reads them from
+        // there after: without this a backend change would leave the UI calling a Service the
+        // plan deleted, and sign-up could be turned on in the UI. The environment wins, always.
+        env_value("ENABLE_PERSISTENT_CONFIG", "False"),
         env_value("WEBUI_AUTH", "True"),
         env_value("ENABLE_SIGNUP", "False"),
         env_value("DEFAULT_USER_ROLE", "pending"),
