@@ -116,8 +116,6 @@ impl World {
             .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
             .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&self.server.url, &self.cluster))
             .env("XDG_STATE_HOME", self.dir.path().join("state"))
-            // The lock goes to the runtime directory when there is one: the same here.
-            .env("XDG_RUNTIME_DIR", self.dir.path().join("state"))
             .env("NO_COLOR", "1");
         command
     }

@@ -128,7 +128,6 @@ impl Fleet {
             .env("K3D_GPU_K3D", self.dir.path().join("no-k3d-here"))
             .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
             .env("XDG_STATE_HOME", self.dir.path().join("state"))
-            .env("XDG_RUNTIME_DIR", self.dir.path().join("state"))
             .env("NO_COLOR", "1")
             .output()
             .unwrap()

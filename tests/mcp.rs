@@ -353,7 +353,6 @@ fn python_client() {
         .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
         .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&w.server.url, &w.cluster))
         .env("XDG_STATE_HOME", &state)
-        .env("XDG_RUNTIME_DIR", &state)
         .env("NO_COLOR", "1")
         .output()
         .unwrap();

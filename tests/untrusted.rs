@@ -359,7 +359,7 @@ fn destroy_of_a_cluster_that_does_not_exist_says_so() {
     let (repo, config) = repo_with_config("[cluster]\nname = \"never-made\"\n");
     let state = repo.path().join("state");
     let docker = std::env::var("DOCKER_HOST").unwrap();
-    let env = [("DOCKER_HOST", docker.as_str()), ("XDG_RUNTIME_DIR", state.to_str().unwrap())];
+    let env = [("DOCKER_HOST", docker.as_str()), ("XDG_STATE_HOME", state.to_str().unwrap())];
     let out = k3d_gpu_in(repo.path(), &["destroy", "-c", &config], &env);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("Nothing to destroy: cluster never-made does not exist."), "{}", stdout(&out));
@@ -382,7 +382,7 @@ fn the_apply_lock_is_never_in_the_working_directory_and_io_errors_say_so() {
     // A lock directory that cannot be made: said as such, not "wait for the other apply".
     let blocked = repo.path().join("file");
     std::fs::write(&blocked, "").unwrap();
-    let out = k3d_gpu_in(repo.path(), &["apply", "-c", &config], &[("XDG_RUNTIME_DIR", blocked.to_str().unwrap())]);
+    let out = k3d_gpu_in(repo.path(), &["apply", "-c", &config], &[("XDG_STATE_HOME", blocked.to_str().unwrap())]);
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     assert!(stderr(&out).contains("cannot take the lock"), "{}", stderr(&out));
     assert!(!stderr(&out).contains("wait for the other apply"), "{}", stderr(&out));

@@ -1,7 +1,7 @@
 //! One apply at a time per cluster: an advisory lock (`flock`) on a file in a per-user
-//! directory ([`lock_dir`]: `$XDG_RUNTIME_DIR/k3d-gpu/`, else the state directory, else
-//! `/tmp/k3d-gpu-<uid>/`, never the working directory, so two applies started from two
-//! directories meet at the same lock). The kernel releases it when the holder dies, however
+//! directory ([`lock_dir`]: the state directory, else `/tmp/k3d-gpu-<uid>/`, never the
+//! working directory, so two applies started from two directories, or from two sessions,
+//! meet at the same lock). The kernel releases it when the holder dies, however
 //! it dies, so a stale lock cannot exist; the pid written into the file only names the holder,
 //! or the apply that ended without finishing.
 
@@ -41,10 +41,11 @@ pub fn state_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
         .unwrap_or_else(user_temp_dir)
 }
 
-/// Where the locks live: `$XDG_RUNTIME_DIR/k3d-gpu` (per user, made for exactly this), else
-/// the state directory. Never relative: with HOME unset it is not `./.local/state`.
+/// Where the locks live: the state directory. Not `$XDG_RUNTIME_DIR`: a desktop session has
+/// it, and ssh without logind, cron or `sudo -E` often do not, so two applies of one cluster
+/// would lock two different files. Never relative: with HOME unset it is not `./.local/state`.
 pub fn lock_dir(env: &dyn Fn(&str) -> Option<String>) -> PathBuf {
-    absolute(env, "XDG_RUNTIME_DIR").map(|d| d.join("k3d-gpu")).unwrap_or_else(|| state_dir(env))
+    state_dir(env)
 }
 
 /// `/tmp/k3d-gpu-<uid>`: the last resort, checked before use ([`Lock::acquire`] makes it
@@ -170,8 +171,15 @@ mod tests {
         let relative =
             |k: &str| (k == "HOME" || k == "XDG_STATE_HOME" || k == "XDG_RUNTIME_DIR").then(|| ".".to_string());
         assert!(lock_dir(&relative).is_absolute());
-        let runtime = |k: &str| (k == "XDG_RUNTIME_DIR").then(|| "/run/user/1000".to_string());
-        assert_eq!(lock_dir(&runtime), PathBuf::from("/run/user/1000/k3d-gpu"));
+        // One lock whatever the session: a runtime directory set or not changes nothing.
+        let home = |k: &str| (k == "HOME").then(|| "/home/u".to_string());
+        let session = |k: &str| match k {
+            "HOME" => Some("/home/u".to_string()),
+            "XDG_RUNTIME_DIR" => Some("/run/user/1000".to_string()),
+            _ => None,
+        };
+        assert_eq!(lock_dir(&home), PathBuf::from("/home/u/.local/state/k3d-gpu"));
+        assert_eq!(lock_dir(&session), lock_dir(&home));
         // The shared-temp fallback is made private, and one that is not is refused.
         let dir = tempfile::tempdir().unwrap();
         let ours = dir.path().join("k3d-gpu-test");

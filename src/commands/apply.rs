@@ -271,7 +271,7 @@ fn lock_cluster(global: &Global, cluster: &str) -> Result<Lock> {
         LockError::Io { .. } => Error::Refused {
             message: e.to_string(),
             help: Some(format!(
-                "the lock directory {} must be writable, with space left; or set XDG_RUNTIME_DIR",
+                "the lock directory {} must be writable, with space left; or set XDG_STATE_HOME",
                 dir.display()
             )),
         },
