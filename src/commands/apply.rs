@@ -433,6 +433,17 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     if outcome.ok() && !plan.verify.is_empty() && !signals.stopped() {
         let timeout = std::time::Duration::from_secs(args.verify_timeout);
         let results: Vec<(String, std::result::Result<(), String>)> = rt.block_on(async {
+            // Registered before the flag is read: `notify_waiters` keeps no permit, so a stop
+            // between the check above and a later `notified()` would be lost, and verify would
+            // run its whole timeout after a Ctrl-C or an MCP cancel.
+            let stopped = signals.notify.notified();
+            tokio::pin!(stopped);
+            stopped.as_mut().enable();
+            let cut_short =
+                || plan.verify.iter().map(|id| (id.clone(), Err("stopped by a signal".to_string()))).collect();
+            if signals.stopped() {
+                return cut_short();
+            }
             let client = &match providers.watch_client().await {
                 Ok(c) => c,
                 Err(e) => return plan.verify.iter().map(|id| (id.clone(), Err(e.clone()))).collect(),
@@ -459,10 +470,9 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
                     (id.clone(), result)
                 }
             });
-            let stopped = signals.notify.notified();
             tokio::select! {
                 results = futures_util::future::join_all(checks) => results,
-                _ = stopped => plan.verify.iter().map(|id| (id.clone(), Err("stopped by a signal".to_string()))).collect(),
+                _ = stopped => cut_short(),
             }
         });
         verify_failed = results.into_iter().filter_map(|(id, r)| r.err().map(|e| (id, e))).collect();
