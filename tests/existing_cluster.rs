@@ -544,3 +544,35 @@ fn a_second_config_on_the_cluster_leaves_the_first_ones_nodes_and_objects_alone(
     assert!(text(&shown).contains("Nothing to destroy"), "{}", text(&shown));
     assert_eq!(state_of(&f), before, "the first config's cluster is as it was");
 }
+
+#[test]
+fn validate_puts_a_warning_about_several_nodes_on_each_of_their_rows() {
+    // Two Xeons of one kind share one warning, `… (node xeon-01, xeon-02)`: it belongs on
+    // both rows and not on the Arc box's (it was on none when matched as text per node).
+    let dir = tempfile::tempdir().unwrap();
+    for machine in ["arc-01", "xeon-01"] {
+        let from = repo().join(format!("examples/homelab-fleet/{machine}.json"));
+        std::fs::copy(from, dir.path().join(format!("{machine}.json"))).unwrap();
+    }
+    let config = dir.path().join("k3dgpu.toml");
+    let mut toml = String::from("[cluster]\nprovider = \"existing\"\ncontext = \"lab\"\n");
+    for (name, facts) in [("arc-01", "arc-01"), ("xeon-01", "xeon-01"), ("xeon-02", "xeon-01")] {
+        toml.push_str(&format!("\n[[nodes]]\nname = \"{name}\"\nfacts = \"{facts}.json\"\n"));
+    }
+    std::fs::write(&config, toml).unwrap();
+    // The small test catalog has no DSA/IAA/QAT plugin: each Xeon gets a warning about it.
+    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .args(["validate", "--json", "-c", config.to_str().unwrap()])
+        .args(["--stdlib", repo().join("tests/fixtures/catalog").to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let codes = |host: &str| -> Vec<String> {
+        let row = v["hosts"].as_array().unwrap().iter().find(|h| h["host"] == host).unwrap();
+        row["warnings"].as_array().unwrap().iter().map(|w| w["code"].as_str().unwrap().to_string()).collect()
+    };
+    assert!(codes("xeon-01").contains(&"resource-without-component".to_string()), "{v:#}");
+    assert_eq!(codes("xeon-01"), codes("xeon-02"));
+    assert!(!codes("arc-01").contains(&"resource-without-component".to_string()), "{v:#}");
+}

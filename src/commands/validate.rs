@@ -117,11 +117,11 @@ fn fleet(global: &Global, inputs: super::Inputs, catalog: &crate::catalog::Catal
             for (name, facts) in &nodes {
                 // What the fleet puts on this node: its labels, annotations and checks.
                 let resources = graph.resources().filter(|r| r.spec["node"] == name.as_str()).count();
-                let note = format!("(node {name})");
+                // A warning about some nodes is on each of their rows; one about the fleet, on all.
                 let warnings = graph
                     .warnings
                     .iter()
-                    .filter(|w| !w.text.contains("(node ") || w.text.contains(&note))
+                    .filter(|w| compile::fleet::warning_nodes(w).is_none_or(|on| on.contains(&name.as_str())))
                     .cloned()
                     .collect();
                 results.push(HostResult {

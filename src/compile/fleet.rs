@@ -73,6 +73,17 @@ struct Compiled<'a> {
 /// another config stamped alone (`plan::Inputs::owner`).
 pub const CONFIG_LABEL: &str = "k3d-gpu.io/config";
 
+/// How a fleet warning names the nodes it is about: `… (node a, b)` at its end.
+const NODES_OPEN: &str = "(node ";
+const NODES_CLOSE: &str = ")";
+
+/// The nodes a fleet warning is about (`None`: the whole fleet), read back from the suffix
+/// [`compile`] writes, so the caller never re-parses the wording itself.
+pub fn warning_nodes(warning: &Warning) -> Option<Vec<&str>> {
+    let list = warning.text.strip_suffix(NODES_CLOSE)?.rsplit_once(NODES_OPEN)?.1;
+    Some(list.split(", ").collect())
+}
+
 /// Compiles the fleet: every node, then the merge. Errors of one node name it.
 pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Result<DesiredGraph, Vec<CompileError>> {
     let mut errors = Vec::new();
@@ -160,7 +171,7 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
             if on.len() == all || w.code.starts_with("image-") {
                 w
             } else {
-                Warning { text: format!("{} (node {})", w.text, on.join(", ")), ..w }
+                Warning { text: format!("{} {NODES_OPEN}{}{NODES_CLOSE}", w.text, on.join(", ")), ..w }
             }
         })
         .collect();
