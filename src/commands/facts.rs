@@ -13,8 +13,7 @@ pub fn run(global: &Global, args: &FactsArgs) -> Result<u8> {
     let facts = super::load_facts(global)?;
     let bytes = facts.to_bytes();
     match &args.out {
-        Some(path) => crate::output_file::write(path, &bytes, crate::output_file::PUBLIC)
-            .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })?,
+        Some(path) => super::write_out(path, &bytes, crate::output_file::PUBLIC)?,
         None => super::print_bytes(&bytes),
     }
     Ok(EXIT_OK)

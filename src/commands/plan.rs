@@ -199,8 +199,7 @@ pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
     let bytes = plan.to_bytes();
     let hash = crate::canonical::sha256(&bytes);
     if let Some(path) = &args.out {
-        crate::output_file::write(path, &bytes, crate::output_file::PUBLIC)
-            .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })?;
+        super::write_out(path, &bytes, crate::output_file::PUBLIC)?;
         eprintln!("wrote the plan to {} ({hash})", path.display());
     }
     if args.hash {

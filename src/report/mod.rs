@@ -99,7 +99,6 @@ pub fn build(
     observed: Option<&Observed>,
     note: Option<String>,
 ) -> Report {
-    let bytes = plan.to_bytes();
     let mut findings = facts.findings.clone();
     findings.sort_by(|a, b| b.level.cmp(&a.level).then_with(|| a.code.cmp(&b.code)).then_with(|| a.text.cmp(&b.text)));
     let state = observed.map(|o| ClusterState {
@@ -126,7 +125,7 @@ pub fn build(
         },
         findings,
         plan: PlanSummary {
-            hash: crate::canonical::sha256(&bytes),
+            hash: plan.hash(),
             actions: plan
                 .actions
                 .iter()
