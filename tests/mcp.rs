@@ -211,6 +211,23 @@ fn the_servers_options_are_every_calls_defaults() {
 }
 
 #[test]
+fn the_agents_port_forward_uses_the_context_that_reaches_its_cluster() {
+    let mut s = Session::start();
+    initialize(&mut s);
+    let forward = |s: &mut Session, id: u64, arguments: Value| {
+        let agent = s.call(id, "tools/call", json!({ "name": "agent", "arguments": arguments }));
+        agent["result"]["structuredContent"]["endpoint"]["port_forward"].as_str().unwrap_or_default().to_string()
+    };
+    let config = |name: &str| repo().join(name).display().to_string();
+    // k3d's context for a k3d cluster; the config's own for an existing one (k3d-<name>
+    // would be another cluster, or none). A fleet's facts come from its nodes: no host given.
+    let k3d = forward(&mut s, 2, json!({ "config": config("examples/lunar-lake-npu.toml"), "root": root() }));
+    assert!(k3d.starts_with("kubectl --context k3d-"), "{k3d}");
+    let fleet = forward(&mut s, 3, json!({ "config": config("examples/homelab-fleet.toml") }));
+    assert!(fleet.starts_with("kubectl --context homelab -n k3d-gpu-agent port-forward svc/vllm"), "{fleet}");
+}
+
+#[test]
 fn a_signal_ends_the_server_with_the_shells_code() {
     // The server owns SIGINT/SIGTERM/SIGHUP for its whole life (a running apply is stopped
     // first): it exits 128 + the signal, and is never left deaf to them.

@@ -17,13 +17,18 @@ pub fn compiled(global: &Global) -> Result<DesiredGraph> {
 }
 
 /// The graph with the agent in it: the config's `[agent]`, or the defaults when it has none
-/// (then `true`: what is shown is what the defaults would do). Shared with the MCP server.
+/// (then `true`: what is shown is what the defaults would do), and the kubeconfig context that
+/// reaches the cluster. Shared with the MCP server.
 pub(crate) fn agent_graph(global: &Global) -> Result<(DesiredGraph, bool, String)> {
     let mut inputs = super::load_config(global)?;
     let explained_defaults = inputs.config.agent.is_none();
     inputs.config.agent.get_or_insert_with(Default::default);
     let graph = super::inputs::compile(global, &inputs)?.graph;
-    Ok((graph, explained_defaults, inputs.config.cluster.name))
+    // The kubeconfig context that reaches it: the config's own for an existing cluster, k3d's
+    // otherwise.
+    let cluster = &inputs.config.cluster;
+    let context = cluster.context.clone().unwrap_or_else(|| crate::observe::kubernetes::context_name(&cluster.name));
+    Ok((graph, explained_defaults, context))
 }
 
 /// `k3d-gpu agent`: the agent's placement decision.

@@ -421,7 +421,8 @@ pub struct AgentOut {
 }
 
 pub fn agent(global: &Global) -> Result<AgentOut> {
-    let (graph, defaults, cluster) = commands::graph::agent_graph(global)?;
+    let (graph, defaults, context) = commands::graph::agent_graph(global)?;
+    let context = crate::escape::shell_word(&context);
     let placement = graph.agent.as_ref().map(|a| serde_json::to_value(a).unwrap_or(Value::Null)).unwrap_or_default();
     let api = graph.agent.as_ref().map(|a| a.api.clone()).unwrap_or_default();
     let endpoint = graph.resources().find(|r| r.spec["check"] == "endpoint").and_then(|r| {
@@ -436,7 +437,7 @@ pub fn agent(global: &Global) -> Result<AgentOut> {
             port,
             models_path: s["path"].as_str().unwrap_or_default().into(),
             port_forward: format!(
-                "kubectl --context k3d-{cluster} -n {namespace} port-forward svc/{service} {port}:{port}"
+                "kubectl --context {context} -n {namespace} port-forward svc/{service} {port}:{port}"
             ),
             local_url: format!("http://127.0.0.1:{port}{path}"),
         })
