@@ -6,7 +6,7 @@
 //! which replaces a link rather than its target. A reader sees the old file or the new one.
 
 use std::io::Write;
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -36,8 +36,8 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
     };
     let written = (|| {
         file.write_all(bytes)?;
-        // The umask may have narrowed `mode`; a private file must be exactly private.
-        file.set_permissions(std::fs::Permissions::from_mode(mode))?;
+        // No chmod after: the umask only ever narrows `mode` (a private file stays private), and
+        // a user whose umask is 077 wants a public document private too.
         file.sync_all()?;
         std::fs::rename(&temp, path)
     })();
@@ -62,7 +62,7 @@ mod tests {
         assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep\n");
         let meta = std::fs::symlink_metadata(&out).unwrap();
         assert!(meta.file_type().is_file());
-        assert_eq!(meta.permissions().mode() & 0o777, PRIVATE);
+        assert_eq!(std::os::unix::fs::PermissionsExt::mode(&meta.permissions()) & 0o777, PRIVATE);
         assert_eq!(std::fs::read_to_string(&out).unwrap(), "kind: Secret\n");
         // Nothing left behind but the two files.
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 2);

@@ -430,3 +430,21 @@ fn a_stream_password_is_never_echoed_by_a_diagnostic() {
         assert!(!text.contains("hunter2"), "the password is echoed: {text}");
     }
 }
+
+#[test]
+fn a_written_document_keeps_the_users_umask() {
+    // `plan --out`, `facts --out`, render and reports are 0644 at most: a umask of 077 makes
+    // them private, as for any tool (a chmod after writing widened them to 0644).
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("facts.json");
+    let script = format!(
+        "umask 077; exec '{}' facts --root '{}' --out '{}'",
+        env!("CARGO_BIN_EXE_k3d-gpu"),
+        host("plain-laptop-amd"),
+        out.display()
+    );
+    let status = Command::new("sh").args(["-c", &script]).status().unwrap();
+    assert!(status.success());
+    assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o600);
+}
