@@ -276,7 +276,9 @@ fn a_call_past_its_deadline_answers_with_the_fix() {
 fn a_cancelled_call_is_not_answered_and_the_server_goes_on() {
     let dir = tempfile::tempdir().unwrap();
     let (_listener, docker) = silent_docker(dir.path());
-    let mut s = Session::start_with(&[], Some(&docker));
+    // A deadline of 1 s: a call that was not cancelled would be answered (with the timeout)
+    // within it.
+    let mut s = Session::start_with(&["--timeout", "1"], Some(&docker));
     initialize(&mut s);
     s.send(
         json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "observe", "arguments": {} } }),
@@ -288,6 +290,19 @@ fn a_cancelled_call_is_not_answered_and_the_server_goes_on() {
     assert!(list["result"]["tools"].is_array(), "{list}");
     let facts = s.call(4, "tools/call", json!({ "name": "facts", "arguments": { "root": root() } }));
     assert_eq!(facts["result"]["isError"], false, "{facts}");
+    // And nothing comes later either, though the deadline passes.
+    let Session { mut child, stdin, mut stdout } = s;
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = stdout.read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    let late = rx.recv_timeout(std::time::Duration::from_secs(3));
+    let _ = child.kill();
+    let _ = child.wait();
+    drop(stdin);
+    assert!(late.is_err() || late.as_ref().is_ok_and(|l| l.is_empty()), "the cancelled call was answered: {late:?}");
 }
 
 /// A private engine with an imported node image, the fake API server starting like k3s (one
