@@ -73,7 +73,21 @@ pub struct Context<'a> {
     pub node_image: Option<crate::node_image::Resolved>,
 }
 
-impl Context<'_> {
+impl<'a> Context<'a> {
+    /// A compile of `config` on `facts` that has found nothing yet.
+    fn new(config: &'a Config, facts: &'a Facts, catalog: &'a Catalog) -> Context<'a> {
+        Context {
+            config,
+            facts,
+            catalog,
+            active: Vec::new(),
+            errors: Vec::new(),
+            warnings: Vec::new(),
+            images: Default::default(),
+            node_image: None,
+        }
+    }
+
     pub fn is_active(&self, vendor: Vendor) -> bool {
         self.active.iter().any(|d| d.vendor == vendor)
     }
@@ -155,16 +169,7 @@ pub(crate) fn parts(
     catalog: &Catalog,
     node_image: Option<&crate::node_image::Source>,
 ) -> Result<Parts, Vec<CompileError>> {
-    let mut cx = Context {
-        config,
-        facts,
-        catalog,
-        active: Vec::new(),
-        errors: Vec::new(),
-        warnings: Vec::new(),
-        images: Default::default(),
-        node_image: None,
-    };
+    let mut cx = Context::new(config, facts, catalog);
     let mut resources = Vec::new();
     if let Some(source) = node_image {
         cluster::node_image(&mut cx, source, &mut resources);
@@ -210,16 +215,7 @@ pub(crate) fn fleet_claims(
     catalog: &Catalog,
     out: &mut Vec<Resource>,
 ) -> Result<(), Vec<CompileError>> {
-    let mut cx = Context {
-        config,
-        facts,
-        catalog,
-        active: Vec::new(),
-        errors: Vec::new(),
-        warnings: Vec::new(),
-        images: Default::default(),
-        node_image: None,
-    };
+    let mut cx = Context::new(config, facts, catalog);
     cx.active = active_vendors(config, facts);
     claims::resources(&mut cx, fleet::ROOT, out);
     if cx.errors.is_empty() { Ok(()) } else { Err(cx.errors) }
