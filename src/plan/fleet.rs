@@ -77,22 +77,12 @@ pub fn node_actions(
     // A node another config stamped is that config's: nothing is set or removed on it here.
     let mut others = BTreeSet::new();
     if let Some(owner) = owner {
-        nodes.retain(|name, node| match node.annotations.get(crate::compile::fleet::CONFIG_LABEL) {
-            Some(other) if other != owner => {
-                warnings.push(Warning {
-                    code: "other-config".into(),
-                    text: format!(
-                        "node {name} belongs to config {} (annotation {}), not this one ({owner}): left alone. \
-                         One config per node; give each config its own [cluster] name",
-                        crate::escape::quoted(other),
-                        crate::compile::fleet::CONFIG_LABEL
-                    ),
-                    key: Some("nodes".into()),
-                });
-                others.insert(name.to_string());
-                false
-            }
-            _ => true,
+        nodes.retain(|name, node| {
+            let stamp = node.annotations.get(crate::compile::fleet::CONFIG_LABEL).map(String::as_str);
+            let Some(warning) = other_config(&format!("node {name}"), stamp, owner, Some("nodes")) else { return true };
+            warnings.push(warning);
+            others.insert(name.to_string());
+            false
         });
     }
     let mut desired: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
@@ -181,6 +171,22 @@ pub fn node_actions(
             );
         }
     }
+}
+
+/// When `stamp` (what a live object or node says made it) is another config's: the warning
+/// that it is left alone. An unstamped one is this config's to manage.
+pub fn other_config(subject: &str, stamp: Option<&str>, owner: &str, key: Option<&str>) -> Option<Warning> {
+    let other = stamp.filter(|s| *s != owner)?;
+    Some(Warning {
+        code: "other-config".into(),
+        text: format!(
+            "{subject} belongs to config {} ({}), not this one ({owner}): left alone. Give each config its own \
+             [cluster] name",
+            crate::escape::quoted(other),
+            crate::compile::fleet::CONFIG_LABEL
+        ),
+        key: key.map(String::from),
+    })
 }
 
 /// A label Kubernetes, the kubelet or k3s set on nodes (`kubernetes.io/hostname`,

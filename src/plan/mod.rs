@@ -508,23 +508,12 @@ fn object_actions(
     // two configs would undo each other on every apply.
     let mut others = BTreeSet::new();
     if let Some(owner) = owner {
-        live.retain(|id, object| match object["metadata"]["labels"][crate::compile::fleet::CONFIG_LABEL].as_str() {
-            Some(other) if other != owner => {
-                warnings.push(Warning {
-                    code: "other-config".into(),
-                    text: format!(
-                        "{id} belongs to config {} ({} {}), not this one ({owner}): left alone. One config per \
-                         object; give each config its own [cluster] name",
-                        crate::escape::quoted(other),
-                        crate::compile::fleet::CONFIG_LABEL,
-                        crate::escape::quoted(other)
-                    ),
-                    key: None,
-                });
-                others.insert(id.clone());
-                false
-            }
-            _ => true,
+        live.retain(|id, object| {
+            let stamp = object["metadata"]["labels"][crate::compile::fleet::CONFIG_LABEL].as_str();
+            let Some(warning) = fleet::other_config(id, stamp, owner, None) else { return true };
+            warnings.push(warning);
+            others.insert(id.clone());
+            false
         });
     }
     for r in graph.resources().filter(|r| r.kind == ResourceKind::Object && !others.contains(&r.id)) {
