@@ -6,7 +6,7 @@ mod support;
 
 use k3d_gpu::catalog::Catalog;
 use k3d_gpu::compile::{Change, compile};
-use support::{EXAMPLES, check_golden, example_config as config, facts_of, repo};
+use support::{EXAMPLES, FLEET_EXAMPLES, check_golden, example_config as config, facts_of, fleet_graph, repo};
 
 #[test]
 fn every_example_is_listed_here() {
@@ -21,35 +21,12 @@ fn every_example_is_listed_here() {
     assert_eq!(on_disk, listed);
 }
 
-/// Examples of an existing cluster: their nodes name their own facts (beside the example).
-const FLEET_EXAMPLES: &[&str] = &["homelab-fleet"];
-
-/// A fleet example's nodes and the facts each names, read as the CLI reads them.
-fn fleet_nodes(config: &k3d_gpu::config::Config) -> Vec<(String, k3d_gpu::facts::Facts)> {
-    config
-        .nodes
-        .iter()
-        .map(|n| {
-            let path = repo().join("examples").join(n.facts.as_deref().expect("the examples name facts files"));
-            (n.name.clone(), serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap())
-        })
-        .collect()
-}
-
 #[test]
 fn fleet_examples_compile_per_node_and_match_the_golden_graphs() {
     let catalog = Catalog::embedded().unwrap();
     let mut stale = Vec::new();
     for example in FLEET_EXAMPLES {
-        let config = config(example);
-        let nodes = fleet_nodes(&config);
-        let fleet: Vec<k3d_gpu::compile::fleet::FleetNode> = nodes
-            .iter()
-            .zip(&config.nodes)
-            .map(|((name, facts), n)| k3d_gpu::compile::fleet::FleetNode { name, facts, expect: &n.expect })
-            .collect();
-        let graph =
-            k3d_gpu::compile::fleet::compile(&config, &fleet, &catalog).unwrap_or_else(|e| panic!("{example}: {e:#?}"));
+        let graph = fleet_graph(example, &catalog);
         assert!(
             graph.resources().all(|r| r.change != Change::Replace),
             "an existing cluster has no node image and no k3d cluster"

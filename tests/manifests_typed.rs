@@ -124,10 +124,16 @@ fn problem(name: &str, object: &Value, back: Result<Value, String>) -> Option<St
 fn every_object_the_examples_compile_to_is_valid() {
     let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
     let mut problems = Vec::new();
-    for (example, host) in support::EXAMPLES {
+    let singles = support::EXAMPLES.iter().map(|(example, host)| {
         let config = support::example_config(example);
         let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog)
             .unwrap_or_else(|e| panic!("{example} on {host}: {e:#?}"));
+        (example.to_string(), graph)
+    });
+    // And an existing cluster's: its plugin variants and their selectors.
+    let fleets =
+        support::FLEET_EXAMPLES.iter().map(|example| (example.to_string(), support::fleet_graph(example, &catalog)));
+    for (example, graph) in singles.chain(fleets) {
         for r in graph.resources().filter(|r| r.kind == k3d_gpu::compile::ResourceKind::Object) {
             if let Some(back) = check(&r.spec) {
                 problems.extend(problem(&format!("{example}: {}", r.id), &r.spec, back));

@@ -48,6 +48,11 @@ fn cases() -> Vec<(String, DesiredGraph)> {
             .unwrap_or_else(|e| panic!("{text} on {host}: {e:#?}"));
         out.push((format!("{text:?} on {host}"), graph));
     }
+    // An existing cluster's graph: per-node plugin variants, their selectors, the agent on one
+    // node. No k3d config (there is no k3d cluster); everything else is checked alike.
+    for example in support::FLEET_EXAMPLES {
+        out.push((format!("{example} (existing cluster)"), support::fleet_graph(example, &catalog)));
+    }
     out
 }
 
@@ -69,7 +74,10 @@ fn every_generated_k3d_config_is_valid_against_k3ds_v1alpha5_schema() {
     let validator = k3d_schema();
     let mut problems = Vec::new();
     for (name, graph) in cases() {
-        let cluster = graph.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+        let Some(cluster) = graph.resources().find(|r| r.kind == ResourceKind::Cluster) else {
+            assert!(k3d_gpu::plan::fleet::is_fleet(&graph), "{name}: no k3d cluster in the graph");
+            continue;
+        };
         let config = k3d_gpu::apply::k3d::simple_config(&cluster.spec);
         for e in schema_errors(&validator, &config) {
             problems.push(format!("{name}: {e}"));

@@ -190,6 +190,36 @@ pub fn example_config(example: &str) -> k3d_gpu::config::Config {
     k3d_gpu::config::load_str(example, &text).unwrap_or_else(|e| panic!("{example}: {e:?}"))
 }
 
+/// Examples of an existing cluster: their nodes name their own facts (beside the example).
+#[allow(dead_code)]
+pub const FLEET_EXAMPLES: &[&str] = &["homelab-fleet"];
+
+/// A fleet example's nodes and the facts each names, read as the CLI reads them.
+#[allow(dead_code)]
+pub fn fleet_nodes(config: &k3d_gpu::config::Config) -> Vec<(String, Facts)> {
+    config
+        .nodes
+        .iter()
+        .map(|n| {
+            let path = repo().join("examples").join(n.facts.as_deref().expect("the examples name facts files"));
+            (n.name.clone(), serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap())
+        })
+        .collect()
+}
+
+/// A fleet example compiled over its nodes, as `validate` and `plan` compile it.
+#[allow(dead_code)]
+pub fn fleet_graph(example: &str, catalog: &k3d_gpu::catalog::Catalog) -> k3d_gpu::compile::DesiredGraph {
+    let config = example_config(example);
+    let nodes = fleet_nodes(&config);
+    let fleet: Vec<k3d_gpu::compile::fleet::FleetNode> = nodes
+        .iter()
+        .zip(&config.nodes)
+        .map(|((name, facts), n)| k3d_gpu::compile::fleet::FleetNode { name, facts, expect: &n.expect })
+        .collect();
+    k3d_gpu::compile::fleet::compile(&config, &fleet, catalog).unwrap_or_else(|e| panic!("{example}: {e:#?}"))
+}
+
 /// Whether a Docker engine answers at DOCKER_HOST. Without one the Docker tests skip, unless
 /// K3D_GPU_TEST_DOCKER=1 (set by .ci/run) requires it: then this fails the test.
 pub fn docker_ready() -> bool {
