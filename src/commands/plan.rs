@@ -51,13 +51,27 @@ pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation)
 }
 
 /// `--offline` or `--observed FILE`; `None` means observe the live cluster.
-fn observed_file(args: &PlanArgs) -> Result<Option<Observed>> {
-    if args.offline {
+/// What a plan compares against when it is not the live cluster: nothing (`offline`), or a
+/// saved observed/v1 document. `None`: the live cluster. Shared with the MCP `plan` tool.
+pub(crate) fn observed_file(offline: bool, observed: Option<&std::path::Path>) -> Result<Option<Observed>> {
+    if offline {
         return Ok(Some(Observed::nothing()));
     }
-    let Some(path) = &args.observed else { return Ok(None) };
+    let Some(path) = observed else { return Ok(None) };
     let help = "write one with `k3d-gpu observe --json`";
     super::read_document(path, "observed document", crate::observe::SCHEMA, help).map(Some)
+}
+
+/// A live plan that cannot reach Docker or the API server says how to plan without them
+/// (`how`: `--offline` for the CLI, the MCP tool's argument for it). Only a plan has that way
+/// out, so apply's errors do not name it.
+pub(crate) fn offline_hint(e: Error, how: &str) -> Error {
+    match e {
+        Error::Usage { message, help } if message.starts_with("cannot reach") => {
+            Error::Usage { message, help: Some(format!("{}; or plan without them: {how}", help.unwrap_or_default())) }
+        }
+        e => e,
+    }
 }
 
 /// KUBECONFIG's first file, else ~/.kube/config.
@@ -184,16 +198,11 @@ pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
         super::check_out_file(path)?;
     }
     let inputs = super::load_config(global)?;
-    let plan = match observed_file(args)? {
+    let plan = match observed_file(args.offline, args.observed.as_deref())? {
         Some(saved) => compute(global, inputs, Observation::Saved(Box::new(saved)))?,
-        // Only `plan` has --offline, so only its help names it.
-        None => compute(global, inputs, Observation::Live(&super::runtime()?)).map_err(|e| match e {
-            Error::Usage { message, help } if message.starts_with("cannot reach") => Error::Usage {
-                message,
-                help: Some(format!("{}; or plan without them: --offline", help.unwrap_or_default())),
-            },
-            e => e,
-        })?,
+        None => {
+            compute(global, inputs, Observation::Live(&super::runtime()?)).map_err(|e| offline_hint(e, "--offline"))?
+        }
     }
     .plan;
     let bytes = plan.to_bytes();

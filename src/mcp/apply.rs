@@ -124,15 +124,7 @@ pub async fn call(
 
     // The first call: the plan these inputs give now must be the one reviewed.
     let planning = defaults.global(args.given());
-    let planned = server
-        .blocking(&context, Some(server.inner.timeout), move || {
-            let inputs = crate::commands::inputs::load_config(&planning)?;
-            let rt = crate::commands::runtime()?;
-            let computed =
-                crate::commands::plan::compute(&planning, inputs, crate::commands::plan::Observation::Live(&rt))?;
-            Ok(tools::planned(&planning, computed.plan, "live", false))
-        })
-        .await?;
+    let planned = server.blocking(&context, Some(server.inner.timeout), move || tools::plan_live(&planning)).await?;
     let planned = match planned {
         Ok(p) => p,
         Err(e) => return Ok(failed(&e).into()),

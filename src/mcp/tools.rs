@@ -306,23 +306,23 @@ pub struct Planned {
 }
 
 pub fn plan(global: &Global, offline: bool, observed: Option<PathBuf>) -> Result<Planned> {
-    let inputs = commands::inputs::load_config(global)?;
-    let (observation, against) = if offline {
-        (commands::plan::Observation::Saved(Box::new(crate::observe::Observed::nothing())), "offline")
-    } else if let Some(path) = &observed {
-        let help = "write one with `k3d-gpu observe --json`";
-        let saved = commands::read_document(path, "observed document", crate::observe::SCHEMA, help)?;
-        (commands::plan::Observation::Saved(Box::new(saved)), "saved")
-    } else {
-        let rt = commands::runtime()?;
-        let computed = commands::plan::compute(global, inputs, commands::plan::Observation::Live(&rt))?;
-        return Ok(planned(global, computed.plan, "live", false));
+    let Some(saved) = commands::plan::observed_file(offline, observed.as_deref())? else {
+        return plan_live(global).map_err(|e| commands::plan::offline_hint(e, "call plan with offline: true"));
     };
-    let computed = commands::plan::compute(global, inputs, observation)?;
-    Ok(planned(global, computed.plan, against, false))
+    let inputs = commands::inputs::load_config(global)?;
+    let computed = commands::plan::compute(global, inputs, commands::plan::Observation::Saved(Box::new(saved)))?;
+    Ok(planned(global, computed.plan, if offline { "offline" } else { "saved" }))
 }
 
-pub fn planned(global: &Global, plan: crate::plan::Plan, against: &str, allow_replace: bool) -> Planned {
+/// The plan against the live cluster: what `plan` shows and what `apply` checks again.
+pub fn plan_live(global: &Global) -> Result<Planned> {
+    let inputs = commands::inputs::load_config(global)?;
+    let rt = commands::runtime()?;
+    let computed = commands::plan::compute(global, inputs, commands::plan::Observation::Live(&rt))?;
+    Ok(planned(global, computed.plan, "live"))
+}
+
+pub fn planned(global: &Global, plan: crate::plan::Plan, against: &str) -> Planned {
     let bytes = plan.to_bytes();
     let hash = crate::canonical::sha256(&bytes);
     let text = crate::plan::render::text(&plan, &hash, crate::plan::render::Style { color: false });
@@ -334,7 +334,7 @@ pub fn planned(global: &Global, plan: crate::plan::Plan, against: &str, allow_re
             against: against.into(),
             text: crate::escape::for_terminal(&text).into_owned(),
             plan: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            apply_command: apply_command(global, &hash, allow_replace || plan.replaces_cluster()),
+            apply_command: apply_command(global, &hash, plan.replaces_cluster()),
             hash,
         },
         bytes,
