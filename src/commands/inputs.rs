@@ -166,6 +166,9 @@ pub struct Compiled {
     pub graph: crate::compile::DesiredGraph,
     /// An existing cluster's nodes and their facts (`facts` is then the first node's).
     pub fleet: Vec<(String, std::rc::Rc<crate::facts::Facts>)>,
+    /// Where the node image comes from, as read once (a build context is read whole); `None`
+    /// for an existing cluster, which has no node image.
+    pub source: Option<crate::node_image::Source>,
 }
 
 /// Loads the catalog and facts and compiles; compile errors become diagnostics.
@@ -181,13 +184,13 @@ pub fn compile(global: &Global, inputs: &Inputs) -> Result<Compiled> {
                 help: None,
             });
         };
-        return Ok(Compiled { catalog, facts, graph, fleet });
+        return Ok(Compiled { catalog, facts, graph, fleet, source: None });
     }
     let facts = super::load_facts(global)?;
     let source = node_image_source(inputs)?;
     let graph = crate::compile::compile_with(&inputs.config, &facts, &catalog, &source)
         .map_err(|errors| Error::Invalid(compile_diagnostics(inputs, errors)))?;
-    Ok(Compiled { catalog, facts, graph, fleet: Vec::new() })
+    Ok(Compiled { catalog, facts, graph, fleet: Vec::new(), source: Some(source) })
 }
 
 /// Compile errors as diagnostics underlining the key they are about.

@@ -24,10 +24,20 @@ pub enum Observation<'a> {
 
 pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation) -> Result<Computed> {
     let compiled = super::inputs::compile(global, &inputs)?;
+    compute_compiled(inputs, compiled, observation)
+}
+
+/// [`compute`] from inputs already compiled (a caller that needs the facts or the graph
+/// first, as `report` does, reads and compiles them once).
+pub fn compute_compiled(
+    inputs: super::Inputs,
+    compiled: super::inputs::Compiled,
+    observation: Observation,
+) -> Result<Computed> {
     if !compiled.fleet.is_empty() {
         return super::fleet::compute(inputs, compiled, observation);
     }
-    let super::inputs::Compiled { catalog, facts, mut graph, .. } = compiled;
+    let super::inputs::Compiled { catalog, facts, mut graph, source, .. } = compiled;
     let observed = match observation {
         Observation::Saved(saved) => *saved,
         Observation::Live(rt) => {
@@ -37,8 +47,7 @@ pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation)
     };
     // A prebuilt image's k3s release label is known only once observed: compile again with it
     // (a build says its own version, from K3S_TAG).
-    let source = super::inputs::node_image_source(&inputs)?;
-    if matches!(source, crate::node_image::Source::Prebuilt { .. }) {
+    if let Some(source @ crate::node_image::Source::Prebuilt { .. }) = source {
         let labelled = source.with_observed(&observed);
         if matches!(&labelled, crate::node_image::Source::Prebuilt { k3s_version: Some(_), .. }) {
             graph = crate::compile::compile_with(&inputs.config, &facts, &catalog, &labelled)

@@ -15,13 +15,14 @@ pub fn run(global: &Global, args: &ReportArgs) -> Result<u8> {
     }
     let inputs = super::load_config(global)?;
     let cluster = inputs.config.cluster.name.clone();
-    let facts = super::load_facts(global)?;
+    // Read and compiled once: the facts the report shows are the ones the plan was made from.
+    let compiled = super::inputs::compile(global, &inputs)?;
+    let facts = compiled.facts.clone();
     let (observed, note) = if args.offline {
         (None, Some("--offline".to_string()))
     } else {
-        let catalog = super::load_catalog(global, &inputs)?;
-        let image = super::inputs::node_image_reference(&inputs, &catalog)?;
-        let target = super::plan::target(&inputs, &catalog, &image);
+        let image = compiled.graph.get(crate::compile::NODE_IMAGE_ID).and_then(|r| r.spec["reference"].as_str());
+        let target = super::plan::target(&inputs, &compiled.catalog, image.unwrap_or_default());
         let rt = super::runtime()?;
         // A report of the host is still worth having without Docker: say why the cluster is missing.
         match rt.block_on(crate::observe::observe(&target)) {
@@ -30,7 +31,7 @@ pub fn run(global: &Global, args: &ReportArgs) -> Result<u8> {
         }
     };
     let saved = observed.clone().unwrap_or_else(Observed::nothing);
-    let computed = super::plan::compute(global, inputs, super::plan::Observation::Saved(Box::new(saved)))?;
+    let computed = super::plan::compute_compiled(inputs, compiled, super::plan::Observation::Saved(Box::new(saved)))?;
     let report = crate::report::build(&cluster, &facts, &computed.plan, &computed.graph, observed.as_ref(), note);
     let json = crate::canonical::to_bytes(&report);
     let text = crate::report::text(&report);
