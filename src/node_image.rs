@@ -25,9 +25,6 @@ pub const NVIDIA_CONTAINER_TOOLKIT_VERSION: &str = "1.20.1-1";
 
 /// The label holding the digest of the build inputs.
 pub const INPUTS_LABEL: &str = "io.k3d-gpu.build-inputs";
-/// The label holding the build inputs themselves (canonical JSON), so a plan can name the one
-/// that changed.
-pub const INPUT_LIST_LABEL: &str = "io.k3d-gpu.build-input-list";
 /// The label naming the k3s release (the Dockerfile sets it from `K3S_TAG`).
 pub const K3S_VERSION_LABEL: &str = "io.k3d-gpu.k3s-version";
 /// The repository local builds are tagged in.

@@ -8,7 +8,7 @@ use bollard::Docker;
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use crate::node_image::{INPUT_LIST_LABEL, INPUTS_LABEL, Source};
+use crate::node_image::{INPUTS_LABEL, Source};
 
 /// A build or pull has no natural deadline; an hour is far past a slow network.
 pub const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -64,15 +64,10 @@ pub fn tar(files: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, String> {
 async fn build(docker: &Docker, spec: &Value, reference: &str, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
     let args: BTreeMap<String, String> = serde_json::from_value(spec["build_args"].clone()).unwrap_or_default();
     let files = context_files(spec, &args)?;
-    let inputs = crate::node_image::build_inputs(&files, &args);
     let body = tar(&files)?;
     let tag = reference.rsplit_once(':').map_or("", |(_, t)| t);
     let labels = HashMap::from([
         (INPUTS_LABEL.to_string(), spec["digest"].as_str().unwrap_or_default().to_string()),
-        (
-            INPUT_LIST_LABEL.to_string(),
-            String::from_utf8_lossy(&crate::canonical::to_bytes(&inputs)).trim().to_string(),
-        ),
         ("org.opencontainers.image.version".to_string(), tag.to_string()),
     ]);
     let options = bollard::query_parameters::BuildImageOptions {
