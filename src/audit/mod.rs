@@ -199,9 +199,7 @@ fn image_problem(running: &RunningImage, locks: &Locks) -> Option<String> {
     }
     // Locks key images as written in the catalog; containerd adds docker.io/ (and library/).
     let candidates = [image.tagged(), short_name(&image)];
-    let entry = candidates
-        .iter()
-        .find_map(|key| locks.user.as_ref().and_then(|l| l.images.get(key)).or_else(|| locks.shipped.images.get(key)));
+    let entry = candidates.iter().find_map(|key| locks.entry(key).map(|(e, _)| e));
     match entry {
         Some(e) if e.digest == digest => None,
         Some(e) => Some(format!("it runs {digest}, but the lock pins {}", e.digest)),

@@ -193,6 +193,15 @@ impl Locks {
         Locks { user: None, shipped: shipped_lock() }
     }
 
+    /// The lock entry for `key` (`repo:tag`): the user's lock first, then the shipped one.
+    pub fn entry(&self, key: &str) -> Option<(&Entry, Source)> {
+        self.user
+            .as_ref()
+            .and_then(|l| l.images.get(key))
+            .map(|e| (e, Source::Lock))
+            .or_else(|| self.shipped.images.get(key).map(|e| (e, Source::Shipped)))
+    }
+
     /// How `image` (as the catalog names it) is deployed. A catalog pin stands; the user's
     /// lock is not allowed to move it (`images check` reports the disagreement).
     pub fn resolve(&self, image: &ImageRef) -> Use {
@@ -200,13 +209,7 @@ impl Locks {
             return Use { reference: image.pinned(d), source: Source::Catalog };
         }
         let key = image.tagged();
-        let found = self
-            .user
-            .as_ref()
-            .and_then(|l| l.images.get(&key))
-            .map(|e| (e, Source::Lock))
-            .or_else(|| self.shipped.images.get(&key).map(|e| (e, Source::Shipped)));
-        match found {
+        match self.entry(&key) {
             Some((entry, source)) => Use { reference: image.pinned(&entry.digest), source },
             None => Use { reference: key, source: Source::Unlocked },
         }
