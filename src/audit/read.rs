@@ -147,8 +147,9 @@ async fn pulls(client: Client, context: &str) -> Result<Vec<Pull>, ObserveError>
     Ok(out)
 }
 
-/// The permission bits of the kubeconfig (KUBECONFIG's files, or ~/.kube/config) and of
-/// k3d's own copy for this cluster, when they exist.
+/// The permission bits of the kubeconfig: `kubeconfig` and every file KUBECONFIG lists, those
+/// that exist. (k3d's own per-cluster copy, written only by `k3d kubeconfig write`, is not
+/// read.)
 pub fn kubeconfig_modes(kubeconfig: &Path) -> Vec<KubeconfigFile> {
     use std::os::unix::fs::PermissionsExt;
     let mut paths = vec![kubeconfig.to_path_buf()];
