@@ -487,13 +487,16 @@ fn claims(
     }
     // The union of the nodes' GPUs says which GPUs a claim may select; but one claim is
     // allocated on one node, so some single node must have as many matching GPUs as it wants.
+    // Nodes with the same GPUs answer alike: each distinct set is tried once (100 nodes of a
+    // few kinds are a few compiles per claim, not 100).
+    let mut seen = BTreeSet::new();
+    let kinds: Vec<&FleetNode> =
+        intel.iter().copied().filter(|n| seen.insert(crate::canonical::digest(&n.facts.host.intel_gpus))).collect();
+    let device_class: Vec<Resource> = out.iter().filter(|r| r.id.contains("/DeviceClass/")).cloned().collect();
     for (i, claim) in config.claims.iter().enumerate() {
         let one = Config { claims: vec![claim.clone()], ..config.clone() };
-        let fits = |n: &&FleetNode| {
-            let mut scratch: Vec<Resource> = out.iter().filter(|r| r.id.contains("/DeviceClass/")).cloned().collect();
-            super::fleet_claims(&one, n.facts, catalog, &mut scratch).is_ok()
-        };
-        if !intel.iter().any(fits) {
+        let fits = |n: &&FleetNode| super::fleet_claims(&one, n.facts, catalog, &mut device_class.clone()).is_ok();
+        if !kinds.iter().any(fits) {
             let mut e = CompileError::new(
                 "claim-split-across-nodes",
                 &["claims"],
