@@ -86,25 +86,37 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     let usable: Vec<&IntelGpu> = advertised.iter().filter(|g| refusal(g).is_none()).collect();
     let xmx_node = usable.iter().any(|g| g.xmx == Xmx::Yes);
 
-    // NVIDIA GPUs the cluster advertises as nvidia.com/gpu, and the largest one's memory
-    // when the device-id table knows it: auto wants room for the default model.
+    // NVIDIA GPUs the cluster advertises as nvidia.com/gpu, and the largest one's memory:
+    // what nvidia-smi reported at capture, else what the board's PCI id is sold with. Auto
+    // wants room for the default model.
     let nvidia = cx.is_active(Vendor::Nvidia) && !cx.facts.host.nvidia.gpus.is_empty();
-    let cuda_gib = cx
-        .facts
-        .host
-        .nvidia
-        .gpus
-        .iter()
-        .filter_map(|g| g.device_id.and_then(crate::hwdb::nvidia_memory_gib))
-        .max()
-        .filter(|_| nvidia);
+    let cuda_gib = cx.facts.host.nvidia.gpus.iter().filter_map(nvidia_gib).max().filter(|_| nvidia);
     let cuda_auto = cuda_gib.is_some_and(|gib| gib >= CUDA_MIN_GIB);
     if nvidia && cuda_gib.is_none() && agent.device == AgentDevice::Auto {
+        let boards: Vec<String> = cx
+            .facts
+            .host
+            .nvidia
+            .gpus
+            .iter()
+            .filter_map(|g| g.device_id.and_then(crate::hwdb::nvidia_board))
+            .map(|(name, sizes)| {
+                let sizes: Vec<String> = sizes.iter().map(|g| format!("{g} GB")).collect();
+                format!("the {name} is sold with {}", sizes.join(" or "))
+            })
+            .collect();
+        let why = if boards.is_empty() {
+            "the NVIDIA GPU's memory is not known for its PCI id".to_string()
+        } else {
+            format!("the NVIDIA GPU's memory is not known ({}, and its PCI id does not say which)", boards.join("; "))
+        };
         cx.warn(
             "agent-cuda-memory-unknown",
             Some("agent.device"),
-            "the NVIDIA GPU's memory is not known for its PCI id, so auto does not serve the model on it; \
-             set device = \"cuda\" to use it",
+            format!(
+                "{why}, so auto does not serve the model on it; set device = \"cuda\" to use it, or capture the \
+                 host with `k3d-gpu facts capture` where nvidia-smi runs"
+            ),
         );
     }
 
@@ -370,6 +382,15 @@ fn valid_inputs(cx: &mut Context, agent: &crate::config::Agent) -> bool {
         ok = false;
     }
     ok
+}
+
+/// An NVIDIA GPU's memory in GiB: nvidia-smi's MiB from a capture, rounded to the nearest
+/// GiB (a "16 GB" board reports a little less), else the PCI id table.
+fn nvidia_gib(gpu: &crate::facts::NvidiaGpu) -> Option<u32> {
+    match gpu.memory_mib {
+        Some(mib) => u32::try_from(mib.saturating_add(512) / 1024).ok(),
+        None => gpu.device_id.and_then(crate::hwdb::nvidia_memory_gib),
+    }
 }
 
 /// The resource a pod requests for one of these Intel GPUs: `xe` when any is bound to xe,
