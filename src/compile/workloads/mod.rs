@@ -73,6 +73,8 @@ struct Server<'a> {
     groups: Vec<u32>,
     /// The OpenAI API's root: `v3` (OVMS) or `v1` (vLLM).
     api: &'a str,
+    /// The served model a warm-up chat completion asks, for a chat server (the LLM).
+    chat_model: Option<String>,
 }
 
 /// Where an add-on's objects hang in the graph: the cluster, the agent's namespace, and whether
@@ -172,6 +174,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
         node_selector: plan.node_selector.clone(),
         groups: plan.supplemental_groups.clone(),
         api: if server == "ovms" { "v3" } else { "v1" },
+        chat_model: Some(served_name.clone()),
     };
     emit(cx, out, cluster_id, &ns_id, keep, llm);
     if let Some(ui) = &agent.chat
@@ -217,6 +220,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             node_selector: BTreeMap::new(),
             groups,
             api: "v3",
+            chat_model: None,
         };
         emit(cx, out, cluster_id, &ns_id, keep, server);
     }
@@ -367,14 +371,15 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, cluster_id: &str, ns_id: &str
     let service_id = push_service(out, (cluster_id, ns_id), service, &deployment_id);
 
     // Readiness: the Deployment rolled out, then the server lists its models through the API
-    // server's service proxy (GET only: POSTs through that proxy are what OVMS mishandles).
+    // server's service proxy, then (the LLM) answers a short chat completion there.
     out.push(rollout(server, deployment_id));
-    out.push(verify(
-        format!("verify/endpoint/{NAMESPACE}/{server}"),
-        json!({ "check": "endpoint", "namespace": NAMESPACE, "service": server, "port": PORT,
-                "path": format!("/{}/models", s.api), "timeout_s": s.timeout_s }),
-        vec![service_id],
-    ));
+    let mut check = json!({ "check": "endpoint", "namespace": NAMESPACE, "service": server, "port": PORT,
+            "path": format!("/{}/models", s.api), "timeout_s": s.timeout_s });
+    if let Some(model) = &s.chat_model {
+        // Then one short chat completion through the same proxy: a reply, not only a port.
+        check["chat"] = json!({ "path": format!("/{}/chat/completions", s.api), "model": model });
+    }
+    out.push(verify(format!("verify/endpoint/{NAMESPACE}/{server}"), check, vec![service_id]));
 }
 
 /// A verify node.
