@@ -249,6 +249,49 @@ fn an_nvidia_gpu_of_unknown_memory_is_not_picked_by_auto() {
 }
 
 #[test]
+fn the_reference_host_with_two_rtx_2000_ada_serves_vllm_on_cuda() {
+    // 10de:28b0 was not in the old six-entry table: the agent fell back to the CPU.
+    let (p, w) = ok("", "rtx2000ada-x2");
+    assert_eq!((p.backend, p.device, p.resource.as_deref()), ("vllm", "CUDA", Some("nvidia.com/gpu")));
+    assert!(p.reason.contains("16 GiB"), "{}", p.reason);
+    assert!(w.is_empty(), "{w:?}");
+}
+
+#[test]
+fn nvidia_smi_memory_from_a_capture_wins_over_the_pci_id_table() {
+    // An id no table knows, but the capture recorded 16 GB (nvidia-smi reports a little less).
+    let mut facts = facts_of("desktop-rpl-nvidia");
+    for gpu in &mut facts.host.nvidia.gpus {
+        gpu.device_id = Some(0x1234);
+        gpu.memory_mib = Some(16_376);
+    }
+    let g = compile_toml("[agent]\n", &facts).unwrap();
+    let agent = g.agent.as_ref().unwrap();
+    assert_eq!(agent.device, "CUDA");
+    assert!(agent.reason.contains("16 GiB"), "{}", agent.reason);
+    // And a small card it measured stays off auto, even where the table says more.
+    for gpu in &mut facts.host.nvidia.gpus {
+        gpu.device_id = Some(0x27b2);
+        gpu.memory_mib = Some(8_192);
+    }
+    assert_ne!(compile_toml("[agent]\n", &facts).unwrap().agent.unwrap().device, "CUDA");
+}
+
+#[test]
+fn a_board_sold_with_two_memory_sizes_is_unknown_and_the_warning_says_why() {
+    // GeForce RTX 3060 (10de:2503): 8 or 12 GB under one id.
+    let mut facts = facts_of("desktop-rpl-nvidia");
+    for gpu in &mut facts.host.nvidia.gpus {
+        gpu.device_id = Some(0x2503);
+    }
+    let g = compile_toml("[agent]\n", &facts).unwrap();
+    assert_ne!(g.agent.as_ref().unwrap().device, "CUDA");
+    let w = g.warnings.iter().find(|w| w.code == "agent-cuda-memory-unknown").expect("the warning");
+    assert!(w.text.contains("GeForce RTX 3060 is sold with 8 GB or 12 GB"), "{}", w.text);
+    assert!(w.text.contains("facts capture"), "{}", w.text);
+}
+
+#[test]
 fn the_model_must_be_a_hugging_face_id_never_a_flag_or_a_path() {
     // Each of these would reach the server's argv: a flag, a path, a second argument, a
     // terminal escape.

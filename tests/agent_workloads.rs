@@ -437,7 +437,7 @@ fn the_chat_ui_signs_in_stays_offline_and_talks_to_the_agents_api() {
     let g = graph("[agent]\n[agent.chat]\n", "gaudi3-server");
     let env = env_of(spec(&g, CHAT));
     assert_eq!(env["OPENAI_API_BASE_URL"], "http://vllm.k3d-gpu-agent.svc:8000/v1");
-    assert_eq!(env["DEFAULT_MODELS"], "Qwen/Qwen3-4B", "vLLM lists the model by its id");
+    assert_eq!(env["DEFAULT_MODELS"], "Qwen3-4B", "vLLM serves it under --served-model-name, as the reference");
 }
 
 #[test]

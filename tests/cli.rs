@@ -260,6 +260,8 @@ fn capture_makes_a_fixture_host_that_detects_the_same() {
     // lacks that finding by design.
     for name in [
         "desktop-rpl-nvidia",
+        "rtx2000ada-x2",
+        "arc-b580-x2",
         "xeon-2s-snc2",
         "meteor-lake-old-npu-fw",
         "wsl2-intel",

@@ -260,3 +260,29 @@ fn the_fingerprint_covers_hardware_not_software() {
     let rebuilt = k3d_gpu::facts::build(host, vec![], &VendorFilter::Auto);
     assert_ne!(rebuilt.fingerprint, base.fingerprint);
 }
+
+#[test]
+fn a_captured_nvidia_smi_answer_gives_each_gpu_its_memory() {
+    // The reference's host as `facts capture` writes it where nvidia-smi runs.
+    let dir = support::copy_host("rtx2000ada-x2");
+    assert!(facts_of("rtx2000ada-x2").host.nvidia.gpus.iter().all(|g| g.memory_mib.is_none()));
+    std::fs::write(dir.path().join(".k3d-gpu-nvidia-smi.csv"), "16380, 00000000:01:00.0\n16376, 00000000:02:00.0\n")
+        .unwrap();
+    let facts = support::facts_at(dir.path(), &VendorFilter::default());
+    let memory: Vec<_> = facts.host.nvidia.gpus.iter().map(|g| (g.pci_address.as_str(), g.memory_mib)).collect();
+    assert_eq!(memory, [("0000:01:00.0", Some(16380)), ("0000:02:00.0", Some(16376))]);
+    assert!(facts.to_bytes().windows(10).any(|w| w == b"memory_mib"));
+    // A damaged file is a finding, never a guess.
+    std::fs::write(dir.path().join(".k3d-gpu-nvidia-smi.csv"), "lots, 00000000:01:00.0\n").unwrap();
+    let facts = support::facts_at(dir.path(), &VendorFilter::default());
+    assert!(facts.host.nvidia.gpus.iter().all(|g| g.memory_mib.is_none()));
+    assert!(has_finding(&facts, Level::Warn, "host-bad-value"), "{:?}", facts.findings);
+}
+
+#[test]
+fn two_arc_b580_are_two_usable_xe_gpus() {
+    let facts = facts_of("arc-b580-x2");
+    let gpus: Vec<_> = facts.host.intel_gpus.iter().map(|g| (g.pci_address.as_str(), g.driver.as_deref())).collect();
+    assert_eq!(gpus, [("0000:03:00.0", Some("xe")), ("0000:06:00.0", Some("xe"))]);
+    assert!(facts.host.intel_gpus.iter().all(|g| g.usable() && g.xmx == Xmx::Yes));
+}

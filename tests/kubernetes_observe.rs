@@ -380,3 +380,70 @@ fn fresh_k3s_for(
     let kubeconfig = server.kubeconfig(&name, dir.path());
     (server, dir, kubeconfig, name)
 }
+
+/// The warm-up: once the model is listed, one short chat completion is POSTed through the
+/// service proxy, and its reply's first words come back with the time it took; a server that
+/// answers only an error (still loading) is asked again.
+#[test]
+fn the_agent_warm_up_posts_a_chat_completion_and_reads_the_reply() {
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let graph = k3d_gpu::compile::compile(
+        &k3d_gpu::config::load_str("k3dgpu.toml", "[agent]\n").unwrap(),
+        &support::facts_of("rtx2000ada-x2"),
+        &catalog,
+    )
+    .unwrap();
+    let (server, _dir, kubeconfig, name) = fresh_k3s_for(&graph);
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client = runtime.block_on(client(&kubeconfig, &name)).unwrap();
+    let failures = runtime.block_on(apply_objects(&client, &graph));
+    assert!(failures.is_empty(), "apply refused:\n{}", failures.join("\n"));
+    let spec = graph.get("verify/endpoint/k3d-gpu-agent/vllm").expect("a readiness check").spec.clone();
+    assert_eq!(spec["chat"], json!({"path": "/v1/chat/completions", "model": "Qwen3-4B"}));
+    server.change(|s| {
+        s.proxied.push((
+            "vllm:8000/v1/models".into(),
+            json!({"object": "list", "data": [{"id": "Qwen3-4B", "object": "model"}]}),
+        ));
+        // Still loading: an error, not a reply.
+        s.proxied.push(("vllm:8000/v1/chat/completions".into(), json!({"error": {"message": "loading"}})));
+    });
+    let (c, s, n) = (client.clone(), spec.clone(), name.clone());
+    let warming = runtime.spawn(async move {
+        k3d_gpu::apply::verify::wait_for(&c, &s, &n, std::time::Duration::from_secs(20)).await?;
+        tokio::time::timeout(std::time::Duration::from_secs(30), k3d_gpu::apply::verify::warm_up(&c, &s))
+            .await
+            .map_err(|_| "no reply".to_string())?
+    });
+    // Asked while loading, then answered.
+    let posted = || server.requests().into_iter().filter(|r| r.starts_with("POST") && r.contains("/proxy")).count();
+    for _ in 0..200 {
+        if posted() > 0 {
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    assert!(!warming.is_finished(), "an error is not a reply");
+    server.change(|s| {
+        s.proxied.retain(|(k, _)| k != "vllm:8000/v1/chat/completions");
+        s.proxied.push((
+            "vllm:8000/v1/chat/completions".into(),
+            json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
+                "content": "Hello! Nice to meet you."}, "finish_reason": "stop"}]}),
+        ));
+    });
+    let reply = runtime.block_on(warming).unwrap().unwrap();
+    assert_eq!(reply.first_words, "Hello! Nice to meet you.");
+    let note = k3d_gpu::apply::verify::warm_up_note(&spec, &reply);
+    assert!(note.starts_with("svc/vllm replied in ") && note.ends_with(": \"Hello! Nice to meet you.\""), "{note}");
+    let requests: Vec<String> = server.requests().into_iter().filter(|r| r.contains("/proxy")).collect();
+    assert!(
+        requests.contains(
+            &"POST /api/v1/namespaces/k3d-gpu-agent/services/vllm:8000/proxy/v1/chat/completions".to_string()
+        )
+    );
+    let bodies = server.proxied_posts();
+    assert!(bodies.len() >= 2, "asked again after the error: {bodies:?}");
+    assert_eq!(bodies[0].1["model"], "Qwen3-4B");
+    assert_eq!(bodies[0].1["messages"][0]["role"], "user");
+}

@@ -30,6 +30,7 @@ fn exercise(data: &[u8]) {
     let _ = parse_hex_id(&text);
     let _ = parse_u64(&text);
     let _ = parse_uc_info(&text);
+    let _ = k3d_gpu::parse::parse_nvidia_smi_memory(&text);
     let _ = Version::parse(&text);
     let _ = kernel_major_minor(&text);
     let _ = firmware_build_date(data);

@@ -236,6 +236,81 @@ async fn poll_endpoint(client: &Client, spec: &Value) -> Result<(), String> {
     }
 }
 
+/// A model server's first reply: the start of its text and how long the request took.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub first_words: String,
+    pub millis: u64,
+}
+
+/// The prompt of the warm-up request: short, so the reply is quick on any device.
+pub const WARM_UP_PROMPT: &str = "Say hello in five words.";
+
+/// The warm-up after a model server lists its model: the endpoint check's `chat` (`path`,
+/// `model`) says where to POST one short chat completion through the service proxy, and
+/// this returns the reply; `None` when the check has no `chat`.
+pub fn chat_request(spec: &Value) -> Option<(String, Value)> {
+    let chat = spec.get("chat")?;
+    let path = format!(
+        "/api/v1/namespaces/{}/services/{}:{}/proxy{}",
+        spec["namespace"].as_str().unwrap_or_default(),
+        spec["service"].as_str().unwrap_or_default(),
+        spec["port"].as_u64().unwrap_or(0),
+        chat["path"].as_str().unwrap_or_default()
+    );
+    let body = serde_json::json!({ "model": chat["model"], "max_tokens": 32, "stream": false,
+        "messages": [ { "role": "user", "content": WARM_UP_PROMPT } ] });
+    Some((path, body))
+}
+
+/// The first words (at most 12, at most 120 characters) of an OpenAI chat completion's
+/// first choice, or `None` when `body` is not one with text.
+pub fn first_words(body: &str) -> Option<String> {
+    let v: Value = serde_json::from_str(body).ok()?;
+    let message = &v["choices"][0]["message"];
+    // A reasoning model may answer in `reasoning_content` first and say nothing yet.
+    let text = message["content"].as_str().filter(|t| !t.trim().is_empty()).or(message["reasoning_content"].as_str())?;
+    let words: Vec<&str> = text.split_whitespace().take(12).collect();
+    let mut out = words.join(" ");
+    if out.is_empty() {
+        return None;
+    }
+    if out.chars().count() > 120 {
+        out = out.chars().take(119).collect::<String>() + "…";
+    }
+    Some(out)
+}
+
+/// POSTs the warm-up chat completion until a reply with text comes back (a model still
+/// loading answers 503 or an error); the caller's deadline ends the wait.
+pub async fn warm_up(client: &Client, spec: &Value) -> Result<Reply, String> {
+    let Some((path, body)) = chat_request(spec) else { return Err("the check has no chat request".into()) };
+    let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+    loop {
+        let request = http::Request::post(&path)
+            .header("Content-Type", "application/json")
+            .body(bytes.clone())
+            .map_err(|e| e.to_string())?;
+        let began = std::time::Instant::now();
+        if let Ok(text) = client.request_text(request).await
+            && let Some(first_words) = first_words(&text)
+        {
+            return Ok(Reply { first_words, millis: began.elapsed().as_millis() as u64 });
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+/// What apply says after the warm-up: the server, the first words of its reply and the time.
+pub fn warm_up_note(spec: &Value, reply: &Reply) -> String {
+    format!(
+        "svc/{} replied in {:.1}s: \"{}\"",
+        spec["service"].as_str().unwrap_or_default(),
+        reply.millis as f64 / 1e3,
+        reply.first_words
+    )
+}
+
 /// DRA: enough devices of the driver across ResourceSlices.
 async fn watch_slices(client: &Client, spec: &Value) -> Result<(), String> {
     let ar = ApiResource::from_gvk_with_plural(
@@ -318,6 +393,27 @@ mod tests {
         assert!(!ready(&health, r#"{"status":false}"#));
         assert!(!ready(&health, r#"{"object":"list","data":[{"id":"m"}]}"#), "a models list is not a health reply");
         assert!(!ready(&spec, r#"{"status":true}"#), "nor the other way round");
+    }
+
+    #[test]
+    fn the_warm_up_request_and_its_reply() {
+        let spec = json!({"check": "endpoint", "namespace": "k3d-gpu-agent", "service": "vllm", "port": 8000,
+            "path": "/v1/models", "chat": {"path": "/v1/chat/completions", "model": "Qwen3-4B"}});
+        let (path, body) = chat_request(&spec).unwrap();
+        assert_eq!(path, "/api/v1/namespaces/k3d-gpu-agent/services/vllm:8000/proxy/v1/chat/completions");
+        assert_eq!(body["model"], "Qwen3-4B");
+        assert_eq!(body["messages"][0]["content"], WARM_UP_PROMPT);
+        assert_eq!(chat_request(&json!({"check": "endpoint"})), None);
+        let reply = json!({"choices": [{"message": {"role": "assistant",
+            "content": "Hello there, friend, nice to meet you today and every other day too!"}}]});
+        assert_eq!(
+            first_words(&reply.to_string()).as_deref(),
+            Some("Hello there, friend, nice to meet you today and every other day")
+        );
+        assert_eq!(first_words(r#"{"error": {"message": "loading"}}"#), None);
+        assert_eq!(first_words(r#"{"choices": [{"message": {"content": "  "}}]}"#), None);
+        let thinking = json!({"choices": [{"message": {"content": null, "reasoning_content": "Okay, the user"}}]});
+        assert_eq!(first_words(&thinking.to_string()).as_deref(), Some("Okay, the user"));
     }
 
     #[test]

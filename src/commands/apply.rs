@@ -94,6 +94,17 @@ impl Reporter {
         }
     }
 
+    /// A line of information between the events (the model's first reply).
+    fn note(&self, text: &str) {
+        if self.json {
+            eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+        } else if let Some(bar) = &self.live {
+            bar.println(format!("note: {}", crate::escape::for_terminal(text)));
+        } else {
+            eprintln!("note: {}", crate::escape::for_terminal(text));
+        }
+    }
+
     fn event(&self, event: &Event) {
         if self.json {
             eprintln!("{}", serde_json::to_string(event).unwrap_or_default());
@@ -455,11 +466,29 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
                 async move {
                     reporter.event(&Event::Started { id: id.clone() });
                     let began = Instant::now();
-                    let result = match context {
+                    let mut result = match context {
                         // An existing cluster: its own context, and no node containers to look in.
                         Some(context) => verify::wait_for_in(client, &spec, context, None, timeout).await,
                         None => verify::wait_for(client, &spec, name, timeout).await,
                     };
+                    if result.is_ok() && verify::chat_request(&spec).is_some() {
+                        // The model is listed: one short chat completion, and its reply shown.
+                        let deadline =
+                            timeout.max(std::time::Duration::from_secs(spec["timeout_s"].as_u64().unwrap_or(0)));
+                        let left = deadline.saturating_sub(began.elapsed()).max(std::time::Duration::from_secs(60));
+                        result = match tokio::time::timeout(left, verify::warm_up(client, &spec)).await {
+                            Ok(Ok(reply)) => {
+                                reporter.note(&verify::warm_up_note(&spec, &reply));
+                                Ok(())
+                            }
+                            Ok(Err(e)) => Err(e),
+                            Err(_) => Err(format!(
+                                "svc/{} lists its model but gave no reply to a chat completion within {}s",
+                                spec["service"].as_str().unwrap_or_default(),
+                                left.as_secs()
+                            )),
+                        };
+                    }
                     let elapsed_ms = began.elapsed().as_millis() as u64;
                     match &result {
                         Ok(()) => reporter.event(&Event::Done { id: id.clone(), elapsed_ms }),

@@ -46,6 +46,14 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
     let trail = host.trail();
     let report = crate::host::capture::capture(&host, &trail, out)
         .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
+    // On the machine itself, nvidia-smi knows each GPU's memory, which sysfs does not: its
+    // answer goes beside the tree (a fixture's own capture is copied with the trail).
+    let smi = if host.is_real_host() { crate::doctor::nvidia_smi_memory() } else { None };
+    if let Some(text) = &smi {
+        crate::host::capture::write_sidecar(out, crate::detect::NVIDIA_SMI_SIDECAR, text.as_bytes())
+            .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
+        eprintln!("recorded each NVIDIA GPU's memory from nvidia-smi in {}", crate::detect::NVIDIA_SMI_SIDECAR);
+    }
     eprintln!(
         "captured {} files into {}: {} with the content detection read ({} bytes; /proc/cmdline cut to the \
 parameters detection uses), {} device nodes as empty files, {} empty placeholders for listed entries, {} .keep \

@@ -21,6 +21,9 @@ pub struct AgentPlan {
     pub reason: String,
     /// The extended resource the pod requests (none on the CPU).
     pub resource: Option<String>,
+    /// How many of that resource: the tensor-parallel size (`[agent] gpus`), 1 unless set.
+    #[serde(skip_serializing_if = "is_one")]
+    pub gpus: u32,
     /// In-cluster OpenAI-compatible base URL.
     pub api: String,
     pub cpu_request: u32,
@@ -42,6 +45,13 @@ pub struct AddonPlan {
     pub cores: Option<&'static str>,
     pub reason: String,
 }
+
+fn is_one(n: &u32) -> bool {
+    *n == 1
+}
+
+/// The most GPUs one model is split across (`[agent] gpus`).
+pub const MAX_GPUS: u32 = 8;
 
 /// GPU memory auto wants before it serves on an NVIDIA GPU: Qwen3-4B in 16-bit is about 8 GB
 /// of weights, plus the KV cache (the reference sizes it for a 12 GB card).
@@ -86,25 +96,37 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     let usable: Vec<&IntelGpu> = advertised.iter().filter(|g| refusal(g).is_none()).collect();
     let xmx_node = usable.iter().any(|g| g.xmx == Xmx::Yes);
 
-    // NVIDIA GPUs the cluster advertises as nvidia.com/gpu, and the largest one's memory
-    // when the device-id table knows it: auto wants room for the default model.
+    // NVIDIA GPUs the cluster advertises as nvidia.com/gpu, and the largest one's memory:
+    // what nvidia-smi reported at capture, else what the board's PCI id is sold with. Auto
+    // wants room for the default model.
     let nvidia = cx.is_active(Vendor::Nvidia) && !cx.facts.host.nvidia.gpus.is_empty();
-    let cuda_gib = cx
-        .facts
-        .host
-        .nvidia
-        .gpus
-        .iter()
-        .filter_map(|g| g.device_id.and_then(crate::hwdb::nvidia_memory_gib))
-        .max()
-        .filter(|_| nvidia);
+    let cuda_gib = cx.facts.host.nvidia.gpus.iter().filter_map(nvidia_gib).max().filter(|_| nvidia);
     let cuda_auto = cuda_gib.is_some_and(|gib| gib >= CUDA_MIN_GIB);
     if nvidia && cuda_gib.is_none() && agent.device == AgentDevice::Auto {
+        let boards: Vec<String> = cx
+            .facts
+            .host
+            .nvidia
+            .gpus
+            .iter()
+            .filter_map(|g| g.device_id.and_then(crate::hwdb::nvidia_board))
+            .map(|(name, sizes)| {
+                let sizes: Vec<String> = sizes.iter().map(|g| format!("{g} GB")).collect();
+                format!("the {name} is sold with {}", sizes.join(" or "))
+            })
+            .collect();
+        let why = if boards.is_empty() {
+            "the NVIDIA GPU's memory is not known for its PCI id".to_string()
+        } else {
+            format!("the NVIDIA GPU's memory is not known ({}, and its PCI id does not say which)", boards.join("; "))
+        };
         cx.warn(
             "agent-cuda-memory-unknown",
             Some("agent.device"),
-            "the NVIDIA GPU's memory is not known for its PCI id, so auto does not serve the model on it; \
-             set device = \"cuda\" to use it",
+            format!(
+                "{why}, so auto does not serve the model on it; set device = \"cuda\" to use it, or capture the \
+                 host with `k3d-gpu facts capture` where nvidia-smi runs"
+            ),
         );
     }
 
@@ -248,6 +270,28 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         }
     };
 
+    let gpus = agent.gpus.unwrap_or(1);
+    if gpus > 1 && !tensor_parallel_fits(cx, backend, device, gpus, usable.len(), intel.shared.unwrap_or(1)) {
+        return None;
+    }
+    if backend == "ovms" && agent.revision.is_some() {
+        cx.error(CompileError::new(
+            "agent-revision",
+            &["agent", "revision"],
+            "OVMS cannot pin a model revision: its --pull clones the repository's default branch".to_string(),
+            Some("drop revision, or use backend = \"vllm\", which downloads the revision named".to_string()),
+        ));
+        return None;
+    }
+    if backend == "ovms" && agent.max_len.is_some() && device != "NPU" {
+        cx.error(CompileError::new(
+            "agent-max-len",
+            &["agent", "max_len"],
+            format!("OVMS on the {device} has no context-length option (only the NPU's --max_prompt_len)"),
+            Some("drop max_len, or use backend = \"vllm\" (--max-model-len)".to_string()),
+        ));
+        return None;
+    }
     let resource = match device {
         "GPU" => intel_resource(&usable),
         "NPU" => Some("npu.intel.com/accel".to_string()),
@@ -321,6 +365,9 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     supplemental_groups.dedup();
     let (service, path) = if backend == "ovms" { ("ovms", "v3") } else { ("vllm", "v1") };
     let memory = agent.memory.clone().unwrap_or_else(|| match (backend, device) {
+        // Tensor-parallel workers share tensors through a memory-backed /dev/shm, which the
+        // pod's memory limit counts.
+        _ if gpus > 1 => "16Gi".into(),
         ("vllm", "HPU") => "16Gi".into(),
         ("ovms", _) => "6Gi".into(),
         _ => "8Gi".into(),
@@ -333,6 +380,7 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         device,
         reason,
         resource,
+        gpus,
         api: format!("http://{service}.k3d-gpu-agent.svc:8000/{path}"),
         cpu_request,
         memory,
@@ -341,6 +389,10 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         supplemental_groups,
     })
 }
+
+/// A key whose value becomes one argument: its name, the value, the longest it may be, the
+/// characters it may hold beside letters and digits, and an example for the help.
+type WordKey<'a> = (&'static str, &'a Option<String>, usize, &'static [char], &'static str);
 
 /// The `[agent]` values that become a server's arguments or resources: a model id that could
 /// read as a flag (`-…`), a path (`..`) or hold a control character or space is refused
@@ -358,6 +410,68 @@ fn valid_inputs(cx: &mut Context, agent: &crate::config::Agent) -> bool {
         ));
         ok = false;
     }
+    let words: [WordKey; 4] = [
+        ("model_name", &agent.model_name, 64, &['-', '_', '.'], "\"Qwen3-4B\""),
+        ("revision", &agent.revision, 64, &['-', '_', '.', '/'], "a 40-hex commit sha"),
+        ("tool_parser", &agent.tool_parser, 64, &['-', '_', '.'], "\"hermes\", or \"\" for none"),
+        ("reasoning_parser", &agent.reasoning_parser, 64, &['-', '_', '.'], "\"qwen3\", or \"\" for none"),
+    ];
+    for (key, value, max, extra, example) in words {
+        let Some(value) = value else { continue };
+        // An empty parser turns it off; an empty name or revision means nothing.
+        if value.is_empty() && key.ends_with("_parser") {
+            continue;
+        }
+        if let Some(problem) = crate::config::word_problem(value, max, extra) {
+            cx.error(CompileError::new(
+                "agent-value",
+                &["agent", key],
+                format!("{key} {} {problem}", crate::escape::quoted(value)),
+                Some(format!("write it like {example}")),
+            ));
+            ok = false;
+        }
+    }
+    let ranges: [(&str, Option<u64>, u64, u64); 3] = [
+        ("gpus", agent.gpus.map(u64::from), 1, u64::from(MAX_GPUS)),
+        ("max_len", agent.max_len.map(u64::from), 256, 1_048_576),
+        ("timeout", agent.timeout, 60, 86_400),
+    ];
+    for (key, value, min, max) in ranges {
+        if let Some(v) = value
+            && !(min..=max).contains(&v)
+        {
+            cx.error(CompileError::new(
+                "agent-value",
+                &["agent", key],
+                format!("{key} = {v} is out of range"),
+                Some(format!("give a whole number from {min} to {max}")),
+            ));
+            ok = false;
+        }
+    }
+    if let Some(image) = &agent.image
+        && let Err(problem) = crate::images::ImageRef::parse(image)
+    {
+        cx.error(CompileError::new(
+            "agent-image",
+            &["agent", "image"],
+            format!("image {}: {problem}", crate::escape::quoted(image)),
+            Some("name an image as registry/repo:tag (optionally @sha256:…)".to_string()),
+        ));
+        ok = false;
+    }
+    if let Some(storage) = &agent.storage
+        && !super::claims::quantity(storage)
+    {
+        cx.error(CompileError::new(
+            "agent-storage",
+            &["agent", "storage"],
+            format!("storage {} is not a Kubernetes quantity", crate::escape::quoted(storage)),
+            Some("write it like \"20Gi\"".to_string()),
+        ));
+        ok = false;
+    }
     if let Some(memory) = &agent.memory
         && !super::claims::quantity(memory)
     {
@@ -370,6 +484,69 @@ fn valid_inputs(cx: &mut Context, agent: &crate::config::Agent) -> bool {
         ok = false;
     }
     ok
+}
+
+/// An NVIDIA GPU's memory in GiB: nvidia-smi's MiB from a capture, rounded to the nearest
+/// GiB (a "16 GB" board reports a little less), else the PCI id table.
+fn nvidia_gib(gpu: &crate::facts::NvidiaGpu) -> Option<u32> {
+    match gpu.memory_mib {
+        Some(mib) => u32::try_from(mib.saturating_add(512) / 1024).ok(),
+        None => gpu.device_id.and_then(crate::hwdb::nvidia_memory_gib),
+    }
+}
+
+/// Whether `gpus` > 1 can serve here: vLLM (or llm-scaler) splits a model across GPUs of one
+/// node; OVMS, the NPU and the CPU cannot, and neither can a node with fewer usable GPUs of
+/// the placed kind, or GPUs shared by time-slicing (two "GPUs" could be one).
+fn tensor_parallel_fits(cx: &mut Context, backend: &str, device: &str, gpus: u32, intel: usize, shared: u32) -> bool {
+    let refuse = |cx: &mut Context, message: String, fix: &str| {
+        cx.error(CompileError::new("agent-gpus", &["agent", "gpus"], message, Some(fix.to_string())));
+        false
+    };
+    if backend == "ovms" {
+        return refuse(
+            cx,
+            format!("gpus = {gpus}, and OVMS serves a model on one device: it cannot split one across GPUs"),
+            "use backend = \"vllm\" for tensor parallelism, or gpus = 1",
+        );
+    }
+    let have = match device {
+        "CUDA" => cx.facts.host.nvidia.gpus.len(),
+        "GPU" => intel,
+        "HPU" => cx.facts.host.gaudi.devices.iter().filter(|g| g.device_node.is_some()).count(),
+        other => {
+            return refuse(
+                cx,
+                format!("gpus = {gpus}, and the model runs on the {other}, which cannot split it across GPUs"),
+                "tensor parallelism needs vLLM on NVIDIA or Intel GPUs: set gpus = 1",
+            );
+        }
+    };
+    let kind = match device {
+        "CUDA" => "NVIDIA GPU",
+        "HPU" => "Gaudi",
+        _ => "usable Intel GPU",
+    };
+    if (have as u32) < gpus {
+        return refuse(
+            cx,
+            format!("gpus = {gpus}, and this node has {have} {kind}{}", if have == 1 { "" } else { "s" }),
+            "set gpus to at most the GPUs one node has (`k3d-gpu detect` lists them)",
+        );
+    }
+    let shared = match device {
+        "CUDA" => cx.config.sharing.nvidia.is_some(),
+        "GPU" => shared > 1,
+        _ => false,
+    };
+    if shared {
+        return refuse(
+            cx,
+            format!("gpus = {gpus} with the GPUs shared: the device plugin may hand out {gpus} slices of one GPU"),
+            "turn GPU sharing off ([sharing] shared = 1, no [sharing.nvidia]) for a tensor-parallel model",
+        );
+    }
+    true
 }
 
 /// The resource a pod requests for one of these Intel GPUs: `xe` when any is bound to xe,

@@ -31,22 +31,9 @@ const NOT_KEYS: &[(&[&str], &str)] = &[
         "the component catalog: `--stdlib DIR` replaces it, `[[components]]` adds to it (docs/stdlib.md)",
     ),
     (
-        &[
-            "K3D_GPU_AGENT_MODEL_NAME",
-            "K3D_GPU_AGENT_TOOL_PARSER",
-            "K3D_GPU_AGENT_REASONING_PARSER",
-            "K3D_GPU_AGENT_STORAGE",
-            "K3D_GPU_AGENT_TIMEOUT",
-            "K3D_GPU_AGENT_LOG_LEVEL",
-            "K3D_GPU_AGENT_IMAGE",
-            "K3D_GPU_AGENT_REVISION",
-            "K3D_GPU_AGENT_GPUS",
-            "K3D_GPU_AGENT_MAX_LEN",
-            "K3D_GPU_AGENT_VLM_MAX_PROMPT_LEN",
-            "K3D_GPU_AGENT_VLM_MEDIA_DOMAINS",
-        ],
-        "no key yet: the agent is deployed with the reference's defaults for these (port 8000, a 20Gi \
-         PVC, the default model's parsers, images by tag through images.lock)",
+        &["K3D_GPU_AGENT_VLM_MAX_PROMPT_LEN", "K3D_GPU_AGENT_VLM_MEDIA_DOMAINS"],
+        "no key yet: the vlm add-on is deployed with the reference's defaults for these (a 4096-token \
+         prompt on the NPU, base64 images only)",
     ),
     (
         &["K3D_GPU_SANDBOX*"],
@@ -165,7 +152,22 @@ mod tests {
         assert_eq!(replacement("K3D_GPU_EXPERIMENTAL").as_deref(), Some("`[experimental]`"));
         assert_eq!(replacement("K3D_GPU_AGENT_STT_DEVICE").as_deref(), Some("`[addons.<name>]` `device`"));
         assert_eq!(replacement("K3D_GPU_AGENT_MODEL").as_deref(), Some("`[agent]` `model`"));
-        assert!(replacement("K3D_GPU_AGENT_STORAGE").unwrap().starts_with("no key yet"));
+        assert!(replacement("K3D_GPU_AGENT_VLM_MEDIA_DOMAINS").unwrap().starts_with("no key yet"));
+        // The agent's settings that were "no key yet" before issue 27.
+        for (var, key) in [
+            ("K3D_GPU_AGENT_MODEL_NAME", "model_name"),
+            ("K3D_GPU_AGENT_REVISION", "revision"),
+            ("K3D_GPU_AGENT_GPUS", "gpus"),
+            ("K3D_GPU_AGENT_MAX_LEN", "max_len"),
+            ("K3D_GPU_AGENT_TOOL_PARSER", "tool_parser"),
+            ("K3D_GPU_AGENT_REASONING_PARSER", "reasoning_parser"),
+            ("K3D_GPU_AGENT_IMAGE", "image"),
+            ("K3D_GPU_AGENT_LOG_LEVEL", "log_level"),
+            ("K3D_GPU_AGENT_STORAGE", "storage"),
+            ("K3D_GPU_AGENT_TIMEOUT", "timeout"),
+        ] {
+            assert_eq!(replacement(var), Some(format!("`[agent]` `{key}`")), "{var}");
+        }
         assert!(replacement("K3D_GPU_SANDBOX_PROFILE").unwrap().starts_with("`[sandbox]`"));
         assert!(replacement("K3D_GPU_AGENT_SOMETHING_NEW").unwrap().starts_with("`[agent]` and"));
         // Ours, or not the reference's: nothing to say.

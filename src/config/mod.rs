@@ -83,6 +83,26 @@ pub fn model_id_problem(id: &str) -> Option<&'static str> {
     None
 }
 
+/// Why `value` is not a word that may reach a server's argv (a served model name, a parser,
+/// a revision), or `None` when it is: 1 to `max` characters of ASCII letters, digits and
+/// `extra`, not starting with `-` or `.` (never a flag or a hidden path) and without `..`.
+pub fn word_problem(value: &str, max: usize, extra: &[char]) -> Option<String> {
+    if value.is_empty() || value.len() > max {
+        return Some(format!("must be 1 to {max} characters"));
+    }
+    if !value.chars().all(|c| c.is_ascii_alphanumeric() || extra.contains(&c)) {
+        let extra: Vec<String> = extra.iter().map(|c| format!("'{c}'")).collect();
+        return Some(format!("may hold only ASCII letters, digits and {}", extra.join(", ")));
+    }
+    if value.starts_with(['-', '.']) {
+        return Some("must not start with '-' or '.'".into());
+    }
+    if value.contains("..") {
+        return Some("must not hold '..'".into());
+    }
+    None
+}
+
 /// The stream schemes `[addons.video] source` takes.
 pub const VIDEO_SCHEMES: [&str; 4] = ["rtsp", "rtsps", "http", "https"];
 
@@ -213,6 +233,49 @@ pub struct Agent {
     pub cpus: Option<u32>,
     /// Memory request, e.g. `"6Gi"`. (K3D_GPU_AGENT_MEMORY)
     pub memory: Option<String>,
+    /// The name clients send as `model` (vLLM `--served-model-name`, OVMS `--model_name`):
+    /// letters, digits, `-`, `_`, `.`, at most 64 characters, not starting with `-` or `.`;
+    /// unset: the last part of the model id. (K3D_GPU_AGENT_MODEL_NAME)
+    pub model_name: Option<String>,
+    /// The model's Hugging Face revision vLLM downloads (`--revision`): a 40-hex commit sha
+    /// pins the bytes a re-download gets, a branch or tag name follows it. Unset: the default
+    /// model's pinned commit, a model of your own its default branch. OVMS cannot pin one
+    /// (`--pull` clones the default branch and has no revision option), so it is refused
+    /// there. (K3D_GPU_AGENT_REVISION)
+    pub revision: Option<String>,
+    /// GPUs of one node the model is split across by tensor parallelism (vLLM
+    /// `--tensor-parallel-size`), 1-8, default 1. More than 1 needs vLLM (NVIDIA or Intel GPUs,
+    /// or Gaudis), that many of them on the node and no GPU sharing; OVMS, the NPU and the CPU
+    /// serve on one. (K3D_GPU_AGENT_GPUS)
+    #[schemars(range(min = 1, max = 8))]
+    pub gpus: Option<u32>,
+    /// The longest context in tokens (vLLM `--max-model-len`, default 8192; OVMS on the NPU
+    /// `--max_prompt_len`), 256-1048576. OVMS on the GPU or CPU has no such option: refused
+    /// there. (K3D_GPU_AGENT_MAX_LEN)
+    #[schemars(range(min = 256, max = 1048576))]
+    pub max_len: Option<u32>,
+    /// The tool-call parser (vLLM `--tool-call-parser` with `--enable-auto-tool-choice`, OVMS
+    /// `--tool_parser`): a parser name (letters, digits, `_`, `-`, `.`); unset: `hermes` (vLLM)
+    /// or `hermes3` (OVMS) for the default model, none for another; `""` turns it off.
+    /// (K3D_GPU_AGENT_TOOL_PARSER)
+    pub tool_parser: Option<String>,
+    /// The reasoning parser (vLLM `--reasoning-parser`, OVMS `--reasoning_parser`); unset:
+    /// `qwen3` for the default model, none for another; `""` turns it off.
+    /// (K3D_GPU_AGENT_REASONING_PARSER)
+    pub reasoning_parser: Option<String>,
+    /// The server image instead of the backend's (`repo:tag`, optionally `@sha256:…`); pinned
+    /// through images.lock like every image. (K3D_GPU_AGENT_IMAGE)
+    pub image: Option<String>,
+    /// The server's log level (OVMS `--log_level`, vLLM `VLLM_LOGGING_LEVEL`); unset: the
+    /// server's default, INFO. DEBUG also logs the device OVMS compiled the model for.
+    /// (K3D_GPU_AGENT_LOG_LEVEL)
+    pub log_level: Option<LogLevel>,
+    /// Size of the model volume, a Kubernetes quantity (default `"20Gi"`). (K3D_GPU_AGENT_STORAGE)
+    pub storage: Option<String>,
+    /// Seconds apply waits for the model's download and load (default 1800), 60-86400.
+    /// (K3D_GPU_AGENT_TIMEOUT)
+    #[schemars(range(min = 60, max = 86400))]
+    pub timeout: Option<u64>,
     /// Keep the model PVC (and its namespace) when the agent, or this backend, leaves the
     /// config: `true` (default) keeps the download and the plan says so; `false` lets the plan
     /// delete them, and says the data is lost. Takes effect once applied.
@@ -256,6 +319,27 @@ pub struct Chat {
     /// (`/data/.k3d-gpu-admin-password`, admin `admin@k3d-gpu.local`); it is never in the
     /// config, the plan or the graph. A password is never a value in this file.
     pub admin_secret: Option<String>,
+}
+
+/// A model server's log level, as both servers spell it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum LogLevel {
+    Debug,
+    Info,
+    Warning,
+    Error,
+}
+
+impl LogLevel {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LogLevel::Debug => "DEBUG",
+            LogLevel::Info => "INFO",
+            LogLevel::Warning => "WARNING",
+            LogLevel::Error => "ERROR",
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]

@@ -16,6 +16,7 @@ mod xeon;
 use crate::facts::{self, Facts, Finding, Host, VendorFilter};
 use crate::host::HostRoot;
 
+pub use nvidia::NVIDIA_SMI_SIDECAR;
 pub use reader::Reader;
 
 /// Reads the whole inventory. Findings are problems met while reading.

@@ -1,4 +1,6 @@
-//! NVIDIA from /proc and /sys only (no nvidia-smi): module, driver version, GPUs, /dev nodes.
+//! NVIDIA from /proc and /sys only (detection never runs nvidia-smi): module, driver version,
+//! GPUs, /dev nodes; on a captured fixture host also each GPU's memory, from the answer of
+//! nvidia-smi that `facts capture` saved beside the tree (`NVIDIA_SMI_SIDECAR`).
 
 use std::collections::BTreeMap;
 
@@ -7,6 +9,10 @@ use super::pci::PciFunction;
 use crate::facts::{Nvidia, NvidiaGpu};
 use crate::hwdb;
 use crate::parse;
+
+/// Where a fixture host keeps what `nvidia-smi --query-gpu=memory.total,pci.bus_id
+/// --format=csv,noheader,nounits` printed on the captured machine.
+pub const NVIDIA_SMI_SIDECAR: &str = "/.k3d-gpu-nvidia-smi.csv";
 
 pub fn nvidia(r: &mut Reader, pci: &[PciFunction], modules: &[String]) -> Nvidia {
     let module_loaded = super::system::loaded(modules, "nvidia");
@@ -24,7 +30,13 @@ pub fn nvidia(r: &mut Reader, pci: &[PciFunction], modules: &[String]) -> Nvidia
     for f in pci.iter().filter(|f| f.vendor == hwdb::NVIDIA && f.is_display()) {
         gpus.insert(
             f.address.clone(),
-            NvidiaGpu { pci_address: f.address.clone(), device_id: Some(f.device), model: None, minor: None },
+            NvidiaGpu {
+                pci_address: f.address.clone(),
+                device_id: Some(f.device),
+                model: None,
+                minor: None,
+                memory_mib: None,
+            },
         );
     }
     for address in r.list("/proc/driver/nvidia/gpus") {
@@ -36,6 +48,7 @@ pub fn nvidia(r: &mut Reader, pci: &[PciFunction], modules: &[String]) -> Nvidia
             device_id: None,
             model: None,
             minor: None,
+            memory_mib: None,
         });
         gpu.model = info.get("Model").cloned();
         if let Some(minor) = info.get("Device Minor") {
@@ -43,6 +56,23 @@ pub fn nvidia(r: &mut Reader, pci: &[PciFunction], modules: &[String]) -> Nvidia
                 Ok(m) => gpu.minor = u32::try_from(m).ok(),
                 Err(e) => r.bad_value(&path, &e),
             }
+        }
+    }
+
+    // A fixture host's capture of nvidia-smi (the real host has no such file: there the
+    // memory is unknown to detection, and the agent reads the PCI id table).
+    if !r.real_host()
+        && let Some(text) = r.text(NVIDIA_SMI_SIDECAR)
+    {
+        match parse::parse_nvidia_smi_memory(&text) {
+            Ok(rows) => {
+                for (address, mib) in rows {
+                    if let Some(gpu) = gpus.get_mut(&address) {
+                        gpu.memory_mib = Some(mib);
+                    }
+                }
+            }
+            Err(e) => r.bad_value(NVIDIA_SMI_SIDECAR, &e),
         }
     }
 

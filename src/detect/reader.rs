@@ -17,6 +17,11 @@ impl<'h> Reader<'h> {
         Reader { host, findings: Vec::new(), groups: None }
     }
 
+    /// True on the machine itself, false on a fixture host.
+    pub fn real_host(&self) -> bool {
+        self.host.is_real_host()
+    }
+
     pub fn into_findings(self) -> Vec<Finding> {
         self.findings
     }

@@ -92,6 +92,18 @@ pub fn run_with_timeout(program: &str, args: &[&str], timeout: Duration) -> Ran 
     }
 }
 
+/// The query `facts capture` asks nvidia-smi on the real host: each GPU's memory (MiB) and
+/// PCI address, which sysfs does not give.
+pub const NVIDIA_SMI_QUERY: [&str; 2] = ["--query-gpu=memory.total,pci.bus_id", "--format=csv,noheader,nounits"];
+
+/// nvidia-smi's answer to [`NVIDIA_SMI_QUERY`], or `None` when it is not installed, fails,
+/// times out or prints something that is not that table (checked by the parser detection uses).
+pub fn nvidia_smi_memory() -> Option<String> {
+    let ran = run_with_timeout("nvidia-smi", &NVIDIA_SMI_QUERY, Duration::from_secs(10));
+    let rows = crate::parse::parse_nvidia_smi_memory(&ran.output).ok()?;
+    (ran.ok && !rows.is_empty()).then_some(ran.output)
+}
+
 /// One tool check: the tool's name, the program run (the name, looked up on PATH), its
 /// arguments, the finding code when it fails and the fix.
 struct ToolCheck<'a> {

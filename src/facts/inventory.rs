@@ -150,6 +150,11 @@ pub struct NvidiaGpu {
     pub device_id: Option<u32>,
     pub model: Option<String>,
     pub minor: Option<u32>,
+    /// Memory in MiB as `nvidia-smi` reported it when the host was captured (`facts capture`
+    /// saves its answer as the fixture's `.k3d-gpu-nvidia-smi.csv`); absent otherwise, since
+    /// sysfs does not say: the agent then goes by the board's PCI id (`hwdb`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory_mib: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -137,6 +137,12 @@ pub fn capture(host: &HostRoot, trail: &Trail, out: &Path) -> io::Result<Capture
     Ok(report)
 }
 
+/// Writes a file of captured program output at the fixture's root (`name` is a dot file such
+/// as `.k3d-gpu-nvidia-smi.csv`, which detection reads only in a fixture host).
+pub fn write_sidecar(out: &Path, name: &str, bytes: &[u8]) -> io::Result<()> {
+    fs::write(inside(out, name), bytes)
+}
+
 fn inside(out: &Path, host_path: &str) -> PathBuf {
     out.join(host_path.trim_start_matches('/'))
 }

@@ -1,5 +1,5 @@
 //! Pure parsers for the text formats the kernel exposes (cpulists, /proc/cpuinfo, meminfo,
-//! os-release, GuC/HuC debugfs records, NVIDIA's per-GPU information file, firmware headers).
+//! os-release, GuC/HuC debugfs records, NVIDIA's per-GPU information file and nvidia-smi's memory query, firmware headers).
 //!
 //! They take `&str`/`&[u8]` and return values or a [`ParseError`]; they never panic on any
 //! input (the fuzz target in `fuzz/` and `tests/parsers_never_panic.rs` hold them to that) and
@@ -8,6 +8,7 @@
 mod cpulist;
 mod firmware;
 mod kv;
+mod nvidia_smi;
 mod uc_info;
 
 pub use cpulist::{CpuList, format_cpulist, parse_cpulist};
@@ -16,6 +17,7 @@ pub use kv::{
     CpuInfo, parse_colon_map, parse_cpuinfo, parse_hex_id, parse_meminfo_kib, parse_node_meminfo_kib, parse_os_release,
     parse_u64,
 };
+pub use nvidia_smi::parse_nvidia_smi_memory;
 pub use uc_info::{UcInfo, Version, parse_uc_info};
 
 /// Why a value could not be parsed; the caller adds the path it came from.

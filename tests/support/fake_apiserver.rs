@@ -54,6 +54,9 @@ pub struct State {
     /// `/proxy` (`svc:port` + path, e.g. `ovms:8000/v3/models`): the test plays the workload.
     /// A path not here answers like a Service with no ready endpoints (503).
     pub proxied: Vec<(String, Value)>,
+    /// The JSON bodies POSTed through the service proxy (a chat completion), by the same key
+    /// as `proxied`; a body that is not JSON is answered 400, as a model server would.
+    pub proxied_posts: Vec<(String, Value)>,
 }
 
 impl State {
@@ -415,6 +418,12 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
         && let Some(service) = head.strip_prefix("/api/v1/namespaces/").and_then(|h| h.split_once("/services/"))
     {
         let key = format!("{}{rest}", service.1);
+        if method == "POST" {
+            let Ok(posted) = serde_json::from_slice::<Value>(body) else {
+                return Reply::Once(400, json!({ "error": { "message": "the body is not JSON" } }));
+            };
+            state.proxied_posts.push((key.clone(), posted));
+        }
         return match state.proxied.iter().find(|(k, _)| *k == key) {
             Some((_, answer)) => Reply::Once(200, answer.clone()),
             None => {
@@ -598,6 +607,12 @@ impl FakeApiServer {
 
     pub fn requests(&self) -> Vec<String> {
         self.state.lock().unwrap().requests.clone()
+    }
+
+    /// The JSON bodies POSTed through the service proxy so far.
+    #[allow(dead_code)]
+    pub fn proxied_posts(&self) -> Vec<(String, Value)> {
+        self.state.lock().unwrap().proxied_posts.clone()
     }
 }
 

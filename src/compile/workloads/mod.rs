@@ -60,13 +60,21 @@ struct Server<'a> {
     parts: Parts,
     device: &'a str,
     resource: Option<String>,
+    /// How many of `resource` (the tensor-parallel size).
+    count: u32,
     cpu: String,
     memory: String,
+    /// The model PVC's size.
+    storage: String,
+    /// How long readiness may take (download and load).
+    timeout_s: u64,
     pod_labels: BTreeMap<String, String>,
     node_selector: BTreeMap<String, String>,
     groups: Vec<u32>,
     /// The OpenAI API's root: `v3` (OVMS) or `v1` (vLLM).
     api: &'a str,
+    /// The served model a warm-up chat completion asks, for a chat server (the LLM).
+    chat_model: Option<String>,
 }
 
 /// Where an add-on's objects hang in the graph: the cluster, the agent's namespace, and whether
@@ -99,7 +107,9 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
     let Some(agent) = &config.agent else { return };
     let server = if plan.backend == "ovms" { "ovms" } else { "vllm" };
     let model = agent.model.clone().unwrap_or_else(|| if server == "ovms" { OVMS_MODEL } else { VLLM_MODEL }.into());
-    let served_name = model.rsplit('/').next().unwrap_or(&model).to_string();
+    let default_model = model == OVMS_MODEL || model == VLLM_MODEL;
+    let served_name =
+        agent.model_name.clone().unwrap_or_else(|| model.rsplit('/').next().unwrap_or(&model).to_string());
     // The namespace holds the PVCs: deleting it would delete the data, so both are kept alike.
     let keep = if agent.keep_models.unwrap_or(true) { "true" } else { "false" };
     let namespace = json!({ "apiVersion": "v1", "kind": "Namespace",
@@ -108,29 +118,71 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
     let ns_id = object_id(&namespace);
     push(out, namespace, vec![cluster_id.to_string()]);
 
-    let parts = match (plan.backend, plan.device) {
-        ("ovms", device) => ovms(device, &model, &served_name, "text_generation", &[]),
-        (backend, device) => vllm(backend, device, &model),
+    // A parser: "" turns it off, unset is the default model's (the reference's), or none.
+    let parser = |set: &Option<String>, default: &str| -> Option<String> {
+        match set {
+            Some(p) if p.is_empty() => None,
+            Some(p) => Some(p.clone()),
+            None => default_model.then(|| default.to_string()),
+        }
     };
+    let llm_args = Llm {
+        model: &model,
+        served: &served_name,
+        revision: agent.revision.clone().or_else(|| (model == VLLM_MODEL).then(|| VLLM_REVISION.to_string())),
+        max_len: agent.max_len,
+        tool_parser: parser(&agent.tool_parser, if server == "ovms" { "hermes3" } else { "hermes" }),
+        reasoning_parser: parser(&agent.reasoning_parser, "qwen3"),
+        log_level: agent.log_level.map(|l| l.as_str()),
+        gpus: plan.gpus,
+        timeout_s: agent.timeout.unwrap_or(MODEL_TIMEOUT_S),
+    };
+    let mut parts = match (plan.backend, plan.device) {
+        ("ovms", device) => {
+            let mut extra: Vec<String> = Vec::new();
+            if let Some(t) = &llm_args.tool_parser {
+                extra.extend(["--tool_parser".to_string(), t.clone()]);
+            }
+            if let Some(r) = &llm_args.reasoning_parser {
+                extra.extend(["--reasoning_parser".to_string(), r.clone()]);
+            }
+            if let (Some(len), "NPU") = (llm_args.max_len, device) {
+                extra.extend(["--max_prompt_len".to_string(), len.to_string()]);
+            }
+            if let Some(level) = llm_args.log_level {
+                extra.extend(["--log_level".to_string(), level.to_string()]);
+            }
+            let extra: Vec<&str> = extra.iter().map(String::as_str).collect();
+            ovms(device, &model, &served_name, "text_generation", &extra)
+        }
+        (backend, device) => vllm(backend, device, &llm_args),
+    };
+    if let Some(image) = &agent.image {
+        parts.0 = image.clone();
+    }
     let llm = Server {
         name: server,
         parts,
         device: plan.device,
         resource: plan.resource.clone(),
+        count: plan.gpus,
         cpu: plan.cpu_request.to_string(),
         memory: plan.memory.clone(),
+        storage: agent.storage.clone().unwrap_or_else(|| STORAGE.to_string()),
+        timeout_s: llm_args.timeout_s,
         pod_labels: plan.pod_labels.clone(),
         node_selector: plan.node_selector.clone(),
         groups: plan.supplemental_groups.clone(),
         api: if server == "ovms" { "v3" } else { "v1" },
+        chat_model: Some(served_name.clone()),
     };
     emit(cx, out, cluster_id, &ns_id, keep, llm);
     if let Some(ui) = &agent.chat
         && chat::valid(cx, ui)
     {
-        // OVMS serves the model under its last path part (`--model_name`); vLLM under the id.
-        let listed = if server == "ovms" { &served_name } else { &model };
-        chat::resources(cx, ui, plan, listed, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
+        // Both servers serve the model under its served name (`--model_name`,
+        // `--served-model-name`).
+        chat::resources(cx, ui, plan, &served_name, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
     }
 
     for addon in &plan.addons {
@@ -159,12 +211,16 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             parts: ovms(addon.device, model, served, task, extra),
             device: addon.device,
             resource: addon.resource.clone(),
+            count: 1,
+            storage: STORAGE.to_string(),
+            timeout_s: MODEL_TIMEOUT_S,
             cpu: if addon.device == "CPU" { "2" } else { "1" }.to_string(),
             memory: ADDON_MEMORY.to_string(),
             pod_labels,
             node_selector: BTreeMap::new(),
             groups,
             api: "v3",
+            chat_model: None,
         };
         emit(cx, out, cluster_id, &ns_id, keep, server);
     }
@@ -246,17 +302,24 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, cluster_id: &str, ns_id: &str
     let server = s.name;
     let selector = json!({ "app.kubernetes.io/name": server });
     let pvc_name = format!("{server}-models");
-    let pvc = data_pvc(&pvc_name, keep, STORAGE, None);
+    let pvc = data_pvc(&pvc_name, keep, &s.storage, None);
 
     let (image, containers, init, volumes_extra, pod_security) = s.parts;
     let mut requests = json!({ "cpu": s.cpu, "memory": s.memory });
     let mut limits = json!({ "memory": s.memory });
     if let Some(resource) = &s.resource {
-        requests[resource] = json!("1");
-        limits[resource] = json!("1");
+        requests[resource] = json!(s.count.to_string());
+        limits[resource] = json!(s.count.to_string());
     }
     let mut main = containers;
     main["image"] = json!(image);
+    let tensor_parallel = s.count > 1;
+    if tensor_parallel {
+        // Loading a split model is slow (every worker compiles its shard): the readiness
+        // timeout sizes a startup probe, so the kubelet does not restart a loading server.
+        main["startupProbe"] = json!({ "httpGet": { "path": "/health", "port": "http" }, "periodSeconds": 10,
+            "failureThreshold": s.timeout_s.div_ceil(10) });
+    }
     main["resources"] = json!({ "requests": requests, "limits": limits });
     let mut pod_labels = s.pod_labels;
     pod_labels.insert("app.kubernetes.io/name".into(), server.into());
@@ -269,13 +332,18 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, cluster_id: &str, ns_id: &str
         "containers": [main],
         "volumes": volumes,
     });
+    if tensor_parallel {
+        // vLLM's workers finish in-flight requests and free the GPUs on SIGTERM; the lab
+        // notes give a split model a long grace period for that.
+        pod["terminationGracePeriodSeconds"] = json!(TP_GRACE_S);
+    }
     if s.device == "CUDA" {
         // On k3s the NVIDIA libraries reach a pod through the nvidia runtime (RuntimeClass
         // nvidia, k3s's own; verify/runtimeclass/nvidia checks it exists).
         pod["runtimeClassName"] = json!("nvidia");
     }
     if let Some(mut init) = init {
-        init["image"] = json!(image);
+        init["image"] = json!(&image);
         pod["initContainers"] = json!([init]);
     }
     if !s.node_selector.is_empty() {
@@ -303,14 +371,15 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, cluster_id: &str, ns_id: &str
     let service_id = push_service(out, (cluster_id, ns_id), service, &deployment_id);
 
     // Readiness: the Deployment rolled out, then the server lists its models through the API
-    // server's service proxy (GET only: POSTs through that proxy are what OVMS mishandles).
+    // server's service proxy, then (the LLM) answers a short chat completion there.
     out.push(rollout(server, deployment_id));
-    out.push(verify(
-        format!("verify/endpoint/{NAMESPACE}/{server}"),
-        json!({ "check": "endpoint", "namespace": NAMESPACE, "service": server, "port": PORT,
-                "path": format!("/{}/models", s.api), "timeout_s": MODEL_TIMEOUT_S }),
-        vec![service_id],
-    ));
+    let mut check = json!({ "check": "endpoint", "namespace": NAMESPACE, "service": server, "port": PORT,
+            "path": format!("/{}/models", s.api), "timeout_s": s.timeout_s });
+    if let Some(model) = &s.chat_model {
+        // Then one short chat completion through the same proxy: a reply, not only a port.
+        check["chat"] = json!({ "path": format!("/{}/chat/completions", s.api), "model": model });
+    }
+    out.push(verify(format!("verify/endpoint/{NAMESPACE}/{server}"), check, vec![service_id]));
 }
 
 /// A verify node.
@@ -338,7 +407,37 @@ pub(super) fn rollout(name: &str, deployment_id: String) -> Resource {
 /// compiles (the reference's agent timeout). A verify timeout longer than this wins.
 pub const MODEL_TIMEOUT_S: u64 = 1800;
 
-type Parts = (&'static str, Value, Option<Value>, Vec<Value>, Value);
+/// A server's image, main container, init container, extra volumes and pod security context.
+type Parts = (String, Value, Option<Value>, Vec<Value>, Value);
+
+/// The LLM server's settings from `[agent]`, resolved against the defaults.
+struct Llm<'a> {
+    model: &'a str,
+    served: &'a str,
+    revision: Option<String>,
+    max_len: Option<u32>,
+    tool_parser: Option<String>,
+    reasoning_parser: Option<String>,
+    log_level: Option<&'static str>,
+    gpus: u32,
+    timeout_s: u64,
+}
+
+/// vLLM's context length unless `[agent] max_len` says otherwise (the reference's).
+pub const VLLM_MAX_LEN: u32 = 8192;
+
+/// The default vLLM model's Hugging Face commit: the snapshot that `huggingface_hub`
+/// downloads of Qwen/Qwen3-4B are stored under (`models--Qwen--Qwen3-4B/snapshots/<sha>`), as
+/// recorded by several independent public repositories' scripts; a re-download of this
+/// revision gets the same bytes.
+pub const VLLM_REVISION: &str = "1cfa9a7208912126459214e8b04321603b3df60c";
+
+/// Grace period of a tensor-parallel server's pod.
+const TP_GRACE_S: u64 = 120;
+
+/// The memory-backed /dev/shm a tensor-parallel server's workers exchange tensors through
+/// (oneCCL and NCCL both use it); the pod's memory limit counts it.
+const TP_SHM: &str = "8Gi";
 
 /// OpenVINO Model Server: an init container pulls the model into the PVC once (later starts
 /// find it there), the server loads it for the placed device with its compile cache on the
@@ -365,10 +464,6 @@ fn ovms(device: &str, model: &str, served_name: &str, task: &str, extra_serve: &
     };
     let mut serve = common(&["--rest_port", "8000", "--cache_dir", "/models/.ov-cache"]);
     serve.extend(extra_serve.iter().map(|s| s.to_string()));
-    if model == OVMS_MODEL {
-        // The default model's chat template: the reference's parsers for it.
-        serve.extend(["--tool_parser", "hermes3", "--reasoning_parser", "qwen3"].map(String::from));
-    }
     let main = json!({
         "name": "ovms",
         "args": serve,
@@ -387,13 +482,17 @@ fn ovms(device: &str, model: &str, served_name: &str, task: &str, extra_serve: &
     });
     let pod_security =
         json!({ "runAsNonRoot": true, "runAsUser": OVMS_UID, "runAsGroup": OVMS_UID, "fsGroup": OVMS_UID });
-    (OVMS_IMAGE, main, Some(init), Vec::new(), pod_security)
+    (OVMS_IMAGE.to_string(), main, Some(init), Vec::new(), pod_security)
 }
 
-/// vLLM (XPU, Intel's llm-scaler build, or vllm-gaudi): the OpenAI API under /v1, weights and
-/// kernel caches on the PVC. Flags follow the reference: float16 with eager mode on Arc,
-/// bfloat16 on the Gaudi with its eager/torch.compile mode and a memory-backed /dev/shm.
-fn vllm(backend: &str, device: &str, model: &str) -> Parts {
+/// vLLM (XPU, Intel's llm-scaler build, vllm-gaudi or CUDA): the OpenAI API under /v1,
+/// weights and kernel caches on the PVC. Flags follow the reference: float16 with eager mode
+/// on Arc, bfloat16 on the Gaudi with its eager/torch.compile mode and a memory-backed
+/// /dev/shm; the model pinned to a revision, its context length, parsers and served name.
+/// With `gpus` > 1 the model is split by tensor parallelism, with the oneCCL settings the lab
+/// notes use on two Arc cards (ZE_AFFINITY_MASK over the GPUs the plugin gave the pod, the
+/// OFI transport, pidfd IPC exchange) and a memory-backed /dev/shm.
+fn vllm(backend: &str, device: &str, llm: &Llm) -> Parts {
     let gaudi = device == "HPU";
     let cuda = device == "CUDA";
     let image = match (backend, gaudi) {
@@ -402,10 +501,25 @@ fn vllm(backend: &str, device: &str, model: &str) -> Parts {
         ("llm-scaler", _) => LLM_SCALER_IMAGE,
         _ => VLLM_XPU_IMAGE,
     };
-    let mut args: Vec<String> = ["serve", model, "--host", "0.0.0.0", "--port", "8000", "--download-dir", MODELS]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
+    let mut args: Vec<String> = [
+        "serve",
+        llm.model,
+        "--host",
+        "0.0.0.0",
+        "--port",
+        "8000",
+        "--download-dir",
+        MODELS,
+        "--served-model-name",
+        llm.served,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    if let Some(revision) = &llm.revision {
+        args.extend(["--revision".to_string(), revision.clone()]);
+    }
+    args.extend(["--max-model-len".to_string(), llm.max_len.unwrap_or(VLLM_MAX_LEN).to_string()]);
     if gaudi {
         args.extend(["--dtype", "bfloat16"].map(String::from));
     } else if cuda {
@@ -417,22 +531,42 @@ fn vllm(backend: &str, device: &str, model: &str) -> Parts {
                 .map(String::from),
         );
     }
-    if model == VLLM_MODEL {
-        args.extend(
-            ["--enable-auto-tool-choice", "--tool-call-parser", "hermes", "--reasoning-parser", "qwen3"]
-                .map(String::from),
-        );
+    if let Some(parser) = &llm.tool_parser {
+        args.extend(["--enable-auto-tool-choice".to_string(), "--tool-call-parser".to_string(), parser.clone()]);
+    }
+    if let Some(parser) = &llm.reasoning_parser {
+        args.extend(["--reasoning-parser".to_string(), parser.clone()]);
+    }
+    let tensor_parallel = llm.gpus > 1;
+    if tensor_parallel {
+        args.extend(["--tensor-parallel-size".to_string(), llm.gpus.to_string()]);
     }
     let mut env = vec![json!({ "name": "HF_HOME", "value": MODELS })];
+    if let Some(level) = llm.log_level {
+        env.push(json!({ "name": "VLLM_LOGGING_LEVEL", "value": level }));
+    }
     let mut mounts = vec![json!({ "name": "models", "mountPath": MODELS })];
     let mut volumes = Vec::new();
     let mut security = json!({ "allowPrivilegeEscalation": false, "capabilities": { "drop": ["ALL"] } });
     if gaudi {
         env.push(json!({ "name": "PT_HPU_LAZY_MODE", "value": "0" }));
-        // Intel runs vllm-gaudi with --ipc=host; a memory-backed /dev/shm stands in for it.
-        mounts.push(json!({ "name": "shm", "mountPath": "/dev/shm" }));
-        volumes.push(json!({ "name": "shm", "emptyDir": { "medium": "Memory", "sizeLimit": "8Gi" } }));
         security["capabilities"]["add"] = json!(["SYS_NICE"]);
+    }
+    if tensor_parallel && device == "GPU" {
+        // The plugin gives the pod `gpus` cards; inside it Level Zero numbers them 0..n-1.
+        let mask: Vec<String> = (0..llm.gpus).map(|i| i.to_string()).collect();
+        env.push(json!({ "name": "ZE_AFFINITY_MASK", "value": mask.join(",") }));
+        env.push(json!({ "name": "ONEAPI_DEVICE_SELECTOR", "value": "level_zero:gpu" }));
+        env.push(json!({ "name": "CCL_ATL_TRANSPORT", "value": "ofi" }));
+        // oneCCL shares device memory between the workers by pidfd, with no CAP_SYS_PTRACE.
+        env.push(json!({ "name": "CCL_ZE_IPC_EXCHANGE", "value": "pidfd" }));
+    }
+    if gaudi || tensor_parallel {
+        // Intel runs vllm-gaudi with --ipc=host, and tensor-parallel workers exchange through
+        // shared memory: a memory-backed /dev/shm stands in for both.
+        let size = if gaudi { "8Gi" } else { TP_SHM };
+        mounts.push(json!({ "name": "shm", "mountPath": "/dev/shm" }));
+        volumes.push(json!({ "name": "shm", "emptyDir": { "medium": "Memory", "sizeLimit": size } }));
     }
     let main = json!({
         "name": "vllm",
@@ -444,7 +578,7 @@ fn vllm(backend: &str, device: &str, model: &str) -> Parts {
         "volumeMounts": mounts,
         "securityContext": security,
     });
-    (image, main, None, volumes, json!({}))
+    (image.to_string(), main, None, volumes, json!({}))
 }
 
 /// What every container gets unless it needs more: no privilege escalation, no capabilities.
