@@ -661,3 +661,73 @@ fn no_object_we_emit_is_one_k3s_makes_itself() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// k3s's package as rancher/k3s's image holds it in /bin, `tests/upstream/k3s-package-bin.txt`:
+/// (kind, name, link target).
+fn k3s_package() -> Vec<(String, String, Option<String>)> {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/k3s-package-bin.txt")).unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            (words[0].to_string(), words[1].to_string(), words.get(2).map(|t| t.to_string()))
+        })
+        .collect()
+}
+
+/// What a Dockerfile takes from its `k3s` stage: the basenames its `COPY --from=k3s` lines copy,
+/// and the links its `for l in …; do ln -s TARGET …` loops make (name → target).
+fn dockerfile_k3s_layout(dockerfile: &str) -> (BTreeMap<String, ()>, BTreeMap<String, String>) {
+    let joined = dockerfile.replace("\\\n", " ");
+    let mut copied = BTreeMap::new();
+    let mut links = BTreeMap::new();
+    for line in joined.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("COPY --from=k3s ") {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            for source in &words[..words.len().saturating_sub(1)] {
+                copied.insert(source.rsplit('/').next().unwrap().to_string(), ());
+            }
+        }
+        for part in line.split("for l in ").skip(1) {
+            let Some((names, rest)) = part.split_once("; do ln -s ") else { continue };
+            let target = rest.split_whitespace().next().unwrap_or_default();
+            for name in names.split_whitespace() {
+                links.insert(name.to_string(), target.to_string());
+            }
+        }
+    }
+    (copied, links)
+}
+
+/// Issue 22, deviation 1: every file, directory and link of k3s's package is in the shipped
+/// node image (copied from the k3s stage, or linked as upstream links it); and everything the
+/// node image check requires is part of that package (or the NVIDIA toolkit).
+#[test]
+fn the_node_image_has_every_file_of_k3s_package() {
+    let package = k3s_package();
+    assert!(package.iter().any(|(_, n, _)| n == "containerd"), "the list was read");
+    let (copied, links) = dockerfile_k3s_layout(k3d_gpu::node_image::SHIPPED_DOCKERFILE);
+    let mut missing = Vec::new();
+    for (kind, name, target) in &package {
+        let ok = match kind.as_str() {
+            "file" | "dir" => copied.contains_key(name),
+            "link" => links.get(name) == target.as_ref() || copied.contains_key(name),
+            other => panic!("unknown entry kind {other}"),
+        };
+        if !ok {
+            missing.push(format!("{kind} {name}"));
+        }
+    }
+    assert!(missing.is_empty(), "the Dockerfile leaves out {missing:?} of k3s's package");
+    for r in k3d_gpu::node_check::required(true) {
+        assert!(
+            r.name == "nvidia-container-runtime" || package.iter().any(|(_, n, _)| n == r.name),
+            "{} is required but not in k3s's package",
+            r.name
+        );
+    }
+    // The check itself catches the old layout: /bin/k3s and /bin/aux alone.
+    let old = "COPY --from=k3s /bin/k3s /usr/bin/k3s\nCOPY --from=k3s /bin/aux /usr/bin/aux\n";
+    let (copied, _) = dockerfile_k3s_layout(old);
+    assert!(!copied.contains_key("containerd") && copied.contains_key("k3s"));
+}
