@@ -103,7 +103,9 @@ fn vllm_on_a_gaudi_and_on_arc() {
 
     let g = graph("[agent]\nbackend = \"llm-scaler\"\n", "arc-b580-xe-rpl-igpu");
     let c = &spec(&g, VLLM)["spec"]["template"]["spec"]["containers"][0];
-    assert!(c["image"].as_str().unwrap().starts_with("docker.io/intel/llm-scaler-vllm:1.5"));
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/intel/llm-scaler-vllm:1.4"));
+    assert_eq!(c["command"][0], "bash", "the oneAPI environment is sourced first");
+    assert_eq!(c["args"][0], "serve");
     let g = graph("[agent]\nbackend = \"vllm\"\n", "arc-b580-xe-rpl-igpu");
     let d = spec(&g, VLLM);
     assert!(d["spec"]["template"]["spec"]["containers"][0]["image"].as_str().unwrap().contains("vllm-openai-xpu"));

@@ -731,3 +731,94 @@ fn the_node_image_has_every_file_of_k3s_package() {
     let (copied, _) = dockerfile_k3s_layout(old);
     assert!(!copied.contains_key("containerd") && copied.contains_key("k3s"));
 }
+
+// ---- how the workloads start -----------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct LlmScaler {
+    image: String,
+    prefix: String,
+}
+
+/// Why a container of the llm-scaler image would start without its oneAPI environment: its
+/// command replaces the image's entrypoint, so it must be a shell that runs upstream's prefix
+/// first and then vllm with the container's args.
+fn llm_scaler_start_problems(upstream: &LlmScaler, container: &Value) -> Vec<String> {
+    let command: Vec<&str> = container["command"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let mut out = Vec::new();
+    if command.is_empty() {
+        return out; // the image's own entrypoint, which sources nothing but drops the args
+    }
+    match command.as_slice() {
+        [shell, "-c", script, ..] if shell.ends_with("bash") || shell.ends_with("sh") => {
+            if !script.starts_with(&upstream.prefix) {
+                out.push(format!("the script {script:?} does not start with {:?}", upstream.prefix));
+            }
+            if !script.contains("vllm \"$@\"") {
+                out.push(format!("the script {script:?} does not run vllm with the container's args"));
+            }
+        }
+        other => out.push(format!("command {other:?} replaces the entrypoint without {:?}", upstream.prefix)),
+    }
+    if container["args"][0] != "serve" {
+        out.push("the args do not start with `serve`".into());
+    }
+    out
+}
+
+/// Issue 22, deviation 3: llm-scaler's vLLM starts with its oneAPI environment, as
+/// intel/llm-scaler's README says a replaced entrypoint must; and the image is the release
+/// that README was read at.
+#[test]
+fn llm_scaler_starts_the_way_its_readme_says() {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/llm-scaler-vllm.toml")).unwrap();
+    let upstream: LlmScaler = toml::from_str(&text).unwrap();
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let config = k3d_gpu::config::load_str("k3dgpu.toml", "[agent]\nbackend = \"llm-scaler\"\n").unwrap();
+    let graph = k3d_gpu::compile::compile(&config, &support::facts_of("arc-b580-xe-rpl-igpu"), &catalog).unwrap();
+    let mut seen = 0;
+    for r in graph.resources() {
+        for c in containers(&r.spec) {
+            let image = c["image"].as_str().unwrap_or_default();
+            if !image.starts_with("docker.io/intel/llm-scaler-vllm:") {
+                continue;
+            }
+            seen += 1;
+            assert_eq!(image.split('@').next(), Some(upstream.image.as_str()), "{}", r.id);
+            let problems = llm_scaler_start_problems(&upstream, c);
+            assert!(problems.is_empty(), "{}: {problems:?}", r.id);
+        }
+    }
+    assert_eq!(seen, 1, "one llm-scaler container");
+    // The check catches the old start: `vllm` as the command, no environment.
+    let old = serde_json::json!({ "command": ["vllm"], "args": ["serve", "m"] });
+    assert!(!llm_scaler_start_problems(&upstream, &old).is_empty());
+}
+
+/// Issue 22, deviation 4: with `[sharing.nvidia]` on, the DCGM exporter maps each shared GPU
+/// to every pod holding a replica (`KUBERNETES_VIRTUAL_GPUS`, a bool flag of dcgm-exporter
+/// 4.5.3-4.8.2's `pkg/cmd/app.go`, recorded in plugin-flags.toml; used by
+/// `internal/pkg/transformation/kubernetes.go`), and without sharing it is left at its default.
+#[test]
+fn dcgm_exporter_names_every_pod_on_a_shared_gpu() {
+    let flags = std::fs::read_to_string(support::repo().join("tests/upstream/plugin-flags.toml")).unwrap();
+    assert!(flags.contains("\"KUBERNETES_VIRTUAL_GPUS\"") && flags.contains("kubernetes-virtual-gpus = \"bool\""));
+    let mut shared_seen = 0;
+    for (name, graph) in cases() {
+        let shared = graph
+            .resources()
+            .any(|r| r.spec["kind"] == "ConfigMap" && r.spec["metadata"]["name"] == "nvidia-device-plugin-config");
+        for r in graph.resources().filter(|r| r.spec["kind"] == "DaemonSet") {
+            for c in containers(&r.spec).into_iter().filter(|c| c["name"] == "dcgm-exporter") {
+                let value = c["env"].as_array().into_iter().flatten().find(|e| e["name"] == "KUBERNETES_VIRTUAL_GPUS");
+                if shared {
+                    shared_seen += 1;
+                    assert_eq!(value.map(|e| &e["value"]), Some(&Value::from("true")), "{name}: {}", r.id);
+                } else {
+                    assert!(value.is_none(), "{name}: {}: set without sharing", r.id);
+                }
+            }
+        }
+    }
+    assert!(shared_seen > 0, "a case with [sharing.nvidia] and the exporter");
+}
