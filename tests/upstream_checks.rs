@@ -822,3 +822,139 @@ fn dcgm_exporter_names_every_pod_on_a_shared_gpu() {
     }
     assert!(shared_seen > 0, "a case with [sharing.nvidia] and the exporter");
 }
+
+// ---- custom resources against upstream's CRDs -------------------------------------------------
+
+/// Every CRD the catalog ships (upstream's own, share/README.md says from where), by
+/// (group, kind, version): its schema made strict the way the API server is: a field a
+/// structural schema does not name is pruned (silently lost), so here it is an error.
+fn shipped_crd_schemas() -> BTreeMap<(String, String, String), Value> {
+    fn strict(schema: &mut Value) {
+        if let Value::Object(map) = schema {
+            let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") && !preserve {
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            map.values_mut().for_each(strict);
+        } else if let Value::Array(items) = schema {
+            items.iter_mut().for_each(strict);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (name, object) in share_objects() {
+        if object["kind"] != "CustomResourceDefinition" {
+            continue;
+        }
+        let group = object["spec"]["group"].as_str().unwrap().to_string();
+        let kind = object["spec"]["names"]["kind"].as_str().unwrap().to_string();
+        for v in object["spec"]["versions"].as_array().unwrap() {
+            let mut schema = v["schema"]["openAPIV3Schema"].clone();
+            assert!(schema.is_object(), "{name}: {kind} {} has a schema", v["name"]);
+            strict(&mut schema);
+            out.insert((group.clone(), kind.clone(), v["name"].as_str().unwrap().to_string()), schema);
+        }
+    }
+    out
+}
+
+/// Every object of every manifest in share/, with its file name.
+fn share_objects() -> Vec<(String, Value)> {
+    let dir = support::repo().join("share");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".yml"))
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+        for o in k3d_gpu::catalog::parse_manifest(&name, &text).unwrap() {
+            out.push((name.clone(), o));
+        }
+    }
+    out
+}
+
+/// The errors of `object` against the CRD schema of its group, kind and version; `None` when
+/// no shipped CRD defines it.
+fn custom_resource_errors(
+    validators: &BTreeMap<(String, String, String), jsonschema::Validator>,
+    object: &Value,
+) -> Option<Vec<String>> {
+    let api = object["apiVersion"].as_str()?;
+    let (group, version) = api.split_once('/')?;
+    let key = (group.to_string(), object["kind"].as_str()?.to_string(), version.to_string());
+    let validator = validators.get(&key)?;
+    Some(validator.iter_errors(object).map(|e| format!("{e} at {}", e.instance_path())).collect())
+}
+
+/// Issue 22, deviation 5: the CRDs are upstream's (BalloonsPolicy from nri-plugins v0.14.0,
+/// NFD's three from v0.19.0, not a few properties with unknown fields kept), and every custom
+/// resource the catalog ships or the compiler writes is valid against them.
+#[test]
+fn every_custom_resource_we_emit_is_valid_against_upstreams_crd() {
+    let schemas = shipped_crd_schemas();
+    let count = |group: &str, kind: &str| {
+        let key = (group.to_string(), kind.to_string(), "v1alpha1".to_string());
+        let mut n = 0;
+        fn walk(v: &Value, n: &mut usize) {
+            if let Value::Object(m) = v {
+                if let Some(Value::Object(p)) = m.get("properties") {
+                    *n += p.len();
+                }
+                m.values().for_each(|v| walk(v, n));
+            } else if let Value::Array(a) = v {
+                a.iter().for_each(|v| walk(v, n));
+            }
+        }
+        walk(&schemas[&key], &mut n);
+        n
+    };
+    // Upstream's sizes (schema properties, counted the same way): a minimal CRD has a handful.
+    let sizes = [
+        count("config.nri", "BalloonsPolicy"),
+        count("nfd.k8s-sigs.io", "NodeFeatureRule"),
+        count("nfd.k8s-sigs.io", "NodeFeatureGroup"),
+        count("nfd.k8s-sigs.io", "NodeFeature"),
+    ];
+    assert_eq!(sizes, [168, 38, 32, 13], "upstream's schemas at the pinned releases (the minimal ones had 5, 5, 4, 4)");
+
+    let schemas: BTreeMap<_, _> =
+        schemas.into_iter().map(|(key, schema)| (key, jsonschema::validator_for(&schema).unwrap())).collect();
+    let mut checked = std::collections::BTreeSet::new();
+    let mut problems = Vec::new();
+    for (name, object) in share_objects() {
+        if let Some(errors) = custom_resource_errors(&schemas, &object) {
+            checked.insert(object["kind"].as_str().unwrap().to_string());
+            if !errors.is_empty() {
+                problems.push(format!("share/{name}: {} {}: {errors:?}", object["kind"], object["metadata"]["name"]));
+            }
+        }
+    }
+    for (case, graph) in cases() {
+        for r in graph.resources() {
+            if let Some(errors) = custom_resource_errors(&schemas, &r.spec) {
+                checked.insert(r.spec["kind"].as_str().unwrap().to_string());
+                if !errors.is_empty() {
+                    problems.push(format!("{case}: {}: {errors:?}", r.id));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    for kind in ["BalloonsPolicy", "NodeFeatureRule"] {
+        assert!(checked.contains(kind), "no {kind} was checked: {checked:?}");
+    }
+
+    // The check sees what the API server would now refuse (or prune): a misspelt field of the
+    // balloons policy, and a wrong type in a NodeFeatureRule.
+    let (_, policy) = share_objects().into_iter().find(|(_, o)| o["kind"] == "BalloonsPolicy").unwrap();
+    let mut bad = policy.clone();
+    bad["spec"]["reservedResourcez"] = serde_json::json!({ "cpu": "1" });
+    assert!(!custom_resource_errors(&schemas, &bad).unwrap().is_empty(), "a misspelt field");
+    let (_, rule) = share_objects().into_iter().find(|(_, o)| o["kind"] == "NodeFeatureRule").unwrap();
+    let mut bad = rule.clone();
+    bad["spec"]["rules"] = serde_json::json!("not a list");
+    assert!(!custom_resource_errors(&schemas, &bad).unwrap().is_empty(), "a wrong type");
+}
