@@ -16,7 +16,7 @@ FROM rancher/k3s:${K3S_TAG}${K3S_DIGEST:+@}${K3S_DIGEST} AS k3s
 
 FROM ubuntu:${UBUNTU_TAG}${UBUNTU_DIGEST:+@}${UBUNTU_DIGEST}
 ARG K3S_TAG
-ARG NVIDIA_CONTAINER_TOOLKIT_VERSION=1.20.1-1
+ARG NVIDIA_CONTAINER_TOOLKIT_VERSION=1.20.0-1
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # The toolkit from NVIDIA's apt repository, every package of it at the pinned version.

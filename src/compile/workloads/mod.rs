@@ -35,7 +35,7 @@ const STORAGE: &str = "20Gi";
 const MODELS: &str = "/models";
 
 /// Images by `repo:tag` (DESIGN.md §7): digests come from images.lock, never from here.
-pub const OVMS_IMAGE: &str = "docker.io/openvino/model_server:2026.4.1-gpu";
+pub const OVMS_IMAGE: &str = "docker.io/openvino/model_server:2026.2-gpu";
 pub const VLLM_XPU_IMAGE: &str = "docker.io/vllm/vllm-openai-xpu:v0.31.0";
 /// intel/llm-scaler's newest stable vLLM image (README news at vllm-0.21.0-b2, f19b329:
 /// `1.4`, 2026-05; the 0.x tags are betas).
