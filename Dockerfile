@@ -16,7 +16,7 @@ FROM rancher/k3s:${K3S_TAG}${K3S_DIGEST:+@}${K3S_DIGEST} AS k3s
 
 FROM ubuntu:${UBUNTU_TAG}${UBUNTU_DIGEST:+@}${UBUNTU_DIGEST}
 ARG K3S_TAG
-ARG NVIDIA_CONTAINER_TOOLKIT_VERSION=1.20.1-1
+ARG NVIDIA_CONTAINER_TOOLKIT_VERSION=1.20.0-1
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # The toolkit from NVIDIA's apt repository, every package of it at the pinned version.
@@ -38,13 +38,19 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && mkdir -p /etc/cdi /var/run/cdi
 
-# k3s as rancher/k3s lays it out: the binary at /bin/k3s (k3d's entrypoint runs that path;
-# /bin is /usr/bin on Ubuntu) and its helpers in /bin/aux, on PATH as in the upstream image.
-# k3s finds /usr/bin/nvidia-container-runtime at start and adds the nvidia runtime to its
-# containerd config; the cluster's --default-runtime=nvidia makes it the default.
-COPY --from=k3s /bin/k3s /usr/bin/k3s
+# k3s as rancher/k3s lays it out (k3s-io/k3s scripts/build-*.sh and scripts/package-cli: the
+# data tarball unpacked at /, tests/upstream/k3s-package-bin.txt): /bin/k3s is the server
+# build, which unpacks no data dir, so the agent finds containerd, its runc shim, runc and the
+# CNI plugins on PATH. Each is copied here (a source that is a link upstream, e.g. containerd
+# -> k3s in a multicall build, arrives as the file it names), the helpers in /bin/aux, and
+# the links made as upstream makes them. /bin is /usr/bin on Ubuntu, so k3d's entrypoint
+# finds /bin/k3s. k3s finds /usr/bin/nvidia-container-runtime at start and adds the nvidia
+# runtime to its containerd config; the cluster's --default-runtime=nvidia makes it the
+# default. `k3d-gpu apply` checks the built image for these files before any cluster.
+COPY --from=k3s /bin/k3s /bin/containerd /bin/containerd-shim-runc-v2 /bin/runc /bin/cni /bin/check-config /usr/bin/
 COPY --from=k3s /bin/aux /usr/bin/aux
-RUN ln -s k3s /usr/bin/kubectl && ln -s k3s /usr/bin/crictl && ln -s k3s /usr/bin/ctr
+RUN for l in k3s-agent k3s-server k3s-token k3s-etcd-snapshot k3s-secrets-encrypt k3s-certificate k3s-completion kubectl crictl ctr; do ln -s k3s "/usr/bin/$l"; done \
+ && for l in bandwidth bridge firewall flannel host-local loopback portmap; do ln -s cni "/usr/bin/$l"; done
 
 VOLUME /var/lib/kubelet
 VOLUME /var/lib/rancher/k3s

@@ -24,6 +24,7 @@ pub mod images;
 pub mod input_file;
 pub mod logs;
 pub mod mcp;
+pub mod node_check;
 pub mod node_image;
 pub mod observe;
 pub mod output_file;

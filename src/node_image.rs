@@ -21,7 +21,7 @@ pub const K3S_TAG: &str = "v1.37.1-k3s1";
 /// The Ubuntu base; 24.04 is supported too (`build_args = { UBUNTU_TAG = "24.04" }`).
 pub const UBUNTU_TAG: &str = "26.04";
 /// The NVIDIA container toolkit's apt version.
-pub const NVIDIA_CONTAINER_TOOLKIT_VERSION: &str = "1.20.1-1";
+pub const NVIDIA_CONTAINER_TOOLKIT_VERSION: &str = "1.20.0-1";
 
 /// The label holding the digest of the build inputs.
 pub const INPUTS_LABEL: &str = "io.k3d-gpu.build-inputs";

@@ -63,7 +63,7 @@ fn lunar_lake_gets_the_ovms_deployment_on_its_gpu() {
         args(&serde_json::json!({"spec":{"template":{"spec":{"containers":[pod["initContainers"][0].clone()]}}}}))[0],
         "--pull"
     );
-    assert!(c["image"].as_str().unwrap().starts_with("docker.io/openvino/model_server:2026.4.1-gpu"));
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/openvino/model_server:2026.2-gpu"));
     let svc = spec(&g, "k8s/core/Service/k3d-gpu-agent/ovms");
     assert_eq!(svc["spec"]["type"], "ClusterIP");
     assert_eq!(svc["spec"]["ports"][0]["port"], 8000);
@@ -103,7 +103,9 @@ fn vllm_on_a_gaudi_and_on_arc() {
 
     let g = graph("[agent]\nbackend = \"llm-scaler\"\n", "arc-b580-xe-rpl-igpu");
     let c = &spec(&g, VLLM)["spec"]["template"]["spec"]["containers"][0];
-    assert!(c["image"].as_str().unwrap().starts_with("docker.io/intel/llm-scaler-vllm:1.5"));
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/intel/llm-scaler-vllm:1.4"));
+    assert_eq!(c["command"][0], "bash", "the oneAPI environment is sourced first");
+    assert_eq!(c["args"][0], "serve");
     let g = graph("[agent]\nbackend = \"vllm\"\n", "arc-b580-xe-rpl-igpu");
     let d = spec(&g, VLLM);
     assert!(d["spec"]["template"]["spec"]["containers"][0]["image"].as_str().unwrap().contains("vllm-openai-xpu"));
@@ -142,19 +144,19 @@ fn an_unknown_render_group_is_said_and_never_becomes_group_0() {
 #[test]
 fn agent_images_go_through_the_lock() {
     let g = graph("[agent]\n", "lunar-lake-npu");
-    let used = &g.images["docker.io/openvino/model_server:2026.4.1-gpu"];
+    let used = &g.images["docker.io/openvino/model_server:2026.2-gpu"];
     assert_eq!(used.source, k3d_gpu::images::Source::Unlocked);
     assert!(g.warnings.iter().any(|w| w.code == "image-unlocked" && w.text.contains("model_server")));
 
     let digest = format!("sha256:{}", "ab".repeat(32));
     let lock = format!(
-        "schema = \"k3d-gpu.images/v1\"\n[images.\"docker.io/openvino/model_server:2026.4.1-gpu\"]\ndigest = \"{digest}\"\n"
+        "schema = \"k3d-gpu.images/v1\"\n[images.\"docker.io/openvino/model_server:2026.2-gpu\"]\ndigest = \"{digest}\"\n"
     );
     let mut catalog = CATALOG.clone();
     catalog.images.user = Some(k3d_gpu::images::Lock::parse(&lock).unwrap());
     let g = compile_on("[agent]\n", &facts_of("lunar-lake-npu"), &catalog).unwrap();
     let d = spec(&g, OVMS);
-    let want = format!("docker.io/openvino/model_server:2026.4.1-gpu@{digest}");
+    let want = format!("docker.io/openvino/model_server:2026.2-gpu@{digest}");
     assert_eq!(d["spec"]["template"]["spec"]["containers"][0]["image"], want.as_str());
     assert_eq!(d["spec"]["template"]["spec"]["initContainers"][0]["image"], want.as_str());
 }
@@ -287,7 +289,7 @@ fn video_runs_dl_streamer_on_the_gpu_media_engines_with_no_service() {
     let d = spec(&g, VIDEO);
     let pod = &d["spec"]["template"]["spec"];
     let c = &pod["containers"][0];
-    assert!(c["image"].as_str().unwrap().starts_with("docker.io/intel/dlstreamer:2026.2.0-ubuntu24"), "{}", c["image"]);
+    assert!(c["image"].as_str().unwrap().starts_with("docker.io/intel/dlstreamer:2026.1.0-ubuntu22"), "{}", c["image"]);
     let s = script(d);
     assert!(s.contains("gvadetect device=GPU pre-process-backend=va-surface-sharing"), "{s}");
     assert!(s.contains("person-vehicle-bike-detection-2004.xml"), "{s}");

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::json;
 use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
-use support::{docker_ready, hosts_dir, import_image, repo};
+use support::{docker_ready, hosts_dir, import_image, import_image_lacking, repo};
 
 const HOST: &str = "lunar-lake-npu";
 
@@ -707,4 +707,69 @@ fn a_signal_to_apply_alone_waits_for_k3d_before_the_lock_goes() {
     assert_eq!(out.status.code(), Some(1), "{}", text(&out));
     assert!(text(&out).contains("SIGTERM: stopping"), "{}", text(&out));
     assert!(text(&out).contains("not started"), "nothing new started: {}", text(&out));
+}
+
+/// Issue 22: the node image's self-check. An image without containerd (here: the prebuilt
+/// image, re-imported without it; and an image a build context makes from it) is refused
+/// before k3d ever runs, naming the file and the image; with the file back, the same apply
+/// reaches k3d and creates the cluster.
+#[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
+fn a_node_image_without_containerd_never_reaches_k3d() {
+    let Some(w) = world("e2e-nodecheck", true) else { return };
+    import_image_lacking(&w.image, "0.1.0", &["containerd"]);
+    let mark = w.path("k3d-mark");
+    let planned = w.run(&["plan"]);
+    let hash = hash_of(&planned);
+    let refused = w.command_on(HOST, &["apply", "--plan-hash", &hash]).env("K3D_STUB_MARK", &mark).output().unwrap();
+    assert_eq!(refused.status.code(), Some(1), "{}", text(&refused));
+    let log = text(&refused);
+    assert!(log.contains("refused before any action ran"), "{log}");
+    assert!(log.contains(&format!("the node image {} lacks", w.image)) && log.contains("containerd ("), "{log}");
+    assert!(!log.contains("containerd-shim-runc-v2 ("), "only the missing file is named: {log}");
+    assert!(!std::path::Path::new(&mark).exists(), "k3d never ran");
+    assert_eq!(w.containers(), 0);
+    let leftovers = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            "label=k3d-gpu.io/node-image-check",
+            "--filter",
+            &format!("ancestor={}", w.image),
+        ])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&leftovers.stdout).trim().is_empty(), "the probe's container is gone");
+
+    // A build from that base: the build runs, then the cluster action checks the built image
+    // before its first k3d call.
+    let context = w.dir.path().join("node");
+    std::fs::create_dir_all(&context).unwrap();
+    std::fs::write(context.join("Dockerfile"), "ARG BASE_TAG=e2e-nodecheck\nARG BASE_DIGEST=\nFROM k3d-gpu-test/node:${BASE_TAG}${BASE_DIGEST:+@}${BASE_DIGEST}\n\
+         COPY marker /marker\nLABEL io.k3d-gpu.k3s-version=v1.37.1-k3s1\n")
+        .unwrap();
+    // Inputs of their own: an image built by an earlier run would skip the build.
+    std::fs::write(context.join("marker"), format!("{}-{:?}\n", std::process::id(), std::time::SystemTime::now()))
+        .unwrap();
+    std::fs::write(&w.config, "[cluster]\nname = \"e2e-nodecheck\"\nbuild_context = \"node\"\n").unwrap();
+    let planned = w.run(&["plan"]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    let hash = hash_of(&planned);
+    let built = w.command_on(HOST, &["apply", "--plan-hash", &hash]).env("K3D_STUB_MARK", &mark).output().unwrap();
+    assert_eq!(built.status.code(), Some(1), "{}", text(&built));
+    let log = text(&built);
+    assert!(log.contains("done   docker/node-image"), "{log}");
+    assert!(log.contains("FAILED k3d/cluster/e2e-nodecheck") && log.contains("containerd ("), "{log}");
+    assert!(!std::path::Path::new(&mark).exists(), "k3d never ran");
+    assert_eq!(w.containers(), 0);
+
+    // The complete image reaches k3d.
+    std::fs::write(&w.config, format!("[cluster]\nname = \"e2e-nodecheck\"\nimage = \"{}\"\n", w.image)).unwrap();
+    import_image(&w.image, "0.1.0");
+    let hash = hash_of(&w.run(&["plan"]));
+    let applied = w.command_on(HOST, &["apply", "--plan-hash", &hash]).env("K3D_STUB_MARK", &mark).output().unwrap();
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    assert_eq!(std::fs::read_to_string(&mark).unwrap(), "done");
+    assert_eq!(w.containers(), 1);
 }

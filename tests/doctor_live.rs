@@ -6,12 +6,12 @@ mod support;
 
 use std::collections::BTreeSet;
 
-use k3d_gpu::doctor::live::{cluster_findings, engine_findings};
+use k3d_gpu::doctor::live::{cluster_findings, engine_findings, node_image_findings};
 use k3d_gpu::facts::Level;
 use k3d_gpu::observe::Target;
 use serde_json::json;
 use support::fake_apiserver::{FakeApiServer, State, k3s_node};
-use support::{docker_ready, import_image};
+use support::{docker_ready, import_image, import_image_lacking};
 
 fn code_level(findings: &[k3d_gpu::facts::Finding], code: &str) -> Option<Level> {
     findings.iter().find(|f| f.code == code).map(|f| f.level)
@@ -74,4 +74,34 @@ fn the_engine_and_a_running_cluster_are_checked() {
     // No cluster: nothing to say about one.
     let target = Target { cluster: "nosuchcluster".into(), ..target(image) };
     assert!(rt.block_on(cluster_findings(&target)).is_empty());
+}
+
+/// Issue 22: doctor runs the node image's self-check on the config's image when the engine
+/// has it: complete, lacking containerd, lacking the NVIDIA runtime under NVIDIA, and absent.
+#[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
+fn doctor_checks_the_node_image_it_finds() {
+    if !docker_ready() {
+        return;
+    }
+    let ep = k3d_gpu::observe::docker::endpoint(&|k: &str| std::env::var(k).ok(), None);
+    let rt = tokio::runtime::Runtime::new().unwrap();
+    let complete = format!("k3d-gpu-test/doctor-node:complete-{}", std::process::id());
+    let lacking = format!("k3d-gpu-test/doctor-node:lacking-{}", std::process::id());
+    import_image(&complete, "1.0.0");
+    import_image_lacking(&lacking, "1.0.0", &["containerd"]);
+
+    let ok = rt.block_on(node_image_findings(&ep, &complete, false));
+    assert_eq!(code_level(&ok, "node-image-files-ok"), Some(Level::Info), "{ok:?}");
+    let nvidia = rt.block_on(node_image_findings(&ep, &complete, true));
+    assert_eq!(code_level(&nvidia, "node-image-incomplete"), Some(Level::Fail), "{nvidia:?}");
+    assert!(nvidia[0].text.contains("nvidia-container-runtime"), "{nvidia:?}");
+    let bad = rt.block_on(node_image_findings(&ep, &lacking, false));
+    assert_eq!(code_level(&bad, "node-image-incomplete"), Some(Level::Fail), "{bad:?}");
+    assert!(bad[0].text.contains("containerd (") && bad[0].text.contains(&lacking), "{bad:?}");
+    let absent = rt.block_on(node_image_findings(&ep, "k3d-gpu-test/not-there:1", false));
+    assert!(absent.is_empty(), "an image the engine lacks is apply's to check: {absent:?}");
+    for image in [&complete, &lacking] {
+        let _ = std::process::Command::new("docker").args(["rmi", "-f", image]).output();
+    }
 }

@@ -17,7 +17,7 @@ const BALLOONS_IMAGE: &str = "ghcr.io/containers/nri-plugins/nri-resource-policy
 const K3S_BASE: &str = "rancher/k3s:v1.37.1-k3s1";
 const UBUNTU_BASE: &str = "ubuntu:26.04";
 /// The agent's server (the example has `[agent]`; `compile/workloads.rs`).
-const OVMS_IMAGE: &str = "docker.io/openvino/model_server:2026.4.1-gpu";
+const OVMS_IMAGE: &str = "docker.io/openvino/model_server:2026.2-gpu";
 const NPU_DS: &str = "k8s/apps/DaemonSet/kube-system/intel-npu-plugin";
 
 fn digest(c: char) -> String {

@@ -661,3 +661,300 @@ fn no_object_we_emit_is_one_k3s_makes_itself() {
     }
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
+
+/// k3s's package as rancher/k3s's image holds it in /bin, `tests/upstream/k3s-package-bin.txt`:
+/// (kind, name, link target).
+fn k3s_package() -> Vec<(String, String, Option<String>)> {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/k3s-package-bin.txt")).unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            (words[0].to_string(), words[1].to_string(), words.get(2).map(|t| t.to_string()))
+        })
+        .collect()
+}
+
+/// What a Dockerfile takes from its `k3s` stage: the basenames its `COPY --from=k3s` lines copy,
+/// and the links its `for l in …; do ln -s TARGET …` loops make (name → target).
+fn dockerfile_k3s_layout(dockerfile: &str) -> (BTreeMap<String, ()>, BTreeMap<String, String>) {
+    let joined = dockerfile.replace("\\\n", " ");
+    let mut copied = BTreeMap::new();
+    let mut links = BTreeMap::new();
+    for line in joined.lines().map(str::trim) {
+        if let Some(rest) = line.strip_prefix("COPY --from=k3s ") {
+            let words: Vec<&str> = rest.split_whitespace().collect();
+            for source in &words[..words.len().saturating_sub(1)] {
+                copied.insert(source.rsplit('/').next().unwrap().to_string(), ());
+            }
+        }
+        for part in line.split("for l in ").skip(1) {
+            let Some((names, rest)) = part.split_once("; do ln -s ") else { continue };
+            let target = rest.split_whitespace().next().unwrap_or_default();
+            for name in names.split_whitespace() {
+                links.insert(name.to_string(), target.to_string());
+            }
+        }
+    }
+    (copied, links)
+}
+
+/// Issue 22, deviation 1: every file, directory and link of k3s's package is in the shipped
+/// node image (copied from the k3s stage, or linked as upstream links it); and everything the
+/// node image check requires is part of that package (or the NVIDIA toolkit).
+#[test]
+fn the_node_image_has_every_file_of_k3s_package() {
+    let package = k3s_package();
+    assert!(package.iter().any(|(_, n, _)| n == "containerd"), "the list was read");
+    let (copied, links) = dockerfile_k3s_layout(k3d_gpu::node_image::SHIPPED_DOCKERFILE);
+    let mut missing = Vec::new();
+    for (kind, name, target) in &package {
+        let ok = match kind.as_str() {
+            "file" | "dir" => copied.contains_key(name),
+            "link" => links.get(name) == target.as_ref() || copied.contains_key(name),
+            other => panic!("unknown entry kind {other}"),
+        };
+        if !ok {
+            missing.push(format!("{kind} {name}"));
+        }
+    }
+    assert!(missing.is_empty(), "the Dockerfile leaves out {missing:?} of k3s's package");
+    for r in k3d_gpu::node_check::required(true) {
+        assert!(
+            r.name == "nvidia-container-runtime" || package.iter().any(|(_, n, _)| n == r.name),
+            "{} is required but not in k3s's package",
+            r.name
+        );
+    }
+    // The check itself catches the old layout: /bin/k3s and /bin/aux alone.
+    let old = "COPY --from=k3s /bin/k3s /usr/bin/k3s\nCOPY --from=k3s /bin/aux /usr/bin/aux\n";
+    let (copied, _) = dockerfile_k3s_layout(old);
+    assert!(!copied.contains_key("containerd") && copied.contains_key("k3s"));
+}
+
+// ---- how the workloads start -----------------------------------------------------------------
+
+#[derive(Deserialize)]
+struct LlmScaler {
+    image: String,
+    prefix: String,
+}
+
+/// Why a container of the llm-scaler image would start without its oneAPI environment: its
+/// command replaces the image's entrypoint, so it must be a shell that runs upstream's prefix
+/// first and then vllm with the container's args.
+fn llm_scaler_start_problems(upstream: &LlmScaler, container: &Value) -> Vec<String> {
+    let command: Vec<&str> = container["command"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let mut out = Vec::new();
+    if command.is_empty() {
+        return out; // the image's own entrypoint, which sources nothing but drops the args
+    }
+    match command.as_slice() {
+        [shell, "-c", script, ..] if shell.ends_with("bash") || shell.ends_with("sh") => {
+            if !script.starts_with(&upstream.prefix) {
+                out.push(format!("the script {script:?} does not start with {:?}", upstream.prefix));
+            }
+            if !script.contains("vllm \"$@\"") {
+                out.push(format!("the script {script:?} does not run vllm with the container's args"));
+            }
+        }
+        other => out.push(format!("command {other:?} replaces the entrypoint without {:?}", upstream.prefix)),
+    }
+    if container["args"][0] != "serve" {
+        out.push("the args do not start with `serve`".into());
+    }
+    out
+}
+
+/// Issue 22, deviation 3: llm-scaler's vLLM starts with its oneAPI environment, as
+/// intel/llm-scaler's README says a replaced entrypoint must; and the image is the release
+/// that README was read at.
+#[test]
+fn llm_scaler_starts_the_way_its_readme_says() {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/llm-scaler-vllm.toml")).unwrap();
+    let upstream: LlmScaler = toml::from_str(&text).unwrap();
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let config = k3d_gpu::config::load_str("k3dgpu.toml", "[agent]\nbackend = \"llm-scaler\"\n").unwrap();
+    let graph = k3d_gpu::compile::compile(&config, &support::facts_of("arc-b580-xe-rpl-igpu"), &catalog).unwrap();
+    let mut seen = 0;
+    for r in graph.resources() {
+        for c in containers(&r.spec) {
+            let image = c["image"].as_str().unwrap_or_default();
+            if !image.starts_with("docker.io/intel/llm-scaler-vllm:") {
+                continue;
+            }
+            seen += 1;
+            assert_eq!(image.split('@').next(), Some(upstream.image.as_str()), "{}", r.id);
+            let problems = llm_scaler_start_problems(&upstream, c);
+            assert!(problems.is_empty(), "{}: {problems:?}", r.id);
+        }
+    }
+    assert_eq!(seen, 1, "one llm-scaler container");
+    // The check catches the old start: `vllm` as the command, no environment.
+    let old = serde_json::json!({ "command": ["vllm"], "args": ["serve", "m"] });
+    assert!(!llm_scaler_start_problems(&upstream, &old).is_empty());
+}
+
+/// Issue 22, deviation 4: with `[sharing.nvidia]` on, the DCGM exporter maps each shared GPU
+/// to every pod holding a replica (`KUBERNETES_VIRTUAL_GPUS`, a bool flag of dcgm-exporter
+/// 4.5.3-4.8.2's `pkg/cmd/app.go`, recorded in plugin-flags.toml; used by
+/// `internal/pkg/transformation/kubernetes.go`), and without sharing it is left at its default.
+#[test]
+fn dcgm_exporter_names_every_pod_on_a_shared_gpu() {
+    let flags = std::fs::read_to_string(support::repo().join("tests/upstream/plugin-flags.toml")).unwrap();
+    assert!(flags.contains("\"KUBERNETES_VIRTUAL_GPUS\"") && flags.contains("kubernetes-virtual-gpus = \"bool\""));
+    let mut shared_seen = 0;
+    for (name, graph) in cases() {
+        let shared = graph
+            .resources()
+            .any(|r| r.spec["kind"] == "ConfigMap" && r.spec["metadata"]["name"] == "nvidia-device-plugin-config");
+        for r in graph.resources().filter(|r| r.spec["kind"] == "DaemonSet") {
+            for c in containers(&r.spec).into_iter().filter(|c| c["name"] == "dcgm-exporter") {
+                let value = c["env"].as_array().into_iter().flatten().find(|e| e["name"] == "KUBERNETES_VIRTUAL_GPUS");
+                if shared {
+                    shared_seen += 1;
+                    assert_eq!(value.map(|e| &e["value"]), Some(&Value::from("true")), "{name}: {}", r.id);
+                } else {
+                    assert!(value.is_none(), "{name}: {}: set without sharing", r.id);
+                }
+            }
+        }
+    }
+    assert!(shared_seen > 0, "a case with [sharing.nvidia] and the exporter");
+}
+
+// ---- custom resources against upstream's CRDs -------------------------------------------------
+
+/// Every CRD the catalog ships (upstream's own, share/README.md says from where), by
+/// (group, kind, version): its schema made strict the way the API server is: a field a
+/// structural schema does not name is pruned (silently lost), so here it is an error.
+fn shipped_crd_schemas() -> BTreeMap<(String, String, String), Value> {
+    fn strict(schema: &mut Value) {
+        if let Value::Object(map) = schema {
+            let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") && !preserve {
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            map.values_mut().for_each(strict);
+        } else if let Value::Array(items) = schema {
+            items.iter_mut().for_each(strict);
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (name, object) in share_objects() {
+        if object["kind"] != "CustomResourceDefinition" {
+            continue;
+        }
+        let group = object["spec"]["group"].as_str().unwrap().to_string();
+        let kind = object["spec"]["names"]["kind"].as_str().unwrap().to_string();
+        for v in object["spec"]["versions"].as_array().unwrap() {
+            let mut schema = v["schema"]["openAPIV3Schema"].clone();
+            assert!(schema.is_object(), "{name}: {kind} {} has a schema", v["name"]);
+            strict(&mut schema);
+            out.insert((group.clone(), kind.clone(), v["name"].as_str().unwrap().to_string()), schema);
+        }
+    }
+    out
+}
+
+/// Every object of every manifest in share/, with its file name.
+fn share_objects() -> Vec<(String, Value)> {
+    let dir = support::repo().join("share");
+    let mut names: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(".yml"))
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+        for o in k3d_gpu::catalog::parse_manifest(&name, &text).unwrap() {
+            out.push((name.clone(), o));
+        }
+    }
+    out
+}
+
+/// The errors of `object` against the CRD schema of its group, kind and version; `None` when
+/// no shipped CRD defines it.
+fn custom_resource_errors(
+    validators: &BTreeMap<(String, String, String), jsonschema::Validator>,
+    object: &Value,
+) -> Option<Vec<String>> {
+    let api = object["apiVersion"].as_str()?;
+    let (group, version) = api.split_once('/')?;
+    let key = (group.to_string(), object["kind"].as_str()?.to_string(), version.to_string());
+    let validator = validators.get(&key)?;
+    Some(validator.iter_errors(object).map(|e| format!("{e} at {}", e.instance_path())).collect())
+}
+
+/// Issue 22, deviation 5: the CRDs are upstream's (BalloonsPolicy from nri-plugins v0.14.0,
+/// NFD's three from v0.19.0, not a few properties with unknown fields kept), and every custom
+/// resource the catalog ships or the compiler writes is valid against them.
+#[test]
+fn every_custom_resource_we_emit_is_valid_against_upstreams_crd() {
+    let schemas = shipped_crd_schemas();
+    let count = |group: &str, kind: &str| {
+        let key = (group.to_string(), kind.to_string(), "v1alpha1".to_string());
+        let mut n = 0;
+        fn walk(v: &Value, n: &mut usize) {
+            if let Value::Object(m) = v {
+                if let Some(Value::Object(p)) = m.get("properties") {
+                    *n += p.len();
+                }
+                m.values().for_each(|v| walk(v, n));
+            } else if let Value::Array(a) = v {
+                a.iter().for_each(|v| walk(v, n));
+            }
+        }
+        walk(&schemas[&key], &mut n);
+        n
+    };
+    // Upstream's sizes (schema properties, counted the same way): a minimal CRD has a handful.
+    let sizes = [
+        count("config.nri", "BalloonsPolicy"),
+        count("nfd.k8s-sigs.io", "NodeFeatureRule"),
+        count("nfd.k8s-sigs.io", "NodeFeatureGroup"),
+        count("nfd.k8s-sigs.io", "NodeFeature"),
+    ];
+    assert_eq!(sizes, [168, 38, 32, 13], "upstream's schemas at the pinned releases (the minimal ones had 5, 5, 4, 4)");
+
+    let schemas: BTreeMap<_, _> =
+        schemas.into_iter().map(|(key, schema)| (key, jsonschema::validator_for(&schema).unwrap())).collect();
+    let mut checked = std::collections::BTreeSet::new();
+    let mut problems = Vec::new();
+    for (name, object) in share_objects() {
+        if let Some(errors) = custom_resource_errors(&schemas, &object) {
+            checked.insert(object["kind"].as_str().unwrap().to_string());
+            if !errors.is_empty() {
+                problems.push(format!("share/{name}: {} {}: {errors:?}", object["kind"], object["metadata"]["name"]));
+            }
+        }
+    }
+    for (case, graph) in cases() {
+        for r in graph.resources() {
+            if let Some(errors) = custom_resource_errors(&schemas, &r.spec) {
+                checked.insert(r.spec["kind"].as_str().unwrap().to_string());
+                if !errors.is_empty() {
+                    problems.push(format!("{case}: {}: {errors:?}", r.id));
+                }
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{problems:#?}");
+    for kind in ["BalloonsPolicy", "NodeFeatureRule"] {
+        assert!(checked.contains(kind), "no {kind} was checked: {checked:?}");
+    }
+
+    // The check sees what the API server would now refuse (or prune): a misspelt field of the
+    // balloons policy, and a wrong type in a NodeFeatureRule.
+    let (_, policy) = share_objects().into_iter().find(|(_, o)| o["kind"] == "BalloonsPolicy").unwrap();
+    let mut bad = policy.clone();
+    bad["spec"]["reservedResourcez"] = serde_json::json!({ "cpu": "1" });
+    assert!(!custom_resource_errors(&schemas, &bad).unwrap().is_empty(), "a misspelt field");
+    let (_, rule) = share_objects().into_iter().find(|(_, o)| o["kind"] == "NodeFeatureRule").unwrap();
+    let mut bad = rule.clone();
+    bad["spec"]["rules"] = serde_json::json!("not a list");
+    assert!(!custom_resource_errors(&schemas, &bad).unwrap().is_empty(), "a wrong type");
+}

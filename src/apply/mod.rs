@@ -6,6 +6,7 @@ pub mod executor;
 pub mod k3d;
 pub mod kubernetes;
 pub mod lock;
+pub mod node_check;
 pub mod node_image;
 pub mod providers;
 pub mod verify;

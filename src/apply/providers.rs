@@ -91,6 +91,9 @@ impl Providers {
         match action.action {
             ActionKind::Create | ActionKind::Replace => {
                 let spec = action.after.as_ref().ok_or("no desired spec")?;
+                // Before k3d deletes the old cluster or creates one: a node image that cannot
+                // start k3s stops here, with nothing changed.
+                self.check_node_image(spec).await.map_err(|e| format!("{e}; {}", crate::node_check::FIX))?;
                 let file = create(spec)?;
                 if action.action == ActionKind::Replace {
                     k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT).await?;
@@ -105,6 +108,20 @@ impl Providers {
             ActionKind::Update => k3d::run_k3d(&self.k3d, &["cluster", "start", name], k3d::CREATE_TIMEOUT).await,
             ActionKind::Delete => k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT).await,
         }
+    }
+
+    /// The node image's self-check (`node_check`) on the image a cluster spec names.
+    pub async fn check_node_image(&self, spec: &Value) -> Result<(), String> {
+        let image = spec["image"].as_str().ok_or("the cluster spec names no node image")?;
+        let required = crate::node_check::required(crate::node_check::nvidia_in(spec));
+        let docker = crate::observe::docker::connect(&self.docker)
+            .map_err(|e| e.to_string())?
+            .with_timeout(super::node_check::CHECK_TIMEOUT);
+        let verdict = super::node_check::check(&docker, image, &required).await?;
+        if verdict.ok() {
+            return Ok(());
+        }
+        Err(verdict.refusal(image))
     }
 
     async fn node_image(&self, action: &Action) -> Result<(), String> {

@@ -119,8 +119,13 @@ pub const INTEL_GPU_PLUGIN_ARGS: &str = "intel-gpu-plugin-args";
 /// `[sharing.nvidia]` compiles to (a ConfigMap volume, `CONFIG_FILE`, the config's digest).
 pub const NVIDIA_PLUGIN_CONFIG: &str = "nvidia-plugin-config";
 
+/// The hook that tells the DCGM exporter's container, when `[sharing.nvidia]` shares the GPUs,
+/// to map each GPU to every pod holding a replica of it (`KUBERNETES_VIRTUAL_GPUS=true`;
+/// without it dcgm-exporter 4.5.3-4.8.2 maps a shared GPU to one pod).
+pub const NVIDIA_VIRTUAL_GPUS: &str = "nvidia-virtual-gpus";
+
 /// Names hooks may have; a component naming another is an error.
-pub const HOOKS: &[&str] = &[INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG];
+pub const HOOKS: &[&str] = &[INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG, NVIDIA_VIRTUAL_GPUS];
 
 impl Catalog {
     /// The catalog built into the binary.

@@ -435,6 +435,7 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     // An existing cluster is reached through its own context, never k3d's.
     providers.context = computed.inputs.config.cluster.context.clone();
     let actions = executable(plan, &computed.graph);
+    check_node_image_first(&rt, &providers, &actions)?;
     providers.batch_nodes(&actions);
     let reporter = Reporter::new(global.json, actions.len() + plan.verify.len());
     let signals = stop.clone().watching(&rt, global.json)?;
@@ -534,6 +535,21 @@ fn needs_k3d(plan: &Plan) -> Result<()> {
         format!("refused before any action ran: this plan runs k3d, and {} was not found", binary.display()),
         crate::apply::k3d::INSTALL_HINT.into(),
     ))
+}
+
+/// The node image's self-check before any action runs, when the plan creates or replaces the
+/// cluster from an image the engine already has (no node-image action): a refused image then
+/// changes nothing at all. An image the plan builds or pulls is checked by the cluster action
+/// itself, after the build and before its first k3d call.
+fn check_node_image_first(rt: &tokio::runtime::Runtime, providers: &Providers, actions: &[Action]) -> Result<()> {
+    if actions.iter().any(|a| a.id == crate::compile::NODE_IMAGE_ID) {
+        return Ok(());
+    }
+    let creates =
+        |a: &&Action| a.id.starts_with("k3d/cluster/") && matches!(a.action, ActionKind::Create | ActionKind::Replace);
+    let Some(spec) = actions.iter().find(creates).and_then(|a| a.after.as_ref()) else { return Ok(()) };
+    rt.block_on(providers.check_node_image(spec))
+        .map_err(|e| refused(format!("refused before any action ran: {e}"), crate::node_check::FIX.into()))
 }
 
 /// A destroy hash that is not the destroy plan's: the way back is `destroy` itself, not the

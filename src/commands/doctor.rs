@@ -43,6 +43,7 @@ fn live_findings(global: &Global, facts: &crate::facts::Facts) -> Result<Vec<Fin
     let target = super::plan::target(&inputs, &catalog, &image);
     let rt = super::runtime()?;
     let mut out = rt.block_on(crate::doctor::live::engine_findings(&target.docker, nvidia));
+    out.extend(rt.block_on(crate::doctor::live::node_image_findings(&target.docker, &image, nvidia)));
     out.extend(rt.block_on(crate::doctor::live::cluster_findings(&target)));
     Ok(out)
 }

@@ -10,7 +10,7 @@ use super::experimental::FeaturePlan;
 use super::intel::IntelPlan;
 use super::nvidia::NvidiaPlan;
 use super::{Change, CompileError, Context, Resource, ResourceKind};
-use crate::catalog::{Component, INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG};
+use crate::catalog::{Component, INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG, NVIDIA_VIRTUAL_GPUS};
 
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "k3d-gpu");
 pub const COMPONENT_LABEL: &str = "k3d-gpu.io/component";
@@ -93,6 +93,9 @@ pub fn resources<'a>(
                 }
                 if hook.hook == NVIDIA_PLUGIN_CONFIG {
                     super::nvidia::configure(&mut object, &hook.container, nvidia);
+                }
+                if hook.hook == NVIDIA_VIRTUAL_GPUS && nvidia.config.is_some() {
+                    set_env(&mut object, &hook.container, "KUBERNETES_VIRTUAL_GPUS", "true");
                 }
             }
             crate::images::pin_object(&mut object, &catalog.images, &mut cx.images);
@@ -264,6 +267,22 @@ fn append_args(object: &mut Value, container: &str, args: &[String]) {
         }
         if let Some(items) = list.as_array_mut() {
             items.extend(args.iter().map(|a| json!(a)));
+        }
+    }
+}
+
+/// Sets `name=value` in container `container`'s env (replacing an entry of that name).
+fn set_env(object: &mut Value, container: &str, name: &str, value: &str) {
+    let Some(containers) = object.pointer_mut("/spec/template/spec/containers").and_then(Value::as_array_mut) else {
+        return;
+    };
+    for c in containers.iter_mut().filter(|c| c["name"] == container) {
+        if !c["env"].is_array() {
+            c["env"] = json!([]);
+        }
+        if let Some(env) = c["env"].as_array_mut() {
+            env.retain(|e| e["name"] != name);
+            env.push(json!({ "name": name, "value": value }));
         }
     }
 }

@@ -156,6 +156,47 @@ pub fn node_image(cluster: &ObservedCluster, configured: &str) -> Option<Finding
     })
 }
 
+/// The node image's self-check (`node_check`): what the probe found in `image`, or why it
+/// could not run there. Either way apply would refuse the image before creating a cluster.
+pub fn node_image_files(image: &str, checked: &Result<crate::node_check::Verdict, String>) -> Finding {
+    let evidence = format!("node image {image}, run once with the probe (no cluster)");
+    match checked {
+        Ok(v) if v.ok() => Finding::new(
+            Level::Info,
+            "node-image-files-ok",
+            format!("node image {image} has every file k3s needs on its PATH ({} checked)", v.found.len()),
+            evidence,
+        ),
+        Ok(v) => Finding::new(Level::Fail, "node-image-incomplete", v.refusal(image), evidence)
+            .with_fix(crate::node_check::FIX),
+        Err(reason) => Finding::new(
+            Level::Fail,
+            "node-image-unusable",
+            format!("node image {image} could not be checked: {reason}"),
+            evidence,
+        )
+        .with_fix(crate::node_check::FIX),
+    }
+}
+
+/// The self-check on the config's node image when the engine has it (a build or pull waits
+/// for `apply`, which checks it then). An unreachable engine gives none: the tool check says so.
+pub async fn node_image_findings(
+    endpoint: &crate::observe::docker::Endpoint,
+    image: &str,
+    nvidia: bool,
+) -> Vec<Finding> {
+    let Ok(docker) = crate::observe::docker::connect(endpoint) else { return vec![] };
+    let present = tokio::time::timeout(crate::observe::CALL_TIMEOUT, docker.inspect_image(image)).await;
+    if !matches!(present, Ok(Ok(_))) {
+        return vec![];
+    }
+    let docker = docker.with_timeout(crate::apply::node_check::CHECK_TIMEOUT);
+    let required = crate::node_check::required(nvidia);
+    let checked = crate::apply::node_check::check(&docker, image, &required).await;
+    vec![node_image_files(image, &checked)]
+}
+
 /// The engine's findings: its version floor and, with an NVIDIA GPU, its NVIDIA path. An
 /// unreachable engine gives none here: the tool check already says so.
 pub async fn engine_findings(endpoint: &crate::observe::docker::Endpoint, nvidia_gpu: bool) -> Vec<Finding> {

@@ -35,9 +35,17 @@ const STORAGE: &str = "20Gi";
 const MODELS: &str = "/models";
 
 /// Images by `repo:tag` (DESIGN.md §7): digests come from images.lock, never from here.
-pub const OVMS_IMAGE: &str = "docker.io/openvino/model_server:2026.4.1-gpu";
+pub const OVMS_IMAGE: &str = "docker.io/openvino/model_server:2026.2-gpu";
 pub const VLLM_XPU_IMAGE: &str = "docker.io/vllm/vllm-openai-xpu:v0.31.0";
-pub const LLM_SCALER_IMAGE: &str = "docker.io/intel/llm-scaler-vllm:1.5";
+/// intel/llm-scaler's newest stable vLLM image (README news at vllm-0.21.0-b2, f19b329:
+/// `1.4`, 2026-05; the 0.x tags are betas).
+pub const LLM_SCALER_IMAGE: &str = "docker.io/intel/llm-scaler-vllm:1.4";
+/// How llm-scaler's vLLM starts when its entrypoint is replaced: intel/llm-scaler's vLLM
+/// README (vllm-1.4, dec4699) says the oneAPI environment is then not loaded, and the command
+/// must be prefixed with `source /opt/intel/oneapi/setvars.sh --force &&`. bash runs it with
+/// the container's args as `"$@"` (`--` is its `$0`).
+pub const LLM_SCALER_START: [&str; 4] =
+    ["bash", "-c", "source /opt/intel/oneapi/setvars.sh --force && exec vllm \"$@\"", "--"];
 /// vLLM's own CUDA build, the release of the same number as its XPU image above.
 pub const VLLM_CUDA_IMAGE: &str = "docker.io/vllm/vllm-openai:v0.31.0";
 pub const VLLM_GAUDI_IMAGE: &str =
@@ -568,9 +576,10 @@ fn vllm(backend: &str, device: &str, llm: &Llm) -> Parts {
         mounts.push(json!({ "name": "shm", "mountPath": "/dev/shm" }));
         volumes.push(json!({ "name": "shm", "emptyDir": { "medium": "Memory", "sizeLimit": size } }));
     }
+    let command: Vec<&str> = if image == LLM_SCALER_IMAGE { LLM_SCALER_START.to_vec() } else { vec!["vllm"] };
     let main = json!({
         "name": "vllm",
-        "command": ["vllm"],
+        "command": command,
         "args": args,
         "env": env,
         "ports": [ { "name": "http", "containerPort": PORT, "protocol": "TCP" } ],

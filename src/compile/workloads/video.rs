@@ -16,9 +16,10 @@ use super::{NAMESPACE, Scope, addon_groups, data_pvc, hardened, labels, push_wor
 use crate::compile::agent::AddonPlan;
 use crate::compile::{Context, Resource};
 
-/// DL Streamer's runtime image (Ubuntu 24), by tag; the digest comes from images.lock.
-pub const DLSTREAMER_IMAGE: &str = "docker.io/intel/dlstreamer:2026.2.0-ubuntu24";
-/// The image's user `dlstreamer`: uid 1000 once its Dockerfile has removed Ubuntu's own user.
+/// DL Streamer's runtime image by tag (its newest release, v2026.1.0, whose install guide pulls
+/// this Ubuntu 22 tag); the digest comes from images.lock.
+pub const DLSTREAMER_IMAGE: &str = "docker.io/intel/dlstreamer:2026.1.0-ubuntu22";
+/// The image's user `dlstreamer`: uid 1000, the first user its Dockerfile adds.
 const DLSTREAMER_UID: i64 = 1000;
 const NAME: &str = "video";
 const STORAGE: &str = "1Gi";

@@ -87,3 +87,20 @@ fn the_node_image_in_use_is_compared_with_the_configs() {
         "node-image-stale"
     );
 }
+
+#[test]
+fn the_node_image_check_fails_doctor_on_a_missing_file_or_an_image_that_cannot_run() {
+    use crate::node_check::{required, verdict};
+    let required = required(true);
+    let all: String = required.iter().map(|r| format!("found {} /usr/bin/{}\n", r.name, r.name)).collect();
+    let ok = node_image_files("k3d-gpu-node:x", &Ok(verdict(&required, &all)));
+    assert_eq!((ok.level, ok.code.as_str()), (Level::Info, "node-image-files-ok"));
+    let lacking: String =
+        all.lines().filter(|l| !l.contains("nvidia-container-runtime")).map(|l| format!("{l}\n")).collect();
+    let f = node_image_files("k3d-gpu-node:x", &Ok(verdict(&required, &lacking)));
+    assert_eq!((f.level, f.code.as_str()), (Level::Fail, "node-image-incomplete"));
+    assert!(f.text.contains("nvidia-container-runtime") && f.text.contains("k3d-gpu-node:x"), "{}", f.text);
+    assert!(f.fix.is_some());
+    let f = node_image_files("img", &Err("no /bin/sh".into()));
+    assert_eq!((f.level, f.code.as_str()), (Level::Fail, "node-image-unusable"));
+}

@@ -1,0 +1,106 @@
+//! The node image's self-check, its Docker half: runs the image once — no cluster, no
+//! network, removed when it exits, its entrypoint replaced by the probe of `node_check` — and
+//! reads the verdict from what the probe printed. `apply` runs it before its first k3d call,
+//! `doctor` on the config's image when the engine has it.
+
+use bollard::Docker;
+use futures_util::StreamExt;
+
+use crate::node_check::{Required, Verdict, probe_command, verdict};
+
+/// The probe lists a dozen paths; a minute is far past a slow disk.
+pub const CHECK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// The label on the probe's container, so a leftover one is recognisable.
+pub const CHECK_LABEL: &str = "k3d-gpu.io/node-image-check";
+
+/// Runs the probe in `image` and returns what it found. An error means the probe could not
+/// run at all (no such image, no `/bin/sh`, the engine refused): that image cannot be a k3d
+/// node either, and the error says why.
+pub async fn check(docker: &Docker, image: &str, required: &[Required]) -> Result<Verdict, String> {
+    let work = run_probe(docker, image, required);
+    let output = match tokio::time::timeout(CHECK_TIMEOUT, work).await {
+        Ok(result) => result?,
+        Err(_) => {
+            return Err(format!("the check of node image {image} did not finish within {}s", CHECK_TIMEOUT.as_secs()));
+        }
+    };
+    Ok(verdict(required, &output))
+}
+
+async fn run_probe(docker: &Docker, image: &str, required: &[Required]) -> Result<String, String> {
+    let (entrypoint, cmd) = probe_command(required);
+    let body = bollard::models::ContainerCreateBody {
+        image: Some(image.to_string()),
+        entrypoint: Some(entrypoint),
+        cmd: Some(cmd),
+        // The probe reads the image's own PATH, as k3s will.
+        working_dir: Some("/".into()),
+        attach_stdout: Some(true),
+        attach_stderr: Some(true),
+        labels: Some(std::collections::HashMap::from([(CHECK_LABEL.to_string(), "true".to_string())])),
+        host_config: Some(bollard::models::HostConfig {
+            auto_remove: Some(true),
+            network_mode: Some("none".into()),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let created = docker
+        .create_container(None::<bollard::query_parameters::CreateContainerOptions>, body)
+        .await
+        .map_err(|e| format!("cannot run node image {image} for its check: {}", clean(&e.to_string())))?;
+    let id = created.id;
+    let result = attach_and_start(docker, &id, image).await;
+    if result.is_err() {
+        // A container that never started is not auto-removed.
+        let options = bollard::query_parameters::RemoveContainerOptions { force: true, ..Default::default() };
+        let _ = docker.remove_container(&id, Some(options)).await;
+    } else {
+        // The engine removes it once it exited; wait for that, so nothing of the check is
+        // left when the apply goes on. A container already gone answers 404: done too.
+        let options = bollard::query_parameters::WaitContainerOptions { condition: "removed".into() };
+        let mut waited = docker.wait_container(&id, Some(options));
+        while let Some(Ok(_)) = waited.next().await {}
+    }
+    result
+}
+
+/// Attaches before the start (so no output is lost and the container may go as soon as it
+/// exits), starts, and reads stdout until the probe exits.
+async fn attach_and_start(docker: &Docker, id: &str, image: &str) -> Result<String, String> {
+    let options = bollard::query_parameters::AttachContainerOptions {
+        stdout: true,
+        stderr: true,
+        stream: true,
+        logs: true,
+        ..Default::default()
+    };
+    let attached = docker
+        .attach_container(id, Some(options))
+        .await
+        .map_err(|e| format!("cannot attach to the check of node image {image}: {}", clean(&e.to_string())))?;
+    docker.start_container(id, None::<bollard::query_parameters::StartContainerOptions>).await.map_err(|e| {
+        format!("node image {image} cannot run /bin/sh, which k3d's node entrypoint needs: {}", clean(&e.to_string()))
+    })?;
+    let mut output = attached.output;
+    let mut stdout = String::new();
+    while let Some(item) = output.next().await {
+        match item {
+            Ok(bollard::container::LogOutput::StdOut { message }) => {
+                stdout.push_str(&String::from_utf8_lossy(&message))
+            }
+            Ok(_) => {}
+            Err(e) => return Err(format!("reading the check of node image {image}: {}", clean(&e.to_string()))),
+        }
+        // The probe writes a line per name; more than this is not the probe.
+        if stdout.len() > 64 * 1024 {
+            break;
+        }
+    }
+    Ok(stdout)
+}
+
+fn clean(text: &str) -> String {
+    crate::escape::capped(crate::escape::one_line(text.trim_end()).into_owned())
+}
