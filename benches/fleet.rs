@@ -114,7 +114,7 @@ fn main() {
         (median(times), requests, observed.unwrap())
     });
 
-    let inputs = || k3d_gpu::plan::Inputs::new(&config, &facts, &observed, catalog.digest(), &graph.images);
+    let inputs = || k3d_gpu::plan::Inputs::new(&config, &facts, &observed, catalog.digest(), &graph);
     let mut converged_times = Vec::new();
     let mut converged = None;
     for _ in 0..runs {
