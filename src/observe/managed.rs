@@ -84,9 +84,14 @@ fn element(key: &str) -> Option<Element<'_>> {
     }
 }
 
-/// Whether a list element has every key field of a `k:` element.
+/// Whether a list element has every key field of a `k:` element. A key's `protocol` that the
+/// element leaves out is `TCP`, the schema's default, as the API server records it
+/// (`k:{"containerPort":8080,"protocol":"TCP"}` for a port written without one).
 fn matches_key(item: &Value, key: &Map<String, Value>) -> bool {
-    key.iter().all(|(k, v)| item.get(k) == Some(v))
+    key.iter().all(|(k, v)| match item.get(k) {
+        Some(value) => value == v,
+        None => k == "protocol" && v == "TCP",
+    })
 }
 
 fn is_leaf(set: &Value) -> bool {
