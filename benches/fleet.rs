@@ -10,6 +10,9 @@
 #[path = "../tests/support/fake_apiserver.rs"]
 #[allow(dead_code)]
 mod fake_apiserver;
+#[path = "../tests/support/ssa.rs"]
+#[allow(dead_code)]
+mod ssa;
 
 use std::time::{Duration, Instant};
 
@@ -114,7 +117,7 @@ fn main() {
         (median(times), requests, observed.unwrap())
     });
 
-    let inputs = || k3d_gpu::plan::Inputs::new(&config, &facts, &observed, catalog.digest(), &graph.images);
+    let inputs = || k3d_gpu::plan::Inputs::new(&config, &facts, &observed, catalog.digest(), &graph);
     let mut converged_times = Vec::new();
     let mut converged = None;
     for _ in 0..runs {

@@ -30,6 +30,7 @@ pub mod observe;
 pub mod output_file;
 pub mod parse;
 pub mod plan;
+pub mod quantity;
 pub mod report;
 pub mod secrets;
 pub mod suggest;

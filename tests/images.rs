@@ -96,7 +96,7 @@ fn the_pinned_policy_refuses_an_unlocked_image() {
 fn inputs(graph: &DesiredGraph) -> Inputs {
     let config = example_config("lunar-lake-npu");
     let facts = facts_of("lunar-lake-npu");
-    Inputs::new(&config, &facts, &k3d_gpu::observe::Observed::nothing(), "sha256:stdlib".into(), &graph.images)
+    Inputs::new(&config, &facts, &k3d_gpu::observe::Observed::nothing(), "sha256:stdlib".into(), graph)
 }
 
 #[test]

@@ -18,7 +18,9 @@ fn node(name: &str) -> serde_json::Value {
 
 fn managed(kind: &str, api: &str, name: &str, ns: Option<&str>) -> serde_json::Value {
     let mut o = json!({"apiVersion": api, "kind": kind, "metadata": {"name": name,
-        "labels": {"app.kubernetes.io/managed-by": "k3d-gpu"}, "managedFields": [{"manager": "k3d-gpu"}]}});
+        "labels": {"app.kubernetes.io/managed-by": "k3d-gpu"}, "managedFields": [
+            {"manager": "k3d-gpu", "operation": "Apply", "fieldsType": "FieldsV1", "fieldsV1": {"f:metadata": {"f:labels": {}}}},
+            {"manager": "kube-controller-manager", "operation": "Update", "fieldsType": "FieldsV1", "fieldsV1": {"f:status": {}}}]}});
     if let Some(ns) = ns {
         o["metadata"]["namespace"] = json!(ns);
     }
@@ -58,7 +60,11 @@ fn observe_lists_each_kind_once_through_the_clusters_own_context() {
         assert!(observed.nodes[0].ready);
         assert_eq!(observed.nodes[0].allocatable["gpu.intel.com/i915"], "8");
         assert_eq!(observed.objects.len(), 201, "managed objects only");
-        assert!(observed.objects.iter().all(|o| o["metadata"].get("managedFields").is_none()));
+        // Our managedFields entry is kept (the diff reads ownership from it), no one else's.
+        assert!(observed.objects.iter().all(|o| {
+            let entries = o["metadata"]["managedFields"].as_array().unwrap();
+            entries.len() == 1 && entries[0]["manager"] == "k3d-gpu" && entries[0]["fieldsV1"]["f:metadata"].is_object()
+        }));
         assert!(observed.objects.iter().all(|o| o["kind"].is_string() && o["apiVersion"].is_string()));
         // One LIST for nodes, one per kind, one for ResourceSlices: O(kinds), not O(objects).
         let requests = server.requests();

@@ -191,7 +191,7 @@ fn every_input_change_changes_the_hash() {
         let config = k3d_gpu::config::load_str("k", config_text).unwrap();
         let graph = compile(&config, facts, catalog).unwrap();
         let observed = observed(&graph);
-        let mut inputs = Inputs::new(&config, facts, &observed, catalog.digest(), &graph.images);
+        let mut inputs = Inputs::new(&config, facts, &observed, catalog.digest(), &graph);
         if !version.is_empty() {
             inputs.tool_version = version.into();
         }
@@ -251,10 +251,10 @@ fn every_input_change_changes_the_hash() {
             }),
         ),
         (
-            "observed object field",
+            "observed object recreated",
             Box::new(|g: &DesiredGraph| {
                 let mut o = converged(g);
-                o.kubernetes.as_mut().unwrap().objects[0]["metadata"]["resourceVersion"] = json!("2");
+                o.kubernetes.as_mut().unwrap().objects[0]["metadata"]["uid"] = json!("recreated");
                 o
             }),
         ),
@@ -270,6 +270,22 @@ fn every_input_change_changes_the_hash() {
     hashes.push(("catalog", hash_of(&base_config, &facts, &changed_catalog, &converged_state, "")));
     // The tool version.
     hashes.push(("tool version", hash_of(&base_config, &facts, &catalog, &converged_state, "0.0.0-another")));
+
+    // What a rollout changes is not an input: the plan made before it still applies.
+    let rolled_out = |g: &DesiredGraph| {
+        let mut o = converged(g);
+        let k = o.kubernetes.as_mut().unwrap();
+        for object in &mut k.objects {
+            object["metadata"]["resourceVersion"] = json!("999");
+            object["metadata"]["generation"] = json!(7);
+            object["status"] = json!({"observedGeneration": 7, "numberReady": 1});
+        }
+        k.resource_slices
+            .push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "s"}}));
+        k.nodes[0].allocatable.insert("gpu.intel.com/i915".into(), "4".into());
+        o
+    };
+    assert_eq!(hash_of(&base_config, &facts, &catalog, &rolled_out, ""), base, "a rollout is not an input");
 
     for (i, (a, ha)) in hashes.iter().enumerate() {
         for (b, hb) in &hashes[i + 1..] {

@@ -15,7 +15,7 @@ use crate::compile::MANAGED_BY;
 use crate::observe::MANAGED_LABELS_ANNOTATION;
 use crate::observe::kubernetes::plural;
 
-pub const FIELD_MANAGER: &str = "k3d-gpu";
+pub const FIELD_MANAGER: &str = crate::observe::managed::MANAGER;
 
 /// How long to wait for a just-created cluster's API server to answer.
 const API_READY: Duration = Duration::from_secs(120);

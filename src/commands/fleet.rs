@@ -161,7 +161,7 @@ pub fn compute(
         &compiled.fleet,
         &observed,
         compiled.catalog.digest(),
-        &compiled.graph.images,
+        &compiled.graph,
     );
     let digests = crate::plan::Inputs { owner: Some(inputs.config.cluster.name.clone()), ..digests };
     let mut plan = crate::plan::plan(&compiled.graph, &observed, digests);

@@ -54,7 +54,7 @@ pub fn compute_compiled(
                 .map_err(|errors| Error::Invalid(super::inputs::compile_diagnostics(&inputs, errors)))?;
         }
     }
-    let digests = Inputs::new(&inputs.config, &facts, &observed, catalog.digest(), &graph.images);
+    let digests = Inputs::new(&inputs.config, &facts, &observed, catalog.digest(), &graph);
     let plan = plan::plan(&graph, &observed, digests);
     Ok(Computed { plan, graph, inputs })
 }

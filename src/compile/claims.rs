@@ -15,13 +15,10 @@ use crate::facts::{IntelGpu, Vendor};
 /// The Intel GPU DRA driver's DeviceClass and attribute domain.
 const DRIVER: &str = "gpu.intel.com";
 
-/// A Kubernetes quantity such as `12Gi`, `8G` or `512Mi`.
+/// A Kubernetes quantity such as `12Gi`, `8G`, `1.5Gi` or `500m`, in the API server's own
+/// grammar ([`crate::quantity`]): `8K` is not one (the suffix is `k`).
 pub(super) fn quantity(text: &str) -> bool {
-    let digits = text.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let suffix = &text[digits.len()..];
-    !digits.is_empty()
-        && digits.chars().all(|c| c.is_ascii_digit())
-        && ["", "Ki", "Mi", "Gi", "Ti", "K", "M", "G", "T"].contains(&suffix)
+    crate::quantity::is_quantity(text)
 }
 
 pub fn resources(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) {
@@ -194,6 +191,7 @@ mod tests {
     #[test]
     fn quantities() {
         assert!(quantity("12Gi") && quantity("8G") && quantity("512"));
-        assert!(!quantity("12 Gi") && !quantity("Gi") && !quantity("1.5Gi") && !quantity("12GB"));
+        assert!(quantity("1.5Gi") && quantity("500m") && quantity("8k"), "Kubernetes's grammar");
+        assert!(!quantity("12 Gi") && !quantity("1.5.5") && !quantity("8K") && !quantity("12GB"));
     }
 }

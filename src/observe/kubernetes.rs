@@ -161,10 +161,9 @@ pub async fn observe_context(
                     let mut value = serde_json::to_value(&item).unwrap_or_default();
                     value["apiVersion"] = serde_json::json!(api_version);
                     value["kind"] = serde_json::json!(kind);
-                    // Server-side apply bookkeeping: noise in a plan, and large.
-                    if let Some(meta) = value.get_mut("metadata").and_then(|m| m.as_object_mut()) {
-                        meta.remove("managedFields");
-                    }
+                    // Server-side apply bookkeeping: ours is what the diff reads ownership
+                    // from; everyone else's is noise in a plan, and large.
+                    super::managed::keep_ours(&mut value);
                     observed.objects.push(value);
                 }
             }

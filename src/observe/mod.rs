@@ -6,6 +6,7 @@
 pub mod docker;
 pub mod existing;
 pub mod kubernetes;
+pub mod managed;
 pub mod registry;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -181,7 +182,8 @@ pub struct NodeContainer {
 pub struct ObservedKubernetes {
     pub nodes: Vec<ObservedNode>,
     /// Every object labelled `app.kubernetes.io/managed-by: k3d-gpu`, of the kinds the catalog
-    /// uses, as the API server returned it.
+    /// uses, as the API server returned it, with only the `metadata.managedFields` entries of
+    /// field manager `k3d-gpu` kept ([`managed`]).
     pub objects: Vec<serde_json::Value>,
     /// ResourceSlices (DRA mode).
     pub resource_slices: Vec<serde_json::Value>,

@@ -1,13 +1,27 @@
-//! Comparing desired against observed. Objects are compared on the fields k3d-gpu sets only
-//! (what server-side apply owns for us): the API server's defaults and status are not drift.
+//! Comparing desired against observed. Objects are compared on the fields k3d-gpu sets, and
+//! on those it owns (its `managedFields` entry, [`crate::observe::managed`]): the API server's
+//! defaults, status and other managers' fields are not drift, while a field we set before and
+//! the config no longer sets is (server-side apply removes it on the next apply). Quantities
+//! compare by value (`1024Mi` is `1Gi`), as the API server writes them back canonical.
 
 use serde_json::{Map, Value};
 
 /// Paths (`spec.template.spec.containers[0].args`) where `observed` differs from `desired`
-/// on the fields `desired` sets.
+/// on the fields `desired` sets, then the fields `observed` says we own that `desired` no
+/// longer sets (none below a path already named).
 pub fn owned_differences(desired: &Value, observed: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(desired, observed, "", &mut out);
+    if let Some(set) = crate::observe::managed::owned_set(observed) {
+        for path in crate::observe::managed::owned_not_desired(&set, observed, desired) {
+            let covered = out
+                .iter()
+                .any(|p| path == *p || path.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with(['.', '['])));
+            if !covered {
+                out.push(path);
+            }
+        }
+    }
     out
 }
 
@@ -25,13 +39,32 @@ fn walk(desired: &Value, observed: &Value, path: &str, out: &mut Vec<String>) {
             }
         }
         (Value::Null, _) => {}
-        (d, o) if same_scalar(d, o) => {}
+        (d, o) if same_scalar(d, o, quantity_path(path)) => {}
         _ => out.push(path.to_string()),
     }
 }
 
-/// The API server writes some numbers back as strings (quantities); `1` and `"1"` agree.
-fn same_scalar(a: &Value, b: &Value) -> bool {
+/// Whether the field at `path` holds a resource quantity: its key and its parent's, as
+/// [`crate::quantity::is_quantity_field`] decides.
+fn quantity_path(path: &str) -> bool {
+    // A map's value: neither the key nor its parent is a list element (`requests[0]` is a
+    // DRA device request, not resource requests).
+    let mut keys = path.rsplit('.');
+    let (Some(key), parent) = (keys.next(), keys.next().unwrap_or_default()) else { return false };
+    !key.contains('[') && !parent.contains('[') && crate::quantity::is_quantity_field(parent, key)
+}
+
+/// The API server writes some numbers back as strings; `1` and `"1"` agree. A quantity agrees
+/// with any text of the same value (`1024Mi` and `1Gi`, `0.5` and `500m`).
+fn same_scalar(a: &Value, b: &Value, quantity: bool) -> bool {
+    let text = |v: &Value| match v {
+        Value::Number(n) => Some(n.to_string()),
+        Value::String(s) => Some(s.clone()),
+        _ => None,
+    };
+    if quantity && let (Some(x), Some(y)) = (text(a), text(b)) {
+        return x == y || crate::quantity::same_value(&x, &y);
+    }
     match (a, b) {
         (Value::Number(n), Value::String(s)) | (Value::String(s), Value::Number(n)) => n.to_string() == *s,
         _ => a == b,
@@ -99,6 +132,37 @@ mod tests {
     fn quantities_written_back_as_strings_agree() {
         assert!(owned_differences(&json!({"cpu": 1}), &json!({"cpu": "1"})).is_empty());
         assert_eq!(owned_differences(&json!({"cpu": 1}), &json!({"cpu": "2"})), ["cpu"]);
+    }
+
+    #[test]
+    fn quantities_compare_by_value() {
+        let limits = |cpu: Value, memory: &str| json!({"resources": {"limits": {"cpu": cpu, "memory": memory}}});
+        // What the API server writes back: canonical forms of the same values.
+        assert!(owned_differences(&limits(json!("2000m"), "1024Mi"), &limits(json!("2"), "1Gi")).is_empty());
+        assert!(owned_differences(&limits(json!(0.5), "1536Mi"), &limits(json!("500m"), "1.5Gi")).is_empty());
+        assert_eq!(
+            owned_differences(&limits(json!("1"), "1Gi"), &limits(json!("1"), "1G")),
+            ["resources.limits.memory"]
+        );
+        // Not a quantity field: text compares as text.
+        assert_eq!(
+            owned_differences(&json!({"data": {"size": "1024Mi"}}), &json!({"data": {"size": "1Gi"}})),
+            ["data.size"]
+        );
+    }
+
+    #[test]
+    fn an_owned_field_desired_no_longer_sets_is_drift() {
+        let observed = json!({"metadata": {"labels": {"app": "a", "old": "x"}, "managedFields": [{
+            "manager": "k3d-gpu", "operation": "Apply", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}, "f:old": {}}}}}]}});
+        let desired = json!({"metadata": {"labels": {"app": "a"}}});
+        assert_eq!(owned_differences(&desired, &observed), ["metadata.labels.old"]);
+        // Another manager's field is not ours to remove.
+        let theirs = json!({"metadata": {"labels": {"app": "a", "old": "x"}, "managedFields": [{
+            "manager": "kubectl", "operation": "Apply", "fieldsType": "FieldsV1",
+            "fieldsV1": {"f:metadata": {"f:labels": {"f:old": {}}}}}]}});
+        assert!(owned_differences(&desired, &theirs).is_empty());
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! with a reason, as plan/v1 JSON whose canonical bytes hash to the plan hash. Pure.
 
 mod diff;
+pub mod digest;
 pub mod fleet;
 pub mod render;
 
@@ -36,21 +37,22 @@ pub struct Inputs {
 }
 
 impl Inputs {
-    /// The digests of what a plan is computed from, and this tool's version.
+    /// The digests of what a plan of `graph` is computed from, and this tool's version. The
+    /// observed state is digested as the plan's decisions read it ([`digest`]).
     pub fn new(
         config: &crate::config::Config,
         facts: &impl Serialize,
         observed: &Observed,
         stdlib: String,
-        images: &BTreeMap<String, crate::images::Use>,
+        graph: &DesiredGraph,
     ) -> Inputs {
         Inputs {
             config: crate::canonical::digest(config),
             facts: crate::canonical::digest(facts),
-            observed: crate::canonical::digest(observed),
+            observed: digest::observed_digest(Some(graph), observed),
             owner: None,
             stdlib,
-            images: crate::canonical::digest(images),
+            images: crate::canonical::digest(&graph.images),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
         }
     }
@@ -61,7 +63,7 @@ impl Inputs {
             config: crate::canonical::digest(config),
             owner: None,
             facts: "none: destroy reads no facts".into(),
-            observed: crate::canonical::digest(observed),
+            observed: digest::observed_digest(None, observed),
             stdlib: "none: destroy uses no component".into(),
             images: "none: destroy deploys no image".into(),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -585,7 +587,10 @@ fn object_actions(
             } else {
                 reason("no-longer-wanted", "managed by k3d-gpu and no longer in the config")
             };
-            actions.insert(id.clone(), Action::new(id.clone(), ActionKind::Delete, why, Some((*object).clone()), None));
+            // Without status and the server's counters: a rollout of what is being deleted
+            // does not change the plan.
+            let before = digest::without_volatile(object);
+            actions.insert(id.clone(), Action::new(id.clone(), ActionKind::Delete, why, Some(before), None));
         }
     }
 }

@@ -1,10 +1,22 @@
-//! A small Kubernetes API server over real HTTP for kube-rs tests: the real REST paths and
-//! object JSON for the kinds we use — list (with label and field selectors), get, watch
-//! (chunked WatchEvents, the current state first), server-side apply, merge patch and delete —
-//! with resourceVersion and generation, 404 Status for kinds that are not served (a CRD that
-//! is not installed; applying a CRD serves its kind). It counts requests so tests can prove
-//! O(kinds). It has no behaviour the real API server lacks: no controllers (tests play those
-//! through [`FakeApiServer::change`]), no admission, no defaulting.
+//! A Kubernetes API server over real HTTP for kube-rs tests, as strict as the real one where
+//! k3d-gpu depends on it: the real REST paths and object JSON for the kinds we use — list
+//! (label and field selectors, parsed as the API server does: an unknown field or a bad
+//! selector is 400), get, watch (chunked WatchEvents: ADDED, MODIFIED, DELETED, BOOKMARK when
+//! asked, and ERROR 410 Gone for a resourceVersion older than the compaction point,
+//! [`State::compacted`]), server-side apply with `managedFields` per field manager (an apply
+//! that omits a field its manager owned removes it; another manager's field conflicts, 409,
+//! unless `force=true`; associative lists merge by their keys), merge patch (the fields it
+//! changes become its manager's), defaulting of every kind we emit, quantities written back
+//! canonical, resourceVersion and uid preconditions (409), random uids, 404 for a namespaced
+//! create in a missing namespace and for custom resources whose CRD is not established
+//! (applying a CRD establishes it; deleting it unserves its kind and deletes its objects),
+//! delete of a namespace taking what is in it. The write rules live in [`super::ssa`], with
+//! their upstream provenance. It counts requests so tests can prove O(kinds).
+//!
+//! Not modelled: controllers (tests play those through [`FakeApiServer::change`]), admission
+//! and validation beyond the rules above, status subresources, graceful deletion and
+//! finalizers (a delete is immediate), discovery documents beyond what observe and apply read,
+//! and what [`super::ssa`] lists.
 
 use std::sync::{Arc, Mutex};
 
@@ -30,6 +42,8 @@ pub const BUILT_IN: &[&str] = &[
     "/apis/node.k8s.io/v1/runtimeclasses",
     "/apis/resource.k8s.io/v1/deviceclasses",
     "/apis/resource.k8s.io/v1/resourceslices",
+    "/apis/resource.k8s.io/v1/resourceclaims",
+    "/apis/resource.k8s.io/v1/resourceclaimtemplates",
     "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies",
     "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
     "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
@@ -57,6 +71,12 @@ pub struct State {
     /// The JSON bodies POSTed through the service proxy (a chat completion), by the same key
     /// as `proxied`; a body that is not JSON is answered 400, as a model server would.
     pub proxied_posts: Vec<(String, Value)>,
+    /// The oldest resourceVersion a watch may resume from: older is 410 Gone (etcd compacted).
+    pub compacted: u64,
+    /// Seeds the uids the server hands out (random unless a test fixes it, as for goldens).
+    pub uid_seed: u64,
+    /// Service cluster IPs handed out.
+    pub cluster_ips: u32,
 }
 
 impl State {
@@ -87,6 +107,67 @@ impl State {
 
     fn pool_mut(&mut self, nodes: bool) -> &mut Vec<Value> {
         if nodes { &mut self.nodes } else { &mut self.objects }
+    }
+
+    /// A fresh uid: random (seeded from the clock unless [`State::uid_seed`] is set), so a
+    /// recreated object never has its predecessor's.
+    pub fn new_uid(&mut self) -> String {
+        if self.uid_seed == 0 {
+            let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+            self.uid_seed = (now.as_nanos() as u64) ^ u64::from(std::process::id()) | 1;
+        }
+        // splitmix64.
+        let mut next = || {
+            self.uid_seed = self.uid_seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+            let mut z = self.uid_seed;
+            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+            z ^ (z >> 31)
+        };
+        let (a, b) = (next(), next());
+        format!(
+            "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xfff,
+            0x8000 | (b >> 48) & 0x3fff,
+            b & 0xffff_ffff_ffff
+        )
+    }
+
+    /// The server's clock as managedFields record it: fixed, advancing with resourceVersion.
+    fn now(&self) -> String {
+        let secs = self.version % 60;
+        let mins = (self.version / 60) % 60;
+        format!("2026-01-01T00:{mins:02}:{secs:02}Z")
+    }
+
+    /// Whether a namespace of that name exists.
+    fn namespace_exists(&self, name: &str) -> bool {
+        self.objects
+            .iter()
+            .any(|o| o["kind"] == "Namespace" && o["apiVersion"] == "v1" && o["metadata"]["name"] == name)
+    }
+
+    /// Server-side apply of `object` by `manager`, as the HTTP handler does it (the rules of
+    /// [`super::ssa`]): for `support::converged`, which applies without HTTP.
+    pub fn apply(&mut self, object: &Value, manager: &str, force: bool) -> Result<Value, (u16, Value)> {
+        let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let namespace = object["metadata"]["namespace"].as_str().map(str::to_string);
+        let collection = list_path(object);
+        if !self.served.contains(&collection) {
+            return Err(status(
+                404,
+                "NotFound",
+                format!("the server could not find the requested resource ({collection})"),
+            ));
+        }
+        let found = self.objects.iter().position(|o| {
+            list_path(o) == collection
+                && o["metadata"]["name"] == name.as_str()
+                && o["metadata"]["namespace"].as_str() == namespace.as_deref()
+        });
+        write(self, found, &collection, namespace.as_deref(), &name, object, Write::Apply { manager, force })
     }
 
     /// Takes the next resourceVersion: newer than any the server handed out and any a test
@@ -263,7 +344,14 @@ impl Selection {
     }
 
     fn pick<'a>(&'a self, state: &'a State) -> impl Iterator<Item = &'a Value> {
-        state.pool(self.nodes()).iter().filter(|o| self.in_scope(o) && matches_selector(o, &self.labels, &self.fields))
+        state.pool(self.nodes()).iter().filter(|o| {
+            self.in_scope(o) && matches_selector(&self.collection, o, &self.labels, &self.fields).unwrap_or(false)
+        })
+    }
+
+    /// 400 for selectors the server would refuse.
+    fn check(&self) -> Result<(), String> {
+        matches_selector(&self.collection, &json!({}), &self.labels, &self.fields).map(|_| ())
     }
 }
 
@@ -292,18 +380,144 @@ fn percent_decode(text: &str) -> String {
     String::from_utf8_lossy(&out).into_owned()
 }
 
-fn matches_selector(object: &Value, selector: &str, field: &str) -> bool {
-    let labels_ok = selector.split(',').filter(|s| !s.is_empty()).all(|term| match term.split_once('=') {
-        Some((k, v)) => object["metadata"]["labels"][k.trim_end_matches('=')] == v,
-        None => object["metadata"]["labels"].get(term).is_some(),
+/// One requirement of a label selector (apimachinery `pkg/labels/selector.go`'s grammar:
+/// `k=v`, `k==v`, `k!=v`, `k in (a,b)`, `k notin (a,b)`, `k`, `!k`).
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+    Exists(String),
+    NotExists(String),
+}
+
+/// A label key or value as `pkg/labels` accepts it: qualified names of `[A-Za-z0-9._/-]`,
+/// a value up to 63 characters.
+fn label_token(text: &str) -> Option<String> {
+    let t = text.trim();
+    let ok = !t.is_empty() && t.len() <= 316 && t.chars().all(|c| c.is_ascii_alphanumeric() || "._-/".contains(c));
+    ok.then(|| t.to_string())
+}
+
+/// Splits a selector at the commas outside parentheses.
+fn terms(selector: &str) -> Vec<&str> {
+    let (mut out, mut depth, mut start) = (Vec::new(), 0, 0);
+    for (i, c) in selector.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&selector[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&selector[start..]);
+    out.into_iter().filter(|t| !t.trim().is_empty()).collect()
+}
+
+fn parse_labels(selector: &str) -> Result<Vec<Requirement>, String> {
+    let bad = |t: &str| format!("unable to parse requirement: {t:?}");
+    terms(selector)
+        .into_iter()
+        .map(|term| {
+            let t = term.trim();
+            let set = |op: &str| -> Option<(String, Vec<String>)> {
+                let (k, rest) = t.split_once(op)?;
+                let inner = rest.trim().strip_prefix('(')?.strip_suffix(')')?;
+                let values: Option<Vec<String>> = inner
+                    .split(',')
+                    .map(|v| label_token(v).or_else(|| v.trim().is_empty().then(String::new)))
+                    .collect();
+                Some((label_token(k)?, values?))
+            };
+            if let Some((k, v)) = set(" notin ") {
+                return Ok(Requirement::NotIn(k, v));
+            }
+            if let Some((k, v)) = set(" in ") {
+                return Ok(Requirement::In(k, v));
+            }
+            if let Some((k, v)) = t.split_once("!=") {
+                return Ok(Requirement::NotEquals(
+                    label_token(k).ok_or_else(|| bad(t))?,
+                    label_token(v).unwrap_or_default(),
+                ));
+            }
+            if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
+                return Ok(Requirement::Equals(
+                    label_token(k).ok_or_else(|| bad(t))?,
+                    label_token(v).unwrap_or_default(),
+                ));
+            }
+            if let Some(k) = t.strip_prefix('!') {
+                return Ok(Requirement::NotExists(label_token(k).ok_or_else(|| bad(t))?));
+            }
+            Ok(Requirement::Exists(label_token(t).ok_or_else(|| bad(t))?))
+        })
+        .collect()
+}
+
+fn label_matches(object: &Value, requirements: &[Requirement]) -> bool {
+    let labels = &object["metadata"]["labels"];
+    let get = |k: &str| labels.get(k).and_then(Value::as_str);
+    requirements.iter().all(|r| match r {
+        Requirement::Equals(k, v) => get(k) == Some(v.as_str()),
+        Requirement::NotEquals(k, v) => get(k) != Some(v.as_str()),
+        Requirement::In(k, vs) => get(k).is_some_and(|x| vs.iter().any(|v| v == x)),
+        Requirement::NotIn(k, vs) => get(k).is_none_or(|x| vs.iter().all(|v| v != x)),
+        Requirement::Exists(k) => get(k).is_some(),
+        Requirement::NotExists(k) => get(k).is_none(),
+    })
+}
+
+/// The field selectors a collection supports (each registry's `GetAttrs`/field label
+/// conversion: `metadata.name` and `metadata.namespace` everywhere; events' `reason`,
+/// `type` and `involvedObject.*`; pods' `spec.nodeName` and `status.phase`). Anything else
+/// is 400, as on a real API server.
+fn field_value(collection: &str, object: &Value, field: &str) -> Result<Option<String>, String> {
+    let text = |v: &Value| v.as_str().map(str::to_string);
+    let value = match field {
+        "metadata.name" => text(&object["metadata"]["name"]),
+        "metadata.namespace" => text(&object["metadata"]["namespace"]),
+        "reason" | "type" if collection.ends_with("/events") => text(&object[field]),
+        f if collection.ends_with("/events") && f.starts_with("involvedObject.") => {
+            text(&object["involvedObject"][&f["involvedObject.".len()..]])
+        }
+        "spec.nodeName" if collection.ends_with("/pods") => text(&object["spec"]["nodeName"]),
+        "status.phase" if collection.ends_with("/pods") => text(&object["status"]["phase"]),
+        _ => return Err(format!("field label not supported: {field}")),
+    };
+    Ok(value)
+}
+
+fn parse_fields(collection: &str, selector: &str) -> Result<Vec<(String, bool, String)>, String> {
+    terms(selector)
+        .into_iter()
+        .map(|term| {
+            let (field, negate, value) = match term.split_once("!=") {
+                Some((f, v)) => (f, true, v),
+                None => match term.split_once("==").or_else(|| term.split_once('=')) {
+                    Some((f, v)) => (f, false, v),
+                    None => return Err(format!("invalid selector: '{term}'; can't understand '{term}'")),
+                },
+            };
+            field_value(collection, &json!({}), field.trim())?;
+            Ok((field.trim().to_string(), negate, value.trim().to_string()))
+        })
+        .collect()
+}
+
+/// Whether `object` matches both selectors; an error (400) for a selector the server would
+/// not parse or a field it does not index.
+fn matches_selector(collection: &str, object: &Value, labels: &str, fields: &str) -> Result<bool, String> {
+    let requirements = parse_labels(labels)?;
+    let fields = parse_fields(collection, fields)?;
+    let fields_ok = fields.iter().all(|(f, negate, v)| {
+        let actual = field_value(collection, object, f).ok().flatten().unwrap_or_default();
+        (actual == *v) != *negate
     });
-    let fields_ok = field.split(',').filter(|s| !s.is_empty()).all(|term| match term.split_once('=') {
-        Some(("metadata.name", v)) => object["metadata"]["name"] == v,
-        Some(("metadata.namespace", v)) => object["metadata"]["namespace"] == v,
-        Some(("reason", v)) => object["reason"] == v,
-        _ => true,
-    });
-    labels_ok && fields_ok
+    Ok(label_matches(object, &requirements) && fields_ok)
 }
 
 fn plural(kind: &str) -> String {
@@ -372,14 +586,192 @@ fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
+/// How a PATCH writes.
+enum Write<'a> {
+    /// Server-side apply (`application/apply-patch+yaml`).
+    Apply { manager: &'a str, force: bool },
+    /// JSON merge patch, by a manager (an update).
+    Merge { manager: &'a str },
+}
+
+/// One write of an object (`found`: its index among the objects, `None` for a create), with
+/// every rule of the real server: preconditions, the namespace, ownership, defaults, canonical
+/// quantities, uid, generation, resourceVersion; a CRD establishes its kinds.
+fn write(
+    state: &mut State,
+    found: Option<usize>,
+    collection: &str,
+    namespace: Option<&str>,
+    name: &str,
+    patch: &Value,
+    how: Write,
+) -> Result<Value, (u16, Value)> {
+    let live = found.map(|i| state.objects[i].clone());
+    // A resourceVersion or uid in the patch is a precondition: the object changed or was
+    // recreated since the caller read it → 409 Conflict.
+    if let Some(wanted) = patch["metadata"]["resourceVersion"].as_str()
+        && live.as_ref().and_then(|l| l["metadata"]["resourceVersion"].as_str()) != Some(wanted)
+    {
+        return Err(status(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {name}: the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        ));
+    }
+    if let Some(wanted) = patch["metadata"]["uid"].as_str()
+        && live.as_ref().and_then(|l| l["metadata"]["uid"].as_str()) != Some(wanted)
+    {
+        return Err(status(
+            409,
+            "Conflict",
+            format!(
+                "Precondition failed: UID in precondition: {wanted}, UID in object meta: {}",
+                live.as_ref().and_then(|l| l["metadata"]["uid"].as_str()).unwrap_or("")
+            ),
+        ));
+    }
+    if live.is_none() {
+        if matches!(how, Write::Merge { .. }) {
+            return Err(status(404, "NotFound", format!("{name} not found")));
+        }
+        if let Some(ns) = namespace
+            && !state.namespace_exists(ns)
+        {
+            return Err(status(404, "NotFound", format!("namespaces \"{ns}\" not found")));
+        }
+    }
+    let now = state.now();
+    let mut object = match how {
+        Write::Apply { manager, force } => match super::ssa::apply(live.as_ref(), patch, manager, force, &now) {
+            Ok(o) => o,
+            Err(conflicts) => {
+                let list: Vec<String> =
+                    conflicts.iter().map(|c| format!("conflict with \"{}\": {}", c.manager, c.path)).collect();
+                return Err(status(
+                    409,
+                    "Conflict",
+                    format!("Apply failed with {} conflicts: {}", list.len(), list.join("; ")),
+                ));
+            }
+        },
+        Write::Merge { manager } => {
+            let before = live.clone().unwrap_or_default();
+            let mut after = before.clone();
+            merge_patch(&mut after, patch);
+            super::ssa::record_update(&before, &mut after, patch, manager, &now);
+            after
+        }
+    };
+    object["metadata"]["name"] = json!(name);
+    if let Some(ns) = namespace {
+        object["metadata"]["namespace"] = json!(ns);
+    }
+    // What the client may not set: the server's own fields come from the live object.
+    for key in ["uid", "creationTimestamp", "generation"] {
+        match live.as_ref().map(|l| l["metadata"][key].clone()) {
+            Some(v) if !v.is_null() => object["metadata"][key] = v,
+            _ => {
+                object["metadata"].as_object_mut().map(|m| m.remove(key));
+            }
+        }
+    }
+    if live.is_none() {
+        object["metadata"]["uid"] = json!(state.new_uid());
+        object["metadata"]["creationTimestamp"] = json!(now);
+    }
+    if let Some(l) = &live {
+        object["status"] = l["status"].clone();
+        if object["status"].is_null() {
+            object.as_object_mut().map(|m| m.remove("status"));
+        }
+    } else {
+        object.as_object_mut().map(|m| m.remove("status"));
+    }
+    let mut ips = state.cluster_ips;
+    super::ssa::apply_defaults(&mut object, || {
+        ips += 1;
+        format!("10.43.{}.{}", 1 + ips / 250, ips % 250 + 1)
+    });
+    state.cluster_ips = ips;
+    let spec_of = |o: &Value| {
+        let mut o = o.clone();
+        if let Some(m) = o.as_object_mut() {
+            m.remove("metadata");
+            m.remove("status");
+        }
+        o
+    };
+    let unchanged = live.as_ref().is_some_and(|l| {
+        let mut a = l.clone();
+        let mut b = object.clone();
+        for o in [&mut a, &mut b] {
+            if let Some(m) = o["metadata"].as_object_mut() {
+                m.remove("resourceVersion");
+            }
+            // Ownership counts, its timestamp does not.
+            for e in o["metadata"]["managedFields"].as_array_mut().into_iter().flatten() {
+                e.as_object_mut().map(|e| e.remove("time"));
+            }
+        }
+        a == b
+    });
+    if unchanged {
+        // A no-op write changes nothing: no new resourceVersion, no watch event.
+        return Ok(live.expect("checked"));
+    }
+    let g = live.as_ref().and_then(|l| l["metadata"]["generation"].as_i64()).unwrap_or(0);
+    let spec_changed = live.as_ref().is_none_or(|l| spec_of(l) != spec_of(&object));
+    object["metadata"]["generation"] = json!(if spec_changed { g + 1 } else { g.max(1) });
+    if object["kind"] == "CustomResourceDefinition" {
+        let group = object["spec"]["group"].as_str().unwrap_or_default().to_string();
+        let plural = object["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string();
+        for v in object["spec"]["versions"].as_array().cloned().unwrap_or_default() {
+            if v["served"] == false {
+                continue;
+            }
+            let path = format!("/apis/{group}/{}/{plural}", v["name"].as_str().unwrap_or_default());
+            if !state.served.contains(&path) {
+                state.served.push(path);
+            }
+        }
+    }
+    object["metadata"]["resourceVersion"] = json!(state.next_version());
+    let _ = collection;
+    match found {
+        Some(i) => state.objects[i] = object.clone(),
+        None => state.objects.push(object.clone()),
+    }
+    Ok(object)
+}
+
 enum Reply {
     Once(u16, Value),
     /// A plain-text body (a pod's log).
     Text(u16, String),
-    Watch(Selection),
+    /// A watch from a resourceVersion (`None`: the current state first), with bookmarks.
+    Watch(Selection, Option<u64>, bool),
+    /// A watch whose resourceVersion is compacted: one ERROR event, then the end.
+    WatchGone(Value),
 }
 
-fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, body: &[u8]) -> Reply {
+/// The request's headers that decide how it is served.
+#[derive(Default)]
+struct Headers {
+    content_type: String,
+    user_agent: String,
+}
+
+fn respond(
+    state: &Mutex<State>,
+    changed: &Notify,
+    method: &str,
+    target: &str,
+    headers: &Headers,
+    body: &[u8],
+) -> Reply {
+    let (content_type, user_agent) = (headers.content_type.as_str(), headers.user_agent.as_str());
     let (path, query) = target.split_once('?').unwrap_or((target, ""));
     let param = |name: &str| {
         query.split('&').find_map(|kv| kv.strip_prefix(&format!("{name}="))).map(percent_decode).unwrap_or_default()
@@ -449,9 +841,25 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
         let (c, v) = status(404, "NotFound", format!("the server could not find the requested resource ({path})"));
         return Reply::Once(c, v);
     }
+    if let Err(message) = selection.check() {
+        return Reply::Once(400, status(400, "BadRequest", message).1);
+    }
     let watch = matches!(param("watch").as_str(), "1" | "true");
     match (method, &t.name) {
-        ("GET", None) if watch => Reply::Watch(selection),
+        ("GET", None) if watch => {
+            let from = param("resourceVersion").parse::<u64>().ok().filter(|v| *v > 0);
+            if from.is_some_and(|v| v < state.compacted) {
+                // Too old: the watch starts and at once ends with 410 Gone, as etcd compacted.
+                let gone = status(
+                    410,
+                    "Expired",
+                    format!("too old resource version: {} ({})", from.unwrap_or(0), state.compacted),
+                )
+                .1;
+                return Reply::WatchGone(gone);
+            }
+            Reply::Watch(selection, from, param("allowWatchBookmarks") == "true")
+        }
         ("GET", None) => {
             let items: Vec<Value> = selection.pick(&state).cloned().collect();
             Reply::Once(
@@ -470,7 +878,36 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
                 },
                 "DELETE" => match found {
                     Some(i) => {
+                        // DeleteOptions' preconditions: that very object, at that version.
+                        let current = &state.pool(nodes)[i]["metadata"];
+                        for (key, field) in [("uid", "UID"), ("resourceVersion", "ResourceVersion")] {
+                            if let Some(wanted) = patch["preconditions"][key].as_str()
+                                && current[key].as_str() != Some(wanted)
+                            {
+                                let message = format!(
+                                    "Precondition failed: {field} in precondition: {wanted}, {field} in object meta: {}",
+                                    current[key].as_str().unwrap_or("")
+                                );
+                                return Reply::Once(409, status(409, "Conflict", message).1);
+                            }
+                        }
                         let gone = state.pool_mut(nodes).remove(i);
+                        if gone["kind"] == "Namespace" && gone["apiVersion"] == "v1" {
+                            let ns = gone["metadata"]["name"].clone();
+                            state.objects.retain(|o| o["metadata"]["namespace"] != ns);
+                        }
+                        if gone["kind"] == "CustomResourceDefinition" {
+                            let group = gone["spec"]["group"].as_str().unwrap_or_default();
+                            let plural = gone["spec"]["names"]["plural"].as_str().unwrap_or_default();
+                            let prefix = format!("/apis/{group}/");
+                            let suffix = format!("/{plural}");
+                            state.served.retain(|p| !(p.starts_with(&prefix) && p.ends_with(&suffix)));
+                            let kind = gone["spec"]["names"]["kind"].clone();
+                            state.objects.retain(|o| {
+                                !(o["kind"] == kind
+                                    && o["apiVersion"].as_str().is_some_and(|a| a.starts_with(&prefix[6..])))
+                            });
+                        }
                         state.next_version();
                         changed.notify_waiters();
                         Reply::Once(200, gone)
@@ -482,51 +919,44 @@ fn respond(state: &Mutex<State>, changed: &Notify, method: &str, target: &str, b
                     let (c, v) = status(500, "InternalError", format!("injected failure for {name}"));
                     Reply::Once(c, v)
                 }
-                "PATCH" => {
-                    // A resourceVersion in the patch is a precondition, as on a real API server:
-                    // the object changed since the caller read it → 409 Conflict.
-                    if let (Some(i), Some(wanted)) = (found, patch["metadata"]["resourceVersion"].as_str())
-                        && state.pool(nodes)[i]["metadata"]["resourceVersion"].as_str() != Some(wanted)
+                "PATCH" if nodes => {
+                    let Some(i) = found else {
+                        return Reply::Once(404, status(404, "NotFound", format!("nodes \"{name}\" not found")).1);
+                    };
+                    if let Some(wanted) = patch["metadata"]["resourceVersion"].as_str()
+                        && state.nodes[i]["metadata"]["resourceVersion"].as_str() != Some(wanted)
                     {
                         let (c, v) = status(409, "Conflict", format!("{name}: the object has been modified"));
                         return Reply::Once(c, v);
                     }
-                    let mut object = match found {
-                        Some(i) => state.pool(nodes)[i].clone(),
-                        None if nodes => {
-                            return Reply::Once(404, status(404, "NotFound", format!("node {name} not found")).1);
-                        }
-                        None => json!({"metadata": {"name": name, "uid": format!("uid-{name}"), "generation": 0}}),
-                    };
-                    let before_spec = object["spec"].clone();
-                    // Server-side apply and merge patch both overlay the fields given; lists are replaced.
+                    let mut object = state.nodes[i].clone();
                     merge_patch(&mut object, &patch);
-                    if let Some(ns) = &selection.namespace {
-                        object["metadata"]["namespace"] = json!(ns);
-                    }
-                    if !nodes && (found.is_none() || object["spec"] != before_spec) {
-                        let g = object["metadata"]["generation"].as_i64().unwrap_or(0);
-                        object["metadata"]["generation"] = json!(g + 1);
-                    }
-                    if object["kind"] == "CustomResourceDefinition" {
-                        let group = object["spec"]["group"].as_str().unwrap_or_default().to_string();
-                        let plural = object["spec"]["names"]["plural"].as_str().unwrap_or_default().to_string();
-                        for v in object["spec"]["versions"].as_array().cloned().unwrap_or_default() {
-                            let path = format!("/apis/{group}/{}/{plural}", v["name"].as_str().unwrap_or_default());
-                            if !state.served.contains(&path) {
-                                state.served.push(path);
-                            }
-                        }
-                    }
                     object["metadata"]["resourceVersion"] = json!(state.next_version());
-                    let reply = object.clone();
-                    let pool = state.pool_mut(nodes);
-                    match found {
-                        Some(i) => pool[i] = object,
-                        None => pool.push(object),
-                    }
+                    state.nodes[i] = object.clone();
                     changed.notify_waiters();
-                    Reply::Once(if found.is_some() { 200 } else { 201 }, reply)
+                    Reply::Once(200, object)
+                }
+                "PATCH" => {
+                    let manager = param("fieldManager");
+                    let agent = user_agent.split('/').next().unwrap_or_default().to_string();
+                    let how = if content_type.starts_with("application/apply-patch") {
+                        if manager.is_empty() {
+                            let (c, v) = status(400, "BadRequest", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into());
+                            return Reply::Once(c, v);
+                        }
+                        Write::Apply { manager: &manager, force: param("force") == "true" }
+                    } else {
+                        Write::Merge { manager: if manager.is_empty() { &agent } else { &manager } }
+                    };
+                    let collection = selection.collection.clone();
+                    let namespace = selection.namespace.clone();
+                    match write(&mut state, found, &collection, namespace.as_deref(), name, &patch, how) {
+                        Ok(object) => {
+                            changed.notify_waiters();
+                            Reply::Once(if found.is_some() { 200 } else { 201 }, object)
+                        }
+                        Err((c, v)) => Reply::Once(c, v),
+                    }
                 }
                 _ => Reply::Once(405, status(405, "MethodNotAllowed", method.to_string()).1),
             }
@@ -631,6 +1061,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
             return;
         }
         let mut content_length = 0usize;
+        let mut headers = Headers::default();
         loop {
             let mut header = String::new();
             if reader.read_line(&mut header).await.unwrap_or(0) == 0 {
@@ -643,6 +1074,13 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
                 && name.eq_ignore_ascii_case("content-length")
             {
                 content_length = value.trim().parse().unwrap_or(0);
+            }
+            if let Some((name, value)) = header.split_once(':') {
+                if name.eq_ignore_ascii_case("content-type") {
+                    headers.content_type = value.trim().to_string();
+                } else if name.eq_ignore_ascii_case("user-agent") {
+                    headers.user_agent = value.trim().to_string();
+                }
             }
         }
         let mut body = vec![0u8; content_length];
@@ -661,7 +1099,7 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
         if let Some(delay) = delayed {
             tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
         }
-        let reply = respond(&state, &changed, &method, &target, &body);
+        let reply = respond(&state, &changed, &method, &target, &headers, &body);
         if delayed.is_some() {
             state.lock().unwrap().patches_in_flight -= 1;
         }
@@ -686,13 +1124,40 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
                     return;
                 }
             }
-            Reply::Watch(selection) => {
+            Reply::WatchGone(gone) => {
+                let event = json!({"type": "ERROR", "object": gone}).to_string() + "\n";
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n0\r\n\r\n",
+                    event.len()
+                );
+                if write.write_all(response.as_bytes()).await.is_err() {
+                    return;
+                }
+            }
+            Reply::Watch(selection, from, bookmarks) => {
                 let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
                 if write.write_all(head.as_bytes()).await.is_err() {
                     return;
                 }
-                // The current state first, then every change; ends when the client goes.
-                let mut sent: std::collections::BTreeMap<String, String> = Default::default();
+                let key_of = |o: &Value| {
+                    format!(
+                        "{}/{}",
+                        o["metadata"]["namespace"].as_str().unwrap_or(""),
+                        o["metadata"]["name"].as_str().unwrap_or("")
+                    )
+                };
+                let version_of = |o: &Value| o["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string();
+                // From a resourceVersion: what the caller already has is not sent again (only
+                // its later changes); without one, the current state first, as ADDED.
+                let mut sent: std::collections::BTreeMap<String, (String, Value)> = Default::default();
+                if let Some(from) = from {
+                    let state = state.lock().unwrap();
+                    for o in selection.pick(&state) {
+                        if version_of(o).parse::<u64>().is_ok_and(|v| v <= from) {
+                            sent.insert(key_of(o), (version_of(o), o.clone()));
+                        }
+                    }
+                }
                 loop {
                     // Registered before reading the state, so no change falls between.
                     let notified = changed.notified();
@@ -700,22 +1165,33 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
                     notified.as_mut().enable();
                     let events: Vec<String> = {
                         let state = state.lock().unwrap();
-                        selection
-                            .pick(&state)
-                            .filter_map(|o| {
-                                let key = format!(
-                                    "{}/{}",
-                                    o["metadata"]["namespace"].as_str().unwrap_or(""),
-                                    o["metadata"]["name"].as_str().unwrap_or("")
-                                );
-                                let rv = o["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string();
-                                let kind = if sent.contains_key(&key) { "MODIFIED" } else { "ADDED" };
-                                (sent.get(&key) != Some(&rv)).then(|| {
-                                    sent.insert(key, rv);
-                                    json!({"type": kind, "object": o}).to_string()
-                                })
-                            })
-                            .collect()
+                        let now: std::collections::BTreeMap<String, &Value> =
+                            selection.pick(&state).map(|o| (key_of(o), o)).collect();
+                        let mut events = Vec::new();
+                        for (key, o) in &now {
+                            let rv = version_of(o);
+                            let kind = if sent.contains_key(key) { "MODIFIED" } else { "ADDED" };
+                            if sent.get(key).map(|(v, _)| v) != Some(&rv) {
+                                events.push(json!({"type": kind, "object": o}).to_string());
+                                sent.insert(key.clone(), (rv, (*o).clone()));
+                            }
+                        }
+                        let gone: Vec<String> = sent.keys().filter(|k| !now.contains_key(*k)).cloned().collect();
+                        for key in gone {
+                            if let Some((_, mut last)) = sent.remove(&key) {
+                                last["metadata"]["resourceVersion"] = json!(state.version.to_string());
+                                events.push(json!({"type": "DELETED", "object": last}).to_string());
+                            }
+                        }
+                        if bookmarks && !events.is_empty() {
+                            let kind = if selection.nodes() { "Node".to_string() } else { String::new() };
+                            events.push(
+                                json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "v1",
+                                "metadata": {"resourceVersion": state.version.to_string()}}})
+                                .to_string(),
+                            );
+                        }
+                        events
                     };
                     for event in events {
                         let line = event + "\n";

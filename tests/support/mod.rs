@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fake_apiserver;
+pub mod ssa;
 
 use std::path::{Path, PathBuf};
 
@@ -101,8 +102,10 @@ pub fn copy_tree(from: &Path, to: &Path) {
 }
 
 /// What exists right after `apply` of `graph`: node containers that recorded the cluster
-/// spec, every label and annotation on the node, every object as the API server returns it
-/// (with fields it adds), of the kinds observe lists. For plan tests without Docker or a cluster.
+/// spec, every label and annotation on the node, and every object as the strict fake API
+/// server returns it after k3d-gpu's server-side apply (defaults, canonical quantities, uid,
+/// resourceVersion, our managedFields entry — [`ssa`]), of the kinds observe lists, kept as
+/// observe keeps them. Never a copy of desired. For plan tests without Docker or a cluster.
 pub fn converged(graph: &k3d_gpu::compile::DesiredGraph) -> k3d_gpu::observe::Observed {
     use k3d_gpu::compile::ResourceKind;
     use k3d_gpu::observe::*;
@@ -123,22 +126,11 @@ pub fn converged(graph: &k3d_gpu::compile::DesiredGraph) -> k3d_gpu::observe::Ob
                 node.annotations
                     .insert(r.spec["key"].as_str().unwrap().into(), r.spec["value"].as_str().unwrap().into());
             }
-            ResourceKind::Object => {
-                let mut object = r.spec.clone();
-                // Fields the API server adds; never drift.
-                object["metadata"]["uid"] = serde_json::json!("00000000-0000-0000-0000-000000000000");
-                object["metadata"]["resourceVersion"] = serde_json::json!("1");
-                object["status"] = serde_json::json!({});
-                objects.push(object);
-            }
+            ResourceKind::Object => objects.push(r.spec.clone()),
             _ => {}
         }
     }
-    // Only what observe lists can be seen: an object of a kind it does not list would plan
-    // a create forever.
-    let listed = k3d_gpu::compile::object_kinds(&k3d_gpu::catalog::Catalog::embedded().unwrap());
-    objects
-        .retain(|o| listed.contains(&(o["apiVersion"].as_str().unwrap().into(), o["kind"].as_str().unwrap().into())));
+    let objects = served_after_apply(objects);
     node.labels.insert("kubernetes.io/hostname".into(), node.name.clone());
     node.annotations.insert(MANAGED_LABELS_ANNOTATION.into(), managed.join(","));
     Observed {
@@ -170,6 +162,38 @@ pub fn converged(graph: &k3d_gpu::compile::DesiredGraph) -> k3d_gpu::observe::Ob
             k3s_version: None,
         }),
     }
+}
+
+/// `objects` applied by k3d-gpu (server-side, forced, as apply does) to the strict fake's
+/// state of a fresh k3s, namespaces and CRDs first, then listed and kept as observe does: the
+/// managed-by label, the kinds observe lists, only our managedFields entry, sorted by id.
+/// uids are seeded, so goldens stay stable.
+pub fn served_after_apply(mut objects: Vec<serde_json::Value>) -> Vec<serde_json::Value> {
+    let mut state = fake_apiserver::State { uid_seed: 1, ..fake_apiserver::State::k3s() };
+    objects.sort_by_key(|o| match o["kind"].as_str() {
+        Some("Namespace") => 0,
+        Some("CustomResourceDefinition") => 1,
+        _ => 2,
+    });
+    for o in &objects {
+        if let Err((code, status)) = state.apply(o, "k3d-gpu", true) {
+            panic!("the API server refuses {}: {code} {}", k3d_gpu::compile::object_id(o), status["message"]);
+        }
+    }
+    let listed = k3d_gpu::compile::object_kinds(&k3d_gpu::catalog::Catalog::embedded().unwrap());
+    let (key, value) = k3d_gpu::compile::MANAGED_BY;
+    let mut out: Vec<serde_json::Value> = state
+        .objects
+        .into_iter()
+        .filter(|o| o["metadata"]["labels"][key] == value)
+        .filter(|o| listed.contains(&(o["apiVersion"].as_str().unwrap().into(), o["kind"].as_str().unwrap().into())))
+        .map(|mut o| {
+            k3d_gpu::observe::managed::keep_ours(&mut o);
+            o
+        })
+        .collect();
+    out.sort_by_key(k3d_gpu::compile::object_id);
+    out
 }
 
 /// Each example config and the fixture host it is for.

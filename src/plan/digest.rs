@@ -1,0 +1,184 @@
+//! `inputs.observed`: the digest of the observed state as the plan's decisions read it, not of
+//! the whole document. A rollout between `plan` and `apply` (status, resourceVersion,
+//! generation, timestamps, other managers' fields, ResourceSlices republished) leaves it alone,
+//! so a reviewed plan still applies; a hand edit of a field k3d-gpu owns, a recreated object
+//! (new uid) or a new or missing one changes it (DESIGN.md §3, plan/v1).
+//!
+//! What is digested, exactly (docs/ARCHITECTURE.md says the same):
+//! - the document's `schema`, the node image (reference, presence, id, labels) and every node
+//!   container as observed (name, role, image, image id and version, k3s args, mounts, env,
+//!   `--gpus`, running, the recorded cluster spec): the cluster's replace/start decisions;
+//! - per Kubernetes node: its name, and the labels and annotations k3d-gpu manages — keys the
+//!   graph sets, keys the node's managed-labels annotation lists, that annotation itself, and
+//!   every key under a `k3d-gpu.io` prefix;
+//! - per managed object: apiVersion, kind, namespace, name and uid; the labels and annotation
+//!   the plan reads (managed-by, the fleet's config stamp, keep-on-removal, the data note); our
+//!   managed-field set (the `fieldsV1` of manager `k3d-gpu`, entries merged) and the object's
+//!   values at those fields. An object without an entry of ours (a saved document from before
+//!   managedFields were kept) is digested whole, less status, resourceVersion, generation,
+//!   creationTimestamp and managedFields.
+//!
+//! Not digested: node allocatable and readiness (verify reads them after apply), ResourceSlices,
+//! other managers' fields.
+
+use std::collections::BTreeSet;
+
+use serde_json::{Map, Value, json};
+
+use crate::compile::{DesiredGraph, ResourceKind};
+use crate::observe::{MANAGED_LABELS_ANNOTATION, Observed, managed};
+
+/// Metadata the API server changes by itself, never a decision's input.
+const VOLATILE_METADATA: &[&str] = &["resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"];
+
+/// `sha256:` of [`project`].
+pub fn observed_digest(graph: Option<&DesiredGraph>, observed: &Observed) -> String {
+    crate::canonical::digest(&project(graph, observed))
+}
+
+/// The observed state cut down to what the plan reads (see the module's doc).
+pub fn project(graph: Option<&DesiredGraph>, observed: &Observed) -> Value {
+    let desired_keys: BTreeSet<&str> = graph
+        .into_iter()
+        .flat_map(|g| g.resources())
+        .filter(|r| matches!(r.kind, ResourceKind::NodeLabel | ResourceKind::NodeAnnotation))
+        .filter_map(|r| r.spec["key"].as_str())
+        .collect();
+    let kubernetes = observed.kubernetes.as_ref().map(|k| {
+        let nodes: Vec<Value> = k
+            .nodes
+            .iter()
+            .map(|n| {
+                let listed = n.annotations.get(MANAGED_LABELS_ANNOTATION).map(|l| crate::observe::managed_labels(l));
+                let ours = |key: &str| {
+                    desired_keys.contains(key)
+                        || key == MANAGED_LABELS_ANNOTATION
+                        || listed.as_ref().is_some_and(|l| l.contains(key))
+                        || key.split_once('/').is_some_and(|(prefix, _)| prefix.ends_with("k3d-gpu.io"))
+                };
+                let pick = |m: &std::collections::BTreeMap<String, String>| -> Map<String, Value> {
+                    m.iter().filter(|(k, _)| ours(k)).map(|(k, v)| (k.clone(), json!(v))).collect()
+                };
+                json!({ "name": n.name, "labels": pick(&n.labels), "annotations": pick(&n.annotations) })
+            })
+            .collect();
+        let objects: Vec<Value> = k.objects.iter().map(object).collect();
+        json!({ "nodes": nodes, "objects": objects })
+    });
+    json!({
+        "schema": observed.schema,
+        "cluster": observed.cluster,
+        "node_image": observed.node_image,
+        "kubernetes": kubernetes,
+    })
+}
+
+/// One managed object as the plan reads it.
+fn object(o: &Value) -> Value {
+    let meta = &o["metadata"];
+    let pick = |field: &str, keys: &[&str]| -> Map<String, Value> {
+        keys.iter().filter_map(|k| meta[field].get(*k).map(|v| (k.to_string(), v.clone()))).collect()
+    };
+    let labels = pick(
+        "labels",
+        &[crate::compile::MANAGED_BY.0, crate::compile::fleet::CONFIG_LABEL, crate::compile::KEEP_LABEL],
+    );
+    let annotations = pick("annotations", &[crate::compile::DATA_ANNOTATION]);
+    let (fields, values) = match managed::owned_set(o) {
+        Some(set) => {
+            let values = managed::owned_values(o, &set);
+            (set, values)
+        }
+        None => (Value::Null, without_volatile(o)),
+    };
+    json!({
+        "apiVersion": o["apiVersion"],
+        "kind": o["kind"],
+        "namespace": meta["namespace"],
+        "name": meta["name"],
+        "uid": meta["uid"],
+        "labels": labels,
+        "annotations": annotations,
+        "managed_fields": fields,
+        "owned": values,
+    })
+}
+
+/// The object less what the API server changes by itself: status and the volatile metadata.
+pub fn without_volatile(o: &Value) -> Value {
+    let mut o = o.clone();
+    if let Some(map) = o.as_object_mut() {
+        map.remove("status");
+    }
+    if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in VOLATILE_METADATA {
+            meta.remove(*key);
+        }
+    }
+    o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::observe::{ObservedKubernetes, ObservedNode};
+
+    fn observed(object: Value, slices: Vec<Value>) -> Observed {
+        let node = ObservedNode {
+            name: "n".into(),
+            labels: [("kubernetes.io/hostname".to_string(), "n".to_string())].into(),
+            annotations: [("k3d-gpu.io/favored-cpus".to_string(), "0-3".to_string())].into(),
+            allocatable: [("cpu".to_string(), "8".to_string())].into(),
+            ready: true,
+        };
+        Observed {
+            kubernetes: Some(ObservedKubernetes { nodes: vec![node], objects: vec![object], resource_slices: slices }),
+            ..Observed::nothing()
+        }
+    }
+
+    fn daemonset() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": {"name": "p", "namespace": "kube-system", "uid": "u1", "resourceVersion": "5", "generation": 1,
+                "labels": {"app.kubernetes.io/managed-by": "k3d-gpu", "app": "p"},
+                "managedFields": [{"manager": "k3d-gpu", "operation": "Apply", "fieldsType": "FieldsV1",
+                    "time": "2026-01-01T00:00:00Z",
+                    "fieldsV1": {"f:metadata": {"f:labels": {"f:app": {}, "f:app.kubernetes.io/managed-by": {}}},
+                        "f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"p\"}": {".": {}, "f:name": {}, "f:args": {}}}}}}}}]},
+            "spec": {"revisionHistoryLimit": 10, "template": {"spec": {"containers": [{"name": "p", "args": ["-v=2"], "terminationMessagePath": "/dev/termination-log"}]}}},
+            "status": {"numberReady": 0}})
+    }
+
+    #[test]
+    fn a_rollout_leaves_the_digest_alone() {
+        let before = observed_digest(None, &observed(daemonset(), vec![]));
+        let mut rolled = daemonset();
+        rolled["status"] = json!({"numberReady": 1, "updatedNumberScheduled": 1});
+        rolled["metadata"]["resourceVersion"] = json!("9");
+        rolled["metadata"]["generation"] = json!(2);
+        rolled["metadata"]["managedFields"][0]["time"] = json!("2026-01-01T00:01:00Z");
+        // A field nobody of ours owns (a default, another manager's).
+        rolled["spec"]["revisionHistoryLimit"] = json!(5);
+        let mut changed = observed(rolled, vec![json!({"kind": "ResourceSlice", "metadata": {"name": "s"}})]);
+        changed.kubernetes.as_mut().unwrap().nodes[0].allocatable.insert("gpu.intel.com/i915".into(), "1".into());
+        changed.kubernetes.as_mut().unwrap().nodes[0].labels.insert("feature.node.kubernetes.io/x".into(), "y".into());
+        assert_eq!(observed_digest(None, &changed), before);
+    }
+
+    #[test]
+    fn owned_fields_identity_and_presence_change_the_digest() {
+        let before = observed_digest(None, &observed(daemonset(), vec![]));
+        let mut edited = daemonset();
+        edited["spec"]["template"]["spec"]["containers"][0]["args"] = json!(["-v=4"]);
+        assert_ne!(observed_digest(None, &observed(edited, vec![])), before, "owned field");
+        let mut recreated = daemonset();
+        recreated["metadata"]["uid"] = json!("u2");
+        assert_ne!(observed_digest(None, &observed(recreated, vec![])), before, "new uid");
+        let mut none = observed(daemonset(), vec![]);
+        none.kubernetes.as_mut().unwrap().objects.clear();
+        assert_ne!(observed_digest(None, &none), before, "missing object");
+        let mut label = observed(daemonset(), vec![]);
+        label.kubernetes.as_mut().unwrap().nodes[0].annotations.insert("k3d-gpu.io/favored-cpus".into(), "0-7".into());
+        assert_ne!(observed_digest(None, &label), before, "managed node annotation");
+    }
+}
