@@ -134,25 +134,40 @@ fn out_into_a_missing_directory_is_bad_usage() {
     }
 }
 
+/// A shared option a command does not read is not in its definition: not in its help, and
+/// refused by the parser (exit 2), before or after the command word.
 #[test]
 fn a_global_option_the_command_ignores_is_refused() {
-    for (args, message) in [
-        (vec!["schema", "--root", "/nonexistent"], "`schema` does not use --root"),
-        (vec!["render", "--json", "--out", "/nonexistent/x"], "`render` does not use --json"),
-        (vec!["detect", "--stdlib", "/nonexistent"], "`detect` does not use --stdlib"),
-        (
-            vec!["facts", "capture", "--facts", "f.json", "--out", "/nonexistent/x"],
-            "`facts capture` does not use --facts",
-        ),
+    for (args, option) in [
+        (vec!["schema", "--root", "/nonexistent"], "--root"),
+        (vec!["--root", "/nonexistent", "schema"], "--root"),
+        (vec!["render", "--json", "--out", "/nonexistent/x"], "--json"),
+        (vec!["detect", "--stdlib", "/nonexistent"], "--stdlib"),
+        (vec!["facts", "capture", "--facts", "f.json", "--out", "/nonexistent/x"], "--facts"),
     ] {
         let out = k3d_gpu(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(&format!("unexpected argument '{option}'")), "{args:?}: {}", stderr(&out));
     }
-    // From the environment, a global is meant for every command: not refused.
+    for (command, absent) in [("schema", "--root"), ("render", "--json"), ("detect", "--stdlib"), ("logs", "--root")] {
+        let help = stdout(&k3d_gpu(&[command, "--help"]));
+        assert!(help.contains("Usage:") && !help.contains(absent), "{command} --help lists {absent}:\n{help}");
+    }
+    // From the environment, a variable is meant for every command: not refused.
     let out =
         Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).arg("schema").env("K3D_GPU_ROOT", "/nonexistent").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// `k3d-gpu -c FILE --root DIR plan` still works: the options move behind the command.
+#[test]
+fn shared_options_may_come_before_the_command() {
+    let before =
+        k3d_gpu(&["-c", &example("lunar-lake-npu"), "--root", &host("lunar-lake-npu"), "plan", "--offline", "--hash"]);
+    let after =
+        k3d_gpu(&["plan", "--offline", "--hash", "-c", &example("lunar-lake-npu"), "--root", &host("lunar-lake-npu")]);
+    assert_eq!(before.status.code(), Some(0), "{}", stderr(&before));
+    assert_eq!(before.stdout, after.stdout);
 }
 
 #[test]

@@ -70,7 +70,7 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
     let lock_path = super::inputs::lock_path(&inputs);
     match &args.command {
         None => list(global, images),
-        Some(ImagesCommand::Check) => {
+        Some(ImagesCommand::Check(_)) => {
             let found = check(images, user);
             if global.json {
                 super::print_bytes(&crate::canonical::to_bytes(&found));
@@ -83,7 +83,7 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
                 Err(Error::CheckFailed(format!("{} is not current", lock_path.display())))
             }
         }
-        Some(ImagesCommand::Lock) => lock(images, user, &lock_path),
+        Some(ImagesCommand::Lock(_)) => lock(images, user, &lock_path),
     }
 }
 
