@@ -727,10 +727,16 @@ pub fn main() -> ExitCode {
             return ExitCode::from(code);
         }
     };
+    let json = cli.command.global().json;
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             let code = error.exit_code();
+            // Asked for JSON: one object on stdout whatever happened (the text still goes to
+            // stderr). A failed check has printed its own document already.
+            if json && !matches!(error, Error::CheckFailed(_)) {
+                commands::print_bytes(&commands::json::error_document(&error));
+            }
             match error {
                 Error::CheckFailed(_) => {}
                 // Diagnostics quote names and lines from untrusted files: escaped on the way out.

@@ -11,6 +11,7 @@ mod fleet;
 pub(crate) mod graph;
 mod images;
 pub(crate) mod inputs;
+pub mod json;
 mod logs;
 pub(crate) mod plan;
 mod report;
