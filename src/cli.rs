@@ -1,11 +1,19 @@
 //! Command-line definition (clap) and the top-level run: every flag is defined and documented
 //! here once, so `--help` is the reference. Commands live in `commands/`.
+//!
+//! Each command takes the option groups it reads (`Inputs`, `HostOpts`, `JsonOpt`, …,
+//! flattened into its arguments), so its `--help`, the completions, the man pages and the
+//! parser all say the same thing: an option a command does not read is not in its help and
+//! is refused by clap (exit 2). Commands receive what they read as one [`Global`]
+//! (`Command::global`). The options may also come before the command (`k3d-gpu -c lab.toml
+//! plan`): [`options_after_command`] moves them behind it before parsing, so the command's
+//! own definition still decides.
 
+use std::ffi::OsString;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::parser::ValueSource;
-use clap::{ArgMatches, Args, CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
 use crate::commands;
 use crate::error::{EXIT_USAGE, Error};
@@ -18,59 +26,185 @@ use crate::facts::VendorFilter;
     about = "GPU-ready local Kubernetes (k3d) from a declarative k3dgpu.toml",
     long_about = "k3d-gpu reads the host's accelerators from sysfs, compiles them and k3dgpu.toml into a \
 resource graph, and plans and applies the k3d cluster and its device plugins.\n\n\
+Each command lists the options it reads (`k3d-gpu plan --help`); -c, --root, --facts, --stdlib, --vendors \
+and --json may also come before the command.\n\n\
 Exit codes: 0 success; 1 a check failed; 2 bad usage or unreadable input."
 )]
 pub struct Cli {
-    #[command(flatten)]
-    pub global: Global,
     #[command(subcommand)]
     pub command: Command,
 }
 
-#[derive(Debug, Args)]
+/// What a command read from the options below, in one place: the type every command's code
+/// (and the MCP server's tools) receives. An option the command does not define is left at its
+/// default here (no config, no host, the built-in catalog, text, `auto`).
+#[derive(Debug, Clone, Default)]
 pub struct Global {
+    pub config: Option<PathBuf>,
+    pub root: Vec<PathBuf>,
+    pub facts: Vec<PathBuf>,
+    pub stdlib: Option<PathBuf>,
+    pub json: bool,
+    pub vendors: Option<String>,
+}
+
+/// `-c/--config`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct ConfigOpt {
     /// The config file. Without it, ./k3dgpu.toml if present, else the defaults (an empty
     /// config).
-    #[arg(short = 'c', long, global = true, value_name = "FILE", env = "K3D_GPU_CONFIG")]
+    #[arg(short = 'c', long, value_name = "FILE", env = "K3D_GPU_CONFIG")]
     pub config: Option<PathBuf>,
+}
 
-    /// Read the host from this directory instead of `/` (a fixture host: DIR/sys, DIR/proc,
-    /// DIR/dev, ...; see docs/fixture-hosts.md). Links never lead outside it. `validate` takes
-    /// it more than once, and together with --facts; other commands take one host.
-    #[arg(long, global = true, value_name = "DIR", env = "K3D_GPU_ROOT")]
-    pub root: Vec<PathBuf>,
-
-    /// Use a saved facts/v1 document instead of reading a host. `validate` takes it more than
-    /// once.
-    #[arg(long, global = true, value_name = "FILE")]
-    pub facts: Vec<PathBuf>,
-
+/// `--stdlib`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct StdlibOpt {
     /// Use this component catalog instead of the one built in: DIR/stdlib/*.kdl with
     /// DIR/share/*.yml (see docs/stdlib.md).
-    #[arg(long, global = true, value_name = "DIR", env = "K3D_GPU_STDLIB")]
+    #[arg(long, value_name = "DIR", env = "K3D_GPU_STDLIB")]
     pub stdlib: Option<PathBuf>,
+}
 
-    /// Print data as JSON on stdout instead of a table.
-    #[arg(long, global = true)]
+/// `--json`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct JsonOpt {
+    /// Print data as JSON on stdout instead of a table: one object with a `schema` key.
+    #[arg(long)]
     pub json: bool,
+}
 
+/// `--vendors`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct VendorsOpt {
     /// Which vendors may be active: `auto` (all the host has) or a comma list of nvidia,
     /// intel, npu, gaudi, dsa, iaa, qat, amx, hybrid, numa, wsl. An unknown name is an error.
     /// [default: auto]
-    #[arg(long, global = true, value_name = "LIST", env = "K3D_GPU_VENDORS")]
+    #[arg(long, value_name = "LIST", env = "K3D_GPU_VENDORS")]
     pub vendors: Option<String>,
+}
+
+/// `--root`, one host.
+#[derive(Debug, Clone, Default, Args)]
+pub struct RootOpt {
+    /// Read the host from this directory instead of `/` (a fixture host: DIR/sys, DIR/proc,
+    /// DIR/dev, ...; see docs/fixture-hosts.md). Links never lead outside it.
+    #[arg(long, value_name = "DIR", env = "K3D_GPU_ROOT")]
+    pub root: Option<PathBuf>,
+}
+
+/// One host: a root directory or a saved facts document, and the vendor filter.
+#[derive(Debug, Clone, Default, Args)]
+pub struct HostOpts {
+    #[command(flatten)]
+    pub root: RootOpt,
+
+    /// Use a saved facts/v1 document instead of reading a host.
+    #[arg(long, value_name = "FILE", conflicts_with = "root")]
+    pub facts: Option<PathBuf>,
+
+    #[command(flatten)]
+    pub vendors: VendorsOpt,
+}
+
+/// Several hosts (`validate`): roots and saved facts documents together, each may repeat.
+#[derive(Debug, Clone, Default, Args)]
+pub struct HostsOpts {
+    /// Read a host from this directory instead of `/` (a fixture host, see
+    /// docs/fixture-hosts.md); repeat it to check several hosts. Links never lead outside it.
+    #[arg(long, value_name = "DIR", env = "K3D_GPU_ROOT")]
+    pub root: Vec<PathBuf>,
+
+    /// A saved facts/v1 document to check against; repeat it, and mix it with --root.
+    #[arg(long, value_name = "FILE")]
+    pub facts: Vec<PathBuf>,
+
+    #[command(flatten)]
+    pub vendors: VendorsOpt,
+}
+
+/// The config and its catalog: what names the cluster and which components are ours.
+#[derive(Debug, Clone, Default, Args)]
+pub struct CatalogOpts {
+    #[command(flatten)]
+    pub config: ConfigOpt,
+    #[command(flatten)]
+    pub stdlib: StdlibOpt,
+}
+
+/// What a compile reads: the config, its catalog and one host.
+#[derive(Debug, Clone, Default, Args)]
+pub struct Inputs {
+    #[command(flatten)]
+    pub catalog: CatalogOpts,
+    #[command(flatten)]
+    pub host: HostOpts,
+}
+
+/// A compile's inputs and `--json`: `graph`, `observe`, `agent`.
+#[derive(Debug, Clone, Default, Args)]
+pub struct DataOpts {
+    #[command(flatten)]
+    pub inputs: Inputs,
+    #[command(flatten)]
+    pub json: JsonOpt,
+}
+
+impl Global {
+    /// The vendor filter given with --vendors (or K3D_GPU_VENDORS); `auto` when neither is.
+    pub fn vendor_filter(&self) -> Result<VendorFilter, Error> {
+        let Some(text) = &self.vendors else { return Ok(VendorFilter::Auto) };
+        text.parse().map_err(|e: crate::facts::vendors::UnknownVendor| Error::Usage {
+            message: format!("--vendors: {e}"),
+            help: Some("use `auto` or a comma list such as `intel,npu`".into()),
+        })
+    }
+
+    fn with_catalog(mut self, c: &CatalogOpts) -> Global {
+        self.config = c.config.config.clone();
+        self.stdlib = c.stdlib.stdlib.clone();
+        self
+    }
+
+    fn with_host(mut self, h: &HostOpts) -> Global {
+        self.root = h.root.root.iter().cloned().collect();
+        self.facts = h.facts.iter().cloned().collect();
+        self.vendors = h.vendors.vendors.clone();
+        self
+    }
+
+    fn with_inputs(self, i: &Inputs) -> Global {
+        self.with_catalog(&i.catalog).with_host(&i.host)
+    }
+
+    fn with_json(mut self, j: &JsonOpt) -> Global {
+        self.json = j.json;
+        self
+    }
+}
+
+impl From<&Inputs> for Global {
+    fn from(i: &Inputs) -> Global {
+        Global::default().with_inputs(i)
+    }
+}
+
+impl From<&DataOpts> for Global {
+    fn from(d: &DataOpts) -> Global {
+        Global::default().with_inputs(&d.inputs).with_json(&d.json)
+    }
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// List the accelerators found, the Kubernetes resources they become, and why any vendor
     /// is inactive.
-    Detect,
+    Detect(DetectArgs),
 
     /// Preflight: findings about the host (kernel, firmware, drivers, device access) and, on
     /// the real host, docker, k3d and kubectl — each with the file it read and a fix. Advice
     /// only: it never writes to the host. Exits 1 when a finding is `fail`.
-    Doctor(DoctorArgs),
+    Doctor(DoctorCmd),
 
     /// Print the facts/v1 document: deterministic bytes, no clock, no machine paths.
     Facts(FactsArgs),
@@ -78,40 +212,40 @@ pub enum Command {
     /// Check the config against one or more hosts (--root/--facts, each may repeat): a table
     /// per host, every error with the config line it is about. No Docker, no cluster. Exits 1
     /// if any host fails.
-    Validate,
+    Validate(ValidateCmd),
 
     /// Print the resource graph the config compiles to for this host: DOT, or JSON with --json.
-    Graph,
+    Graph(DataOpts),
 
     /// Write the Kubernetes manifests the config produces, one file per component plus a
     /// kustomization.yaml, ready for Flux or Argo CD.
-    Render(RenderArgs),
+    Render(RenderCmd),
 
     /// Print the JSON Schema of k3dgpu.toml (for taplo / Even Better TOML).
     Schema(SchemaArgs),
 
     /// What exists now: the cluster's node containers (Docker) and its nodes and managed
     /// objects (the Kubernetes API, context k3d-<name>); --json prints observed/v1.
-    Observe,
+    Observe(DataOpts),
 
     /// Run a plan: only if it still hashes the same (PLANFILE or --plan-hash), in dependency
     /// order, then verify. A plan that recreates the cluster needs --allow-replace (or a typed
     /// confirmation on a terminal). Exits 1 when refused or when an action or check fails.
-    Apply(ApplyArgs),
+    Apply(ApplyCmd),
 
     /// Delete the cluster this config manages (and with it everything in it), through the same
     /// gate: prints the plan and its hash; runs only with --plan-hash of that plan. Reads only
     /// the config and Docker, so it works when the host no longer fits the config; refuses a
     /// cluster whose nodes k3d-gpu did not create.
-    Destroy(DestroyArgs),
+    Destroy(DestroyCmd),
 
     /// Where the agent (the LLM server) would run on this host, and why: backend, device,
     /// resource, placement. Without an [agent] table it explains the defaults.
-    Agent,
+    Agent(DataOpts),
 
     /// Compare the config's graph with what exists and print the plan: each action with its
     /// reason and a diff, a summary, and the plan hash that `apply` checks.
-    Plan(PlanArgs),
+    Plan(PlanCmd),
 
     /// The images this config deploys on this host and how each is pinned: by the catalog,
     /// by images.lock beside the config, by the tool's own lock, or not at all (deployed by
@@ -121,17 +255,17 @@ pub enum Command {
     /// Safety rules for the running cluster: ports published off loopback (other than the API
     /// server), images no lock pins by digest, images pulled at runtime, a kubeconfig readable
     /// by group or others, Open WebUI with auth off. Each finding has a fix. Exits 1 on a finding.
-    Audit(AuditArgs),
+    Audit(AuditCmd),
 
     /// The k3s server node's log (through Docker), or with COMPONENT the logs of that catalog
     /// component's pods (through the Kubernetes API), pods that are not ready first.
-    Logs(LogsArgs),
+    Logs(LogsCmd),
 
     /// What this host and its cluster have, engine by engine: findings with fixes, the plan
     /// (actions, reasons, hash), the resource graph and the cluster's state. Text on stdout
     /// (JSON k3d-gpu.report/v1 with --json); with DIR, report.txt, report.json and a
     /// self-contained report.html (no script, nothing loaded, the graph as SVG) written there.
-    Report(ReportArgs),
+    Report(ReportCmd),
 
     /// Print the shell completion script for SHELL (bash, zsh, fish), generated from these
     /// definitions; packages install it.
@@ -144,7 +278,147 @@ pub enum Command {
     /// (facts, validate, plan, observe, agent, audit) and apply, which runs only a plan hash the
     /// person confirmed in the client. -c, --root, --facts, --stdlib and --vendors given here are
     /// every tool's defaults. Runs until the client closes stdin.
-    Mcp(McpArgs),
+    Mcp(McpCmd),
+}
+
+impl Command {
+    /// What this command read of the shared options, as its code receives them.
+    pub fn global(&self) -> Global {
+        let none = Global::default();
+        match self {
+            Command::Detect(a) => none.with_host(&a.host).with_json(&a.json),
+            Command::Doctor(a) => Global::from(&a.data),
+            Command::Facts(a) => a.global(),
+            Command::Validate(a) => a.global(),
+            Command::Graph(d) | Command::Observe(d) | Command::Agent(d) => Global::from(d),
+            Command::Render(a) => Global::from(&a.inputs),
+            Command::Schema(a) => none.with_json(&a.json),
+            Command::Apply(a) => Global::from(&a.data),
+            Command::Destroy(a) => Global::from(&a.data),
+            Command::Plan(a) => Global::from(&a.data),
+            Command::Images(a) => Global::from(a.data()),
+            Command::Audit(a) => none.with_catalog(&a.catalog).with_json(&a.json),
+            Command::Logs(a) => none.with_catalog(&a.catalog),
+            Command::Report(a) => Global::from(&a.data),
+            Command::Completions(_) | Command::Man(_) => none,
+            Command::Mcp(a) => Global::from(&a.inputs),
+        }
+    }
+}
+
+/// `detect`: one host.
+#[derive(Debug, Args)]
+pub struct DetectArgs {
+    #[command(flatten)]
+    pub host: HostOpts,
+    #[command(flatten)]
+    pub json: JsonOpt,
+}
+
+/// `doctor`.
+#[derive(Debug, Args)]
+pub struct DoctorCmd {
+    #[command(flatten)]
+    pub data: DataOpts,
+    #[command(flatten)]
+    pub args: DoctorArgs,
+}
+
+/// `validate`: the config against several hosts.
+#[derive(Debug, Args)]
+pub struct ValidateCmd {
+    #[command(flatten)]
+    pub catalog: CatalogOpts,
+    #[command(flatten)]
+    pub hosts: HostsOpts,
+    #[command(flatten)]
+    pub json: JsonOpt,
+}
+
+impl ValidateCmd {
+    pub fn global(&self) -> Global {
+        Global {
+            root: self.hosts.root.clone(),
+            facts: self.hosts.facts.clone(),
+            vendors: self.hosts.vendors.vendors.clone(),
+            ..Global::default().with_catalog(&self.catalog).with_json(&self.json)
+        }
+    }
+}
+
+/// `render`.
+#[derive(Debug, Args)]
+pub struct RenderCmd {
+    #[command(flatten)]
+    pub inputs: Inputs,
+    #[command(flatten)]
+    pub args: RenderArgs,
+}
+
+/// `apply`.
+#[derive(Debug, Args)]
+pub struct ApplyCmd {
+    #[command(flatten)]
+    pub data: DataOpts,
+    #[command(flatten)]
+    pub args: ApplyArgs,
+}
+
+/// `destroy`: reads the config and Docker; the host options are accepted so that one set of
+/// flags serves `plan`, `apply`, `observe` and `destroy`.
+#[derive(Debug, Args)]
+pub struct DestroyCmd {
+    #[command(flatten)]
+    pub data: DataOpts,
+    #[command(flatten)]
+    pub args: DestroyArgs,
+}
+
+/// `plan`.
+#[derive(Debug, Args)]
+pub struct PlanCmd {
+    #[command(flatten)]
+    pub data: DataOpts,
+    #[command(flatten)]
+    pub args: PlanArgs,
+}
+
+/// `audit`: the cluster the config names; no host.
+#[derive(Debug, Args)]
+pub struct AuditCmd {
+    #[command(flatten)]
+    pub catalog: CatalogOpts,
+    #[command(flatten)]
+    pub json: JsonOpt,
+    #[command(flatten)]
+    pub args: AuditArgs,
+}
+
+/// `logs`: the cluster the config names; no host, no JSON.
+#[derive(Debug, Args)]
+pub struct LogsCmd {
+    #[command(flatten)]
+    pub catalog: CatalogOpts,
+    #[command(flatten)]
+    pub args: LogsArgs,
+}
+
+/// `report`.
+#[derive(Debug, Args)]
+pub struct ReportCmd {
+    #[command(flatten)]
+    pub data: DataOpts,
+    #[command(flatten)]
+    pub args: ReportArgs,
+}
+
+/// `mcp`: the tools' default inputs.
+#[derive(Debug, Args)]
+pub struct McpCmd {
+    #[command(flatten)]
+    pub inputs: Inputs,
+    #[command(flatten)]
+    pub args: McpArgs,
 }
 
 #[derive(Debug, Args)]
@@ -210,9 +484,23 @@ pub struct ManArgs {
 }
 
 #[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
 pub struct ImagesArgs {
+    #[command(flatten)]
+    pub data: DataOpts,
+
     #[command(subcommand)]
     pub command: Option<ImagesCommand>,
+}
+
+impl ImagesArgs {
+    /// The options of the command that runs: `images lock` and `images check` take their own.
+    pub fn data(&self) -> &DataOpts {
+        match &self.command {
+            Some(ImagesCommand::Lock(d) | ImagesCommand::Check(d)) => d,
+            None => &self.data,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -220,11 +508,11 @@ pub enum ImagesCommand {
     /// Resolve every image the config deploys to its digest through the Docker engine (its
     /// mirrors, proxy and registry settings apply) and write images.lock beside the config:
     /// sorted, no timestamps, all or nothing. A digest the catalog pins still wins.
-    Lock,
+    Lock(DataOpts),
 
     /// No network: exit 1 when images.lock misses an image the config deploys, holds one it no
     /// longer deploys, or names another digest than the catalog pins. For CI.
-    Check,
+    Check(DataOpts),
 }
 
 #[derive(Debug, Args)]
@@ -289,6 +577,10 @@ pub struct RenderArgs {
 
 #[derive(Debug, Args)]
 pub struct SchemaArgs {
+    // Accepted and ignored: the schema is JSON anyway.
+    #[command(flatten)]
+    pub json: JsonOpt,
+
     /// Print the config reference as Markdown (docs/config.md) instead of the JSON Schema.
     #[arg(long)]
     pub markdown: bool,
@@ -304,6 +596,13 @@ pub struct DoctorArgs {
 #[derive(Debug, Args)]
 #[command(args_conflicts_with_subcommands = true)]
 pub struct FactsArgs {
+    #[command(flatten)]
+    pub host: HostOpts,
+
+    // Accepted: facts are JSON anyway.
+    #[command(flatten)]
+    pub json: JsonOpt,
+
     /// Write the document to FILE instead of stdout.
     #[arg(long, value_name = "FILE")]
     pub out: Option<PathBuf>,
@@ -316,11 +615,33 @@ pub struct FactsArgs {
 pub enum FactsCommand {
     /// Copy exactly the files, directories and links detection reads into a new fixture host
     /// directory, so this machine can be checked into a repo and tested in CI.
-    Capture {
-        /// The directory to create (must not exist or be empty).
-        #[arg(long, value_name = "DIR")]
-        out: PathBuf,
-    },
+    Capture(CaptureArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct CaptureArgs {
+    /// The directory to create (must not exist or be empty).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+
+    #[command(flatten)]
+    pub root: RootOpt,
+
+    #[command(flatten)]
+    pub vendors: VendorsOpt,
+}
+
+impl FactsArgs {
+    pub fn global(&self) -> Global {
+        match &self.command {
+            Some(FactsCommand::Capture(c)) => Global {
+                root: c.root.root.iter().cloned().collect(),
+                vendors: c.vendors.vendors.clone(),
+                ..Global::default()
+            },
+            None => Global::default().with_host(&self.host).with_json(&self.json),
+        }
+    }
 }
 
 /// A plan hash as `plan --hash` prints it: `sha256:` and 64 lowercase hex digits. Anything
@@ -334,81 +655,60 @@ pub(crate) fn plan_hash(text: &str) -> Result<String, String> {
     }
 }
 
-impl Global {
-    /// The vendor filter given with --vendors (or K3D_GPU_VENDORS); `auto` when neither is.
-    pub fn vendor_filter(&self) -> Result<VendorFilter, Error> {
-        let Some(text) = &self.vendors else { return Ok(VendorFilter::Auto) };
-        text.parse().map_err(|e: crate::facts::vendors::UnknownVendor| Error::Usage {
-            message: format!("--vendors: {e}"),
-            help: Some("use `auto` or a comma list such as `intel,npu`".into()),
-        })
+/// The options that may come before the command, and whether each takes a value.
+const LEADING: [(&str, bool); 7] = [
+    ("-c", true),
+    ("--config", true),
+    ("--root", true),
+    ("--facts", true),
+    ("--stdlib", true),
+    ("--vendors", true),
+    ("--json", false),
+];
+
+/// `k3d-gpu -c lab.toml --root R images check` → `k3d-gpu images check -c lab.toml --root R`:
+/// the shared options given before the command move behind its (sub)command path, where its
+/// own definition accepts or refuses them. Anything else before the command (`--help`, a
+/// typo) leaves the line as it is, for clap to report.
+pub fn options_after_command(args: Vec<OsString>, cmd: &clap::Command) -> Vec<OsString> {
+    let mut moved = Vec::new();
+    let mut i = 1;
+    while let Some(word) = args.get(i).and_then(|a| a.to_str()) {
+        // `--name`, `--name=value`, `-c`, `-cVALUE` or `-c=VALUE`.
+        let (name, inline) = match word.strip_prefix("--") {
+            Some(rest) => rest.split_once('=').map_or((word, false), |(n, _)| (&word[..n.len() + 2], true)),
+            None if word.starts_with("-c") => ("-c", word.len() > 2),
+            None => break,
+        };
+        let Some(&(_, takes_value)) = LEADING.iter().find(|(n, _)| *n == name) else { break };
+        if inline && !takes_value {
+            break;
+        }
+        let take = if takes_value && !inline { 2 } else { 1 };
+        if i + take > args.len() {
+            break;
+        }
+        moved.extend_from_slice(&args[i..i + take]);
+        i += take;
     }
-}
-
-/// The global options each command accepts; the others mean nothing to it. Harmless, and so
-/// accepted: `--json` on `facts` and `schema` (they print JSON anyway), and the host options
-/// on `observe` and `destroy`, which read no host, so that one set of flags works for
-/// `plan`, `apply`, `observe` and `destroy` alike. Every command is named: a new one that
-/// is not listed here fails `every_command_says_which_globals_it_reads`.
-fn globals_used(command: &str) -> Option<&'static [&'static str]> {
-    const HOST: &[&str] = &["root", "facts", "json", "vendors"];
-    const CONFIG_AND_HOST: &[&str] = &["config", "root", "facts", "stdlib", "json", "vendors"];
-    // Read a config and the catalog (which components are ours, which images are pinned),
-    // never a host.
-    const CONFIG: &[&str] = &["config", "stdlib", "json"];
-    Some(match command {
-        "detect" | "facts" => HOST,
-        // The host's rules, then the engine and the cluster the config names.
-        "doctor" => CONFIG_AND_HOST,
-        "capture" => &["root", "vendors"],
-        "render" => &["config", "root", "facts", "stdlib", "vendors"],
-        "schema" => &["json"],
-        "mcp" => &["config", "root", "facts", "stdlib", "vendors"],
-        "images" | "lock" | "check" => CONFIG_AND_HOST,
-        "audit" => CONFIG,
-        "logs" => &["config", "stdlib"],
-        "completions" | "man" => &[],
-        "validate" | "graph" | "observe" | "apply" | "destroy" | "agent" | "plan" | "report" => CONFIG_AND_HOST,
-        _ => return None,
-    })
-}
-
-/// Refuses a global option given on the command line to a command that ignores it
-/// (`schema --root DIR`, `render --json`): silently ignoring it would let a typo'd
-/// invocation look like it did what was asked. Values from the environment (K3D_GPU_ROOT,
-/// ...) are meant for every command and are not checked.
-fn unused_globals(matches: &ArgMatches) -> Result<(), Error> {
-    let mut names = Vec::new();
-    let mut level = matches;
-    while let Some((name, sub)) = level.subcommand() {
-        names.push(name);
+    if moved.is_empty() {
+        return args;
+    }
+    // The command path: each word a subcommand of the one before.
+    let mut end = i;
+    let mut level = cmd;
+    while let Some(sub) = args.get(end).and_then(|a| a.to_str()).and_then(|w| level.find_subcommand(w)) {
         level = sub;
+        end += 1;
     }
-    let Some(&command) = names.last() else { return Ok(()) };
-    // Unlisted (a test keeps that from happening): nothing is refused.
-    let used = globals_used(command).unwrap_or(&["config", "root", "facts", "stdlib", "json", "vendors"]);
-    let given = |id: &str| {
-        level.try_contains_id(id).unwrap_or(false) && level.value_source(id) == Some(ValueSource::CommandLine)
-    };
-    let ignored: Vec<String> = ["config", "root", "facts", "stdlib", "json", "vendors"]
-        .into_iter()
-        .filter(|id| !used.contains(id) && given(id))
-        .map(|id| format!("--{id}"))
-        .collect();
-    if ignored.is_empty() {
-        return Ok(());
+    if end == i {
+        return args;
     }
-    Err(Error::Usage {
-        message: format!("`{}` does not use {}", names.join(" "), ignored.join(", ")),
-        help: Some(match used {
-            [] => format!("drop {}", ignored.join(", ")),
-            _ => format!(
-                "drop {}; of the global options it reads only {}",
-                ignored.join(", "),
-                used.iter().map(|id| format!("--{id}")).collect::<Vec<_>>().join(", ")
-            ),
-        }),
-    })
+    let mut out = args[..1].to_vec();
+    out.extend_from_slice(&args[i..end]);
+    out.extend(moved);
+    out.extend_from_slice(&args[end..]);
+    out
 }
 
 /// Parses arguments, runs the command, renders an error once, and returns the exit code.
@@ -416,25 +716,27 @@ pub fn main() -> ExitCode {
     // No wrapping: a wrapped help line breaks the hash or command a user copies from it, and
     // a terminal wraps long lines by itself without inserting newlines.
     let _ = miette::set_hook(Box::new(|_| Box::new(miette::MietteHandlerOpts::new().wrap_lines(false).build())));
-    let parsed = Cli::command().try_get_matches().and_then(|m| Cli::from_arg_matches(&m).map(|cli| (cli, m)));
+    let cmd = Cli::command();
+    let args = options_after_command(std::env::args_os().collect(), &cmd);
+    let parsed = cmd.try_get_matches_from(args).and_then(|m| Cli::from_arg_matches(&m));
     let cli = match parsed {
-        Ok((cli, matches)) => {
-            if let Err(error) = unused_globals(&matches) {
-                eprintln!("{:?}", miette::Report::new(error));
-                return ExitCode::from(EXIT_USAGE);
-            }
-            cli
-        }
+        Ok(cli) => cli,
         Err(e) => {
             let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
             let _ = e.print();
             return ExitCode::from(code);
         }
     };
+    let json = cli.command.global().json;
     match commands::run(cli) {
         Ok(code) => ExitCode::from(code),
         Err(error) => {
             let code = error.exit_code();
+            // Asked for JSON: one object on stdout whatever happened (the text still goes to
+            // stderr). A failed check has printed its own document already.
+            if json && !matches!(error, Error::CheckFailed(_)) {
+                commands::print_bytes(&commands::json::error_document(&error));
+            }
             match error {
                 Error::CheckFailed(_) => {}
                 // Diagnostics quote names and lines from untrusted files: escaped on the way out.
@@ -454,7 +756,9 @@ pub fn main() -> ExitCode {
 
 #[cfg(test)]
 mod tests {
-    use clap::CommandFactory;
+    use std::ffi::OsString;
+
+    use clap::{CommandFactory, Parser};
 
     use super::Cli;
 
@@ -479,16 +783,100 @@ mod tests {
         check(&cmd, "k3d-gpu");
     }
 
-    /// A command that is not listed would accept every global option without a word.
+    /// Every command path that runs something: ["detect"], ["facts", "capture"], …
+    fn leaves(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<Vec<String>>) {
+        out.push(path.clone());
+        for sub in cmd.get_subcommands() {
+            let mut p = path.clone();
+            p.push(sub.get_name().to_string());
+            leaves(sub, p, out);
+        }
+    }
+
+    /// What a command's definition offers reaches its code: for every command, each shared
+    /// option it defines, given on the command line, arrives in the `Global` it runs with.
+    /// (There is no table of which command reads which option: the definition is the table.)
     #[test]
-    fn every_command_says_which_globals_it_reads() {
-        fn check(cmd: &clap::Command) {
-            for sub in cmd.get_subcommands() {
-                assert!(super::globals_used(sub.get_name()).is_some(), "{} is not in globals_used", sub.get_name());
-                check(sub);
+    fn every_shared_option_a_command_defines_reaches_its_global() {
+        let mut paths = Vec::new();
+        leaves(&Cli::command(), Vec::new(), &mut paths);
+        for path in paths.into_iter().filter(|p| !p.is_empty()) {
+            let mut cmd = Cli::command();
+            let mut level = &mut cmd;
+            for word in &path {
+                level = level.find_subcommand_mut(word).unwrap();
+            }
+            let defined: Vec<String> = level.get_arguments().map(|a| a.get_id().to_string()).collect();
+            // A subcommand's parent with its own subcommands (images, facts) runs itself too.
+            let mut args: Vec<String> = vec!["k3d-gpu".into()];
+            args.extend(path.iter().cloned());
+            let has = |id: &str| defined.iter().any(|d| d == id);
+            for (id, value) in [("config", "C.toml"), ("root", "R"), ("stdlib", "S"), ("vendors", "intel")] {
+                if has(id) {
+                    args.extend([format!("--{id}"), value.into()]);
+                }
+            }
+            // --facts conflicts with --root where one host is read: checked on its own below.
+            if has("json") {
+                args.push("--json".into());
+            }
+            // Required arguments of the commands that have them.
+            let required = |args: &mut Vec<String>| match path.join(" ").as_str() {
+                "render" | "facts capture" => args.extend(["--out".into(), "o".into()]),
+                "completions" => args.push("bash".into()),
+                _ => {}
+            };
+            required(&mut args);
+            let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let global = cli.command.global();
+            let what = path.join(" ");
+            assert_eq!(global.config.is_some(), has("config"), "{what}: --config");
+            assert_eq!(!global.root.is_empty(), has("root"), "{what}: --root");
+            assert_eq!(global.stdlib.is_some(), has("stdlib"), "{what}: --stdlib");
+            assert_eq!(global.vendors.is_some(), has("vendors"), "{what}: --vendors");
+            assert_eq!(global.json, has("json"), "{what}: --json");
+            if has("facts") {
+                let mut args: Vec<String> = vec!["k3d-gpu".into()];
+                args.extend(path.iter().cloned());
+                args.extend(["--facts".into(), "F.json".into()]);
+                required(&mut args);
+                let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+                assert_eq!(cli.command.global().facts.len(), 1, "{what}: --facts");
             }
         }
-        check(&Cli::command());
-        assert_eq!(super::globals_used("man"), Some(&[][..]), "man reads no global option");
+    }
+
+    fn moved(line: &str) -> String {
+        let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();
+        let out = super::options_after_command(args, &Cli::command());
+        out.iter().map(|a| a.to_str().unwrap()).collect::<Vec<_>>().join(" ")
+    }
+
+    #[test]
+    fn options_before_the_command_move_behind_its_path() {
+        assert_eq!(moved("k3d-gpu -c lab.toml plan --offline"), "k3d-gpu plan -c lab.toml --offline");
+        assert_eq!(
+            moved("k3d-gpu --json --root=R -cX images check --facts F"),
+            "k3d-gpu images check --json --root=R -cX --facts F"
+        );
+        assert_eq!(moved("k3d-gpu --root plan detect"), "k3d-gpu detect --root plan");
+        // Nothing to move, or no command after them: as it was, for clap to report.
+        assert_eq!(moved("k3d-gpu plan --json"), "k3d-gpu plan --json");
+        assert_eq!(moved("k3d-gpu --root R"), "k3d-gpu --root R");
+        assert_eq!(moved("k3d-gpu --root R --help"), "k3d-gpu --root R --help");
+        assert_eq!(moved("k3d-gpu --json=1 plan"), "k3d-gpu --json=1 plan");
+    }
+
+    /// The refusal the old hand-kept table gave is clap's own now: the option is not in the
+    /// command's definition.
+    #[test]
+    fn an_option_a_command_does_not_read_is_a_usage_error() {
+        for line in ["k3d-gpu schema --root R", "k3d-gpu render --out o --json", "k3d-gpu completions bash -c x"] {
+            let err = Cli::try_parse_from(line.split(' ')).unwrap_err();
+            assert_eq!(err.kind(), clap::error::ErrorKind::UnknownArgument, "{line}");
+        }
+        let mut cmd = Cli::command();
+        let schema = cmd.find_subcommand_mut("schema").unwrap().render_long_help().to_string();
+        assert!(!schema.contains("--root"), "{schema}");
     }
 }

@@ -134,25 +134,40 @@ fn out_into_a_missing_directory_is_bad_usage() {
     }
 }
 
+/// A shared option a command does not read is not in its definition: not in its help, and
+/// refused by the parser (exit 2), before or after the command word.
 #[test]
 fn a_global_option_the_command_ignores_is_refused() {
-    for (args, message) in [
-        (vec!["schema", "--root", "/nonexistent"], "`schema` does not use --root"),
-        (vec!["render", "--json", "--out", "/nonexistent/x"], "`render` does not use --json"),
-        (vec!["detect", "--stdlib", "/nonexistent"], "`detect` does not use --stdlib"),
-        (
-            vec!["facts", "capture", "--facts", "f.json", "--out", "/nonexistent/x"],
-            "`facts capture` does not use --facts",
-        ),
+    for (args, option) in [
+        (vec!["schema", "--root", "/nonexistent"], "--root"),
+        (vec!["--root", "/nonexistent", "schema"], "--root"),
+        (vec!["render", "--json", "--out", "/nonexistent/x"], "--json"),
+        (vec!["detect", "--stdlib", "/nonexistent"], "--stdlib"),
+        (vec!["facts", "capture", "--facts", "f.json", "--out", "/nonexistent/x"], "--facts"),
     ] {
         let out = k3d_gpu(&args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", stderr(&out));
-        assert!(stderr(&out).contains(message), "{args:?}: {}", stderr(&out));
+        assert!(stderr(&out).contains(&format!("unexpected argument '{option}'")), "{args:?}: {}", stderr(&out));
     }
-    // From the environment, a global is meant for every command: not refused.
+    for (command, absent) in [("schema", "--root"), ("render", "--json"), ("detect", "--stdlib"), ("logs", "--root")] {
+        let help = stdout(&k3d_gpu(&[command, "--help"]));
+        assert!(help.contains("Usage:") && !help.contains(absent), "{command} --help lists {absent}:\n{help}");
+    }
+    // From the environment, a variable is meant for every command: not refused.
     let out =
         Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).arg("schema").env("K3D_GPU_ROOT", "/nonexistent").output().unwrap();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
+/// `k3d-gpu -c FILE --root DIR plan` still works: the options move behind the command.
+#[test]
+fn shared_options_may_come_before_the_command() {
+    let before =
+        k3d_gpu(&["-c", &example("lunar-lake-npu"), "--root", &host("lunar-lake-npu"), "plan", "--offline", "--hash"]);
+    let after =
+        k3d_gpu(&["plan", "--offline", "--hash", "-c", &example("lunar-lake-npu"), "--root", &host("lunar-lake-npu")]);
+    assert_eq!(before.status.code(), Some(0), "{}", stderr(&before));
+    assert_eq!(before.stdout, after.stdout);
 }
 
 #[test]
@@ -608,4 +623,102 @@ fn a_prebuilt_images_k3s_label_is_the_kubernetes_version() {
     let new = plan(observed("v1.37.1-k3s1"));
     assert_eq!(new.status.code(), Some(0), "{}", stderr(&new));
     assert!(!stdout(&new).contains("kubernetes-version-unknown"), "{}", stdout(&new));
+}
+
+/// Every `--json` output is one object with a `schema` key: the data commands', and a failed
+/// command's (`k3d-gpu.error/v1`, each diagnostic with code, message, file, line, column).
+#[test]
+fn every_json_output_is_one_object_with_a_schema_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let offline = dir.path().join("offline.json");
+    let (c, r) = (example("lunar-lake-npu"), host("lunar-lake-npu"));
+    let inputs = ["-c", c.as_str(), "--root", r.as_str()];
+    assert!(
+        k3d_gpu(&[&["plan", "--offline", "--out", offline.to_str().unwrap()][..], &inputs].concat()).status.success()
+    );
+    let broken = dir.path().join("broken.toml");
+    std::fs::write(&broken, "[cluster\nname = 1\n").unwrap();
+    let runs: Vec<Vec<&str>> = vec![
+        vec!["detect"],
+        vec!["facts"],
+        vec!["doctor"],
+        vec!["validate"],
+        vec!["graph"],
+        vec!["agent"],
+        vec!["plan", "--offline"],
+        vec!["images"],
+        vec!["images", "check"],
+        vec!["report", "--offline"],
+        // Failures: no Docker engine here, an offline plan, a config that does not parse.
+        vec!["observe"],
+        vec!["destroy"],
+        vec!["apply", offline.to_str().unwrap()],
+    ];
+    for run in runs {
+        let host_only = matches!(run[0], "detect" | "facts");
+        let args = [&run[..], &["--json"], if host_only { &inputs[2..] } else { &inputs[..] }].concat();
+        let out = k3d_gpu(&args);
+        let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!(
+                "{args:?} (exit {:?}): not one JSON document ({e}): {}{}",
+                out.status.code(),
+                stdout(&out),
+                stderr(&out)
+            )
+        });
+        assert!(
+            doc.is_object() && doc["schema"].as_str().is_some_and(|s| s.starts_with("k3d-gpu.")),
+            "{args:?}: {doc}"
+        );
+        if out.status.code() != Some(0) && doc["schema"] == "k3d-gpu.error/v1" {
+            assert!(doc["diagnostics"][0]["code"].is_string() && doc["diagnostics"][0]["message"].is_string(), "{doc}");
+        }
+    }
+    // A config that does not parse: the place of the error, as data.
+    let out = k3d_gpu(&["validate", "--json", "-c", broken.to_str().unwrap(), "--root", &r]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(doc["schema"], "k3d-gpu.error/v1");
+    let d = &doc["diagnostics"][0];
+    assert_eq!(
+        (d["file"].as_str(), d["line"].as_u64(), d["column"].as_u64()),
+        (Some(broken.to_str().unwrap()), Some(1), Some(9)),
+        "{d}"
+    );
+    // A config that parses but does not fit the host: a host row with diagnostics, not strings.
+    let wrong = dir.path().join("wrong.toml");
+    std::fs::write(&wrong, "[expect]\nvendors = [\"nvidia\"]\n").unwrap();
+    let out = k3d_gpu(&["validate", "--json", "-c", wrong.to_str().unwrap(), "--root", &r]);
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let e = &doc["hosts"][0]["errors"][0];
+    assert_eq!(
+        (e["code"].as_str(), e["line"].as_u64(), e["column"].as_u64()),
+        (Some("expect-vendor"), Some(2), Some(11)),
+        "{e}"
+    );
+}
+
+/// A plan file that is not a plan is unreadable input (exit 2), not a plan that "no longer
+/// matches"; a plan made offline is refused as such, before anything is observed.
+#[test]
+fn apply_says_what_is_wrong_with_the_plan_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let (c, r) = (example("lunar-lake-npu"), host("lunar-lake-npu"));
+    let empty = dir.path().join("empty.json");
+    std::fs::write(&empty, "{}").unwrap();
+    let out = k3d_gpu(&["apply", empty.to_str().unwrap(), "-c", &c, "--root", &r]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("cannot read plan") && !stderr(&out).contains("no longer matches"),
+        "{}",
+        stderr(&out)
+    );
+    let offline = dir.path().join("offline.json");
+    assert!(
+        k3d_gpu(&["plan", "--offline", "--out", offline.to_str().unwrap(), "-c", &c, "--root", &r]).status.success()
+    );
+    let out = k3d_gpu(&["apply", offline.to_str().unwrap(), "-c", &c, "--root", &r]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert!(stderr(&out).contains("was made offline"), "{}", stderr(&out));
+    assert!(!stderr(&out).contains("observed state"), "{}", stderr(&out));
 }

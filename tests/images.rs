@@ -154,7 +154,8 @@ fn the_lock_beside_the_config_reaches_plan_render_and_check() {
     assert!(npu.contains(&format!("{NPU_IMAGE}@{}", digest('a'))), "{npu}");
     let out = run(&["images", "--json"]);
     let rows: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    let npu_row = rows.as_array().unwrap().iter().find(|r| r["image"] == NPU_IMAGE).unwrap();
+    assert_eq!(rows["schema"], "k3d-gpu.image-list/v1");
+    let npu_row = rows["images"].as_array().unwrap().iter().find(|r| r["image"] == NPU_IMAGE).unwrap();
     assert_eq!(npu_row["state"], "lock");
 
     std::fs::write(

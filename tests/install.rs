@@ -83,6 +83,87 @@ fn completion_scripts_name_every_subcommand_in_every_shell() {
     }
 }
 
+/// What a real `shell` offers for `line` (the cursor at its end), from the script
+/// `k3d-gpu completions SHELL` prints; None when the shell is not installed. `.ci/run`
+/// installs bash, zsh and fish and sets K3D_GPU_TEST_SHELLS=1, which makes a missing one fail.
+fn completed(shell: &str, line: &str) -> Option<Vec<String>> {
+    if Command::new(shell).arg("-c").arg("exit 0").output().is_err() {
+        assert!(std::env::var_os("K3D_GPU_TEST_SHELLS").is_none(), "{shell} is not installed");
+        eprintln!("skipped: {shell} is not installed, so its completion script is not exercised");
+        return None;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let script = k3d_gpu(&["completions", shell]).stdout;
+    let words: Vec<&str> = line.split(' ').collect();
+    let out = match shell {
+        "bash" => {
+            let path = dir.path().join("k3d-gpu.bash");
+            std::fs::write(&path, script).unwrap();
+            // What bash does on TAB: COMP_WORDS/COMP_CWORD set, the function `complete -p`
+            // names called with (command, current word, previous word).
+            let array: Vec<String> = words.iter().map(|w| format!("'{w}'")).collect();
+            let program = format!(
+                "source '{}'; f=$(complete -p k3d-gpu); f=${{f#*-F }}; f=${{f%% *}}; COMP_WORDS=({}); \
+COMP_CWORD={}; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; $f k3d-gpu '{}' '{}'; printf '%s\n' \"${{COMPREPLY[@]}}\"",
+                path.display(),
+                array.join(" "),
+                words.len() - 1,
+                words[words.len() - 1],
+                words[words.len() - 2],
+            );
+            Command::new("bash").arg("--norc").arg("-c").arg(program).output().unwrap()
+        }
+        "zsh" => {
+            std::fs::write(dir.path().join("_k3d-gpu"), script).unwrap();
+            let found = dir.path().join("found");
+            let driver = repo().join("tests/support/complete.zsh");
+            let out = Command::new("timeout")
+                .args(["120", "zsh", "-f"])
+                .arg(driver)
+                .arg(dir.path())
+                .arg(&found)
+                .arg(line)
+                .output()
+                .unwrap();
+            assert!(out.status.success(), "zsh: {}", String::from_utf8_lossy(&out.stderr));
+            let text = std::fs::read_to_string(&found).unwrap_or_default();
+            assert!(text.ends_with("__done__\n"), "zsh did not finish completing {line:?}: {text}");
+            return Some(text.lines().filter(|l| *l != "__done__").map(String::from).collect());
+        }
+        _ => {
+            let path = dir.path().join("k3d-gpu.fish");
+            std::fs::write(&path, script).unwrap();
+            let program = format!("source '{}'; complete -C '{line}'", path.display());
+            Command::new("fish").arg("--no-config").arg("-c").arg(program).output().unwrap()
+        }
+    };
+    assert!(out.status.success(), "{shell}: {}", String::from_utf8_lossy(&out.stderr));
+    // fish prints `candidate<TAB>description`.
+    Some(String::from_utf8(out.stdout).unwrap().lines().map(|l| l.split('\t').next().unwrap().to_string()).collect())
+}
+
+/// Completion past the first word, in each shell itself: a nested command's flags, a
+/// sub-subcommand's, and the first word. bash's script from clap_complete 4.6.12 completed
+/// nothing after the first word for a binary with a dash in its name.
+#[test]
+fn each_shell_completes_a_nested_commands_flags() {
+    for shell in ["bash", "zsh", "fish"] {
+        for (line, wanted) in [
+            ("k3d-gpu plan --det", "--detailed-exitcode"),
+            ("k3d-gpu images check --ro", "--root"),
+            ("k3d-gpu facts capture --o", "--out"),
+            ("k3d-gpu vali", "validate"),
+        ] {
+            let Some(found) = completed(shell, line) else { break };
+            assert!(found.iter().any(|f| f == wanted), "{shell}: `{line}<TAB>` offers {found:?}, not {wanted}");
+        }
+        // An option the command does not read is not offered (it is not in its definition).
+        if let Some(found) = completed(shell, "k3d-gpu schema --ro") {
+            assert!(!found.iter().any(|f| f == "--root"), "{shell}: schema offers --root: {found:?}");
+        }
+    }
+}
+
 #[test]
 fn an_unknown_shell_is_bad_usage() {
     let out = k3d_gpu(&["completions", "tcsh"]);

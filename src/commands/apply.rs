@@ -340,23 +340,22 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         let applied = apply_hash(global, args, wanted, &Signals::default(), interactive())?;
         return Ok(if applied.ok() { EXIT_OK } else { EXIT_FAILED });
     }
+    // A plan file that is not a plan is unreadable input, and an offline plan can never pass
+    // the gate: both are said before anything is observed.
+    let saved = match &args.plan_file {
+        Some(file) => Some(saved_plan(file)?),
+        None => None,
+    };
     let locked = locked_plan(global)?;
     let plan = &locked.computed.plan;
     let bytes = plan.to_bytes();
     let hash = &locked.hash;
 
     // The gate: the plan that runs is the plan that was reviewed.
-    match &args.plan_file {
-        Some(file) => {
-            let saved_bytes = crate::input_file::read_bytes(file).map_err(|reason| Error::Input {
-                what: "plan",
-                path: file.display().to_string(),
-                reason,
-                help: Some("write one with `k3d-gpu plan --out FILE`".into()),
-            })?;
+    match (&args.plan_file, saved) {
+        (Some(file), Some((saved, saved_bytes))) => {
             if saved_bytes != bytes {
-                let saved: Option<Plan> = serde_json::from_slice(&saved_bytes).ok();
-                let what = saved
+                let what = Some(saved)
                     .map(|s| changed_inputs(&s.inputs, &plan.inputs))
                     .filter(|c| !c.is_empty())
                     .map(|c| format!("changed since it was made: {}", c.join(", ")))
@@ -364,10 +363,14 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
                 return Err(refusal(&format!("the plan in {} no longer matches: {what}", file.display())));
             }
         }
-        None => {
-            super::print_bytes(
-                crate::plan::render::text(plan, hash, crate::plan::render::Style { color: false }).as_bytes(),
-            );
+        _ => {
+            if global.json {
+                super::print_bytes(&bytes);
+            } else {
+                super::print_bytes(
+                    crate::plan::render::text(plan, hash, crate::plan::render::Style { color: false }).as_bytes(),
+                );
+            }
             if plan.is_empty() {
                 return Ok(EXIT_OK);
             }
@@ -378,12 +381,38 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
                 ));
             }
             if !ask("Apply this plan? [y/N]").eq_ignore_ascii_case("y") {
+                eprintln!("Nothing was applied (the answer was not `y`).");
                 return Err(Error::CheckFailed("not applied".into()));
             }
         }
     }
     let applied = execute(global, args, locked, &Signals::default(), interactive())?;
     Ok(if applied.ok() { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// A plan file as `plan --out` writes it, with its bytes: anything else (`{}`, another
+/// document, not JSON) is unreadable input (exit 2), and a plan made with `--offline` is
+/// refused, saying so: it compares against nothing, so no live plan can match it.
+fn saved_plan(file: &std::path::Path) -> Result<(Plan, Vec<u8>)> {
+    let input = |reason: String| Error::Input {
+        what: "plan",
+        path: file.display().to_string(),
+        reason,
+        help: Some("write one with `k3d-gpu plan --out FILE`".into()),
+    };
+    let bytes = crate::input_file::read_bytes(file).map_err(input)?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| input(e.to_string()))?;
+    if value["schema"] != crate::plan::SCHEMA {
+        return Err(input(format!("schema is {}, expected {:?}", value["schema"], crate::plan::SCHEMA)));
+    }
+    let plan: Plan = serde_json::from_value(value).map_err(|e| input(e.to_string()))?;
+    if plan.inputs.observed == crate::canonical::digest(&crate::observe::Observed::nothing()) {
+        return Err(refused(
+            format!("refused: the plan in {} was made offline (as if nothing existed), not against this machine's Docker and cluster", file.display()),
+            "plan against what exists: k3d-gpu plan --out plan.json (without --offline or --observed), review it, then k3d-gpu apply plan.json".into(),
+        ));
+    }
+    Ok((plan, bytes))
 }
 
 /// `apply --plan-hash HASH`, shared by the CLI and the MCP server's `apply` tool: the lock,
@@ -611,7 +640,8 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
             ),
             _ => destroy_text(&plan, &hash, &inputs.config.cluster.name),
         };
-        super::print_bytes(text.as_bytes());
+        // --json: the destroy plan itself (plan/v1), as `plan --json` prints a plan.
+        super::print_bytes(if global.json { plan.to_bytes() } else { text.into_bytes() }.as_slice());
         if !plan.is_empty() {
             eprintln!("to run it: k3d-gpu destroy --plan-hash {hash}");
         }

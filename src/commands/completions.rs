@@ -14,12 +14,28 @@ use crate::error::{EXIT_OK, Error, Result};
 
 pub use clap_complete::Shell;
 
+/// The binary's name, which the scripts complete.
+const BIN: &str = "k3d-gpu";
+
 /// The completion script for `shell`.
 pub fn completion_script(shell: Shell) -> Vec<u8> {
     let mut cmd = Cli::command();
     let mut out = Vec::new();
-    clap_complete::generate(shell, &mut cmd, "k3d-gpu", &mut out);
-    out
+    clap_complete::generate(shell, &mut cmd, BIN, &mut out);
+    if shell == Shell::Bash { bash_states_fixed(out) } else { out }
+}
+
+/// clap_complete 4.6.12's bash generator names the state a subcommand's word leads to from
+/// the binary's name with `-` turned into `__` (`k3d__gpu__subcmd__plan`, the
+/// `cmd="…"` assignments in its first `case`), but the arms that complete each state's
+/// options from the name with `-` turned into `__subcmd__` (`k3d__subcmd__gpu__subcmd__plan)`,
+/// in `subcommand_details`, src/aot/shells/bash.rs). With a dash in the name no arm ever
+/// matches, and nothing after the first word completes. The arms are renamed to the states.
+fn bash_states_fixed(script: Vec<u8>) -> Vec<u8> {
+    let text = String::from_utf8(script).unwrap_or_default();
+    let wrong = format!("{}__subcmd__", BIN.replace('-', "__subcmd__"));
+    let right = format!("{}__subcmd__", BIN.replace('-', "__"));
+    text.replace(&wrong, &right).into_bytes()
 }
 
 /// Every man page: `k3d-gpu.1` first, then one per (nested) subcommand, e.g.

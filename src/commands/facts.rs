@@ -4,8 +4,8 @@ use crate::cli::{FactsArgs, FactsCommand, Global};
 use crate::error::{EXIT_OK, Error, Result};
 
 pub fn run(global: &Global, args: &FactsArgs) -> Result<u8> {
-    if let Some(FactsCommand::Capture { out }) = &args.command {
-        return capture(global, out);
+    if let Some(FactsCommand::Capture(c)) = &args.command {
+        return capture(global, &c.out);
     }
     if let Some(path) = &args.out {
         super::check_out_file(path)?;

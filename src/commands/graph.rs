@@ -31,14 +31,24 @@ pub(crate) fn agent_graph(global: &Global) -> Result<(DesiredGraph, bool, String
     Ok((graph, explained_defaults, context))
 }
 
+/// `agent --json`.
+pub const AGENT_SCHEMA: &str = "k3d-gpu.agent/v1";
+
 /// `k3d-gpu agent`: the agent's placement decision.
 pub fn agent(global: &Global) -> Result<u8> {
     let (graph, explained_defaults, _) = agent_graph(global)?;
-    let Some(plan) = &graph.agent else { return Ok(EXIT_OK) };
     if global.json {
-        super::print_bytes(&crate::canonical::to_bytes(plan));
+        /// The placement's fields beside the schema; only the schema when there is no agent.
+        #[derive(serde::Serialize)]
+        struct Doc<'a> {
+            schema: &'static str,
+            #[serde(flatten)]
+            plan: Option<&'a crate::compile::agent::AgentPlan>,
+        }
+        super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: AGENT_SCHEMA, plan: graph.agent.as_ref() }));
         return Ok(EXIT_OK);
     }
+    let Some(plan) = &graph.agent else { return Ok(EXIT_OK) };
     let mut out = String::new();
     if explained_defaults {
         out.push_str("(no [agent] in the config: this is what the defaults would do)\n");

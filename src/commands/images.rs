@@ -20,6 +20,11 @@ struct Row {
     reference: String,
 }
 
+/// `images --json`: every image the config deploys, with its lock state.
+pub const LIST_SCHEMA: &str = "k3d-gpu.image-list/v1";
+/// `images check --json`: what the lock misses, holds extra, or contradicts.
+pub const CHECK_SCHEMA: &str = "k3d-gpu.images-check/v1";
+
 /// What a lock check found.
 #[derive(Debug, Default, Serialize)]
 pub struct Check {
@@ -70,10 +75,16 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
     let lock_path = super::inputs::lock_path(&inputs);
     match &args.command {
         None => list(global, images),
-        Some(ImagesCommand::Check) => {
+        Some(ImagesCommand::Check(_)) => {
             let found = check(images, user);
             if global.json {
-                super::print_bytes(&crate::canonical::to_bytes(&found));
+                #[derive(Serialize)]
+                struct Doc<'a> {
+                    schema: &'static str,
+                    #[serde(flatten)]
+                    found: &'a Check,
+                }
+                super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: CHECK_SCHEMA, found: &found }));
             } else {
                 super::print_bytes(crate::escape::for_terminal(&check_text(&found, &lock_path)).as_bytes());
             }
@@ -83,7 +94,7 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
                 Err(Error::CheckFailed(format!("{} is not current", lock_path.display())))
             }
         }
-        Some(ImagesCommand::Lock) => lock(images, user, &lock_path),
+        Some(ImagesCommand::Lock(_)) => lock(images, user, &lock_path),
     }
 }
 
@@ -97,7 +108,12 @@ fn list(global: &Global, images: &BTreeMap<String, crate::images::Use>) -> Resul
         })
         .collect();
     if global.json {
-        super::print_bytes(&crate::canonical::to_bytes(&rows));
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            schema: &'static str,
+            images: &'a [Row],
+        }
+        super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: LIST_SCHEMA, images: &rows }));
         return Ok(EXIT_OK);
     }
     let width = rows.iter().map(|r| r.image.len()).max().unwrap_or(5).max(5);

@@ -11,6 +11,7 @@ mod fleet;
 pub(crate) mod graph;
 mod images;
 pub(crate) mod inputs;
+pub mod json;
 mod logs;
 pub(crate) mod plan;
 mod report;
@@ -30,27 +31,29 @@ use crate::facts::{Facts, VendorFilter};
 use crate::host::HostRoot;
 
 pub fn run(cli: Cli) -> Result<u8> {
-    reference_variable_notes(cli.global.json);
+    let global = cli.command.global();
+    let global = &global;
+    reference_variable_notes(global.json);
     match &cli.command {
-        Command::Detect => detect::run(&cli.global),
-        Command::Doctor(args) => doctor::run(&cli.global, args),
-        Command::Facts(args) => facts::run(&cli.global, args),
-        Command::Validate => validate::run(&cli.global),
-        Command::Graph => graph::run(&cli.global),
-        Command::Render(args) => graph::render(&cli.global, args),
+        Command::Detect(_) => detect::run(global),
+        Command::Doctor(a) => doctor::run(global, &a.args),
+        Command::Facts(args) => facts::run(global, args),
+        Command::Validate(_) => validate::run(global),
+        Command::Graph(_) => graph::run(global),
+        Command::Render(a) => graph::render(global, &a.args),
         Command::Schema(args) => schema::run(args),
-        Command::Plan(args) => plan::run(&cli.global, args),
-        Command::Images(args) => images::run(&cli.global, args),
-        Command::Audit(args) => audit::run(&cli.global, args),
-        Command::Logs(args) => logs::run(&cli.global, args),
-        Command::Report(args) => report::run(&cli.global, args),
-        Command::Observe => plan::observe_command(&cli.global),
-        Command::Agent => graph::agent(&cli.global),
-        Command::Apply(args) => apply::run(&cli.global, args),
-        Command::Destroy(args) => apply::destroy(&cli.global, args),
+        Command::Plan(a) => plan::run(global, &a.args),
+        Command::Images(args) => images::run(global, args),
+        Command::Audit(a) => audit::run(global, &a.args),
+        Command::Logs(a) => logs::run(global, &a.args),
+        Command::Report(a) => report::run(global, &a.args),
+        Command::Observe(_) => plan::observe_command(global),
+        Command::Agent(_) => graph::agent(global),
+        Command::Apply(a) => apply::run(global, &a.args),
+        Command::Destroy(a) => apply::destroy(global, &a.args),
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),
-        Command::Mcp(args) => crate::mcp::serve(&cli.global, args),
+        Command::Mcp(a) => crate::mcp::serve(global, &a.args),
     }
 }
 

@@ -17,6 +17,8 @@ pub(crate) struct HostResult {
     pub ok: bool,
     pub active: Vec<String>,
     pub resources: usize,
+    /// The errors as one line each (the MCP tool's); `validate --json` prints diagnostics.
+    #[serde(skip)]
     pub errors: Vec<String>,
     pub warnings: Vec<Warning>,
 }
@@ -33,13 +35,31 @@ pub fn run(global: &Global) -> Result<u8> {
     let Validation { config, hosts: results, diagnostics } = check(global)?;
     let failed = results.iter().any(|r| !r.ok);
     if global.json {
+        /// A host's result with its errors as diagnostics (code, message, file, line, column).
+        #[derive(Serialize)]
+        struct Host<'a> {
+            #[serde(flatten)]
+            result: &'a HostResult,
+            errors: Vec<super::json::Diagnostic>,
+        }
         #[derive(Serialize)]
         struct Doc<'a> {
             schema: &'static str,
             config: &'a str,
-            hosts: &'a [HostResult],
+            hosts: Vec<Host<'a>>,
         }
-        super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: SCHEMA, config: &config, hosts: &results }));
+        let hosts = results
+            .iter()
+            .map(|result| Host {
+                result,
+                errors: diagnostics
+                    .iter()
+                    .filter(|(host, _)| *host == result.host)
+                    .flat_map(|(_, reports)| reports.iter().map(|r| super::json::diagnostic(r.as_ref(), "compile")))
+                    .collect(),
+            })
+            .collect();
+        super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: SCHEMA, config: &config, hosts }));
     } else {
         super::print_bytes(crate::escape::for_terminal(&table(&config, &results)).as_bytes());
         for (host, reports) in diagnostics {

@@ -1,0 +1,227 @@
+//! Every command output the docs show is the output of a run: each block that follows a
+//! marker
+//!
+//! ```text
+//! <!-- output: k3d-gpu detect --root tests/fixtures/hosts/lunar-lake-npu | head 3 tail 2 -->
+//! ```
+//!
+//! is compared with what the real binary prints for that command (stdout; `2>&1` adds
+//! stderr after it). The block's first line, `$ k3d-gpu …`, is the command as the reader
+//! types it and is kept as written; the rest is the output. `| head N` keeps the first N
+//! lines, `tail M` the last M, with a `…` line between when lines were left out. A block
+//! after `<!-- file: NAME -->` is written to NAME first, so a later command reads it (the
+//! README's `k3dgpu.toml`). Commands run in a scratch directory in which `tests/` and
+//! `examples/` are links to the repository's, with no K3D_GPU_* variable set.
+//!
+//! Regenerate every block with `UPDATE_GOLDEN=1 cargo test --test docs_output` and review
+//! the diff.
+
+mod support;
+
+use std::path::Path;
+use std::process::Command;
+
+use support::repo;
+
+/// The documents whose blocks are checked.
+const DOCS: [&str; 3] = ["README.md", "docs/config.md", "examples/README.md"];
+
+struct Marker {
+    args: Vec<String>,
+    head: Option<usize>,
+    tail: Option<usize>,
+    stderr: bool,
+}
+
+fn parse_marker(text: &str) -> Marker {
+    let (command, filter) = text.split_once('|').unwrap_or((text, ""));
+    let mut words: Vec<String> = command.split_whitespace().map(String::from).collect();
+    let stderr = words.last().is_some_and(|w| w == "2>&1");
+    if stderr {
+        words.pop();
+    }
+    assert_eq!(words.first().map(String::as_str), Some("k3d-gpu"), "a marker runs k3d-gpu: {text}");
+    let filter: Vec<&str> = filter.split_whitespace().collect();
+    let number = |key: &str| {
+        filter.iter().position(|w| *w == key).map(|i| filter[i + 1].parse::<usize>().expect("a line count"))
+    };
+    Marker { args: words[1..].to_vec(), head: number("head"), tail: number("tail"), stderr }
+}
+
+/// What the command prints, cut as the marker says.
+fn run(marker: &Marker, dir: &Path) -> Vec<String> {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
+    cmd.args(&marker.args).current_dir(dir).env("NO_COLOR", "1").env("HOME", dir);
+    for (key, _) in std::env::vars_os() {
+        if key.to_string_lossy().starts_with("K3D_GPU_") {
+            cmd.env_remove(key);
+        }
+    }
+    let out = cmd.output().unwrap();
+    let mut text = String::from_utf8(out.stdout).unwrap();
+    if marker.stderr {
+        text.push_str(&String::from_utf8(out.stderr).unwrap());
+    }
+    let lines: Vec<String> = text.lines().map(|l| l.trim_end().to_string()).collect();
+    let (head, tail) = (marker.head.unwrap_or(lines.len()), marker.tail.unwrap_or(0));
+    if marker.head.is_none() && marker.tail.is_none() || head + tail >= lines.len() {
+        return lines;
+    }
+    let mut cut = lines[..head].to_vec();
+    cut.push("…".into());
+    cut.extend_from_slice(&lines[lines.len() - tail..]);
+    cut
+}
+
+/// The indented block after line `at`: (first line, end), skipping blank lines before it.
+fn block(lines: &[&str], at: usize) -> (usize, usize) {
+    let mut start = at + 1;
+    while lines.get(start).is_some_and(|l| l.trim().is_empty()) {
+        start += 1;
+    }
+    let mut end = start;
+    while end < lines.len() && (lines[end].starts_with("    ") || lines[end].trim().is_empty()) {
+        end += 1;
+    }
+    // Trailing blank lines belong to the text after the block.
+    while end > start && lines[end - 1].trim().is_empty() {
+        end -= 1;
+    }
+    (start, end)
+}
+
+/// Checks (or with UPDATE_GOLDEN=1 rewrites) one document; returns its mismatches.
+fn check(doc: &str) -> Vec<String> {
+    let path = repo().join(doc);
+    let text = std::fs::read_to_string(&path).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    let dir = tempfile::tempdir().unwrap();
+    for link in ["tests", "examples"] {
+        std::os::unix::fs::symlink(repo().join(link), dir.path().join(link)).unwrap();
+    }
+    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let mut out: Vec<String> = Vec::new();
+    let mut failures = Vec::new();
+    let mut i = 0;
+    while i < lines.len() {
+        let line = lines[i].trim();
+        out.push(lines[i].to_string());
+        if let Some(name) = line.strip_prefix("<!-- file: ").and_then(|r| r.strip_suffix(" -->")) {
+            let (start, end) = block(&lines, i);
+            let body: String =
+                lines[start..end].iter().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(""))).collect();
+            std::fs::write(dir.path().join(name), body).unwrap();
+        }
+        let Some(marker) = line.strip_prefix("<!-- output: ").and_then(|r| r.strip_suffix(" -->")) else {
+            i += 1;
+            continue;
+        };
+        let (start, end) = block(&lines, i);
+        assert!(
+            start < end && lines[start].starts_with("    $ "),
+            "{doc}:{}: no `    $ k3d-gpu …` block after the marker",
+            i + 1
+        );
+        let shown: Vec<String> =
+            lines[start + 1..end].iter().map(|l| l.strip_prefix("    ").unwrap_or("").trim_end().to_string()).collect();
+        let printed = run(&parse_marker(marker), dir.path());
+        if shown != printed {
+            failures.push(format!(
+                "{doc}:{}: `{marker}` prints\n{}\nbut the doc shows\n{}",
+                start + 1,
+                printed.join("\n"),
+                shown.join("\n")
+            ));
+        }
+        out.extend(lines[i + 1..=start].iter().map(|l| l.to_string()));
+        out.extend(printed.iter().map(|l| if l.is_empty() { String::new() } else { format!("    {l}") }));
+        i = end;
+    }
+    if update {
+        let mut new = out.join("\n");
+        new.push('\n');
+        if new != text {
+            std::fs::write(&path, new).unwrap();
+        }
+        return Vec::new();
+    }
+    failures
+}
+
+#[test]
+fn every_output_the_docs_show_is_what_the_command_prints() {
+    let mut failures = Vec::new();
+    let mut markers = 0;
+    for doc in DOCS {
+        markers += std::fs::read_to_string(repo().join(doc)).unwrap().matches("<!-- output: ").count();
+        failures.extend(check(doc));
+    }
+    assert!(markers >= 4, "the README's Getting started steps are marked ({markers} markers)");
+    assert!(
+        failures.is_empty(),
+        "{}\n\nregenerate with `UPDATE_GOLDEN=1 cargo test --test docs_output`",
+        failures.join("\n\n")
+    );
+}
+
+/// A `$ k3d-gpu …` transcript in a doc without a marker would be text nothing checks.
+#[test]
+fn every_transcript_in_the_docs_has_a_marker() {
+    for doc in DOCS {
+        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if !line.trim_start().starts_with("$ k3d-gpu") {
+                continue;
+            }
+            let marked =
+                (0..i).rev().find(|j| !lines[*j].trim().is_empty()).is_some_and(|j| lines[j].contains("<!-- output: "));
+            assert!(marked, "{doc}:{}: `{}` has no `<!-- output: … -->` marker before it", i + 1, line.trim());
+        }
+    }
+}
+
+/// Every `NAME.md` a doc names is a file of the repository (beside the doc, at its root or in
+/// docs/): the docs once cited a DESIGN.md the repository does not have.
+#[test]
+fn the_docs_cite_only_documents_the_repository_has() {
+    let mut docs: Vec<String> =
+        ["README.md", "stdlib/README.md", "share/README.md", "packaging/README.md", "examples/README.md"]
+            .map(String::from)
+            .to_vec();
+    for entry in std::fs::read_dir(repo().join("docs")).unwrap() {
+        docs.push(format!("docs/{}", entry.unwrap().file_name().to_string_lossy()));
+    }
+    for doc in docs.iter().filter(|d| d.ends_with(".md")) {
+        let text = std::fs::read_to_string(repo().join(doc)).unwrap();
+        let beside = repo().join(doc).parent().unwrap().to_path_buf();
+        for word in text.split(|c: char| !(c.is_ascii_alphanumeric() || "._/-".contains(c))) {
+            let Some(name) = word.strip_suffix(".md").filter(|n| !n.is_empty()) else { continue };
+            let name = format!("{}.md", name.trim_start_matches("./"));
+            // Ours: a bare name (DESIGN.md) or docs/NAME.md; deeper paths are upstream's.
+            if name.matches('/').count() > usize::from(name.starts_with("docs/")) {
+                continue;
+            }
+            let found =
+                [repo().join(&name), beside.join(&name), repo().join("docs").join(&name)].iter().any(|p| p.is_file());
+            assert!(found, "{doc} names {name}, which the repository does not have");
+        }
+    }
+}
+
+/// The README's count of example configs is the number in examples/ (the existing cluster's
+/// counted apart).
+#[test]
+fn the_readme_counts_the_examples_there_are() {
+    let machines = std::fs::read_dir(repo().join("examples"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .filter(|p| !std::fs::read_to_string(p).unwrap().contains("provider = \"existing\""))
+        .count();
+    let words =
+        ["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"];
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap().replace('\n', " ");
+    let said = format!("`examples/` has {} real configs", words[machines]);
+    assert!(readme.contains(&said), "the README should say {said:?}");
+}
