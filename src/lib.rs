@@ -31,4 +31,5 @@ pub mod parse;
 pub mod plan;
 pub mod report;
 pub mod secrets;
+pub mod shell;
 pub mod suggest;

@@ -350,7 +350,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
                     .filter(|c| !c.is_empty())
                     .map(|c| format!("changed since it was made: {}", c.join(", ")))
                     .unwrap_or_else(|| "it is not the plan these inputs give".into());
-                return Err(refusal(&format!("the plan in {} no longer matches: {what}", file.display())));
+                return Err(refusal(global, &format!("the plan in {} no longer matches: {what}", file.display())));
             }
         }
         None => {
@@ -363,7 +363,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
             if !interactive() {
                 return Err(refused(
                     "apply without a plan file or --plan-hash needs a terminal to confirm".into(),
-                    format!("review the plan above, then run: k3d-gpu apply --plan-hash {hash}"),
+                    format!("review the plan above, then run: {}", apply_command(global, hash, false)),
                 ));
             }
             if !ask("Apply this plan? [y/N]").eq_ignore_ascii_case("y") {
@@ -388,10 +388,10 @@ pub(crate) fn apply_hash(
 ) -> Result<Applied> {
     let locked = locked_plan(global)?;
     if *wanted != locked.hash {
-        return Err(refusal(&format!(
-            "the plan now hashes to {}, not {wanted}: something changed since it was reviewed",
-            locked.hash
-        )));
+        return Err(refusal(
+            global,
+            &format!("the plan now hashes to {}, not {wanted}: something changed since it was reviewed", locked.hash),
+        ));
     }
     execute(global, args, locked, stop, terminal)
 }
@@ -484,11 +484,24 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     Ok(Applied { hash, nothing_to_do: false, outcome, verify_failed, stopped })
 }
 
-fn refusal(why: &str) -> Error {
+fn refusal(global: &Global, why: &str) -> Error {
+    let k3d_gpu = || crate::shell::k3d_gpu(global);
     refused(
         format!("refused: {why}"),
-        "re-plan: k3d-gpu plan --out plan.json, review it, then k3d-gpu apply plan.json".into(),
+        format!(
+            "re-plan: `{}`, review it, then `{}`",
+            k3d_gpu().lit("plan --out plan.json"),
+            k3d_gpu().lit("apply plan.json")
+        ),
     )
+}
+
+/// `k3d-gpu … apply --plan-hash HASH [--allow-replace]` with the options this run was given
+/// (crate::shell): what a person pastes to apply the plan they reviewed. The MCP server's
+/// terminal command is this one too.
+pub fn apply_command(global: &Global, hash: &str, allow_replace: bool) -> crate::shell::Command {
+    let command = crate::shell::k3d_gpu(global).lit("apply").opt("--plan-hash", hash);
+    if allow_replace { command.lit("--allow-replace") } else { command }
 }
 
 /// Refuses before any action runs when the plan has a cluster action and the k3d binary is
@@ -509,10 +522,13 @@ fn needs_k3d(plan: &Plan) -> Result<()> {
 
 /// A destroy hash that is not the destroy plan's: the way back is `destroy` itself, not the
 /// apply workflow (`plan --out`, `apply PLANFILE`), which never deletes the cluster.
-fn destroy_refusal(hash: &str, wanted: &str) -> Error {
+fn destroy_refusal(global: &Global, hash: &str, wanted: &str) -> Error {
     refused(
         format!("refused: the destroy plan now hashes to {hash}, not {wanted}"),
-        "run `k3d-gpu destroy` to review the current destroy plan; it prints the command that runs it".into(),
+        format!(
+            "run `{}` to review the current destroy plan; it prints the command that runs it",
+            crate::shell::k3d_gpu(global).lit("destroy")
+        ),
     )
 }
 
@@ -537,7 +553,10 @@ fn destroy_plan(inputs: &super::Inputs, rt: &tokio::runtime::Runtime) -> Result<
                 "cluster {name} was not created by k3d-gpu (its nodes carry no {} label)",
                 crate::observe::CLUSTER_SPEC_LABEL
             ),
-            format!("k3d-gpu deletes only what it manages; delete it yourself with `k3d cluster delete {name}`"),
+            format!(
+                "k3d-gpu deletes only what it manages; delete it yourself with `{}`",
+                crate::shell::Command::new("k3d").lit("cluster delete").arg(name)
+            ),
         )
     })
 }
@@ -568,12 +587,12 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         };
         super::print_bytes(text.as_bytes());
         if !plan.is_empty() {
-            eprintln!("to run it: k3d-gpu destroy --plan-hash {hash}");
+            eprintln!("to run it: {}", crate::shell::k3d_gpu(global).lit("destroy").opt("--plan-hash", &hash));
         }
         return Ok(EXIT_OK);
     };
     if *wanted != hash {
-        return Err(destroy_refusal(&hash, wanted));
+        return Err(destroy_refusal(global, &hash, wanted));
     }
     if plan.is_empty() {
         eprintln!("Nothing to destroy.");

@@ -43,7 +43,7 @@ fn live_findings(global: &Global, facts: &crate::facts::Facts) -> Result<Vec<Fin
     let target = super::plan::target(&inputs, &catalog, &image);
     let rt = super::runtime()?;
     let mut out = rt.block_on(crate::doctor::live::engine_findings(&target.docker, nvidia));
-    out.extend(rt.block_on(crate::doctor::live::cluster_findings(&target)));
+    out.extend(rt.block_on(crate::doctor::live::cluster_findings(&target, &crate::shell::k3d_gpu(global))));
     Ok(out)
 }
 

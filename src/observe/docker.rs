@@ -17,6 +17,14 @@ pub struct Endpoint {
     pub source: String,
 }
 
+impl Endpoint {
+    /// The host as messages show it: a `tcp://user:password@host` DOCKER_HOST's userinfo
+    /// masked (crate::secrets), never printed in an error.
+    pub fn shown(&self) -> String {
+        crate::secrets::mask_arg(&self.host)
+    }
+}
+
 /// The Docker CLI's config directory: `$DOCKER_CONFIG`, else `~/.docker`.
 pub fn config_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     env("DOCKER_CONFIG")
@@ -71,7 +79,7 @@ pub fn connect(endpoint: &Endpoint) -> Result<Docker, ObserveError> {
         )
         .map_err(|e| unreachable(e.to_string()))
     } else {
-        Err(unreachable(format!("unsupported Docker host {}", endpoint.host)))
+        Err(unreachable(format!("unsupported Docker host {}", endpoint.shown())))
     }
 }
 
