@@ -421,6 +421,8 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     needs_k3d(plan)?;
     let mut providers = providers(name);
     providers.json = global.json;
+    // k3d inherits the lock: it outlives this process while a k3d it started runs.
+    providers.lock = lock.for_child().ok();
     // An existing cluster is reached through its own context, never k3d's.
     providers.context = computed.inputs.config.cluster.context.clone();
     let actions = executable(plan, &computed.graph);
@@ -572,7 +574,7 @@ fn destroy_text(plan: &Plan, hash: &str, cluster: &str) -> String {
 
 pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let inputs = super::load_config(global)?;
-    let _lock = lock_cluster(global, &inputs.config.cluster.name)?;
+    let lock = lock_cluster(global, &inputs.config.cluster.name)?;
     let rt = super::runtime()?;
     let fleet = super::fleet::is_fleet(&inputs);
     let plan = if fleet { super::fleet::destroy_plan(global, &inputs, &rt)? } else { destroy_plan(&inputs, &rt)? };
@@ -601,6 +603,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     needs_k3d(&plan)?;
     let mut providers = providers(&inputs.config.cluster.name);
     providers.context = inputs.config.cluster.context.clone();
+    providers.lock = lock.for_child().ok();
     let reporter = Reporter::new(global.json, plan.actions.len());
     let signals = Signals::watch(&rt, global.json)?;
     let stop = || signals.stopped();
