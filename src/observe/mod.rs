@@ -4,6 +4,7 @@
 //! (`plan --offline`).
 
 pub mod docker;
+pub mod docker_transport;
 pub mod existing;
 pub mod kubernetes;
 pub mod registry;

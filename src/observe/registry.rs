@@ -32,7 +32,7 @@ pub async fn resolve_all(
         let call = docker.inspect_registry_image(image, login);
         let inspect = match tokio::time::timeout(CALL_TIMEOUT, call).await {
             Ok(Ok(i)) => i,
-            Ok(Err(e)) => return Err(format!("{image}: {}", one_line(&e.to_string()))),
+            Ok(Err(e)) => return Err(format!("{image}: {}", one_line(&super::docker_transport::why(&e)))),
             Err(_) => return Err(format!("{image}: no answer from Docker within {}s", CALL_TIMEOUT.as_secs())),
         };
         let digest = inspect.descriptor.digest.unwrap_or_default();
