@@ -613,3 +613,31 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     print_summary(global.json, &outcome, &[]);
     Ok(if outcome.ok() { EXIT_OK } else { EXIT_FAILED })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commands_after_a_refusal_carry_the_options_given() {
+        let global = Global {
+            config: Some("my lab/k3dgpu.toml".into()),
+            root: vec!["hosts/a b".into()],
+            facts: vec![],
+            stdlib: Some("cat".into()),
+            json: true,
+            vendors: Some("npu".into()),
+        };
+        let given = "-c 'my lab/k3dgpu.toml' --root 'hosts/a b' --stdlib cat --vendors npu";
+        let hash = format!("sha256:{}", "a".repeat(64));
+        assert_eq!(
+            apply_command(&global, &hash, true).to_string(),
+            format!("k3d-gpu {given} apply --plan-hash {hash} --allow-replace")
+        );
+        let Error::Refused { help: Some(help), .. } = refusal(&global, "stale") else { panic!("a refusal") };
+        assert!(help.contains(&format!("`k3d-gpu {given} plan --out plan.json`")), "{help}");
+        assert!(help.contains(&format!("`k3d-gpu {given} apply plan.json`")), "{help}");
+        let Error::Refused { help: Some(help), .. } = destroy_refusal(&global, &hash, &hash) else { panic!() };
+        assert!(help.contains(&format!("`k3d-gpu {given} destroy`")), "{help}");
+    }
+}

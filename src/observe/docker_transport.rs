@@ -98,6 +98,10 @@ async fn send(
 /// is capped at `cap` bytes (`None`: a stream meant to go on, `logs --follow`).
 pub fn connect(host: &str, timeout_s: u64, cap: Option<u64>) -> Result<Docker, String> {
     let address = if let Some(path) = host.strip_prefix("unix://") {
+        // As bollard's own unix client: a socket that is not there fails now, not per call.
+        if !std::path::Path::new(path).exists() {
+            return Err(format!("no socket at {path}"));
+        }
         Address::Unix(path.into())
     } else if let Some(rest) = host.strip_prefix("tcp://").or_else(|| host.strip_prefix("http://")) {
         let authority = rest.split('/').next().unwrap_or_default();
