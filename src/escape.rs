@@ -144,15 +144,6 @@ pub fn rendered_diagnostic(text: &str) -> String {
     out
 }
 
-/// A value as one shell word, for a command the user copies into a terminal: a path from
-/// KUBECONFIG, a context name from a config; `x; curl … | sh` must stay one word.
-pub fn shell_word(text: &str) -> String {
-    if !text.is_empty() && text.chars().all(|c| c.is_ascii_alphanumeric() || "/._-+~".contains(c)) {
-        return text.to_string();
-    }
-    format!("'{}'", text.replace('\'', "'\\''"))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

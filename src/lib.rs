@@ -33,4 +33,5 @@ pub mod plan;
 pub mod quantity;
 pub mod report;
 pub mod secrets;
+pub mod shell;
 pub mod suggest;

@@ -17,8 +17,21 @@ use crate::compile::COMPONENT_LABEL;
 use crate::observe::ObserveError;
 use crate::observe::docker::Endpoint;
 
-/// Most bytes of one container's log `logs COMPONENT` reads: the API server cuts there.
+/// Most bytes of one container's log `logs COMPONENT` reads: the API server is asked to cut
+/// there (`limitBytes`), and what it sends past that is not read.
 pub const MAX_LOG_BYTES: i64 = 1 << 20;
+
+/// At most `cap` bytes of `stream` as text, and whether it held more (read one byte past the
+/// cap, never more, whatever the server sends).
+async fn read_capped(stream: impl futures_util::AsyncBufRead, cap: u64) -> std::io::Result<(String, bool)> {
+    use futures_util::AsyncReadExt;
+    let mut bytes = Vec::new();
+    let mut limited = std::pin::pin!(stream.take(cap + 1));
+    limited.read_to_end(&mut bytes).await?;
+    let cut = bytes.len() as u64 > cap;
+    bytes.truncate(cap as usize);
+    Ok((String::from_utf8_lossy(&bytes).into_owned(), cut))
+}
 
 /// The server node container of `cluster` (k3d's labels), started or not.
 pub async fn server_container(
@@ -72,7 +85,7 @@ pub async fn container_log(
                 let _ = out.write_all(crate::escape::for_terminal(&text).as_bytes());
                 let _ = out.flush();
             }
-            Some(Err(e)) => return Err(docker_error(endpoint, e.to_string())),
+            Some(Err(e)) => return Err(docker_error(endpoint, crate::observe::docker_transport::why(&e))),
         }
     }
 }
@@ -155,16 +168,25 @@ pub async fn pod_logs(
                 limit_bytes: Some(MAX_LOG_BYTES),
                 ..Default::default()
             };
-            let text = api.logs(&pod.name, &params).await.map_err(|e| ObserveError::KubernetesUnreachable {
+            let failed = |e: String| ObserveError::KubernetesUnreachable {
                 context: context.into(),
                 reason: format!("log of {}/{}: {e}", pod.namespace, pod.name),
-            })?;
+            };
+            let stream = api.log_stream(&pod.name, &params).await.map_err(|e| failed(e.to_string()))?;
+            let (text, cut) = read_capped(stream, MAX_LOG_BYTES as u64).await.map_err(|e| failed(e.to_string()))?;
             let state = if pod.ready { "" } else { " (not ready)" };
             let header = format!("==> {}/{}/{}{state} <==\n", pod.namespace, pod.name, container);
             let _ = out.write_all(crate::escape::for_terminal(&header).as_bytes());
             let _ = out.write_all(crate::escape::for_terminal(&text).as_bytes());
             if !text.is_empty() && !text.ends_with('\n') {
                 let _ = out.write_all(b"\n");
+            }
+            if cut {
+                let note = format!(
+                    "… (cut at {} KiB: the server sent more, although it was asked for no more; `kubectl logs` shows the rest)\n",
+                    MAX_LOG_BYTES >> 10
+                );
+                let _ = out.write_all(note.as_bytes());
             }
         }
     }

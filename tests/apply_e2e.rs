@@ -145,7 +145,8 @@ fn hash_of(out: &Output) -> String {
 fn destroy_hash_of(out: &Output) -> String {
     text(out)
         .lines()
-        .find_map(|l| l.strip_prefix("to run it: k3d-gpu destroy --plan-hash "))
+        // The command carries the options given (`-c …`) before `destroy`.
+        .find_map(|l| l.strip_prefix("to run it: k3d-gpu ")?.split_once("destroy --plan-hash ").map(|(_, h)| h))
         .expect("destroy prints its hash")
         .to_string()
 }
@@ -316,7 +317,9 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
     assert_eq!(bare.status.code(), Some(1));
     assert!(text(&bare).contains("needs a terminal to confirm"), "{}", text(&bare));
     // The command to copy is on one line, however long: never wrapped inside the hash.
-    assert!(text(&bare).contains(&format!("then run: k3d-gpu apply --plan-hash {hash}")), "{}", text(&bare));
+    // It carries the options given, so pasted it plans the same config on the same host.
+    let given = format!("-c {} --root {}", w.config.display(), hosts_dir().join(HOST).display());
+    assert!(text(&bare).contains(&format!("then run: k3d-gpu {given} apply --plan-hash {hash}")), "{}", text(&bare));
     let wrong_destroy = w.run(&["destroy", "--plan-hash", &zeros]);
     assert_eq!(wrong_destroy.status.code(), Some(1));
     assert!(

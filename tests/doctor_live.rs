@@ -58,12 +58,12 @@ fn the_engine_and_a_running_cluster_are_checked() {
         image: configured.into(),
         kinds: BTreeSet::from([("apps/v1".to_string(), "DaemonSet".to_string())]),
     };
-    let found = rt.block_on(cluster_findings(&target(image)));
+    let found = rt.block_on(cluster_findings(&target(image), &k3d_gpu::shell::Command::new("k3d-gpu")));
     assert_eq!(code_level(&found, "node-image-ok"), Some(Level::Info), "{found:?}");
     assert_eq!(code_level(&found, "daemonset-not-ready"), Some(Level::Fail), "{found:?}");
 
     server.change(|s| s.objects[0]["status"]["numberReady"] = json!(1));
-    let found = rt.block_on(cluster_findings(&target("k3d-gpu-node:other")));
+    let found = rt.block_on(cluster_findings(&target("k3d-gpu-node:other"), &k3d_gpu::shell::Command::new("k3d-gpu")));
     assert_eq!(code_level(&found, "daemonset-ready"), Some(Level::Info), "{found:?}");
     assert_eq!(code_level(&found, "node-image-other"), Some(Level::Warn), "{found:?}");
 
@@ -73,7 +73,7 @@ fn the_engine_and_a_running_cluster_are_checked() {
     });
     // No cluster: nothing to say about one.
     let target = Target { cluster: "nosuchcluster".into(), ..target(image) };
-    assert!(rt.block_on(cluster_findings(&target)).is_empty());
+    assert!(rt.block_on(cluster_findings(&target, &k3d_gpu::shell::Command::new("k3d-gpu"))).is_empty());
 }
 
 /// Issue 22: doctor runs the node image's self-check on the config's image when the engine

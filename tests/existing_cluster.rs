@@ -335,7 +335,8 @@ fn destroy_removes_only_what_k3d_gpu_manages() {
     assert_eq!(shown.status.code(), Some(0), "{}", text(&shown));
     let hash = text(&shown)
         .lines()
-        .find_map(|l| l.strip_prefix("to run it: k3d-gpu destroy --plan-hash "))
+        // The command carries the options given (`-c …`) before `destroy`.
+        .find_map(|l| l.strip_prefix("to run it: k3d-gpu ")?.split_once("destroy --plan-hash ").map(|(_, h)| h))
         .expect("destroy prints its hash")
         .to_string();
     let out = f.run(&["destroy", "--plan-hash", &hash]);

@@ -75,10 +75,18 @@ pub fn simple_config(spec: &Value) -> Value {
     config
 }
 
-/// Runs `k3d` with a deadline; its last lines become the error.
-pub async fn run_k3d(binary: &Path, args: &[&str], timeout: Duration) -> Result<(), String> {
+/// Runs `k3d` with a deadline; its last lines become the error. `lock`: the apply lock's
+/// descriptor ([`super::lock::Lock::for_child`]), given to k3d as its stdin (k3d reads none),
+/// so the lock is held while k3d runs even if k3d-gpu dies first; without it, stdin is empty.
+pub async fn run_k3d(
+    binary: &Path,
+    args: &[&str],
+    timeout: Duration,
+    lock: Option<std::fs::File>,
+) -> Result<(), String> {
     let mut command = tokio::process::Command::new(binary);
-    command.args(args).stdin(std::process::Stdio::null()).kill_on_drop(true);
+    let stdin = lock.map_or_else(std::process::Stdio::null, std::process::Stdio::from);
+    command.args(args).stdin(stdin).kill_on_drop(true);
     let output = match tokio::time::timeout(timeout, command.output()).await {
         Err(_) => return Err(format!("`k3d {}` did not finish within {}s", args.join(" "), timeout.as_secs())),
         Ok(Err(e)) => {

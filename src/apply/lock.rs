@@ -18,7 +18,7 @@ pub struct Lock {
 
 #[derive(Debug, thiserror::Error)]
 pub enum LockError {
-    #[error("another apply holds the lock for cluster {cluster}: {holder} ({path})")]
+    #[error("another apply holds the lock for cluster {cluster}: {holder}, or a k3d it started ({path})")]
     Held { cluster: String, holder: String, path: String },
     /// The lock file cannot be made or written (a read-only or full directory): not a
     /// sign of another apply.
@@ -110,6 +110,16 @@ impl Lock {
     }
 }
 
+impl Lock {
+    /// A second descriptor of the locked file, for a child that must hold the lock as long as
+    /// it runs: k3d gets it as its stdin. An flock belongs to the open file, not the process,
+    /// so while a `k3d cluster create` this apply started still runs, no other apply of the
+    /// cluster can take the lock, even when this process died first (SIGKILL, an abort).
+    pub fn for_child(&self) -> std::io::Result<File> {
+        self.file.try_clone()
+    }
+}
+
 impl Drop for Lock {
     fn drop(&mut self) {
         // Empty means "released cleanly"; a pid left behind means the apply did not finish.
@@ -121,6 +131,48 @@ impl Drop for Lock {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The child side of [`a_k3d_child_holds_the_lock_after_the_apply_dies`]: an "apply" that
+    /// takes the lock and runs a "k3d" which aborts it, then keeps running. Does nothing unless
+    /// that test starts it.
+    #[test]
+    fn lock_holder_process() {
+        let Some(dir) = std::env::var_os("K3D_GPU_TEST_LOCK_HOLDER") else { return };
+        let dir = PathBuf::from(dir);
+        let lock = Lock::acquire(&dir, "gpu", std::process::id()).unwrap();
+        let script = format!("echo $$ > '{}/k3d.pid'; kill -ABRT $PPID; exec sleep 1000", dir.display());
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let ran = rt.block_on(crate::apply::k3d::run_k3d(
+            Path::new("/bin/sh"),
+            &["-c", &script],
+            std::time::Duration::from_secs(1000),
+            lock.for_child().ok(),
+        ));
+        panic!("the k3d stand-in aborts this process before it returns: {ran:?}");
+    }
+
+    #[test]
+    fn a_k3d_child_holds_the_lock_after_the_apply_dies() {
+        let dir = tempfile::tempdir().unwrap();
+        let holder = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["apply::lock::tests::lock_holder_process", "--exact", "--nocapture", "--test-threads=1"])
+            .env("K3D_GPU_TEST_LOCK_HOLDER", dir.path())
+            .output()
+            .unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(holder.status.signal(), Some(6), "the apply died by SIGABRT: {holder:?}");
+        let k3d = std::fs::read_to_string(dir.path().join("k3d.pid")).unwrap().trim().to_string();
+        assert!(Path::new("/proc").join(&k3d).exists(), "its k3d still runs");
+        let err = Lock::acquire(dir.path(), "gpu", 222).unwrap_err();
+        assert!(matches!(err, LockError::Held { .. }), "a second apply is refused while k3d runs: {err}");
+        // Once k3d ends, the lock is free: a blocking lock returns (no deadline to guess).
+        assert!(std::process::Command::new("kill").arg(&k3d).status().unwrap().success());
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(dir.path().join("gpu.lock")).unwrap();
+        file.lock().unwrap();
+        drop(file);
+        let taken = Lock::acquire(dir.path(), "gpu", 333).unwrap();
+        assert!(taken.took_over_from.is_some(), "the dead apply's pid is still named");
+    }
 
     #[test]
     fn a_held_lock_is_refused_and_a_dead_holders_lock_taken_over() {

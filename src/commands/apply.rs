@@ -360,7 +360,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
                     .filter(|c| !c.is_empty())
                     .map(|c| format!("changed since it was made: {}", c.join(", ")))
                     .unwrap_or_else(|| "it is not the plan these inputs give".into());
-                return Err(refusal(&format!("the plan in {} no longer matches: {what}", file.display())));
+                return Err(refusal(global, &format!("the plan in {} no longer matches: {what}", file.display())));
             }
         }
         _ => {
@@ -377,7 +377,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
             if !interactive() {
                 return Err(refused(
                     "apply without a plan file or --plan-hash needs a terminal to confirm".into(),
-                    format!("review the plan above, then run: k3d-gpu apply --plan-hash {hash}"),
+                    format!("review the plan above, then run: {}", apply_command(global, hash, false)),
                 ));
             }
             if !ask("Apply this plan? [y/N]").eq_ignore_ascii_case("y") {
@@ -428,10 +428,10 @@ pub(crate) fn apply_hash(
 ) -> Result<Applied> {
     let locked = locked_plan(global)?;
     if *wanted != locked.hash {
-        return Err(refusal(&format!(
-            "the plan now hashes to {}, not {wanted}: something changed since it was reviewed",
-            locked.hash
-        )));
+        return Err(refusal(
+            global,
+            &format!("the plan now hashes to {}, not {wanted}: something changed since it was reviewed", locked.hash),
+        ));
     }
     execute(global, args, locked, stop, terminal)
 }
@@ -461,6 +461,8 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     needs_k3d(plan)?;
     let mut providers = providers(name);
     providers.json = global.json;
+    // k3d inherits the lock: it outlives this process while a k3d it started runs.
+    providers.lock = lock.for_child().ok();
     // An existing cluster is reached through its own context, never k3d's.
     providers.context = computed.inputs.config.cluster.context.clone();
     let actions = executable(plan, &computed.graph);
@@ -543,11 +545,24 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     Ok(Applied { hash, nothing_to_do: false, outcome, verify_failed, stopped })
 }
 
-fn refusal(why: &str) -> Error {
+fn refusal(global: &Global, why: &str) -> Error {
+    let k3d_gpu = || crate::shell::k3d_gpu(global);
     refused(
         format!("refused: {why}"),
-        "re-plan: k3d-gpu plan --out plan.json, review it, then k3d-gpu apply plan.json".into(),
+        format!(
+            "re-plan: `{}`, review it, then `{}`",
+            k3d_gpu().lit("plan --out plan.json"),
+            k3d_gpu().lit("apply plan.json")
+        ),
     )
+}
+
+/// `k3d-gpu … apply --plan-hash HASH [--allow-replace]` with the options this run was given
+/// (crate::shell): what a person pastes to apply the plan they reviewed. The MCP server's
+/// terminal command is this one too.
+pub fn apply_command(global: &Global, hash: &str, allow_replace: bool) -> crate::shell::Command {
+    let command = crate::shell::k3d_gpu(global).lit("apply").opt("--plan-hash", hash);
+    if allow_replace { command.lit("--allow-replace") } else { command }
 }
 
 /// Refuses before any action runs when the plan has a cluster action and the k3d binary is
@@ -583,10 +598,13 @@ fn check_node_image_first(rt: &tokio::runtime::Runtime, providers: &Providers, a
 
 /// A destroy hash that is not the destroy plan's: the way back is `destroy` itself, not the
 /// apply workflow (`plan --out`, `apply PLANFILE`), which never deletes the cluster.
-fn destroy_refusal(hash: &str, wanted: &str) -> Error {
+fn destroy_refusal(global: &Global, hash: &str, wanted: &str) -> Error {
     refused(
         format!("refused: the destroy plan now hashes to {hash}, not {wanted}"),
-        "run `k3d-gpu destroy` to review the current destroy plan; it prints the command that runs it".into(),
+        format!(
+            "run `{}` to review the current destroy plan; it prints the command that runs it",
+            crate::shell::k3d_gpu(global).lit("destroy")
+        ),
     )
 }
 
@@ -611,7 +629,10 @@ fn destroy_plan(inputs: &super::Inputs, rt: &tokio::runtime::Runtime) -> Result<
                 "cluster {name} was not created by k3d-gpu (its nodes carry no {} label)",
                 crate::observe::CLUSTER_SPEC_LABEL
             ),
-            format!("k3d-gpu deletes only what it manages; delete it yourself with `k3d cluster delete {name}`"),
+            format!(
+                "k3d-gpu deletes only what it manages; delete it yourself with `{}`",
+                crate::shell::Command::new("k3d").lit("cluster delete").arg(name)
+            ),
         )
     })
 }
@@ -627,7 +648,7 @@ fn destroy_text(plan: &Plan, hash: &str, cluster: &str) -> String {
 
 pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let inputs = super::load_config(global)?;
-    let _lock = lock_cluster(global, &inputs.config.cluster.name)?;
+    let lock = lock_cluster(global, &inputs.config.cluster.name)?;
     let rt = super::runtime()?;
     let fleet = super::fleet::is_fleet(&inputs);
     let plan = if fleet { super::fleet::destroy_plan(global, &inputs, &rt)? } else { destroy_plan(&inputs, &rt)? };
@@ -643,12 +664,12 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         // --json: the destroy plan itself (plan/v1), as `plan --json` prints a plan.
         super::print_bytes(if global.json { plan.to_bytes() } else { text.into_bytes() }.as_slice());
         if !plan.is_empty() {
-            eprintln!("to run it: k3d-gpu destroy --plan-hash {hash}");
+            eprintln!("to run it: {}", crate::shell::k3d_gpu(global).lit("destroy").opt("--plan-hash", &hash));
         }
         return Ok(EXIT_OK);
     };
     if *wanted != hash {
-        return Err(destroy_refusal(&hash, wanted));
+        return Err(destroy_refusal(global, &hash, wanted));
     }
     if plan.is_empty() {
         eprintln!("Nothing to destroy.");
@@ -657,6 +678,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     needs_k3d(&plan)?;
     let mut providers = providers(&inputs.config.cluster.name);
     providers.context = inputs.config.cluster.context.clone();
+    providers.lock = lock.for_child().ok();
     let reporter = Reporter::new(global.json, plan.actions.len());
     let signals = Signals::watch(&rt, global.json)?;
     let stop = || signals.stopped();
@@ -665,4 +687,32 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     reporter.finish();
     print_summary(global.json, &outcome, &[]);
     Ok(if outcome.ok() { EXIT_OK } else { EXIT_FAILED })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_commands_after_a_refusal_carry_the_options_given() {
+        let global = Global {
+            config: Some("my lab/k3dgpu.toml".into()),
+            root: vec!["hosts/a b".into()],
+            facts: vec![],
+            stdlib: Some("cat".into()),
+            json: true,
+            vendors: Some("npu".into()),
+        };
+        let given = "-c 'my lab/k3dgpu.toml' --root 'hosts/a b' --stdlib cat --vendors npu";
+        let hash = format!("sha256:{}", "a".repeat(64));
+        assert_eq!(
+            apply_command(&global, &hash, true).to_string(),
+            format!("k3d-gpu {given} apply --plan-hash {hash} --allow-replace")
+        );
+        let Error::Refused { help: Some(help), .. } = refusal(&global, "stale") else { panic!("a refusal") };
+        assert!(help.contains(&format!("`k3d-gpu {given} plan --out plan.json`")), "{help}");
+        assert!(help.contains(&format!("`k3d-gpu {given} apply plan.json`")), "{help}");
+        let Error::Refused { help: Some(help), .. } = destroy_refusal(&global, &hash, &hash) else { panic!() };
+        assert!(help.contains(&format!("`k3d-gpu {given} destroy`")), "{help}");
+    }
 }

@@ -22,7 +22,7 @@ pub fn k3d_only(inputs: &super::Inputs, command: &str, instead: &str) -> Result<
     if !is_fleet(inputs) {
         return Ok(());
     }
-    let context = crate::escape::shell_word(inputs.config.cluster.context.as_deref().unwrap_or_default());
+    let context = crate::shell::word(inputs.config.cluster.context.as_deref().unwrap_or_default());
     Err(Error::Usage {
         message: format!(
             "`k3d-gpu {command}` reads a k3d cluster; this config names an existing one (provider \"existing\")"
@@ -88,7 +88,7 @@ pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String
             None => {
                 let facts = Rc::new(if is_root {
                     let host = super::open_root(&resolved)?;
-                    crate::detect::facts(&host, &filter)
+                    super::detect_facts(&host, &filter)?
                 } else {
                     super::facts_from_file(&resolved, &filter, global.vendors.is_some())?
                 });
@@ -152,7 +152,8 @@ pub fn compute(
         return Err(Error::Refused {
             message: format!("the cluster behind context {context} has no node {}", missing.join(", ")),
             help: Some(format!(
-                "[[nodes]] names what `kubectl --context {context} get nodes` does not list: fix the name, or remove the entry"
+                "[[nodes]] names what `{}` does not list: fix the name, or remove the entry",
+                crate::shell::kubectl(&context).lit("get nodes")
             )),
         });
     }

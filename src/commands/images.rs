@@ -167,10 +167,10 @@ fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path:
     let resolving = crate::observe::registry::resolve_all(&endpoint, &wanted, docker_config.as_ref());
     let resolved = rt.block_on(resolving).map_err(|reason| {
         Error::Usage {
-            message: format!("images lock: {reason}"),
+            message: format!("images lock: {}", crate::secrets::blank_passwords(&reason)),
             help: Some(format!(
                 "Docker at {} ({}) resolves tags with its own registry access; check that it runs, that the registry is reachable from it, and `docker login` for a private one. {} was left as it was",
-                endpoint.host,
+                endpoint.shown(),
                 endpoint.source,
                 path.display()
             )),

@@ -18,7 +18,9 @@ pub fn run(global: &Global, args: &LogsArgs) -> Result<u8> {
         None => {
             let env = |k: &str| std::env::var(k).ok();
             let endpoint = crate::observe::docker::endpoint(&env, None);
-            let docker = crate::observe::docker::connect(&endpoint).map_err(super::observe_failed)?;
+            // A followed log is meant to go on: only that stream is read without the cap.
+            let cap = if args.follow { None } else { Some(crate::observe::docker_transport::MAX_ANSWER) };
+            let docker = crate::observe::docker::connect_capped(&endpoint, cap).map_err(super::observe_failed)?;
             let container = rt
                 .block_on(crate::logs::server_container(&docker, &endpoint, &cluster))
                 .map_err(super::observe_failed)?

@@ -125,7 +125,23 @@ pub fn load_facts(global: &Global) -> Result<Facts> {
         return facts_from_file(path, &filter, global.vendors.is_some());
     }
     let host = open_host(global)?;
-    Ok(crate::detect::facts(&host, &filter))
+    detect_facts(&host, &filter)
+}
+
+/// Detection on `host`, refused (exit 2) when a device name it found is not in the kernel's
+/// format (`facts::ids`): a fixture host's directory named `0000:00:02.0;curl …|sh` is not a
+/// PCI device, and its name must not reach a fix.
+pub fn detect_facts(host: &crate::host::HostRoot, filter: &VendorFilter) -> Result<Facts> {
+    let facts = crate::detect::facts(host, filter);
+    match crate::facts::ids::check(&facts.host) {
+        None => Ok(facts),
+        Some(problem) => Err(Error::Input {
+            what: "host",
+            path: host.root().display().to_string(),
+            reason: format!("{problem}, so it is not a name the kernel gives"),
+            help: Some("a fixture host mirrors sysfs: name each device as the kernel does".into()),
+        }),
+    }
 }
 
 /// A saved facts document, with `--vendors` applied when it was given (`vendors_given`) and
@@ -142,8 +158,33 @@ pub fn facts_from_file(path: &Path, filter: &VendorFilter, vendors_given: bool) 
     Ok(crate::facts::build(saved.host, read_findings, filter))
 }
 
+/// A saved facts/v1 document: its device names checked against the kernel's formats
+/// (`facts::ids`; refused otherwise, exit 2), then the document built again from its host
+/// inventory. Everything derived (vendors, labels, targets, findings and their fixes) is
+/// computed here, never taken from the file: a `fix` in it (`curl … | sudo sh`) is not ours.
+/// Of its findings only those met while reading the host (`host-*`) carry over, with our
+/// own fix for their code.
 pub fn read_facts_file(path: &Path) -> Result<Facts> {
-    read_document(path, "facts document", crate::facts::SCHEMA, "write one with `k3d-gpu facts --out FILE`")
+    const HELP: &str = "write one with `k3d-gpu facts --out FILE`";
+    let saved: Facts = read_document(path, "facts document", crate::facts::SCHEMA, HELP)?;
+    if let Some(problem) = crate::facts::ids::check(&saved.host) {
+        return Err(Error::Input {
+            what: "facts document",
+            path: path.display().to_string(),
+            reason: format!("host.{problem}, so it is not a name the kernel gives"),
+            help: Some(HELP.into()),
+        });
+    }
+    let read_findings = saved
+        .findings
+        .into_iter()
+        .filter(|f| f.code.starts_with("host-"))
+        .map(|mut f| {
+            f.fix = crate::detect::reader::fix_for(&f.code).map(str::to_string);
+            f
+        })
+        .collect();
+    Ok(crate::facts::build(saved.host, read_findings, &saved.vendor_filter))
 }
 
 /// A saved JSON document of ours (facts/v1, observed/v1): read bounded, parsed, and its

@@ -86,14 +86,14 @@ pub(crate) fn check(global: &Global) -> Result<Validation> {
     let mut hosts: Vec<(String, Facts)> = Vec::new();
     for root in &global.root {
         let host = super::open_root(root)?;
-        hosts.push((root.display().to_string(), crate::detect::facts(&host, &filter)));
+        hosts.push((root.display().to_string(), super::detect_facts(&host, &filter)?));
     }
     for file in &global.facts {
         hosts.push((file.display().to_string(), super::facts_from_file(file, &filter, global.vendors.is_some())?));
     }
     if hosts.is_empty() {
         let host = super::open_root(std::path::Path::new("/"))?;
-        hosts.push(("/ (this machine)".into(), crate::detect::facts(&host, &filter)));
+        hosts.push(("/ (this machine)".into(), super::detect_facts(&host, &filter)?));
     }
 
     let mut results = Vec::new();

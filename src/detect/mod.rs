@@ -9,7 +9,7 @@ mod cpu;
 mod intel_gpu;
 mod nvidia;
 mod pci;
-mod reader;
+pub mod reader;
 mod system;
 mod xeon;
 

@@ -6,6 +6,24 @@ use crate::facts::{DeviceNode, Finding, Level};
 use crate::host::{HostError, HostRoot};
 use crate::parse::{self, ParseError};
 
+const BAD_VALUE_FIX: &str = "check the file; on a fixture host, regenerate it with `facts capture`";
+
+/// The fix of a finding met while reading the host, by its code: a saved facts document's
+/// `host-*` findings get their fix from here, never from the file.
+pub fn fix_for(code: &str) -> Option<&'static str> {
+    Some(match code {
+        "host-link-escapes" => "fix or remove the link; k3d-gpu never reads outside the host root",
+        "host-link-loop" => "fix the link loop",
+        "host-link-dangling" => "fix or remove the broken link",
+        "host-bad-text" => "the file should be text; check the fixture or the kernel",
+        "host-unreadable" => "check the file's type and permissions, or run as root",
+        "host-not-a-file" => "replace it with a regular file (fixture hosts hold plain files)",
+        "host-file-too-large" => "this file is not what the kernel would show; check the host or fixture",
+        "host-bad-value" => BAD_VALUE_FIX,
+        _ => return None,
+    })
+}
+
 pub struct Reader<'h> {
     host: &'h HostRoot,
     findings: Vec<Finding>,
@@ -27,25 +45,18 @@ impl<'h> Reader<'h> {
     }
 
     fn problem(&mut self, path: &str, error: &HostError) {
-        let (code, fix) = match error {
-            HostError::Escapes { .. } => {
-                ("host-link-escapes", "fix or remove the link; k3d-gpu never reads outside the host root")
-            }
-            HostError::Loop => ("host-link-loop", "fix the link loop"),
-            HostError::Dangling { .. } => ("host-link-dangling", "fix or remove the broken link"),
-            HostError::NotUtf8 => ("host-bad-text", "the file should be text; check the fixture or the kernel"),
-            HostError::PermissionDenied => ("host-unreadable", "run as root, or check the file's permissions"),
-            HostError::NotRegular => {
-                ("host-not-a-file", "replace it with a regular file (fixture hosts hold plain files)")
-            }
-            HostError::TooLarge => {
-                ("host-file-too-large", "this file is not what the kernel would show; check the host or fixture")
-            }
-            HostError::Io(_) => ("host-unreadable", "check the file's type and permissions"),
+        let code = match error {
+            HostError::Escapes { .. } => "host-link-escapes",
+            HostError::Loop => "host-link-loop",
+            HostError::Dangling { .. } => "host-link-dangling",
+            HostError::NotUtf8 => "host-bad-text",
+            HostError::PermissionDenied | HostError::Io(_) => "host-unreadable",
+            HostError::NotRegular => "host-not-a-file",
+            HostError::TooLarge => "host-file-too-large",
         };
-        let finding =
-            Finding::new(Level::Warn, code, format!("could not read {path}: {error}; facts from it are missing"), path)
-                .with_fix(fix);
+        let mut finding =
+            Finding::new(Level::Warn, code, format!("could not read {path}: {error}; facts from it are missing"), path);
+        finding.fix = fix_for(code).map(str::to_string);
         if !self.findings.contains(&finding) {
             self.findings.push(finding);
         }
@@ -53,7 +64,7 @@ impl<'h> Reader<'h> {
 
     pub fn bad_value(&mut self, path: &str, error: &ParseError) {
         let finding = Finding::new(Level::Warn, "host-bad-value", format!("{path}: {error}; ignored"), path)
-            .with_fix("check the file; on a fixture host, regenerate it with `facts capture`");
+            .with_fix(BAD_VALUE_FIX);
         if !self.findings.contains(&finding) {
             self.findings.push(finding);
         }

@@ -85,7 +85,9 @@ pub fn nvidia_path(nvidia_gpu: bool, runtimes: &[String], cdi_specs: &[(String, 
 }
 
 /// Each device-plugin DaemonSet k3d-gpu manages: ready on every node it is scheduled on.
-pub fn daemonsets(objects: &[Value]) -> Vec<Finding> {
+/// The fixes' commands (crate::shell) go through the cluster's `context`, and `k3d_gpu`
+/// carries the options doctor was given.
+pub fn daemonsets(objects: &[Value], k3d_gpu: &crate::shell::Command, context: &str) -> Vec<Finding> {
     let mut out = Vec::new();
     for o in objects.iter().filter(|o| o["kind"] == "DaemonSet") {
         let name = format!(
@@ -107,8 +109,11 @@ pub fn daemonsets(objects: &[Value]) -> Vec<Finding> {
             out.push(
                 Finding::new(Level::Warn, "daemonset-unscheduled", format!("{name} runs on no node"), evidence)
                     .with_fix(format!(
-                        "check its node selector against the node labels (`kubectl -n {} describe daemonset`)",
-                        o["metadata"]["namespace"].as_str().unwrap_or_default()
+                        "check its node selector against the node labels (`{}`)",
+                        crate::shell::kubectl(context)
+                            .opt("-n", o["metadata"]["namespace"].as_str().unwrap_or_default())
+                            .lit("describe daemonset")
+                            .arg(o["metadata"]["name"].as_str().unwrap_or_default())
                     )),
             );
         } else {
@@ -120,8 +125,11 @@ pub fn daemonsets(objects: &[Value]) -> Vec<Finding> {
                     evidence,
                 )
                 .with_fix(format!(
-                    "read its pods' logs: `k3d-gpu logs {}`",
-                    o["metadata"]["labels"][crate::compile::COMPONENT_LABEL].as_str().unwrap_or("COMPONENT")
+                    "read its pods' logs: `{}`",
+                    k3d_gpu
+                        .clone()
+                        .lit("logs")
+                        .arg(o["metadata"]["labels"][crate::compile::COMPONENT_LABEL].as_str().unwrap_or("COMPONENT"))
                 )),
             );
         }
@@ -230,11 +238,12 @@ fn read_cdi_specs(dirs: &[String]) -> Vec<(String, String)> {
 
 /// With the cluster up: its node image and its managed DaemonSets. No cluster, or one that
 /// cannot be read, gives none (plan and observe say why).
-pub async fn cluster_findings(target: &crate::observe::Target) -> Vec<Finding> {
+pub async fn cluster_findings(target: &crate::observe::Target, k3d_gpu: &crate::shell::Command) -> Vec<Finding> {
     let Ok((Some(cluster), _)) = crate::observe::observe_docker(target).await else { return vec![] };
     let mut out: Vec<Finding> = node_image(&cluster, &target.image).into_iter().collect();
     if let Ok(Some(kubernetes)) = crate::observe::observe_kubernetes(target, Some(&cluster)).await {
-        out.extend(daemonsets(&kubernetes.objects));
+        let context = crate::observe::kubernetes::context_name(&target.cluster);
+        out.extend(daemonsets(&kubernetes.objects, k3d_gpu, &context));
     }
     out
 }

@@ -169,7 +169,9 @@ fn check_tools(checks: &[ToolCheck], timeout: Duration) -> Vec<Finding> {
                 .with_fix(fix),
             );
         } else if !ran.ok {
-            let first = ran.output.lines().find(|l| !l.trim().is_empty()).unwrap_or("no output").trim().to_string();
+            // docker names its DOCKER_HOST in its errors, userinfo and all.
+            let first = ran.output.lines().find(|l| !l.trim().is_empty()).unwrap_or("no output").trim();
+            let first = crate::secrets::blank_passwords(first);
             out.push(
                 Finding::new(Level::Fail, code, format!("`{tool} {}` failed: {first}", args.join(" ")), evidence)
                     .with_fix(fix),

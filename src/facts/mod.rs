@@ -5,6 +5,7 @@
 //! earns, where an engine can run, findings, and the hardware fingerprint. `build` is pure:
 //! the same inventory gives the same bytes.
 
+pub mod ids;
 mod inventory;
 pub mod labels;
 pub mod rules;

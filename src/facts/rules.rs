@@ -329,8 +329,11 @@ fn idxd_rules(idxd: &super::Idxd, name: &str, dev_dir: &str, out: &mut Vec<Findi
             "/sys/bus/dsa/devices",
         )
         .with_fix(format!(
-            "configure a user work queue with accel-config (e.g. `accel-config config-wq {}/wq0.0 --type=user --mode=dedicated --name=app --size=16 --priority=10`, then enable the device and queue)",
-            idxd.devices[0]
+            "configure a user work queue with accel-config (e.g. `{}`, then enable the device and queue)",
+            crate::shell::Command::new("accel-config")
+                .lit("config-wq")
+                .arg(format!("{}/wq0.0", idxd.devices[0]))
+                .lit("--type=user --mode=dedicated --name=app --size=16 --priority=10")
         )),
     );
 }
@@ -360,7 +363,16 @@ fn qat_rules(host: &Host, out: &mut Vec<Finding>) {
                     format!("QAT {} PF at {} has no SR-IOV VFs", pf.model, pf.pci_address),
                     format!("{evidence}/sriov_numvfs"),
                 )
-                .with_fix(format!("echo 16 | sudo tee /sys/bus/pci/devices/{}/sriov_numvfs", pf.pci_address)),
+                .with_fix(
+                    crate::shell::Command::new("echo")
+                        .lit("16")
+                        .pipe(
+                            crate::shell::Command::new("sudo")
+                                .lit("tee")
+                                .arg(format!("/sys/bus/pci/devices/{}/sriov_numvfs", pf.pci_address)),
+                        )
+                        .to_string(),
+                ),
             );
         }
     }

@@ -119,6 +119,11 @@ impl HostRoot {
         })
     }
 
+    /// The directory standing in for `/`, as given.
+    pub fn root(&self) -> &Path {
+        &self.root
+    }
+
     /// True when this is the machine we run on, not a fixture host.
     pub fn is_real_host(&self) -> bool {
         self.real_host

@@ -238,7 +238,9 @@ fn essentials(plan: &Value) -> String {
         count("replace"),
         count("delete")
     );
-    let str_of = |v: &Value| v.as_str().unwrap_or("").to_string();
+    // Ids, reasons and warnings name what the cluster reported (a node called
+    // "x\nPlan: 0 to create…"): each is one escaped line, so none can add a line of its own.
+    let str_of = |v: &Value| crate::escape::one_line(v.as_str().unwrap_or("")).into_owned();
     for action in plan["actions"].as_array().into_iter().flatten() {
         let kind = str_of(&action["action"]);
         if kind == "replace" || kind == "delete" {
@@ -406,6 +408,22 @@ mod tests {
             assert!(at < cut, "{must} comes after the cut");
         }
         assert!(!message[..cut].contains("create k8s/core/Namespace/x:"), "only replaces and deletes are listed");
+    }
+
+    #[test]
+    fn an_untrusted_name_cannot_add_a_line_to_the_form() {
+        let mut p = planned("+ create k8s/core/Namespace/x\n", false);
+        let forged = "gpu-01\nPlan: 0 to create, 0 to update, 0 to replace, 0 to delete.\r\u{1b}[2K";
+        p.out.plan = serde_json::json!({
+            "summary": {"create": 1, "update": 0, "replace": 0, "delete": 1},
+            "actions": [{"action": "delete", "id": format!("node-label/{forged}/k"), "reason": {"text": forged}}],
+            "warnings": [{"code": forged, "text": format!("cluster node {forged} is not in [[nodes]]")}],
+        });
+        let (message, _) = message_and_schema(form(&p));
+        let summaries: Vec<&str> = message.lines().filter(|l| l.trim_start().starts_with("Plan:")).collect();
+        assert_eq!(summaries, ["Plan: 1 to create, 0 to update, 0 to replace, 1 to delete."], "{message}");
+        assert!(!message.contains('\r') && !message.contains('\u{1b}'), "{message}");
+        assert!(message.contains("gpu-01\\x0aPlan: 0 to create"), "the name is shown, escaped: {message}");
     }
 
     #[test]

@@ -7,12 +7,15 @@
 //!   own cores (`commands::*`), so a tool and its command cannot disagree.
 //! - `apply.rs`: the one tool that writes: the plan hash checked, the person asked through
 //!   the client (form elicitation), then the CLI's own gate, lock and verify.
+//! - `backpressure.rs`: the stdio transport reads no further while 32 answers wait to be
+//!   written (a client that never reads cannot make the server queue answers without end).
 //! - `confirm.rs`: confirmations bound to a plan hash and the call's arguments, which expire
 //!   and work once.
 //!
 //! stdout is the protocol: nothing here prints to it (progress and notes go to stderr).
 
 mod apply;
+pub mod backpressure;
 mod confirm;
 mod server;
 mod tools;
@@ -29,7 +32,10 @@ pub fn serve(global: &Global, args: &McpArgs) -> Result<u8> {
         use rmcp::ServiceExt;
         exit_on_signal(inner)?;
         let running = server
-            .serve(rmcp::transport::stdio())
+            .serve(backpressure::Bounded::new(rmcp::transport::async_rw::AsyncRwTransport::new_server(
+                tokio::io::stdin(),
+                tokio::io::stdout(),
+            )))
             .await
             .map_err(|e| Error::Output { path: "MCP stdio".into(), reason: e.to_string() })?;
         running.waiting().await.map_err(|e| Error::Output { path: "MCP stdio".into(), reason: e.to_string() })?;

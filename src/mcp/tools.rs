@@ -344,28 +344,7 @@ pub fn planned(global: &Global, plan: crate::plan::Plan, against: &str) -> Plann
 /// `k3d-gpu … apply --plan-hash HASH` with the options this call ran with, each path one
 /// shell word: what a person runs in a terminal instead of confirming in the client.
 pub fn apply_command(global: &Global, hash: &str, allow_replace: bool) -> String {
-    let q = |p: &std::path::Path| crate::escape::shell_word(&p.display().to_string());
-    let mut words = vec!["k3d-gpu".to_string()];
-    if let Some(c) = &global.config {
-        words.push(format!("-c {}", q(c)));
-    }
-    for r in &global.root {
-        words.push(format!("--root {}", q(r)));
-    }
-    for f in &global.facts {
-        words.push(format!("--facts {}", q(f)));
-    }
-    if let Some(s) = &global.stdlib {
-        words.push(format!("--stdlib {}", q(s)));
-    }
-    if let Some(v) = &global.vendors {
-        words.push(format!("--vendors {}", crate::escape::shell_word(v)));
-    }
-    words.push(format!("apply --plan-hash {hash}"));
-    if allow_replace {
-        words.push("--allow-replace".into());
-    }
-    crate::escape::one_line(&words.join(" ")).into_owned()
+    crate::commands::apply::apply_command(global, hash, allow_replace).to_string()
 }
 
 /// `k3d-gpu observe`: the cluster now, secrets masked.
@@ -422,7 +401,6 @@ pub struct AgentOut {
 
 pub fn agent(global: &Global) -> Result<AgentOut> {
     let (graph, defaults, context) = commands::graph::agent_graph(global)?;
-    let context = crate::escape::shell_word(&context);
     let placement = graph.agent.as_ref().map(|a| serde_json::to_value(a).unwrap_or(Value::Null)).unwrap_or_default();
     let api = graph.agent.as_ref().map(|a| a.api.clone()).unwrap_or_default();
     let endpoint = graph.resources().find(|r| r.spec["check"] == "endpoint").and_then(|r| {
@@ -436,9 +414,12 @@ pub fn agent(global: &Global) -> Result<AgentOut> {
             service: service.into(),
             port,
             models_path: s["path"].as_str().unwrap_or_default().into(),
-            port_forward: format!(
-                "kubectl --context {context} -n {namespace} port-forward svc/{service} {port}:{port}"
-            ),
+            port_forward: crate::shell::kubectl(&context)
+                .opt("-n", namespace)
+                .lit("port-forward")
+                .arg(format!("svc/{service}"))
+                .arg(format!("{port}:{port}"))
+                .to_string(),
             local_url: format!("http://127.0.0.1:{port}{path}"),
         })
     });

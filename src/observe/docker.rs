@@ -17,6 +17,14 @@ pub struct Endpoint {
     pub source: String,
 }
 
+impl Endpoint {
+    /// The host as messages show it: a `tcp://user:password@host` DOCKER_HOST's userinfo
+    /// masked (crate::secrets), never printed in an error.
+    pub fn shown(&self) -> String {
+        crate::secrets::mask_arg(&self.host)
+    }
+}
+
 /// The Docker CLI's config directory: `$DOCKER_CONFIG`, else `~/.docker`.
 pub fn config_dir(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
     env("DOCKER_CONFIG")
@@ -58,24 +66,20 @@ pub fn endpoint(env: &dyn Fn(&str) -> Option<String>, docker_config_dir: Option<
     Endpoint { host: "unix:///var/run/docker.sock".into(), source: "the default socket".into() }
 }
 
+/// A client for the engine, every answer capped while read
+/// ([`super::docker_transport::MAX_ANSWER`]).
 pub fn connect(endpoint: &Endpoint) -> Result<Docker, ObserveError> {
-    let unreachable = |reason: String| ObserveError::DockerUnreachable { endpoint: endpoint.clone(), reason };
-    let timeout = CALL_TIMEOUT.as_secs();
-    if let Some(path) = endpoint.host.strip_prefix("unix://") {
-        Docker::connect_with_unix(path, timeout, bollard::API_DEFAULT_VERSION).map_err(|e| unreachable(e.to_string()))
-    } else if endpoint.host.starts_with("tcp://") || endpoint.host.starts_with("http://") {
-        Docker::connect_with_http(
-            &endpoint.host.replacen("tcp://", "http://", 1),
-            timeout,
-            bollard::API_DEFAULT_VERSION,
-        )
-        .map_err(|e| unreachable(e.to_string()))
-    } else {
-        Err(unreachable(format!("unsupported Docker host {}", endpoint.host)))
-    }
+    connect_capped(endpoint, Some(super::docker_transport::MAX_ANSWER))
 }
 
-async fn deadline<T, E: std::fmt::Display>(
+/// [`connect`] with another cap; `None` only for a stream that is meant to go on (`logs
+/// --follow`).
+pub fn connect_capped(endpoint: &Endpoint, cap: Option<u64>) -> Result<Docker, ObserveError> {
+    super::docker_transport::connect(&endpoint.host, CALL_TIMEOUT.as_secs(), cap)
+        .map_err(|reason| ObserveError::DockerUnreachable { endpoint: endpoint.clone(), reason })
+}
+
+async fn deadline<T, E: std::error::Error + 'static>(
     endpoint: &Endpoint,
     what: &str,
     call: impl std::future::Future<Output = Result<T, E>>,
@@ -83,6 +87,7 @@ async fn deadline<T, E: std::fmt::Display>(
     match tokio::time::timeout(CALL_TIMEOUT, call).await {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => {
+            let e = super::docker_transport::why(&e);
             Err(ObserveError::DockerUnreachable { endpoint: endpoint.clone(), reason: format!("{what}: {e}") })
         }
         Err(_) => Err(ObserveError::DockerUnreachable {
@@ -106,7 +111,7 @@ pub async fn observe_image(
         Ok(Err(e)) => {
             return Err(ObserveError::DockerUnreachable {
                 endpoint: endpoint.clone(),
-                reason: format!("inspect image {reference}: {e}"),
+                reason: format!("inspect image {reference}: {}", super::docker_transport::why(&e)),
             });
         }
         Err(_) => {

@@ -4,6 +4,7 @@
 //! (`plan --offline`).
 
 pub mod docker;
+pub mod docker_transport;
 pub mod existing;
 pub mod kubernetes;
 pub mod managed;
@@ -17,7 +18,8 @@ use serde::{Deserialize, Serialize};
 /// Why the world could not be observed. Each names what to check.
 #[derive(Debug, thiserror::Error)]
 pub enum ObserveError {
-    #[error("cannot reach Docker at {} ({}): {reason}", endpoint.host, endpoint.source)]
+    // The reason may quote the URL (a connector's error): its passwords are blanked too.
+    #[error("cannot reach Docker at {} ({}): {}", endpoint.shown(), endpoint.source, crate::secrets::blank_passwords(reason))]
     DockerUnreachable { endpoint: docker::Endpoint, reason: String },
     #[error("cannot reach the Kubernetes API through context {context}: {reason}")]
     KubernetesUnreachable { context: String, reason: String },
@@ -29,19 +31,27 @@ impl ObserveError {
             ObserveError::DockerUnreachable { .. } => {
                 "check that dockerd runs and that DOCKER_HOST / the Docker context point at it".into()
             }
-            ObserveError::KubernetesUnreachable { context, .. } if !context.starts_with("k3d-") => {
-                // The context comes from the config: one shell word in a command people paste.
-                let quoted = crate::escape::one_line(&crate::escape::shell_word(context)).into_owned();
-                format!(
-                    "check that your kubeconfig has context {quoted} (`kubectl config get-contexts`) and that its API server answers (`kubectl --context {quoted} get nodes`)"
-                )
-            }
             ObserveError::KubernetesUnreachable { context, .. } => {
-                let cluster = context.strip_prefix("k3d-").unwrap_or(context);
-                format!(
-                    "check that the cluster's nodes run (`docker ps`) and that your kubeconfig has context {context} \
-                     (`k3d kubeconfig merge {cluster} --kubeconfig-merge-default` adds it)"
-                )
+                // The context comes from the config (an existing cluster's may start with
+                // `k3d-` too): one shell word in each command people paste.
+                let look = crate::shell::kubectl(context).lit("get nodes");
+                let list = crate::shell::Command::new("kubectl").lit("config get-contexts");
+                let k3d = context.strip_prefix("k3d-").filter(|c| crate::config::cluster_name(c));
+                match k3d {
+                    None => format!(
+                        "check that your kubeconfig has context {} (`{list}`) and that its API server answers (`{look}`)",
+                        crate::shell::word(context)
+                    ),
+                    Some(cluster) => format!(
+                        "check that the cluster's nodes run (`docker ps`) and that your kubeconfig has context {} \
+                         (`{}` adds it)",
+                        crate::shell::word(context),
+                        crate::shell::Command::new("k3d")
+                            .lit("kubeconfig merge")
+                            .arg(cluster)
+                            .lit("--kubeconfig-merge-default")
+                    ),
+                }
             }
         }
     }

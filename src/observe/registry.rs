@@ -32,7 +32,7 @@ pub async fn resolve_all(
         let call = docker.inspect_registry_image(image, login);
         let inspect = match tokio::time::timeout(CALL_TIMEOUT, call).await {
             Ok(Ok(i)) => i,
-            Ok(Err(e)) => return Err(format!("{image}: {}", one_line(&e.to_string()))),
+            Ok(Err(e)) => return Err(format!("{image}: {}", one_line(&super::docker_transport::why(&e)))),
             Err(_) => return Err(format!("{image}: no answer from Docker within {}s", CALL_TIMEOUT.as_secs())),
         };
         let digest = inspect.descriptor.digest.unwrap_or_default();
@@ -60,11 +60,18 @@ pub async fn resolve_all(
     Ok(out)
 }
 
-/// The registry an image reference names: its first component when that looks like a host
-/// (has a `.` or `:`, or is `localhost`), else Docker Hub.
+/// The registry an image reference names, by Docker's reference grammar
+/// (distribution/reference `splitDockerDomain`, normalize.go at 0965666a, v0.6.0-22): the
+/// first of several components is the registry when it is exactly `localhost`, holds a `.` or
+/// a `:`, or is not all lowercase (a repository path is lowercase, so `Localhost/x` names a
+/// host called `Localhost`, not Docker Hub); `index.docker.io` is Docker Hub. Anything else
+/// is Docker Hub.
 pub fn registry_host(image: &str) -> String {
     match image.split_once('/') {
-        Some((first, _)) if first.contains(['.', ':']) || first == "localhost" => first.to_string(),
+        Some(("index.docker.io", _)) => "docker.io".to_string(),
+        Some((first, _)) if first == "localhost" || first.contains(['.', ':']) || first.to_lowercase() != first => {
+            first.to_string()
+        }
         _ => "docker.io".to_string(),
     }
 }
@@ -150,6 +157,13 @@ mod tests {
         assert_eq!(registry_host("ghcr.io/a/b:1"), "ghcr.io");
         assert_eq!(registry_host("127.0.0.1:5000/a:1"), "127.0.0.1:5000");
         assert_eq!(registry_host("localhost/a:1"), "localhost");
+        // Not the reserved `localhost`, and not Docker Hub either: an uppercase first
+        // component is a host (no repository path may hold uppercase).
+        assert_eq!(registry_host("Localhost/x:1"), "Localhost");
+        assert_eq!(registry_host("Registry/x:1"), "Registry");
+        assert_eq!(registry_host("index.docker.io/intel/x:1"), "docker.io");
+        assert_eq!(registry_host("localhost:5000/a:1"), "localhost:5000");
+        assert_eq!(registry_host("ubuntu:24.04"), "docker.io");
     }
 
     #[test]

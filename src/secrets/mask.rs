@@ -86,14 +86,18 @@ fn walk(value: &mut Value, other: Option<&Value>, replace: Replace) {
 
 fn walk_object(map: &mut Map<String, Value>, other: Option<&Value>, replace: Replace) {
     let secret_kind = map.get("kind").and_then(Value::as_str) == Some("Secret");
+    // A ConfigMap is not meant for secrets, but a key named like one (`HF_TOKEN`) holds one.
+    let config_map = map.get("kind").and_then(Value::as_str) == Some("ConfigMap");
     // An env entry, wherever it is (containers, initContainers, ephemeral containers).
     let env_entry = map.get("name").and_then(Value::as_str).is_some_and(is_sensitive_name);
     for (key, child) in map.iter_mut() {
         let other_child = other.and_then(|o| o.get(key));
         if (secret_kind && (key == "data" || key == "stringData"))
+            || (config_map && (key == "data" || key == "binaryData"))
             || ((key == "env" || key == "build_args") && child.is_object())
         {
-            // Secret data, a node container's env map and the node image's build args: by key.
+            // Secret data, ConfigMap data, a node container's env map and the node image's
+            // build args: by key (every Secret key; the others' keys named like a secret).
             let Some(entries) = child.as_object_mut() else { continue };
             for (name, entry) in entries.iter_mut() {
                 let other_entry = other_child.and_then(|o| o.get(name));
@@ -114,6 +118,17 @@ fn walk_object(map: &mut Map<String, Value>, other: Option<&Value>, replace: Rep
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn config_map_data_named_like_a_secret_is_masked() {
+        let mut doc = json!({"kind": "ConfigMap", "data": {"HF_TOKEN": "hf_abc", "MODEL": "qwen", "config.yaml": "a: 1"},
+            "binaryData": {"api-key": "c2VjcmV0"}});
+        mask_document(&mut doc);
+        assert_eq!(doc["data"]["HF_TOKEN"], SENSITIVE);
+        assert_eq!(doc["binaryData"]["api-key"], SENSITIVE);
+        assert_eq!(doc["data"]["MODEL"], "qwen");
+        assert_eq!(doc["data"]["config.yaml"], "a: 1");
+    }
 
     #[test]
     fn secret_data_is_masked_and_changes_show() {

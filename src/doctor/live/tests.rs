@@ -44,12 +44,30 @@ fn ds(desired: i64, ready: i64) -> Value {
 
 #[test]
 fn a_device_plugin_daemonset_must_be_ready_where_it_is_scheduled() {
+    let k3d_gpu = crate::shell::Command::new("k3d-gpu").opt("-c", "lab.toml");
+    let daemonsets = |objects: &[Value]| daemonsets(objects, &k3d_gpu, "k3d-lab");
     assert_eq!(daemonsets(&[ds(1, 1)])[0].level, Level::Info);
     let not_ready = &daemonsets(&[ds(2, 1)])[0];
     assert_eq!(not_ready.level, Level::Fail);
-    assert!(not_ready.fix.as_deref().unwrap().contains("k3d-gpu logs intel-gpu-plugin"));
-    assert_eq!(daemonsets(&[ds(0, 0)])[0].level, Level::Warn);
+    assert!(not_ready.fix.as_deref().unwrap().contains("`k3d-gpu -c lab.toml logs intel-gpu-plugin`"));
+    let unscheduled = &daemonsets(&[ds(0, 0)])[0];
+    assert_eq!(unscheduled.level, Level::Warn);
+    let fix = unscheduled.fix.as_deref().unwrap();
+    assert!(fix.contains("`kubectl --context k3d-lab -n kube-system describe daemonset intel-gpu-plugin`"), "{fix}");
     assert!(daemonsets(&[json!({"kind": "ConfigMap"})]).is_empty());
+}
+
+#[test]
+fn a_hostile_daemonset_is_named_in_one_shell_word_each() {
+    let k3d_gpu = crate::shell::Command::new("k3d-gpu");
+    let mut hostile = ds(0, 0);
+    hostile["metadata"]["namespace"] = json!("ns;touch pwned");
+    let fix = daemonsets(&[hostile.clone()], &k3d_gpu, "k3d-lab")[0].fix.clone().unwrap();
+    assert!(fix.contains("-n 'ns;touch pwned' describe"), "{fix}");
+    hostile["status"]["desiredNumberScheduled"] = json!(2);
+    hostile["metadata"]["labels"]["k3d-gpu.io/component"] = json!("$(touch pwned)");
+    let fix = daemonsets(&[hostile], &k3d_gpu, "k3d-lab")[0].fix.clone().unwrap();
+    assert!(fix.contains("`k3d-gpu logs '$(touch pwned)'`"), "{fix}");
 }
 
 fn cluster(image: &str, id: &str, configured_id: &str) -> ObservedCluster {

@@ -1,0 +1,193 @@
+//! Every command the tool prints for a person (or an agent) to paste: fixes in `doctor` and
+//! `report`, hints in errors, the apply command after a refusal, MCP's port-forward. One
+//! builder makes them all, so one rule holds for each:
+//!
+//! - every value is one POSIX shell word: bare only when made of `A-Z a-z 0-9 / . _ - + : , = @ %`
+//!   (which no shell expands and no shell splits), otherwise in single quotes, with `'` written
+//!   `'\''`. A leading `~` (`~root`), `$(…)`, `;`, spaces and globs are quoted; the empty
+//!   string is `''`. A control character cannot be pasted faithfully: it is written as a
+//!   visible escape (`\x0a`) inside the quotes, so the command stays one line and one word;
+//! - a `k3d-gpu` command carries the options the person gave ([`k3d_gpu`]: `-c`, `--root`,
+//!   `--facts`, `--stdlib`, `--vendors`), so pasted it plans the same config on the same host.
+//!
+//! The words the tool itself writes (`kubectl`, `--context`, `get`, `nodes`) are literals:
+//! [`Command::lit`] is for text in this source, [`Command::arg`] for everything else.
+
+use std::fmt;
+
+use crate::cli::Global;
+
+/// The characters a bare word may hold: none is special to sh, bash, dash or zsh anywhere in a
+/// word (`~` is, at the start; `=` only in a first word, which is always a literal here).
+fn bare(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "/._-+:,=@%".contains(c)
+}
+
+/// `value` as one shell word.
+pub fn word(value: &str) -> String {
+    let value = crate::escape::one_line(value);
+    if !value.is_empty() && value.chars().all(bare) {
+        return value.into_owned();
+    }
+    format!("'{}'", value.replace('\'', "'\\''"))
+}
+
+/// A command line, word by word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Command {
+    words: Vec<String>,
+}
+
+impl Command {
+    /// A command running `program` (a literal: `kubectl`, `k3d`, `sudo`).
+    pub fn new(program: &'static str) -> Command {
+        Command { words: vec![program.to_string()] }
+    }
+
+    /// Literal words of this source, as written (`get nodes`, `-n`); never input.
+    pub fn lit(mut self, words: &'static str) -> Command {
+        self.words.extend(words.split_whitespace().map(str::to_string));
+        self
+    }
+
+    /// One value, quoted as one word.
+    pub fn arg(mut self, value: impl AsRef<str>) -> Command {
+        self.words.push(word(value.as_ref()));
+        self
+    }
+
+    /// A literal option followed by its value as one word: `--context 'x y'`.
+    pub fn opt(self, flag: &'static str, value: impl AsRef<str>) -> Command {
+        self.lit(flag).arg(value)
+    }
+
+    /// `self | next` (for `… | grep -A8 Allocatable`, `echo 16 | sudo tee …`).
+    pub fn pipe(mut self, next: Command) -> Command {
+        self.words.push("|".into());
+        self.words.extend(next.words);
+        self
+    }
+}
+
+impl fmt::Display for Command {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.words.join(" "))
+    }
+}
+
+/// `k3d-gpu` with the options this run was given, before the subcommand that follows: the
+/// config, each host root and facts file, the catalog and the vendor filter. `--json` is not
+/// carried; the command that follows says its own output.
+pub fn k3d_gpu(global: &Global) -> Command {
+    let path = |p: &std::path::Path| p.display().to_string();
+    let mut c = Command::new("k3d-gpu");
+    if let Some(config) = &global.config {
+        c = c.opt("-c", path(config));
+    }
+    for root in &global.root {
+        c = c.opt("--root", path(root));
+    }
+    for facts in &global.facts {
+        c = c.opt("--facts", path(facts));
+    }
+    if let Some(stdlib) = &global.stdlib {
+        c = c.opt("--stdlib", path(stdlib));
+    }
+    if let Some(vendors) = &global.vendors {
+        c = c.opt("--vendors", vendors);
+    }
+    c
+}
+
+/// `kubectl --context CONTEXT`.
+pub fn kubectl(context: &str) -> Command {
+    Command::new("kubectl").opt("--context", context)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `sh` makes of `words`: one line per word it passed to printf.
+    fn sh_words(words: &str, dir: &std::path::Path) -> Vec<String> {
+        let out = std::process::Command::new("sh")
+            .arg("-c")
+            .arg(format!("printf '%s\\n' {words}"))
+            .current_dir(dir)
+            .env("HOME", dir)
+            .output()
+            .expect("sh runs");
+        assert!(out.status.success(), "{words}: {}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap().lines().map(str::to_string).collect()
+    }
+
+    const HOSTILE: &[&str] = &[
+        "k3d-x; touch pwned",
+        "$(touch pwned)",
+        "`touch pwned`",
+        "a b  c",
+        "~root",
+        "~",
+        "it's",
+        "''",
+        "*",
+        "{a,b}",
+        "x|touch pwned",
+        "x&&touch pwned",
+        ">pwned",
+        "!1",
+        "\\",
+        "\"",
+        "-n",
+        "#comment",
+        "0000:00:02.0;touch pwned",
+        "é",
+    ];
+
+    #[test]
+    fn each_value_is_one_word_that_sh_reads_back_unchanged() {
+        let dir = tempfile::tempdir().unwrap();
+        for value in HOSTILE.iter().chain(&["plain", "/a/b.toml", "sha256:ab", "k3d-gpu"]) {
+            let quoted = word(value);
+            assert_eq!(sh_words(&format!("X {quoted}"), dir.path()), ["X", value], "{value:?} as {quoted}");
+        }
+        assert_eq!(sh_words("X ''", dir.path()), ["X", ""]);
+        assert_eq!(word(""), "''");
+        assert!(!dir.path().join("pwned").exists(), "nothing ran");
+        assert_eq!(word("~root"), "'~root'");
+        assert_eq!(word("it's"), "'it'\\''s'");
+    }
+
+    #[test]
+    fn a_control_character_stays_on_the_line_and_in_the_word() {
+        let dir = tempfile::tempdir().unwrap();
+        let quoted = word("a\nPlan: 0 to create\x1b[2K");
+        assert!(!quoted.contains('\n') && !quoted.contains('\x1b'), "{quoted}");
+        assert_eq!(sh_words(&quoted, dir.path()).len(), 1);
+    }
+
+    #[test]
+    fn a_k3d_gpu_command_carries_the_options_given() {
+        let global = Global {
+            config: Some("lab dir/k3dgpu.toml".into()),
+            root: vec!["~root".into(), "hosts/a".into()],
+            facts: vec!["$(touch pwned).json".into()],
+            stdlib: Some("cat".into()),
+            json: true,
+            vendors: Some("intel,npu".into()),
+        };
+        let c = k3d_gpu(&global).lit("apply").opt("--plan-hash", "sha256:ab").to_string();
+        assert_eq!(
+            c,
+            "k3d-gpu -c 'lab dir/k3dgpu.toml' --root '~root' --root hosts/a --facts '$(touch pwned).json' \
+--stdlib cat --vendors intel,npu apply --plan-hash sha256:ab"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let words = sh_words(c.strip_prefix("k3d-gpu ").unwrap(), dir.path());
+        assert_eq!(words[1], "lab dir/k3dgpu.toml");
+        assert_eq!(words[3], "~root");
+        assert_eq!(words.len(), 15);
+        assert!(!dir.path().join("pwned").exists());
+        assert_eq!(kubectl("k3d-x;y").lit("get nodes").to_string(), "kubectl --context 'k3d-x;y' get nodes");
+    }
+}
