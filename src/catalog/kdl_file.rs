@@ -4,7 +4,8 @@
 use kdl::{KdlDocument, KdlNode};
 use miette::{NamedSource, SourceSpan};
 
-use super::{CatalogError, Component, Condition, Configure, HOOKS, Rollout, parse_manifest};
+use super::manifest::{Objects, Shipped, images_match};
+use super::{CatalogError, Component, Condition, Configure, HOOKS, Rollout, parse_manifest, yaml};
 
 const NODES: &[&str] = &[
     "summary",
@@ -90,12 +91,28 @@ impl File<'_> {
     }
 }
 
-/// Parses a component file. `load_manifest` returns the text of a `share/` file by name.
+/// Where a component's manifest comes from, and when it is parsed.
+pub(super) enum Manifest<'a> {
+    /// Read by name and parsed now (a user's component, tests).
+    Now(&'a dyn Fn(&str) -> Result<String, String>),
+    /// Shipped: parsed at build time; its images are checked now, from the build's list.
+    Shipped(&'a dyn Fn(&str) -> Option<&'static Shipped>),
+    /// Read by name now (the only I/O), parsed on first use (`--stdlib DIR`).
+    Later(&'a dyn Fn(&str) -> Result<String, String>),
+}
+
+/// Parses a component file and its manifest. `load_manifest` returns the text of a `share/`
+/// file by name.
 pub fn parse_component(
     origin: &str,
     text: &str,
     load_manifest: &dyn Fn(&str) -> Result<String, String>,
 ) -> Result<Component, Box<CatalogError>> {
+    parse_with(origin, text, Manifest::Now(load_manifest))
+}
+
+/// Parses a component file, its manifest read or found as `manifest` says.
+pub(super) fn parse_with(origin: &str, text: &str, manifest: Manifest) -> Result<Component, Box<CatalogError>> {
     let mut file = File { origin, text, quotable: false };
     let doc: KdlDocument = text.parse().map_err(|e: kdl::KdlError| {
         let span = e.diagnostics.first().map(|d| d.span).unwrap_or_else(|| SourceSpan::from(0..0));
@@ -149,7 +166,7 @@ pub fn parse_component(
         configure: Vec::new(),
         replaces_baked: None,
         accelerator_node: false,
-        objects: Vec::new(),
+        objects: Objects::parsed(Vec::new()),
         origin: origin.to_string(),
         user: false,
     };
@@ -309,10 +326,26 @@ pub fn parse_component(
             return Err(file.error(root.span(), format!("component {} has no `{what}`", c.name), "here", None));
         }
     }
-    let manifest_text = load_manifest(&c.manifest)
-        .map_err(|e| file.error(root.span(), format!("component {}: {e}", c.name), "here", None))?;
-    c.objects = parse_manifest(&manifest_label(origin, &c.manifest), &manifest_text)?;
-    check_images(&file, root, &c)?;
+    let label = manifest_label(origin, &c.manifest);
+    let not_found = |e: String| file.error(root.span(), format!("component {}: {e}", c.name), "here", None);
+    match manifest {
+        Manifest::Now(load) => {
+            let objects = parse_manifest(&label, &load(&c.manifest).map_err(not_found)?)?;
+            check_images(&file, root, &c, &yaml::images(&objects))?;
+            c.objects = Objects::parsed(objects);
+        }
+        Manifest::Shipped(find) => {
+            let shipped =
+                find(&c.manifest).ok_or_else(|| not_found(format!("share/{} is not in the binary", c.manifest)))?;
+            let in_manifest: Vec<String> = shipped.images.iter().map(|i| i.to_string()).collect();
+            check_images(&file, root, &c, &in_manifest)?;
+            c.objects = Objects::shipped(shipped);
+        }
+        Manifest::Later(load) => {
+            let text = load(&c.manifest).map_err(not_found)?;
+            c.objects = Objects::yaml(label, text, c.name.clone(), listed_images(&c));
+        }
+    }
     Ok(c)
 }
 
@@ -395,64 +428,19 @@ impl std::fmt::Display for Allowed {
 
 impl std::error::Error for Allowed {}
 
-/// Every image in the manifest is listed in the component, and the other way round.
-fn check_images(file: &File, root: &KdlNode, c: &Component) -> Result<(), Box<CatalogError>> {
-    let mut in_manifest = Vec::new();
-    for object in &c.objects {
-        collect_images(object, &mut in_manifest);
-    }
-    in_manifest.sort();
-    in_manifest.dedup();
+fn listed_images(c: &Component) -> Vec<String> {
     let mut listed = c.images.clone();
     listed.sort();
     listed.dedup();
-    for image in &in_manifest {
-        if !listed.contains(image) {
-            return Err(file.error(
-                root.span(),
-                format!(
-                    "{} uses image {image}, which component {} does not list",
-                    manifest_label(&c.origin, &c.manifest),
-                    c.name
-                ),
-                "here",
-                Some("add an `image` line".into()),
-            ));
-        }
-    }
-    for image in &listed {
-        if !in_manifest.contains(image) {
-            return Err(file.error(
-                root.span(),
-                format!(
-                    "component {} lists image {image}, which {} does not use",
-                    c.name,
-                    manifest_label(&c.origin, &c.manifest)
-                ),
-                "here",
-                None,
-            ));
-        }
-    }
-    Ok(())
+    listed
 }
 
-fn collect_images(value: &serde_json::Value, out: &mut Vec<String>) {
-    match value {
-        serde_json::Value::Object(map) => {
-            for (k, v) in map {
-                if k == "image" {
-                    if let Some(s) = v.as_str() {
-                        out.push(s.to_string());
-                    }
-                } else {
-                    collect_images(v, out);
-                }
-            }
-        }
-        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_images(v, out)),
-        _ => {}
-    }
+/// Every image in the manifest (`in_manifest`, sorted, once each) is listed in the component,
+/// and the other way round.
+fn check_images(file: &File, root: &KdlNode, c: &Component, in_manifest: &[String]) -> Result<(), Box<CatalogError>> {
+    let label = manifest_label(&c.origin, &c.manifest);
+    images_match(&label, &c.name, in_manifest, &listed_images(c))
+        .map_err(|(message, help)| file.error(root.span(), message, "here", help.map(str::to_string)))
 }
 
 #[cfg(test)]
