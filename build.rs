@@ -1,10 +1,11 @@
 //! Embeds the component catalog in the binary, so an installed k3d-gpu needs no files beside
-//! it (`--stdlib DIR` overrides them): the component files (`stdlib/*.kdl`) as text, and every
-//! manifest (`share/*.yml`) already parsed. The YAML is read here, once, by the same code the
+//! it (`--stdlib DIR` overrides them): the component files (`stdlib/*.kdl`) already parsed as
+//! KDL (`src/catalog/kdl_tree.rs`; the text is kept for diagnostics), and every manifest
+//! (`share/*.yml`) already parsed. The YAML is read here, once, by the same code the
 //! binary uses for manifests on disk (`src/catalog/yaml.rs`), and embedded as compact JSON
 //! with its digest, images and kinds, so a run parses only the manifests its config wants,
-//! and only as JSON. A shipped manifest that is not valid YAML, or holds something that is
-//! not a Kubernetes object, fails the build.
+//! and only as JSON. A shipped component that is not KDL, or a manifest that is not valid
+//! YAML or holds something that is not a Kubernetes object, fails the build.
 
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,10 @@ use std::path::{Path, PathBuf};
 #[allow(dead_code)]
 #[path = "src/catalog/yaml.rs"]
 mod yaml;
+
+#[allow(dead_code)]
+#[path = "src/catalog/kdl_tree.rs"]
+mod kdl_tree;
 
 /// The files of `dir` ending in `.ext`, sorted; the directory and each file are build inputs.
 fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
@@ -44,12 +49,27 @@ fn sha256(bytes: &[u8]) -> String {
 
 fn main() {
     println!("cargo:rerun-if-changed=src/catalog/yaml.rs");
+    println!("cargo:rerun-if-changed=src/catalog/kdl_tree.rs");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let mut out = String::new();
-    writeln!(out, "pub static STDLIB: &[(&str, &str)] = &[").unwrap();
+    let tree_dir = out_dir.join("stdlib");
+    std::fs::create_dir_all(&tree_dir).unwrap();
+    // (file, its text for diagnostics, its KDL tree as JSON).
+    writeln!(out, "pub static STDLIB: &[(&str, &str, &str)] = &[").unwrap();
     for path in files("stdlib", "kdl") {
-        let file = path.file_name().unwrap().to_string_lossy();
-        writeln!(out, "    ({file:?}, include_str!({:?})),", path.display().to_string()).unwrap();
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("stdlib/{file}: {e}"));
+        let tree =
+            kdl_tree::parse(&text).unwrap_or_else(|at| panic!("stdlib/{file} is not valid KDL (at byte {})", at.0));
+        let tree_path = tree_dir.join(format!("{file}.json"));
+        std::fs::write(&tree_path, serde_json::to_string(&tree).unwrap()).unwrap();
+        writeln!(
+            out,
+            "    ({file:?}, include_str!({:?}), include_str!({:?})),",
+            path.display().to_string(),
+            tree_path.display().to_string()
+        )
+        .unwrap();
     }
     writeln!(out, "];").unwrap();
 

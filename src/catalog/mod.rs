@@ -8,6 +8,7 @@
 //! those of the components its config wants.
 
 mod kdl_file;
+mod kdl_tree;
 mod manifest;
 mod yaml;
 
@@ -134,9 +135,10 @@ impl Catalog {
     pub fn embedded() -> Result<Catalog, Box<CatalogError>> {
         let mut catalog = Catalog { images: crate::images::Locks::shipped(), ..Catalog::default() };
         let find = |name: &str| embedded::SHARE.iter().find(|m| m.file == name);
-        for (file, text) in embedded::STDLIB {
+        for (file, text, tree) in embedded::STDLIB {
             let origin = format!("stdlib/{file}");
-            let component = kdl_file::parse_with(&origin, text, kdl_file::Manifest::Shipped(&find))?;
+            let tree = serde_json::from_str(tree).expect("build.rs wrote this JSON from a parsed KDL file");
+            let component = kdl_file::parse_with(&origin, text, Some(tree), kdl_file::Manifest::Shipped(&find))?;
             catalog.insert(component)?;
         }
         catalog.check()?;
@@ -296,5 +298,5 @@ fn read_component(path: &Path, manifest_dir: &Path) -> Result<Component, Box<Cat
         let file = manifest_dir.join(name);
         crate::input_file::read_text(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))
     };
-    kdl_file::parse_with(&path.display().to_string(), &text, kdl_file::Manifest::Later(&load))
+    kdl_file::parse_with(&path.display().to_string(), &text, None, kdl_file::Manifest::Later(&load))
 }

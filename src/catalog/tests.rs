@@ -55,3 +55,21 @@ fn the_embedded_catalog_decodes_nothing_and_matches_the_files() {
         assert!(c.objects.decoded());
     }
 }
+
+/// The KDL tree build.rs embedded is what parsing the file gives at run time, and every
+/// `stdlib/*.kdl` is embedded.
+#[test]
+fn the_embedded_kdl_tree_is_the_file_parsed() {
+    let mut on_disk: Vec<String> = std::fs::read_dir(repo().join("stdlib"))
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.ends_with(".kdl"))
+        .collect();
+    on_disk.sort();
+    assert_eq!(embedded::STDLIB.iter().map(|(f, _, _)| *f).collect::<Vec<_>>(), on_disk);
+    for (file, text, tree) in embedded::STDLIB {
+        assert_eq!(*text, std::fs::read_to_string(repo().join("stdlib").join(file)).unwrap(), "{file}");
+        let embedded: Vec<kdl_tree::Node> = serde_json::from_str(tree).unwrap();
+        assert_eq!(embedded, kdl_tree::parse(text).unwrap(), "{file}");
+    }
+}
