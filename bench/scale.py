@@ -121,7 +121,7 @@ def claims(work, n):
     os.makedirs(d)
     text = '[sharing]\nmode = "dra"\n'
     for i in range(n):
-        text += f'\n[[claims]]\nname = "claim-{i:04d}"\nnamespace = "ns-{i % 10}"\ngpus = "any"\n'
+        text += f'\n[[claims]]\nname = "claim-{i:04d}"\nnamespace = "ns-{i % 10}"\ngpus = "all"\n'
     with open(os.path.join(d, "k3dgpu.toml"), "w") as f:
         f.write(text)
     return d
