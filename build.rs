@@ -1,10 +1,25 @@
-//! Embeds the component catalog (`stdlib/*.kdl`) and its manifests (`share/*.yml`) in the
-//! binary, so an installed k3d-gpu needs no files beside it (`--stdlib DIR` overrides them).
+//! Embeds the component catalog in the binary, so an installed k3d-gpu needs no files beside
+//! it (`--stdlib DIR` overrides them): the component files (`stdlib/*.kdl`) already parsed as
+//! KDL (`src/catalog/kdl_tree.rs`; the text is kept for diagnostics), and every manifest
+//! (`share/*.yml`) already parsed. The YAML is read here, once, by the same code the
+//! binary uses for manifests on disk (`src/catalog/yaml.rs`), and embedded as compact JSON
+//! with its digest, images and kinds, so a run parses only the manifests its config wants,
+//! and only as JSON. A shipped component that is not KDL, or a manifest that is not valid
+//! YAML or holds something that is not a Kubernetes object, fails the build.
 
 use std::fmt::Write;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-fn embed(dir: &str, ext: &str, out: &mut String, name: &str) {
+#[allow(dead_code)]
+#[path = "src/catalog/yaml.rs"]
+mod yaml;
+
+#[allow(dead_code)]
+#[path = "src/catalog/kdl_tree.rs"]
+mod kdl_tree;
+
+/// The files of `dir` ending in `.ext`, sorted; the directory and each file are build inputs.
+fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
     println!("cargo:rerun-if-changed={dir}");
     // Read when the script runs, not when it was compiled: cargo may reuse one compiled build
     // script for a checkout at another path (a fresh clone sharing CARGO_TARGET_DIR), and the
@@ -17,19 +32,68 @@ fn embed(dir: &str, ext: &str, out: &mut String, name: &str) {
         })
         .unwrap_or_default();
     files.sort();
-    writeln!(out, "pub static {name}: &[(&str, &str)] = &[").unwrap();
-    for path in files {
+    for path in &files {
         println!("cargo:rerun-if-changed={}", path.display());
-        let file = path.file_name().unwrap().to_string_lossy();
-        writeln!(out, "    ({file:?}, include_str!({:?})),", path.display().to_string()).unwrap();
     }
-    writeln!(out, "];").unwrap();
+    files
+}
+
+fn sha256(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    let mut out = String::from("sha256:");
+    for byte in sha2::Sha256::digest(bytes) {
+        write!(out, "{byte:02x}").unwrap();
+    }
+    out
 }
 
 fn main() {
+    println!("cargo:rerun-if-changed=src/catalog/yaml.rs");
+    println!("cargo:rerun-if-changed=src/catalog/kdl_tree.rs");
+    let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
     let mut out = String::new();
-    embed("stdlib", "kdl", &mut out, "STDLIB");
-    embed("share", "yml", &mut out, "SHARE");
-    let dest = Path::new(&std::env::var("OUT_DIR").unwrap()).join("embedded.rs");
-    std::fs::write(dest, out).unwrap();
+    let tree_dir = out_dir.join("stdlib");
+    std::fs::create_dir_all(&tree_dir).unwrap();
+    // (file, its text for diagnostics, its KDL tree as JSON).
+    writeln!(out, "pub static STDLIB: &[(&str, &str, &str)] = &[").unwrap();
+    for path in files("stdlib", "kdl") {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("stdlib/{file}: {e}"));
+        let tree =
+            kdl_tree::parse(&text).unwrap_or_else(|at| panic!("stdlib/{file} is not valid KDL (at byte {})", at.0));
+        let tree_path = tree_dir.join(format!("{file}.json"));
+        std::fs::write(&tree_path, serde_json::to_string(&tree).unwrap()).unwrap();
+        writeln!(
+            out,
+            "    ({file:?}, include_str!({:?}), include_str!({:?})),",
+            path.display().to_string(),
+            tree_path.display().to_string()
+        )
+        .unwrap();
+    }
+    writeln!(out, "];").unwrap();
+
+    let json_dir = out_dir.join("share");
+    std::fs::create_dir_all(&json_dir).unwrap();
+    writeln!(out, "pub static SHARE: &[super::manifest::Shipped] = &[").unwrap();
+    for path in files("share", "yml") {
+        let file = path.file_name().unwrap().to_string_lossy().into_owned();
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("share/{file}: {e}"));
+        let objects = yaml::objects(&format!("share/{file}"), &text).unwrap_or_else(|e| panic!("{e}"));
+        let json = yaml::encode(&objects);
+        let json_path = json_dir.join(format!("{file}.json"));
+        std::fs::write(&json_path, &json).unwrap();
+        let kinds: Vec<String> = yaml::kinds(&objects).iter().map(|(a, k)| format!("({a:?}, {k:?})")).collect();
+        writeln!(
+            out,
+            "    super::manifest::Shipped {{ file: {file:?}, json: include_str!({:?}), digest: {:?}, images: &{:?}, kinds: &[{}] }},",
+            json_path.display().to_string(),
+            sha256(json.as_bytes()),
+            yaml::images(&objects),
+            kinds.join(", "),
+        )
+        .unwrap();
+    }
+    writeln!(out, "];").unwrap();
+    std::fs::write(out_dir.join("embedded.rs"), out).unwrap();
 }

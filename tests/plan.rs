@@ -266,7 +266,9 @@ fn every_input_change_changes_the_hash() {
     // A catalog file.
     let mut changed_catalog = catalog.clone();
     let nfd = changed_catalog.components.get_mut("node-feature-discovery").unwrap();
-    nfd.objects[0]["metadata"]["annotations"] = json!({"edited": "yes"});
+    let mut objects = nfd.objects.get().unwrap().to_vec();
+    objects[0]["metadata"]["annotations"] = json!({"edited": "yes"});
+    nfd.objects = k3d_gpu::catalog::Objects::parsed(objects);
     hashes.push(("catalog", hash_of(&base_config, &facts, &changed_catalog, &converged_state, "")));
     // The tool version.
     hashes.push(("tool version", hash_of(&base_config, &facts, &catalog, &converged_state, "0.0.0-another")));

@@ -1,10 +1,11 @@
 //! One component file (KDL v2) into a [`Component`]. Every mistake is a diagnostic that
 //! underlines the node in the file.
 
-use kdl::{KdlDocument, KdlNode};
 use miette::{NamedSource, SourceSpan};
 
-use super::{CatalogError, Component, Condition, Configure, HOOKS, Rollout, parse_manifest};
+use super::kdl_tree::{Node as KdlNode, Span};
+use super::manifest::{Objects, Shipped, images_match};
+use super::{CatalogError, Component, Condition, Configure, HOOKS, Rollout, parse_manifest, yaml};
 
 const NODES: &[&str] = &[
     "summary",
@@ -118,14 +119,21 @@ struct File<'a> {
     quotable: bool,
 }
 
+impl From<Span> for SourceSpan {
+    fn from(span: Span) -> SourceSpan {
+        SourceSpan::from(span.0..span.0 + span.1)
+    }
+}
+
 impl File<'_> {
     fn error(
         &self,
-        span: SourceSpan,
+        span: impl Into<SourceSpan>,
         message: impl Into<String>,
         label: &str,
         help: Option<String>,
     ) -> Box<CatalogError> {
+        let span: SourceSpan = span.into();
         let range = span.offset()..span.offset() + span.len();
         if !self.quotable || !crate::escape::snippet_fits(self.text, &range) {
             let (line, column) = crate::escape::line_column(self.text, span.offset());
@@ -143,55 +151,80 @@ impl File<'_> {
 
     /// The node's first argument as a string.
     fn arg(&self, node: &KdlNode, index: usize, what: &str) -> Result<String, Box<CatalogError>> {
-        let args: Vec<_> = node.entries().iter().filter(|e| e.name().is_none()).collect();
-        args.get(index)
-            .and_then(|e| e.value().as_string())
-            .map(str::to_string)
-            .ok_or_else(|| self.error(node.span(), format!("`{}` needs {what}", node.name().value()), "here", None))
+        node.args()
+            .nth(index)
+            .and_then(|e| e.value.clone())
+            .ok_or_else(|| self.error(node.span, format!("`{}` needs {what}", node.name), "here", None))
     }
 
     fn prop(&self, node: &KdlNode, key: &str) -> Result<Option<String>, Box<CatalogError>> {
         match node.get(key) {
             None => Ok(None),
             Some(v) => v
-                .as_string()
-                .map(|s| Some(s.to_string()))
-                .ok_or_else(|| self.error(node.span(), format!("`{key}` must be a string"), "here", None)),
+                .value
+                .clone()
+                .map(Some)
+                .ok_or_else(|| self.error(node.span, format!("`{key}` must be a string"), "here", None)),
         }
     }
 }
 
-/// Parses a component file. `load_manifest` returns the text of a `share/` file by name.
+/// Where a component's manifest comes from, and when it is parsed.
+pub(super) enum Manifest<'a> {
+    /// Read by name and parsed now (a user's component, tests).
+    Now(&'a dyn Fn(&str) -> Result<String, String>),
+    /// Shipped: parsed at build time; its images are checked now, from the build's list.
+    Shipped(&'a dyn Fn(&str) -> Option<&'static Shipped>),
+    /// Read by name now (the only I/O), parsed on first use (`--stdlib DIR`).
+    Later(&'a dyn Fn(&str) -> Result<String, String>),
+}
+
+/// Parses a component file and its manifest. `load_manifest` returns the text of a `share/`
+/// file by name.
 pub fn parse_component(
     origin: &str,
     text: &str,
     load_manifest: &dyn Fn(&str) -> Result<String, String>,
 ) -> Result<Component, Box<CatalogError>> {
+    parse_with(origin, text, None, Manifest::Now(load_manifest))
+}
+
+/// Parses a component file (`tree`: its KDL already parsed, by build.rs for a shipped one),
+/// its manifest read or found as `manifest` says.
+pub(super) fn parse_with(
+    origin: &str,
+    text: &str,
+    tree: Option<Vec<KdlNode>>,
+    manifest: Manifest,
+) -> Result<Component, Box<CatalogError>> {
     let mut file = File { origin, text, quotable: false };
-    // The kdl crate parses children and block comments recursively: 2,000 levels in 10 KB
-    // overflow the stack (a SIGABRT, mid-apply under `k3d-gpu mcp`). Measured on the raw
-    // text, before the parser sees it.
-    if let Some(at) = too_deep(text) {
-        let (line, column) = crate::escape::line_column(text, at);
-        return Err(Box::new(CatalogError::plain(
-            format!(
-                "{origin}: nested more than {MAX_NESTING} levels deep (line {line}, column {column}); a component is a few levels"
-            ),
-            Some("component files are KDL v2; see docs/stdlib.md".into()),
-        )));
-    }
-    let doc: KdlDocument = text.parse().map_err(|e: kdl::KdlError| {
-        let span = e.diagnostics.first().map(|d| d.span).unwrap_or_else(|| SourceSpan::from(0..0));
-        file.error(
-            span,
-            format!("{origin}: not valid KDL"),
-            "here",
-            Some("component files are KDL v2; see docs/stdlib.md".into()),
-        )
-    })?;
-    let nodes = doc.nodes();
-    let Some(root) = nodes.first().filter(|n| n.name().value() == "component" && nodes.len() == 1) else {
-        let span = nodes.first().map(|n| n.span()).unwrap_or_else(|| SourceSpan::from(0..0));
+    let nodes = match tree {
+        Some(nodes) => nodes,
+        None => {
+            // The kdl crate parses children and block comments recursively: 2,000 levels in
+            // 10 KB overflow the stack (a SIGABRT, mid-apply under `k3d-gpu mcp`). Measured on
+            // the raw text, before the parser sees it.
+            if let Some(at) = too_deep(text) {
+                let (line, column) = crate::escape::line_column(text, at);
+                return Err(Box::new(CatalogError::plain(
+                    format!(
+                        "{origin}: nested more than {MAX_NESTING} levels deep (line {line}, column {column}); a component is a few levels"
+                    ),
+                    Some("component files are KDL v2; see docs/stdlib.md".into()),
+                )));
+            }
+            super::kdl_tree::parse(text).map_err(|span| {
+                file.error(
+                    span,
+                    format!("{origin}: not valid KDL"),
+                    "here",
+                    Some("component files are KDL v2; see docs/stdlib.md".into()),
+                )
+            })?
+        }
+    };
+    let Some(root) = nodes.first().filter(|n| n.name == "component" && nodes.len() == 1) else {
+        let span = nodes.first().map(|n| n.span.into()).unwrap_or_else(|| SourceSpan::from(0..0));
         return Err(file.error(
             span,
             format!("{origin}: a component file holds exactly one `component NAME {{ … }}`"),
@@ -203,7 +236,7 @@ pub fn parse_component(
     let name = file.arg(root, 0, "a name")?;
     if !crate::config::dns_label(&name) {
         return Err(file.error(
-            root.span(),
+            root.span,
             format!("component name {name:?} must be 1-63 lowercase letters, digits and '-', not starting or ending with '-'"),
             "here",
             None,
@@ -211,7 +244,7 @@ pub fn parse_component(
     }
     if RESERVED.contains(&name.as_str()) {
         return Err(file.error(
-            root.span(),
+            root.span,
             format!("component name {name} is reserved"),
             "here",
             Some("pick another name".into()),
@@ -232,40 +265,42 @@ pub fn parse_component(
         configure: Vec::new(),
         replaces_baked: None,
         accelerator_node: false,
-        objects: Vec::new(),
+        objects: Objects::parsed(Vec::new()),
         origin: origin.to_string(),
         user: false,
     };
-    let children = root.children().map(|d| d.nodes()).unwrap_or_default();
+    let children = root.children.as_deref().unwrap_or_default();
     let mut seen: Vec<&str> = Vec::new();
     for node in children {
-        let kind = node.name().value();
+        let kind = node.name.as_str();
         if NODES.contains(&kind) {
             let (args, props, repeatable) = shape(kind);
             if !repeatable && seen.contains(&kind) {
-                return Err(file.error(node.span(), format!("`{kind}` is given twice"), "again here", None));
+                return Err(file.error(node.span, format!("`{kind}` is given twice"), "again here", None));
             }
             seen.push(kind);
-            let given_args = node.entries().iter().filter(|e| e.name().is_none()).count();
+            let given_args = node.args().count();
             if given_args != args {
                 return Err(file.error(
-                    node.span(),
+                    node.span,
                     format!("`{kind}` takes {args} argument(s), found {given_args}"),
                     "here",
                     None,
                 ));
             }
-            if let Some(bad) = node.entries().iter().filter_map(|e| e.name()).find(|k| !props.contains(&k.value())) {
+            if let Some((bad, bad_span)) =
+                node.entries.iter().filter_map(|e| e.name.as_ref()).find(|(k, _)| !props.contains(&k.as_str()))
+            {
                 let allowed = if props.is_empty() { "none".to_string() } else { props.join(", ") };
                 return Err(file.error(
-                    bad.span(),
-                    format!("`{kind}` has no property `{}`", bad.value()),
+                    *bad_span,
+                    format!("`{kind}` has no property `{bad}`"),
                     "unknown property",
                     Some(format!("allowed: {allowed}")),
                 ));
             }
-            if node.children().is_some() {
-                return Err(file.error(node.span(), format!("`{kind}` takes no children"), "here", None));
+            if node.children.is_some() {
+                return Err(file.error(node.span, format!("`{kind}` takes no children"), "here", None));
             }
         }
         match kind {
@@ -274,7 +309,7 @@ pub fn parse_component(
                 c.upstream = file.arg(node, 0, "the upstream project")?;
                 c.version = file.prop(node, "version")?.ok_or_else(|| {
                     file.error(
-                        node.span(),
+                        node.span,
                         "`upstream` needs version=…",
                         "here",
                         Some("e.g. upstream foo version=v1.2.3".into()),
@@ -285,7 +320,7 @@ pub fn parse_component(
                 c.manifest = file.arg(node, 0, "a file name in share/")?;
                 if c.manifest.contains('/') || c.manifest == ".." || c.manifest == "." || c.manifest.is_empty() {
                     let message = format!("manifest {:?} must be a file name beside the component", c.manifest);
-                    return Err(file.error(node.span(), message, "here", None));
+                    return Err(file.error(node.span, message, "here", None));
                 }
             }
             "image" => {
@@ -294,7 +329,7 @@ pub fn parse_component(
                 // (DESIGN.md §7). images.lock supplies the rest.
                 if let Err(why) = crate::images::ImageRef::parse(&image) {
                     return Err(file.error(
-                        node.span(),
+                        node.span,
                         format!("image {image:?}: {why}"),
                         "bad image",
                         Some("write it as registry/repo:tag, or registry/repo:tag@sha256:<64 hex digits>".into()),
@@ -306,7 +341,7 @@ pub fn parse_component(
                 let line = conditions(&file, node)?;
                 if line.is_empty() {
                     return Err(file.error(
-                        node.span(),
+                        node.span,
                         "an empty `when` would always hold; drop it instead",
                         "here",
                         None,
@@ -316,22 +351,22 @@ pub fn parse_component(
             }
             "after" => c.after.push(file.arg(node, 0, "a component name")?),
             "provides" => {
-                if node.entries().len() != 1 {
-                    return Err(file.error(node.span(), "`provides` takes one of resource=… or label=…", "here", None));
+                if node.entries.len() != 1 {
+                    return Err(file.error(node.span, "`provides` takes one of resource=… or label=…", "here", None));
                 }
                 if let Some(r) = file.prop(node, "resource")? {
                     c.provides_resources.push(r);
                 } else if let Some(l) = file.prop(node, "label")? {
                     c.provides_labels.push(l);
                 } else {
-                    return Err(file.error(node.span(), "`provides` needs resource=… or label=…", "here", None));
+                    return Err(file.error(node.span, "`provides` needs resource=… or label=…", "here", None));
                 }
             }
             "rollout" => {
                 let kind = file.arg(node, 0, "a kind (DaemonSet or Deployment)")?;
                 if kind != "DaemonSet" && kind != "Deployment" {
                     return Err(file.error(
-                        node.span(),
+                        node.span,
                         format!("rollout kind {kind} is not DaemonSet or Deployment"),
                         "here",
                         None,
@@ -342,7 +377,7 @@ pub fn parse_component(
                     at.split_once('/').filter(|(ns, n)| !ns.is_empty() && !n.is_empty() && !n.contains('/'))
                 else {
                     return Err(file.error(
-                        node.span(),
+                        node.span,
                         format!("rollout target {at:?} must be NAMESPACE/NAME"),
                         "here",
                         None,
@@ -354,7 +389,7 @@ pub fn parse_component(
                 let hook = file.arg(node, 0, "a hook name")?;
                 if !HOOKS.contains(&hook.as_str()) {
                     return Err(file.error(
-                        node.span(),
+                        node.span,
                         format!("unknown hook {hook}"),
                         "unknown hook",
                         Some(format!("known hooks: {}", HOOKS.join(", "))),
@@ -362,7 +397,7 @@ pub fn parse_component(
                 }
                 let container = file
                     .prop(node, "container")?
-                    .ok_or_else(|| file.error(node.span(), "`configure` needs container=…", "here", None))?;
+                    .ok_or_else(|| file.error(node.span, "`configure` needs container=…", "here", None))?;
                 c.configure.push(Configure { hook, container });
             }
             "accelerator-node" => c.accelerator_node = true,
@@ -370,14 +405,14 @@ pub fn parse_component(
                 let baked = file.arg(node, 0, "the baked manifest's name")?;
                 if baked.is_empty() || baked.contains(['/', ' ', '=']) {
                     let message = format!("baked manifest name {baked:?} is not a k3s manifest name");
-                    return Err(file.error(node.span(), message, "here", None));
+                    return Err(file.error(node.span, message, "here", None));
                 }
                 c.replaces_baked = Some(baked);
             }
             other => {
                 let hint = crate::suggest::closest(other, NODES.iter().copied());
                 return Err(file.error(
-                    node.name().span(),
+                    node.name_span,
                     format!("unknown node `{other}` in component {}", c.name),
                     "unknown node",
                     Some(
@@ -389,13 +424,29 @@ pub fn parse_component(
     }
     for (value, what) in [(&c.summary, "summary"), (&c.upstream, "upstream"), (&c.manifest, "manifest")] {
         if value.is_empty() {
-            return Err(file.error(root.span(), format!("component {} has no `{what}`", c.name), "here", None));
+            return Err(file.error(root.span, format!("component {} has no `{what}`", c.name), "here", None));
         }
     }
-    let manifest_text = load_manifest(&c.manifest)
-        .map_err(|e| file.error(root.span(), format!("component {}: {e}", c.name), "here", None))?;
-    c.objects = parse_manifest(&manifest_label(origin, &c.manifest), &manifest_text)?;
-    check_images(&file, root, &c)?;
+    let label = manifest_label(origin, &c.manifest);
+    let not_found = |e: String| file.error(root.span, format!("component {}: {e}", c.name), "here", None);
+    match manifest {
+        Manifest::Now(load) => {
+            let objects = parse_manifest(&label, &load(&c.manifest).map_err(not_found)?)?;
+            check_images(&file, root, &c, &yaml::images(&objects))?;
+            c.objects = Objects::parsed(objects);
+        }
+        Manifest::Shipped(find) => {
+            let shipped =
+                find(&c.manifest).ok_or_else(|| not_found(format!("share/{} is not in the binary", c.manifest)))?;
+            let in_manifest: Vec<String> = shipped.images.iter().map(|i| i.to_string()).collect();
+            check_images(&file, root, &c, &in_manifest)?;
+            c.objects = Objects::shipped(shipped);
+        }
+        Manifest::Later(load) => {
+            let text = load(&c.manifest).map_err(not_found)?;
+            c.objects = Objects::yaml(label, text, c.name.clone(), listed_images(&c));
+        }
+    }
     Ok(c)
 }
 
@@ -412,14 +463,14 @@ fn manifest_label(origin: &str, manifest: &str) -> String {
 
 fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<CatalogError>> {
     let mut out = Vec::new();
-    for entry in node.entries() {
-        let Some(key) = entry.name().map(|k| k.value()) else {
-            return Err(file.error(entry.span(), "`when` takes key=value conditions", "here", None));
+    for entry in &node.entries {
+        let Some(key) = entry.name.as_ref().map(|(k, _)| k.as_str()) else {
+            return Err(file.error(entry.span, "`when` takes key=value conditions", "here", None));
         };
-        let value = entry.value().as_string().unwrap_or_default();
+        let value = entry.value.as_deref().unwrap_or_default();
         let bad = |allowed: String| {
             file.error(
-                entry.span(),
+                entry.span,
                 format!("`{key}={value}` is not a known condition"),
                 "here",
                 Some(format!("allowed: {allowed}")),
@@ -427,7 +478,7 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
         };
         out.push(match key {
             "vendor" => Condition::Vendor(value.parse().map_err(|e: crate::facts::vendors::UnknownVendor| {
-                file.error(entry.span(), e.to_string(), "unknown vendor", None)
+                file.error(entry.span, e.to_string(), "unknown vendor", None)
             })?),
             "intel-gpu-mode" => Condition::IntelGpuMode(config_value(value).map_err(bad)?),
             "balloons" => Condition::Balloons(config_value(value).map_err(bad)?),
@@ -439,7 +490,7 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
             }),
             _ => {
                 return Err(file.error(
-                    entry.span(),
+                    entry.span,
                     format!("unknown condition key `{key}`"),
                     "here",
                     Some("keys: vendor, intel-gpu-mode, balloons, telemetry, sandbox".into()),
@@ -478,64 +529,19 @@ impl std::fmt::Display for Allowed {
 
 impl std::error::Error for Allowed {}
 
-/// Every image in the manifest is listed in the component, and the other way round.
-fn check_images(file: &File, root: &KdlNode, c: &Component) -> Result<(), Box<CatalogError>> {
-    let mut in_manifest = Vec::new();
-    for object in &c.objects {
-        collect_images(object, &mut in_manifest);
-    }
-    in_manifest.sort();
-    in_manifest.dedup();
+fn listed_images(c: &Component) -> Vec<String> {
     let mut listed = c.images.clone();
     listed.sort();
     listed.dedup();
-    for image in &in_manifest {
-        if !listed.contains(image) {
-            return Err(file.error(
-                root.span(),
-                format!(
-                    "{} uses image {image}, which component {} does not list",
-                    manifest_label(&c.origin, &c.manifest),
-                    c.name
-                ),
-                "here",
-                Some("add an `image` line".into()),
-            ));
-        }
-    }
-    for image in &listed {
-        if !in_manifest.contains(image) {
-            return Err(file.error(
-                root.span(),
-                format!(
-                    "component {} lists image {image}, which {} does not use",
-                    c.name,
-                    manifest_label(&c.origin, &c.manifest)
-                ),
-                "here",
-                None,
-            ));
-        }
-    }
-    Ok(())
+    listed
 }
 
-fn collect_images(value: &serde_json::Value, out: &mut Vec<String>) {
-    match value {
-        serde_json::Value::Object(map) => {
-            for (k, v) in map {
-                if k == "image" {
-                    if let Some(s) = v.as_str() {
-                        out.push(s.to_string());
-                    }
-                } else {
-                    collect_images(v, out);
-                }
-            }
-        }
-        serde_json::Value::Array(items) => items.iter().for_each(|v| collect_images(v, out)),
-        _ => {}
-    }
+/// Every image in the manifest (`in_manifest`, sorted, once each) is listed in the component,
+/// and the other way round.
+fn check_images(file: &File, root: &KdlNode, c: &Component, in_manifest: &[String]) -> Result<(), Box<CatalogError>> {
+    let label = manifest_label(&c.origin, &c.manifest);
+    images_match(&label, &c.name, in_manifest, &listed_images(c))
+        .map_err(|(message, help)| file.error(root.span, message, "here", help.map(str::to_string)))
 }
 
 #[cfg(test)]

@@ -1,38 +1,139 @@
-//! A `share/` manifest: multi-document YAML into Kubernetes objects as JSON values.
+//! A component's manifest: its Kubernetes objects as JSON values, parsed when first used.
+//!
+//! The shipped manifests were parsed by `build.rs` and are embedded as compact JSON with their
+//! digest, images and kinds ([`Shipped`]); a `--stdlib DIR` manifest is read at load time and
+//! parsed from YAML on first use. Either way a run parses only the manifests of the components
+//! its config wants, while the catalog's digest, the kinds observe lists and the images check
+//! need none parsed (shipped) or parse on demand (disk).
+
+use std::sync::OnceLock;
+
+use serde_json::Value;
 
 use super::CatalogError;
+use super::yaml;
 
-/// Parses the documents of a manifest (`name` is how messages call it); empty documents are skipped; each object needs
-/// `apiVersion`, `kind` and `metadata.name`.
-pub fn parse_manifest(name: &str, text: &str) -> Result<Vec<serde_json::Value>, Box<CatalogError>> {
-    let docs: Vec<serde_json::Value> = serde_saphyr::from_multiple(text).map_err(|e| {
-        // The parser's message can quote the text; a file that is not YAML is never echoed.
-        let at = e.location().map(|l| format!(" (line {}, column {})", l.line(), l.column())).unwrap_or_default();
-        Box::new(CatalogError::plain(format!("{name} is not valid YAML{at}"), None))
-    })?;
-    let mut objects = Vec::new();
-    for (i, doc) in docs.into_iter().enumerate() {
-        if doc.is_null() {
-            continue;
-        }
-        let field = |path: &[&str]| path.iter().try_fold(&doc, |v, k| v.get(k)).and_then(|v| v.as_str()).is_some();
-        if !field(&["apiVersion"]) || !field(&["kind"]) || !field(&["metadata", "name"]) {
-            return Err(Box::new(CatalogError::plain(
-                format!("{name}, document {}: a Kubernetes object needs apiVersion, kind and metadata.name", i + 1),
-                None,
-            )));
-        }
-        for field in ["name", "namespace"] {
-            if let Some(value) = doc["metadata"][field].as_str()
-                && (value.is_empty() || value.contains('/'))
-            {
-                return Err(Box::new(CatalogError::plain(
-                    format!("{name}, document {}: metadata.{field} {value:?} is not a valid name", i + 1),
-                    None,
-                )));
-            }
-        }
-        objects.push(doc);
+/// Parses the documents of a manifest (`name` is how messages call it); empty documents are
+/// skipped; each object needs `apiVersion`, `kind` and `metadata.name`.
+pub fn parse_manifest(name: &str, text: &str) -> Result<Vec<Value>, Box<CatalogError>> {
+    yaml::objects(name, text).map_err(|e| Box::new(CatalogError::plain(e, None)))
+}
+
+/// A shipped manifest as `build.rs` embeds it.
+#[derive(Debug)]
+pub struct Shipped {
+    pub file: &'static str,
+    /// The objects, as `yaml::encode` wrote them.
+    pub json: &'static str,
+    /// `sha256:` of `json`.
+    pub digest: &'static str,
+    /// `yaml::images` of the objects.
+    pub images: &'static [&'static str],
+    /// `yaml::kinds` of the objects.
+    pub kinds: &'static [(&'static str, &'static str)],
+}
+
+#[derive(Debug, Clone)]
+enum Source {
+    Shipped(&'static Shipped),
+    /// Read from disk, parsed on first use; then its images must be the component's.
+    Yaml {
+        label: String,
+        text: String,
+        component: String,
+        listed: Vec<String>,
+    },
+    /// Parsed when the component was read.
+    Parsed,
+}
+
+/// A manifest's objects, in file order.
+#[derive(Debug, Clone)]
+pub struct Objects {
+    source: Source,
+    parsed: OnceLock<Result<Vec<Value>, String>>,
+}
+
+impl Objects {
+    /// Objects already parsed (a user's component, a test's).
+    pub fn parsed(objects: Vec<Value>) -> Objects {
+        Objects { source: Source::Parsed, parsed: OnceLock::from(Ok(objects)) }
     }
-    Ok(objects)
+
+    pub(super) fn shipped(manifest: &'static Shipped) -> Objects {
+        Objects { source: Source::Shipped(manifest), parsed: OnceLock::new() }
+    }
+
+    /// A manifest read from disk (`label` names it in messages), parsed on first use, when its
+    /// images are checked against those component `component` lists.
+    pub(super) fn yaml(label: String, text: String, component: String, listed: Vec<String>) -> Objects {
+        Objects { source: Source::Yaml { label, text, component, listed }, parsed: OnceLock::new() }
+    }
+
+    /// The objects, parsing them on first use; the error says what is wrong with the manifest.
+    pub fn get(&self) -> Result<&[Value], &str> {
+        let parsed = self.parsed.get_or_init(|| match &self.source {
+            Source::Shipped(m) => {
+                Ok(serde_json::from_str(m.json).expect("build.rs wrote this JSON from parsed objects"))
+            }
+            Source::Yaml { label, text, component, listed } => {
+                let objects = yaml::objects(label, text)?;
+                images_match(label, component, &yaml::images(&objects), listed).map_err(|(e, _)| e)?;
+                Ok(objects)
+            }
+            Source::Parsed => Ok(Vec::new()),
+        });
+        parsed.as_ref().map(Vec::as_slice).map_err(String::as_str)
+    }
+
+    /// Whether the objects have been parsed (decoded, for a shipped manifest) yet.
+    pub fn decoded(&self) -> bool {
+        self.parsed.get().is_some()
+    }
+
+    /// `sha256:` of the objects' compact JSON: the same for a manifest shipped or read from
+    /// disk. A manifest that does not parse is digested by its text, so it still counts.
+    pub fn digest(&self) -> String {
+        if let Source::Shipped(m) = &self.source {
+            return m.digest.to_string();
+        }
+        match (self.get(), &self.source) {
+            (Ok(objects), _) => crate::canonical::sha256(yaml::encode(objects).as_bytes()),
+            (Err(_), Source::Yaml { text, .. }) => crate::canonical::sha256(format!("invalid\0{text}").as_bytes()),
+            (Err(e), _) => crate::canonical::sha256(format!("invalid\0{e}").as_bytes()),
+        }
+    }
+
+    /// The `(apiVersion, kind)` of its objects, sorted (none when it does not parse).
+    pub fn kinds(&self) -> Vec<(String, String)> {
+        match &self.source {
+            Source::Shipped(m) => m.kinds.iter().map(|(a, k)| (a.to_string(), k.to_string())).collect(),
+            _ => self.get().map(yaml::kinds).unwrap_or_default(),
+        }
+    }
+}
+
+/// Two manifests are equal when their objects are.
+impl PartialEq for Objects {
+    fn eq(&self, other: &Objects) -> bool {
+        self.digest() == other.digest()
+    }
+}
+
+/// Every image in the manifest is listed in the component, and the other way round. Both
+/// lists sorted, once each. The error is the message and its help.
+pub(super) fn images_match(
+    label: &str,
+    component: &str,
+    in_manifest: &[String],
+    listed: &[String],
+) -> Result<(), (String, Option<&'static str>)> {
+    if let Some(image) = in_manifest.iter().find(|i| !listed.contains(i)) {
+        let message = format!("{label} uses image {image}, which component {component} does not list");
+        return Err((message, Some("add an `image` line")));
+    }
+    if let Some(image) = listed.iter().find(|i| !in_manifest.contains(i)) {
+        return Err((format!("component {component} lists image {image}, which {label} does not use"), None));
+    }
+    Ok(())
 }

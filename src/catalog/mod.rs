@@ -3,10 +3,14 @@
 //! Format: docs/stdlib.md.
 //!
 //! Parsing is pure (text in, [`Component`] or a diagnostic out); only [`Catalog::from_dir`]
-//! and [`Catalog::add_file`] read files.
+//! and [`Catalog::add_file`] read files. A catalog's manifests are parsed when first used
+//! ([`Objects`]): the shipped ones were turned into JSON by `build.rs`, and a run parses only
+//! those of the components its config wants.
 
 mod kdl_file;
+mod kdl_tree;
 mod manifest;
+mod yaml;
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -15,7 +19,7 @@ use miette::Diagnostic;
 use serde::Serialize;
 
 pub use kdl_file::parse_component;
-pub use manifest::parse_manifest;
+pub use manifest::{Objects, parse_manifest};
 
 use crate::config::{Balloons, IntelGpuMode};
 use crate::facts::Vendor;
@@ -23,6 +27,9 @@ use crate::facts::Vendor;
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/embedded.rs"));
 }
+
+#[cfg(test)]
+mod tests;
 
 /// One condition of a `when` line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -70,9 +77,9 @@ pub struct Component {
     /// device plugins' (`accelerator-node`): an exporter that reads the devices.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub accelerator_node: bool,
-    /// The manifest's objects, in file order.
+    /// The manifest's objects, in file order, parsed on first use.
     #[serde(skip)]
-    pub objects: Vec<serde_json::Value>,
+    pub objects: Objects,
     /// Where the component came from (`stdlib/NAME.kdl` or a path), for messages.
     pub origin: String,
     /// Added by the config's `[[components]]`, not part of the catalog.
@@ -128,15 +135,15 @@ pub const NVIDIA_VIRTUAL_GPUS: &str = "nvidia-virtual-gpus";
 pub const HOOKS: &[&str] = &[INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG, NVIDIA_VIRTUAL_GPUS];
 
 impl Catalog {
-    /// The catalog built into the binary.
+    /// The catalog built into the binary. Its manifests were parsed at build time; none is
+    /// decoded until a compile uses it.
     pub fn embedded() -> Result<Catalog, Box<CatalogError>> {
-        let manifests: BTreeMap<&str, &str> = embedded::SHARE.iter().copied().collect();
         let mut catalog = Catalog { images: crate::images::Locks::shipped(), ..Catalog::default() };
-        for (file, text) in embedded::STDLIB {
+        let find = |name: &str| embedded::SHARE.iter().find(|m| m.file == name);
+        for (file, text, tree) in embedded::STDLIB {
             let origin = format!("stdlib/{file}");
-            let component = parse_component(&origin, text, &|name| {
-                manifests.get(name).map(|t| t.to_string()).ok_or_else(|| format!("share/{name} is not in the binary"))
-            })?;
+            let tree = serde_json::from_str(tree).expect("build.rs wrote this JSON from a parsed KDL file");
+            let component = kdl_file::parse_with(&origin, text, Some(tree), kdl_file::Manifest::Shipped(&find))?;
             catalog.insert(component)?;
         }
         catalog.check()?;
@@ -144,7 +151,8 @@ impl Catalog {
     }
 
     /// A catalog from a directory laid out like the repository's: `DIR/stdlib/*.kdl` and
-    /// `DIR/share/*.yml` (or the `.kdl` files and manifests side by side in DIR).
+    /// `DIR/share/*.yml` (or the `.kdl` files and manifests side by side in DIR). The files are
+    /// read now; each manifest is parsed (and its images checked) when first used.
     pub fn from_dir(dir: &Path) -> Result<Catalog, Box<CatalogError>> {
         let stdlib = if dir.join("stdlib").is_dir() { dir.join("stdlib") } else { dir.to_path_buf() };
         let share = if dir.join("share").is_dir() { dir.join("share") } else { dir.to_path_buf() };
@@ -193,7 +201,8 @@ impl Catalog {
         self.insert(component)
     }
 
-    /// Reads one component file; its manifest is looked up in `manifest_dir`.
+    /// Reads one component file; its manifest is looked up in `manifest_dir` and parsed when
+    /// first used.
     pub fn add_file(&mut self, path: &Path, manifest_dir: &Path) -> Result<(), Box<CatalogError>> {
         let component = read_component(path, manifest_dir)?;
         self.insert(component)
@@ -272,14 +281,17 @@ impl Catalog {
         None
     }
 
-    /// Digest of everything in the catalog (component files and manifests), for plan inputs.
+    /// Digest of everything in the catalog (component files and manifests), for plan inputs:
+    /// each component as parsed, and its manifest's objects by their digest
+    /// ([`Objects::digest`], the same whether shipped or read from disk).
     pub fn digest(&self) -> String {
         #[derive(Serialize)]
         struct View<'a> {
             component: &'a Component,
-            objects: &'a [serde_json::Value],
+            objects: String,
         }
-        let all: Vec<View> = self.components.values().map(|c| View { component: c, objects: &c.objects }).collect();
+        let all: Vec<View> =
+            self.components.values().map(|c| View { component: c, objects: c.objects.digest() }).collect();
         crate::canonical::digest(&all)
     }
 }
@@ -287,8 +299,9 @@ impl Catalog {
 fn read_component(path: &Path, manifest_dir: &Path) -> Result<Component, Box<CatalogError>> {
     let text = crate::input_file::read_text(path)
         .map_err(|e| CatalogError::plain(format!("cannot read component {}: {e}", path.display()), None))?;
-    parse_component(&path.display().to_string(), &text, &|name| {
+    let load = |name: &str| {
         let file = manifest_dir.join(name);
         crate::input_file::read_text(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))
-    })
+    };
+    kdl_file::parse_with(&path.display().to_string(), &text, None, kdl_file::Manifest::Later(&load))
 }

@@ -116,12 +116,15 @@ pub fn fleet_nodes<'a>(
     inputs: &'a super::Inputs,
     nodes: &'a [(String, Rc<Facts>)],
 ) -> Vec<crate::compile::fleet::FleetNode<'a>> {
+    // By name once, not a scan of the config's nodes per node.
+    let expect: std::collections::HashMap<&str, &crate::config::Expect> =
+        inputs.config.nodes.iter().rev().map(|n| (n.name.as_str(), &n.expect)).collect();
     nodes
         .iter()
         .map(|(name, facts)| crate::compile::fleet::FleetNode {
             name,
             facts,
-            expect: inputs.config.nodes.iter().find(|n| n.name == *name).map(|n| &n.expect).unwrap_or(&EMPTY),
+            expect: expect.get(name.as_str()).copied().unwrap_or(&EMPTY),
         })
         .collect()
 }

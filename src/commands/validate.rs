@@ -134,15 +134,26 @@ fn fleet(global: &Global, inputs: super::Inputs, catalog: &crate::catalog::Catal
     let mut diagnostics = Vec::new();
     match outcome {
         Ok(graph) => {
+            // What the fleet puts on each node: its labels, annotations and checks (one pass
+            // over the graph, not one per node).
+            let mut per_node: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+            for r in graph.resources() {
+                if let Some(node) = r.spec.get("node").and_then(|n| n.as_str()) {
+                    *per_node.entry(node).or_default() += 1;
+                }
+            }
+            // A warning about some nodes is on each of their rows; one about the fleet, on all.
+            let about: Vec<(&Warning, Option<std::collections::HashSet<&str>>)> = graph
+                .warnings
+                .iter()
+                .map(|w| (w, compile::fleet::warning_nodes(w).map(|on| on.into_iter().collect())))
+                .collect();
             for (name, facts) in &nodes {
-                // What the fleet puts on this node: its labels, annotations and checks.
-                let resources = graph.resources().filter(|r| r.spec["node"] == name.as_str()).count();
-                // A warning about some nodes is on each of their rows; one about the fleet, on all.
-                let warnings = graph
-                    .warnings
+                let resources = per_node.get(name.as_str()).copied().unwrap_or(0);
+                let warnings = about
                     .iter()
-                    .filter(|w| compile::fleet::warning_nodes(w).is_none_or(|on| on.contains(&name.as_str())))
-                    .cloned()
+                    .filter(|(_, on)| on.as_ref().is_none_or(|on| on.contains(name.as_str())))
+                    .map(|(w, _)| (*w).clone())
                     .collect();
                 results.push(HostResult {
                     host: name.clone(),
@@ -155,13 +166,26 @@ fn fleet(global: &Global, inputs: super::Inputs, catalog: &crate::catalog::Catal
             }
         }
         Err(errors) => {
+            // Each error on its node's row (`node NAME: …`); one about the fleet, on every row;
+            // in the compile's order. One pass over the errors, not one per node.
+            let texts: Vec<String> = errors.iter().map(|e| format!("{} [{}]", e.message, e.code)).collect();
+            let mut fleet_wide = Vec::new();
+            let mut by_node: std::collections::HashMap<&str, Vec<usize>> = std::collections::HashMap::new();
+            for (i, e) in errors.iter().enumerate() {
+                match e.message.strip_prefix("node ") {
+                    Some(rest) => {
+                        if let Some((node, _)) = rest.split_once(": ") {
+                            by_node.entry(node).or_default().push(i);
+                        }
+                    }
+                    None => fleet_wide.push(i),
+                }
+            }
             for (name, facts) in &nodes {
-                let prefix = format!("node {name}: ");
-                let texts: Vec<String> = errors
-                    .iter()
-                    .filter(|e| e.message.starts_with(&prefix) || !e.message.starts_with("node "))
-                    .map(|e| format!("{} [{}]", e.message, e.code))
-                    .collect();
+                let own = by_node.get(name.as_str()).map(Vec::as_slice).unwrap_or_default();
+                let mut rows: Vec<usize> = own.iter().chain(&fleet_wide).copied().collect();
+                rows.sort_unstable();
+                let texts: Vec<String> = rows.into_iter().map(|i| texts[i].clone()).collect();
                 results.push(HostResult {
                     host: name.clone(),
                     ok: texts.is_empty(),

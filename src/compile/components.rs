@@ -69,7 +69,19 @@ pub fn resources<'a>(
         let advertises = !c.provides_resources.is_empty()
             || c.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL)
             || c.accelerator_node;
-        for object in &c.objects {
+        let manifest = match c.objects.get() {
+            Ok(objects) => objects,
+            Err(e) => {
+                cx.error(CompileError::new(
+                    "component-manifest",
+                    &["components"],
+                    format!("component {}: {e}", c.name),
+                    Some(format!("fix {} ({})", c.manifest, c.origin)),
+                ));
+                continue;
+            }
+        };
+        for object in manifest {
             let mut object = object.clone();
             let labels = &mut object["metadata"]["labels"];
             if !labels.is_object() {

@@ -60,12 +60,13 @@ fn workload(object: &Value) -> bool {
     object.pointer("/spec/template/spec").is_some_and(Value::is_object)
 }
 
-/// One node's compile, kept apart until the merge.
+/// One node's compile, kept apart until the merge: borrowed from its machine kind's compile,
+/// which every node of the kind shares (never a copy per node).
 struct Compiled<'a> {
     node: &'a str,
     /// Digest of what it was compiled from: nodes with the same one compiled alike.
-    key: String,
-    resources: Vec<Resource>,
+    key: &'a str,
+    resources: &'a [Resource],
 }
 
 /// The config that made an object or set a node's labels on an existing cluster: a label on
@@ -89,49 +90,55 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
     let mut errors = Vec::new();
     let mut warnings: BTreeMap<Warning, Vec<&str>> = BTreeMap::new();
     let mut images = BTreeMap::new();
-    let mut compiled = Vec::new();
     let mut agent = None;
     // Machines of one kind compile alike: each distinct (facts, expect, runs the agent) is
-    // compiled once.
+    // compiled once, and its nodes share that compile.
     let mut seen: BTreeMap<String, Result<super::Parts, Vec<CompileError>>> = BTreeMap::new();
-    for (i, node) in nodes.iter().enumerate() {
+    let mut keys = Vec::with_capacity(nodes.len());
+    for node in nodes {
         let hosts_agent = runs_agent(config, node.name);
         let key = crate::canonical::digest(&(node.facts, node.expect, hosts_agent));
-        let outcome = seen
-            .entry(key.clone())
-            .or_insert_with(|| {
-                let mut one = config.clone();
-                one.expect = node.expect.clone();
-                // Claims are compiled once, against every node they may land on (below).
-                one.claims.clear();
-                if !hosts_agent && one.agent.is_some() {
-                    // The agent and its add-ons are placed on [agent] node's facts alone.
-                    one.agent = None;
-                    one.addons.clear();
-                }
-                super::parts(&one, node.facts, catalog, None)
-            })
-            .clone();
+        seen.entry(key.clone()).or_insert_with(|| {
+            let mut one = config.clone();
+            one.expect = node.expect.clone();
+            // Claims are compiled once, against every node they may land on (below).
+            one.claims.clear();
+            if !hosts_agent && one.agent.is_some() {
+                // The agent and its add-ons are placed on [agent] node's facts alone.
+                one.agent = None;
+                one.addons.clear();
+            }
+            super::parts(&one, node.facts, catalog, None)
+        });
+        keys.push(key);
+    }
+    let mut compiled = Vec::with_capacity(nodes.len());
+    let mut images_taken = BTreeSet::new();
+    for (i, (node, key)) in nodes.iter().zip(&keys).enumerate() {
+        let (key, outcome) = seen.get_key_value(key).expect("every key was compiled above");
         match outcome {
             Ok(parts) => {
-                for w in parts.warnings {
-                    warnings.entry(w).or_default().push(node.name);
+                for w in &parts.warnings {
+                    warnings.entry(w.clone()).or_default().push(node.name);
                 }
-                images.extend(parts.images);
-                if hosts_agent {
+                if images_taken.insert(key.as_str()) {
+                    images.extend(parts.images.iter().map(|(k, v)| (k.clone(), v.clone())));
+                }
+                if runs_agent(config, node.name) {
                     // What `k3d-gpu agent` shows: the label its pods select (added in the
                     // merge) and whose facts decided it.
-                    agent = parts.agent.map(|mut plan| {
+                    agent = parts.agent.clone().map(|mut plan| {
                         plan.node_selector
                             .insert(format!("{COMPONENT_NODE_LABEL}{}", super::workloads::COMPONENT), "true".into());
                         plan.reason = format!("{} (node {})", plan.reason, node.name);
                         plan
                     });
                 }
-                compiled.push(Compiled { node: node.name, key, resources: parts.resources });
+                compiled.push(Compiled { node: node.name, key, resources: &parts.resources });
             }
             Err(es) => {
-                for mut e in es {
+                for e in es {
+                    let mut e = e.clone();
                     if e.code == "addons-without-agent" {
                         // About the config, not a node: said once.
                         if !errors.iter().any(|x: &CompileError| x.code == e.code) {
@@ -215,7 +222,7 @@ fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource>
     // Which node-label keys each node has, to map a `node-label/<key>` dependency.
     let mut labels_of: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
     for c in compiled {
-        for r in &c.resources {
+        for r in c.resources {
             let prefix = match r.kind {
                 ResourceKind::NodeLabel => "node-label",
                 ResourceKind::NodeAnnotation => "node-annotation",
@@ -238,7 +245,7 @@ fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource>
 
     // Each component's variants: nodes grouped by the digest of the component's workloads.
     let mut components: BTreeMap<&str, BTreeMap<&str, Vec<&Resource>>> = BTreeMap::new();
-    let key_of: BTreeMap<&str, &str> = compiled.iter().map(|c| (c.node, c.key.as_str())).collect();
+    let key_of: BTreeMap<&str, &str> = compiled.iter().map(|c| (c.node, c.key)).collect();
     for c in compiled {
         for r in c.resources.iter().filter(|r| r.kind == ResourceKind::Object) {
             let component = r.component.as_deref().unwrap_or_default();

@@ -343,10 +343,6 @@ pub fn object_kinds(catalog: &Catalog) -> std::collections::BTreeSet<(String, St
         ("extensions.agents.x-k8s.io/v1beta1", "SandboxTemplate"),
         ("extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool"),
     ];
-    let from_components = catalog
-        .components
-        .values()
-        .flat_map(|c| &c.objects)
-        .filter_map(|o| Some((o["apiVersion"].as_str()?.to_string(), o["kind"].as_str()?.to_string())));
+    let from_components = catalog.components.values().flat_map(|c| c.objects.kinds());
     WRITTEN_BY_THE_COMPILER.iter().map(|(a, k)| (a.to_string(), k.to_string())).chain(from_components).collect()
 }

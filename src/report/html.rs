@@ -1,6 +1,7 @@
 //! The report as one self-contained HTML page: inline styles, no script, a
 //! Content-Security-Policy that starts with `default-src 'none'` (so the page loads nothing),
-//! and the resource graph as an inline SVG laid out in-process by `layout-rs`.
+//! and the resource graph as an inline SVG laid out in-process (`layout.rs`: repeats grouped,
+//! layout-rs for a bounded number of boxes, columns beyond).
 
 use layout::backends::svg::SVGWriter;
 use layout::core::base::Orientation;
@@ -32,33 +33,34 @@ fn esc(text: &str) -> String {
     out
 }
 
-/// The graph as SVG: one box per resource, an arrow from each dependency. Ids are cleaned to
-/// printable ASCII first (layout-rs escapes markup, but a label is still the user's text).
+/// The graph as SVG: a box per resource (or, in a big graph, per group of resources that
+/// repeat: `report/layout.rs`), an arrow from each dependency. Labels are cleaned to printable
+/// ASCII first (layout-rs escapes markup, but a label is still the user's text). A bounded
+/// number of boxes goes to layout-rs; more are laid out in columns, in linear time.
 pub fn svg(graph: &[GraphNode]) -> String {
     if graph.is_empty() {
         return String::new();
     }
-    let label = |id: &str| -> String {
-        id.chars().map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' }).take(60).collect()
-    };
+    let boxes = super::layout::boxes(graph);
+    if boxes.len() > super::layout::LAYERED_ABOVE {
+        return super::layout::layered_svg(&boxes);
+    }
     let mut vg = VisualGraph::new(Orientation::LeftToRight);
-    let mut handles = std::collections::BTreeMap::new();
-    for node in graph {
-        let text = label(&node.id);
-        let width = 12.0 + 7.0 * text.len() as f64;
+    let mut handles = Vec::with_capacity(boxes.len());
+    for b in &boxes {
+        let text = super::layout::text(b);
+        let width = 12.0 + 7.0 * text.chars().count() as f64;
         let element = Element::create(
             ShapeKind::new_box(&text),
             StyleAttr::simple(),
             Orientation::TopToBottom,
             Point::new(width, 36.0),
         );
-        handles.insert(node.id.clone(), vg.add_node(element));
+        handles.push(vg.add_node(element));
     }
-    for node in graph {
-        for dep in &node.depends_on {
-            if let (Some(from), Some(to)) = (handles.get(dep), handles.get(&node.id)) {
-                vg.add_edge(Arrow::simple(""), *from, *to);
-            }
+    for (at, b) in boxes.iter().enumerate() {
+        for &dep in &b.depends_on {
+            vg.add_edge(Arrow::simple(""), handles[dep], handles[at]);
         }
     }
     let mut writer = SVGWriter::new();

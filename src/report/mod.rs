@@ -3,6 +3,7 @@
 //! what was observed; nothing from the clock, so the same inputs give the same bytes.
 
 mod html;
+pub mod layout;
 
 use serde::Serialize;
 

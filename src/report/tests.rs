@@ -81,3 +81,78 @@ fn the_text_names_engines_findings_plan_and_cluster() {
     let json = crate::canonical::to_bytes(&report());
     assert!(String::from_utf8(json).unwrap().contains("\"schema\": \"k3d-gpu.report/v1\""));
 }
+
+fn node(id: &str, deps: &[&str]) -> GraphNode {
+    GraphNode { id: id.into(), depends_on: deps.iter().map(|d| d.to_string()).collect() }
+}
+
+/// A fleet's shape: per node a few labels, an annotation and a check, shared objects once.
+fn fleet_graph(nodes: usize) -> Vec<GraphNode> {
+    let mut g =
+        vec![node("k8s/core/Namespace/gpu", &[]), node("k8s/apps/DaemonSet/gpu/plugin", &["k8s/core/Namespace/gpu"])];
+    for i in 0..nodes {
+        let n = format!("node-{i:04}");
+        for key in ["component.k3d-gpu.io/plugin", "k3d-gpu.io/hybrid-cpu", "intel.feature.node.kubernetes.io/gpu"] {
+            g.push(node(&format!("node-label/{n}/{key}"), &[]));
+        }
+        g.push(node(&format!("node-annotation/{n}/k3d-gpu.io/config"), &[]));
+        let label = format!("node-label/{n}/component.k3d-gpu.io/plugin");
+        g[1].depends_on.push(label);
+        g.push(node(&format!("verify/allocatable/{n}/gpu.intel.com/i915"), &["k8s/apps/DaemonSet/gpu/plugin"]));
+    }
+    g
+}
+
+#[test]
+fn what_repeats_is_one_box() {
+    let boxes = layout::boxes(&fleet_graph(1000));
+    let labels: Vec<String> = boxes.iter().map(layout::text).collect();
+    assert!(labels.contains(&"node-label/*/component.k3d-gpu.io/plugin ×1000".to_string()), "{labels:#?}");
+    assert!(labels.contains(&"verify/allocatable/*/gpu.intel.com/i915 ×1000".to_string()), "{labels:#?}");
+    assert!(labels.contains(&"k8s/apps/DaemonSet/gpu/plugin".to_string()), "{labels:#?}");
+    assert_eq!(boxes.len(), 7, "{labels:#?}");
+    // Edges between groups are merged: the DaemonSet depends on its namespace and one group.
+    let ds = boxes.iter().find(|b| b.label == "k8s/apps/DaemonSet/gpu/plugin").unwrap();
+    assert_eq!(ds.depends_on.len(), 2);
+    // The page holds a box per group, not per resource.
+    let page = svg(&fleet_graph(1000));
+    assert_eq!(page.matches("<rect").count(), page.matches("×").count() + 2, "every box but two is a group");
+    assert!(page.matches("<rect").count() < 20);
+    // A small graph is drawn a box per resource, as before.
+    assert_eq!(layout::boxes(&report().graph).len(), 3);
+}
+
+#[test]
+fn claims_group_per_namespace() {
+    let mut g = Vec::new();
+    for i in 0..1000 {
+        g.push(node(&format!("k8s/resource.k8s.io/ResourceClaimTemplate/ns-{}/claim-{i:04}", i % 10), &[]));
+    }
+    let labels: Vec<String> = layout::boxes(&g).iter().map(layout::text).collect();
+    assert_eq!(labels.len(), 10, "{labels:?}");
+    assert!(labels.contains(&"k8s/resource.k8s.io/ResourceClaimTemplate/ns-3/* ×100".to_string()), "{labels:?}");
+}
+
+/// Boxes that do not group (every id its own) are laid out in columns by depth, whatever their
+/// number; cycles between groups end; the same graph gives the same bytes.
+#[test]
+fn a_graph_that_does_not_group_is_laid_out_in_columns() {
+    let mut g = Vec::new();
+    for i in 0..3000 {
+        let deps: Vec<String> = if i == 0 { vec![] } else { vec![format!("r{}", i / 2)] };
+        g.push(GraphNode { id: format!("r{i}"), depends_on: deps });
+    }
+    let boxes = layout::boxes(&g);
+    assert_eq!(boxes.len(), 3000);
+    let depth = layout::columns(&boxes);
+    assert_eq!(depth[0], 0);
+    assert_eq!(depth[2999], 12, "r2999 → r1499 → 749 → 374 → 187 → 93 → 46 → 23 → 11 → 5 → 2 → 1 → r0");
+    let page = svg(&g);
+    assert_eq!(page.matches("<rect").count(), 3000);
+    assert_eq!(page, svg(&g));
+    let cycle = vec![
+        layout::Box { label: "a".into(), count: 1, depends_on: vec![1] },
+        layout::Box { label: "b".into(), count: 1, depends_on: vec![0] },
+    ];
+    assert_eq!(layout::columns(&cycle).len(), 2);
+}

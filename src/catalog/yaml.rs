@@ -1,0 +1,83 @@
+//! A manifest's YAML into Kubernetes objects, and what the catalog reads off them (images,
+//! kinds, the bytes its digest hashes), using serde-saphyr and serde_json and nothing else of
+//! the crate: `build.rs` includes this file to turn every shipped `share/*.yml` into compact
+//! JSON at build time (a shipped manifest that fails here fails the build), and
+//! `manifest.rs` uses it for manifests read from disk, so both read YAML the same way.
+
+use serde_json::Value;
+
+/// The documents of a manifest (`name` is how messages call it); empty documents are skipped;
+/// each object needs `apiVersion`, `kind` and `metadata.name`, and a name or namespace is a
+/// single path segment.
+pub fn objects(name: &str, text: &str) -> Result<Vec<Value>, String> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| {
+        // The parser's message can quote the text; a file that is not YAML is never echoed.
+        let at = e.location().map(|l| format!(" (line {}, column {})", l.line(), l.column())).unwrap_or_default();
+        format!("{name} is not valid YAML{at}")
+    })?;
+    let mut objects = Vec::new();
+    for (i, doc) in docs.into_iter().enumerate() {
+        if doc.is_null() {
+            continue;
+        }
+        let field = |path: &[&str]| path.iter().try_fold(&doc, |v, k| v.get(k)).and_then(|v| v.as_str()).is_some();
+        if !field(&["apiVersion"]) || !field(&["kind"]) || !field(&["metadata", "name"]) {
+            return Err(format!(
+                "{name}, document {}: a Kubernetes object needs apiVersion, kind and metadata.name",
+                i + 1
+            ));
+        }
+        for field in ["name", "namespace"] {
+            if let Some(value) = doc["metadata"][field].as_str()
+                && (value.is_empty() || value.contains('/'))
+            {
+                return Err(format!("{name}, document {}: metadata.{field} {value:?} is not a valid name", i + 1));
+            }
+        }
+        objects.push(doc);
+    }
+    Ok(objects)
+}
+
+/// The objects as one compact JSON array: what the shipped catalog embeds and what a
+/// manifest's digest hashes (serde_json's maps are sorted, so the bytes are canonical).
+pub fn encode(objects: &[Value]) -> String {
+    serde_json::to_string(objects).expect("a JSON value always serialises")
+}
+
+/// Every `image` value in the objects, sorted, once each.
+pub fn images(objects: &[Value]) -> Vec<String> {
+    fn collect(value: &Value, out: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    if k == "image" {
+                        if let Some(s) = v.as_str() {
+                            out.push(s.to_string());
+                        }
+                    } else {
+                        collect(v, out);
+                    }
+                }
+            }
+            Value::Array(items) => items.iter().for_each(|v| collect(v, out)),
+            _ => {}
+        }
+    }
+    let mut out = Vec::new();
+    objects.iter().for_each(|o| collect(o, &mut out));
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The `(apiVersion, kind)` of every object, sorted, once each.
+pub fn kinds(objects: &[Value]) -> Vec<(String, String)> {
+    let mut out: Vec<(String, String)> = objects
+        .iter()
+        .filter_map(|o| Some((o["apiVersion"].as_str()?.to_string(), o["kind"].as_str()?.to_string())))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
