@@ -105,7 +105,7 @@ pub struct ComponentPod {
 pub async fn component_pods(client: Client, context: &str, component: &str) -> Result<Vec<ComponentPod>, ObserveError> {
     let err = |what: &str, e: kube::Error| ObserveError::KubernetesUnreachable {
         context: context.into(),
-        reason: format!("{what}: {e}"),
+        reason: format!("{what}: {}", crate::observe::kubernetes::said(&e)),
     };
     let by_label = ListParams::default().labels(&format!("{COMPONENT_LABEL}={component}"));
     let mut selectors: Vec<(String, BTreeMap<String, String>)> = Vec::new();

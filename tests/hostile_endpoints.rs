@@ -238,3 +238,51 @@ fn a_pod_log_past_limit_bytes_is_cut_while_read() {
     assert!(stdout.len() < (1 << 20) + 4096, "printed {} bytes past limitBytes", stdout.len());
     assert!(stdout.contains("… (cut at 1024 KiB"), "the cut is said");
 }
+
+#[test]
+fn an_api_server_list_that_never_ends_is_cut_while_read() {
+    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let taken = Arc::new(AtomicUsize::new(0));
+    let counter = taken.clone();
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let counter = counter.clone();
+            std::thread::spawn(move || {
+                let mut reader = BufReader::new(stream.try_clone().unwrap());
+                if request_line(&mut reader).is_some() {
+                    // Every LIST (the component's DaemonSets, first) is an answer without end.
+                    let n =
+                        endless(&mut stream, "application/json", b"{\"kind\":\"DaemonSetList\",\"items\":[\"", FLOOD);
+                    counter.fetch_add(n, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k3dgpu.toml"), "[cluster]\nname = \"lab\"\n").unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\ncontexts:\n- name: k3d-lab\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {{}}\n"
+        ),
+    )
+    .unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .current_dir(dir.path())
+        .args(["logs", "intel-gpu-plugin"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HOME", dir.path())
+        .env("NO_COLOR", "1")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let taken = taken.load(Ordering::SeqCst);
+    eprintln!("the API server's answer: {} MiB taken; {stderr}", taken >> 20);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(out.status.code().is_some(), "exits with a code, not a signal: {stderr}");
+    assert!(stderr.contains("passed 64 MiB and was cut there"), "the cut is said: {stderr}");
+    assert!(taken < 96 << 20, "read {taken} bytes of an answer that never ends");
+}

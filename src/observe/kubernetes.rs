@@ -5,11 +5,15 @@
 use std::collections::BTreeSet;
 use std::path::Path;
 
+use http_body_util::LengthLimitError;
+use http_body_util::Limited;
 use k8s_openapi::api::core::v1::Node;
 use kube::api::{Api, DynamicObject, ListParams};
+use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::core::{ApiResource, GroupVersionKind};
 use kube::{Client, Config};
+use tower::util::MapResponseLayer;
 
 use super::{CALL_TIMEOUT, ObserveError, ObservedKubernetes, ObservedNode};
 use crate::compile::MANAGED_BY;
@@ -57,7 +61,44 @@ async fn client_with(
     let mut config = Config::from_custom_kubeconfig(file, &options).await.map_err(|e| unreachable(e.to_string()))?;
     config.connect_timeout = Some(CALL_TIMEOUT);
     config.read_timeout = read_timeout;
-    Client::try_from(config).map_err(|e| unreachable(e.to_string()))
+    let builder = ClientBuilder::try_from(config).map_err(|e| unreachable(e.to_string()))?;
+    // A watch is one answer that goes on for as long as it is open: only the caller's deadline
+    // bounds it. Every other read (a LIST, a GET, a pod's log) is one answer, capped while it
+    // is read, so a server that never ends its answer cannot fill memory.
+    Ok(match read_timeout {
+        Some(_) => builder.with_layer(&MapResponseLayer::new(capped)).build(),
+        None => builder.build(),
+    })
+}
+
+/// The most one answer of the API server may hold (a LIST of 100,000 objects is about 20 MiB).
+pub const MAX_ANSWER: usize = 64 << 20;
+
+/// The answer's body, cut with an error once it passes [`MAX_ANSWER`].
+fn capped<B>(response: http::Response<B>) -> http::Response<Limited<B>> {
+    response.map(|body| Limited::new(body, MAX_ANSWER))
+}
+
+/// Whether a kube error is [`capped`]'s cut: said in words, since kube's own text ("length
+/// limit exceeded") does not say which limit or whose answer.
+pub fn was_cut(error: &kube::Error) -> bool {
+    let mut source: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = source {
+        if e.is::<LengthLimitError>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+/// A kube error as the person reads it: the cut named with the cap.
+pub fn said(error: &kube::Error) -> String {
+    if was_cut(error) {
+        format!("the API server's answer passed {} MiB and was cut there", MAX_ANSWER >> 20)
+    } else {
+        error.to_string()
+    }
 }
 
 /// The kubeconfig, read as every input is (a regular file, bounded, never blocking: not
@@ -130,7 +171,7 @@ pub async fn observe_context(
     let context = context.to_string();
     let failed = |what: &str, e: kube::Error| ObserveError::KubernetesUnreachable {
         context: context.clone(),
-        reason: format!("{what}: {e}"),
+        reason: format!("{what}: {}", said(&e)),
     };
 
     let nodes = timed(&context, "list nodes", Api::<Node>::all(client.clone()).list(&ListParams::default()))
