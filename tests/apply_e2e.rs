@@ -323,7 +323,7 @@ fn the_gate_refuses_stale_plans_replacements_without_consent_and_a_second_apply(
     let wrong_destroy = w.run(&["destroy", "--plan-hash", &zeros]);
     assert_eq!(wrong_destroy.status.code(), Some(1));
     assert!(
-        text(&wrong_destroy).contains("run `k3d-gpu destroy` to review the current destroy plan"),
+        text(&wrong_destroy).contains(&format!("run `k3d-gpu {given} destroy` to review the current destroy plan")),
         "{}",
         text(&wrong_destroy)
     );

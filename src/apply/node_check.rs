@@ -1,5 +1,5 @@
 //! The node image's self-check, its Docker half: runs the image once — no cluster, no
-//! network, removed when it exits, its entrypoint replaced by the probe of `node_check` — and
+//! network, removed once read, its entrypoint replaced by the probe of `node_check` — and
 //! reads the verdict from what the probe printed. `apply` runs it before its first k3d call,
 //! `doctor` on the config's image when the engine has it.
 
@@ -36,14 +36,8 @@ async fn run_probe(docker: &Docker, image: &str, required: &[Required]) -> Resul
         cmd: Some(cmd),
         // The probe reads the image's own PATH, as k3s will.
         working_dir: Some("/".into()),
-        attach_stdout: Some(true),
-        attach_stderr: Some(true),
         labels: Some(std::collections::HashMap::from([(CHECK_LABEL.to_string(), "true".to_string())])),
-        host_config: Some(bollard::models::HostConfig {
-            auto_remove: Some(true),
-            network_mode: Some("none".into()),
-            ..Default::default()
-        }),
+        host_config: Some(bollard::models::HostConfig { network_mode: Some("none".into()), ..Default::default() }),
         ..Default::default()
     };
     let created = docker
@@ -51,39 +45,32 @@ async fn run_probe(docker: &Docker, image: &str, required: &[Required]) -> Resul
         .await
         .map_err(|e| format!("cannot run node image {image} for its check: {}", clean(&e.to_string())))?;
     let id = created.id;
-    let result = attach_and_start(docker, &id, image).await;
-    if result.is_err() {
-        // A container that never started is not auto-removed.
-        let options = bollard::query_parameters::RemoveContainerOptions { force: true, ..Default::default() };
-        let _ = docker.remove_container(&id, Some(options)).await;
-    } else {
-        // The engine removes it once it exited; wait for that, so nothing of the check is
-        // left when the apply goes on. A container already gone answers 404: done too.
-        let options = bollard::query_parameters::WaitContainerOptions { condition: "removed".into() };
-        let mut waited = docker.wait_container(&id, Some(options));
-        while let Some(Ok(_)) = waited.next().await {}
-    }
+    let result = start_and_read(docker, &id, image).await;
+    // Removed by us once read, whatever happened: the probe's output is read from its log
+    // after it exits (plain requests; an attach would need a connection upgrade, which the
+    // capped engine transport does not do), so the engine must not remove it first.
+    let options = bollard::query_parameters::RemoveContainerOptions { force: true, ..Default::default() };
+    let _ = docker.remove_container(&id, Some(options)).await;
     result
 }
 
-/// Attaches before the start (so no output is lost and the container may go as soon as it
-/// exits), starts, and reads stdout until the probe exits.
-async fn attach_and_start(docker: &Docker, id: &str, image: &str) -> Result<String, String> {
-    let options = bollard::query_parameters::AttachContainerOptions {
-        stdout: true,
-        stderr: true,
-        stream: true,
-        logs: true,
-        ..Default::default()
-    };
-    let attached = docker
-        .attach_container(id, Some(options))
-        .await
-        .map_err(|e| format!("cannot attach to the check of node image {image}: {}", clean(&e.to_string())))?;
+/// Starts the probe, waits for it to exit, and reads what it wrote to stdout.
+async fn start_and_read(docker: &Docker, id: &str, image: &str) -> Result<String, String> {
     docker.start_container(id, None::<bollard::query_parameters::StartContainerOptions>).await.map_err(|e| {
         format!("node image {image} cannot run /bin/sh, which k3d's node entrypoint needs: {}", clean(&e.to_string()))
     })?;
-    let mut output = attached.output;
+    let options = bollard::query_parameters::WaitContainerOptions { condition: "not-running".into() };
+    let mut waited = docker.wait_container(id, Some(options));
+    // A non-zero exit is an answer too (the verdict reads the lines): only the wait matters.
+    while let Some(item) = waited.next().await {
+        if let Err(e) = item
+            && !matches!(e, bollard::errors::Error::DockerContainerWaitError { .. })
+        {
+            return Err(format!("waiting for the check of node image {image}: {}", clean(&e.to_string())));
+        }
+    }
+    let options = bollard::query_parameters::LogsOptions { stdout: true, stderr: false, ..Default::default() };
+    let mut output = docker.logs(id, Some(options));
     let mut stdout = String::new();
     while let Some(item) = output.next().await {
         match item {
