@@ -54,8 +54,12 @@ fn fleet_with(advertise: bool) -> Fleet {
     edge["metadata"]["labels"]["team"] = json!("storage");
     nodes.push(edge);
     // The example's agent (vLLM on gpu-01) answers its model list through the service proxy.
-    let models = json!({"object": "list", "data": [{"id": "Qwen/Qwen3-4B", "object": "model"}]});
-    let proxied = vec![("vllm:8000/v1/models".to_string(), models)];
+    // It serves the model under its short name, and answers the warm-up's chat completion.
+    let models = json!({"object": "list", "data": [{"id": "Qwen3-4B", "object": "model"}]});
+    let reply = json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
+        "content": "Hello from the fleet."}, "finish_reason": "stop"}]});
+    let proxied =
+        vec![("vllm:8000/v1/models".to_string(), models), ("vllm:8000/v1/chat/completions".to_string(), reply)];
     let server = FakeApiServer::start_in_background(State { nodes, proxied, ..State::k3s() });
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();

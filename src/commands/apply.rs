@@ -343,7 +343,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     // A plan file that is not a plan is unreadable input, and an offline plan can never pass
     // the gate: both are said before anything is observed.
     let saved = match &args.plan_file {
-        Some(file) => Some(saved_plan(file)?),
+        Some(file) => Some(saved_plan(global, file)?),
         None => None,
     };
     let locked = locked_plan(global)?;
@@ -393,7 +393,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
 /// A plan file as `plan --out` writes it, with its bytes: anything else (`{}`, another
 /// document, not JSON) is unreadable input (exit 2), and a plan made with `--offline` is
 /// refused, saying so: it compares against nothing, so no live plan can match it.
-fn saved_plan(file: &std::path::Path) -> Result<(Plan, Vec<u8>)> {
+fn saved_plan(global: &Global, file: &std::path::Path) -> Result<(Plan, Vec<u8>)> {
     let input = |reason: String| Error::Input {
         what: "plan",
         path: file.display().to_string(),
@@ -406,10 +406,16 @@ fn saved_plan(file: &std::path::Path) -> Result<(Plan, Vec<u8>)> {
         return Err(input(format!("schema is {}, expected {:?}", value["schema"], crate::plan::SCHEMA)));
     }
     let plan: Plan = serde_json::from_value(value).map_err(|e| input(e.to_string()))?;
-    if plan.inputs.observed == crate::canonical::digest(&crate::observe::Observed::nothing()) {
+    // The digest of "nothing exists" does not depend on the graph: nothing is projected.
+    if plan.inputs.observed == crate::plan::digest::observed_digest(None, &crate::observe::Observed::nothing()) {
+        let replan = crate::shell::k3d_gpu(global).lit("plan").opt("--out", "plan.json");
+        let apply = crate::shell::k3d_gpu(global).lit("apply").arg("plan.json");
         return Err(refused(
-            format!("refused: the plan in {} was made offline (as if nothing existed), not against this machine's Docker and cluster", file.display()),
-            "plan against what exists: k3d-gpu plan --out plan.json (without --offline or --observed), review it, then k3d-gpu apply plan.json".into(),
+            format!(
+                "refused: the plan in {} was made offline (as if nothing existed), not against this machine's Docker and cluster",
+                file.display()
+            ),
+            format!("plan against what exists: {replan} (without --offline or --observed), review it, then {apply}"),
         ));
     }
     Ok((plan, bytes))
