@@ -346,7 +346,7 @@ fn locked_copy(example: &str, host: &str) -> tempfile::TempDir {
     assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
     let images: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     let mut lock = String::from("schema = \"k3d-gpu.images/v1\"\n");
-    for (i, image) in images.as_array().unwrap().iter().filter(|i| i["state"] == "unlocked").enumerate() {
+    for (i, image) in images["images"].as_array().unwrap().iter().filter(|i| i["state"] == "unlocked").enumerate() {
         lock.push_str(&format!(
             "\n[images.\"{}\"]\ndigest = \"sha256:{:064x}\"\n",
             image["image"].as_str().unwrap(),
