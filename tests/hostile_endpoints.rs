@@ -204,24 +204,7 @@ fn a_pod_log_past_limit_bytes_is_cut_while_read() {
             });
         }
     });
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::write(dir.path().join("k3dgpu.toml"), "[cluster]\nname = \"lab\"\n").unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(
-        &kubeconfig,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: http://127.0.0.1:{port}\ncontexts:\n- name: k3d-lab\n  context:\n    cluster: c\n    user: u\nusers:\n- name: u\n  user: {{}}\n"
-        ),
-    )
-    .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .current_dir(dir.path())
-        .args(["logs", "intel-gpu-plugin"])
-        .env("KUBECONFIG", &kubeconfig)
-        .env("HOME", dir.path())
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
+    let out = logs_against(port);
     let stderr = String::from_utf8_lossy(&out.stderr);
     let stdout = String::from_utf8_lossy(&out.stdout);
     eprintln!(
@@ -260,6 +243,18 @@ fn an_api_server_list_that_never_ends_is_cut_while_read() {
             });
         }
     });
+    let out = logs_against(port);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let taken = taken.load(Ordering::SeqCst);
+    eprintln!("the API server's answer: {} MiB taken; {stderr}", taken >> 20);
+    assert_ne!(out.status.code(), Some(0), "{stderr}");
+    assert!(out.status.code().is_some(), "exits with a code, not a signal: {stderr}");
+    assert!(stderr.contains("passed 64 MiB and was cut there"), "the cut is said: {stderr}");
+    assert!(taken < 96 << 20, "read {taken} bytes of an answer that never ends");
+}
+
+/// `k3d-gpu logs intel-gpu-plugin` for cluster `lab`, its context pointing at 127.0.0.1:`port`.
+fn logs_against(port: u16) -> std::process::Output {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("k3dgpu.toml"), "[cluster]\nname = \"lab\"\n").unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
@@ -270,19 +265,12 @@ fn an_api_server_list_that_never_ends_is_cut_while_read() {
         ),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
         .current_dir(dir.path())
         .args(["logs", "intel-gpu-plugin"])
         .env("KUBECONFIG", &kubeconfig)
         .env("HOME", dir.path())
         .env("NO_COLOR", "1")
         .output()
-        .unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    let taken = taken.load(Ordering::SeqCst);
-    eprintln!("the API server's answer: {} MiB taken; {stderr}", taken >> 20);
-    assert_ne!(out.status.code(), Some(0), "{stderr}");
-    assert!(out.status.code().is_some(), "exits with a code, not a signal: {stderr}");
-    assert!(stderr.contains("passed 64 MiB and was cut there"), "the cut is said: {stderr}");
-    assert!(taken < 96 << 20, "read {taken} bytes of an answer that never ends");
+        .unwrap()
 }
