@@ -150,7 +150,14 @@ a person may apply a plan",
         ));
     }
 
-    let token = server.inner.confirmations.issue(&binding, Instant::now());
+    let token = match server.inner.confirmations.issue(&binding, Instant::now()) {
+        Ok(token) => token,
+        Err(e) => {
+            return Ok(refuse(&format!(
+                "not applied: no confirmation can be issued, the operating system's random generator failed ({e})"
+            )));
+        }
+    };
     let form = form(&planned);
     let modern = context.protocol_version().is_some_and(|v| v.as_str() >= ProtocolVersion::V_2026_07_28.as_str());
     if modern {

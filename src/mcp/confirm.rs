@@ -49,9 +49,10 @@ impl Store {
         Store { ttl, pending: Mutex::new(HashMap::new()) }
     }
 
-    /// A new confirmation for `binding`, as an unguessable token.
-    pub fn issue(&self, binding: &str, now: Instant) -> String {
-        let token = token();
+    /// A new confirmation for `binding`, as an unguessable token; an error when the
+    /// operating system cannot supply the randomness (no confirmation is then possible).
+    pub fn issue(&self, binding: &str, now: Instant) -> Result<String, getrandom::Error> {
+        let token = token()?;
         let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
         pending.retain(|_, p| now.saturating_duration_since(p.issued) < self.ttl);
         while pending.len() >= MAX_PENDING {
@@ -59,7 +60,7 @@ impl Store {
             pending.remove(&oldest);
         }
         pending.insert(token.clone(), Pending { binding: binding.to_string(), issued: now });
-        token
+        Ok(token)
     }
 
     /// Redeems `token` for `binding`. It is gone afterwards whatever the outcome, so a
@@ -77,24 +78,13 @@ impl Store {
     }
 }
 
-/// 32 random bytes as hex, from the kernel; should /dev/urandom be unreadable, a digest of
-/// std's randomly keyed hasher, the time and the pid (still unpredictable to a client).
-fn token() -> String {
-    use std::io::Read;
+/// 32 random bytes from the operating system's generator, as hex. There is no fallback: a
+/// confirmation is only as strong as its token, so when the generator fails the apply is
+/// refused rather than protected by something a client could guess.
+fn token() -> Result<String, getrandom::Error> {
     let mut bytes = [0u8; 32];
-    let read = std::fs::File::open("/dev/urandom").and_then(|mut f| f.read_exact(&mut bytes));
-    if read.is_err() {
-        use std::hash::{BuildHasher, Hasher};
-        let mut seed = Vec::new();
-        for i in 0..4u8 {
-            let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-            h.write_u8(i);
-            seed.extend_from_slice(&h.finish().to_le_bytes());
-        }
-        seed.extend_from_slice(&format!("{:?}{}", std::time::SystemTime::now(), std::process::id()).into_bytes());
-        return crate::canonical::sha256(&seed).trim_start_matches("sha256:").to_string();
-    }
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+    getrandom::fill(&mut bytes)?;
+    Ok(bytes.iter().map(|b| format!("{b:02x}")).collect())
 }
 
 #[cfg(test)]
@@ -107,7 +97,7 @@ mod tests {
     fn an_answer_counts_once_for_its_binding() {
         let store = Store::new(TTL);
         let now = Instant::now();
-        let token = store.issue("hash-a|args", now);
+        let token = store.issue("hash-a|args", now).unwrap();
         assert_eq!(store.redeem(&token, "hash-a|args", now + Duration::from_secs(5)), Ok(()));
         assert_eq!(store.redeem(&token, "hash-a|args", now + Duration::from_secs(6)), Err(Refusal::Unknown));
     }
@@ -116,7 +106,7 @@ mod tests {
     fn another_binding_is_refused_and_burns_the_token() {
         let store = Store::new(TTL);
         let now = Instant::now();
-        let token = store.issue("hash-a|args", now);
+        let token = store.issue("hash-a|args", now).unwrap();
         assert_eq!(store.redeem(&token, "hash-b|args", now), Err(Refusal::OtherBinding));
         assert_eq!(store.redeem(&token, "hash-a|args", now), Err(Refusal::Unknown));
     }
@@ -125,8 +115,15 @@ mod tests {
     fn a_late_answer_is_refused() {
         let store = Store::new(TTL);
         let now = Instant::now();
-        let token = store.issue("b", now);
+        let token = store.issue("b", now).unwrap();
         assert_eq!(store.redeem(&token, "b", now + TTL), Err(Refusal::Expired));
+    }
+
+    #[test]
+    fn a_token_is_256_bits_of_hex() {
+        let token = token().unwrap();
+        assert_eq!(token.len(), 64);
+        assert!(token.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()));
     }
 
     #[test]
@@ -139,10 +136,10 @@ mod tests {
     fn tokens_differ_and_the_store_stays_bounded() {
         let store = Store::new(TTL);
         let now = Instant::now();
-        let first = store.issue("b", now);
+        let first = store.issue("b", now).unwrap();
         let mut last = String::new();
         for i in 0..(MAX_PENDING as u64 + 10) {
-            last = store.issue("b", now + Duration::from_millis(i + 1));
+            last = store.issue("b", now + Duration::from_millis(i + 1)).unwrap();
             assert_ne!(last, first);
         }
         assert!(store.pending.lock().unwrap().len() <= MAX_PENDING);
