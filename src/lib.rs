@@ -35,3 +35,4 @@ pub mod report;
 pub mod secrets;
 pub mod shell;
 pub mod suggest;
+pub mod table;

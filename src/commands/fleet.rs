@@ -325,8 +325,8 @@ pub fn observe_text(inputs: &super::Inputs, observed: &crate::observe::Observed)
             .get(crate::observe::MANAGED_LABELS_ANNOTATION)
             .map_or(0, |l| crate::observe::managed_labels(l).len());
         out.push_str(&format!(
-            "  {:<28} {:<10} {}{}\n",
-            n.name,
+            "  {} {:<10} {}{}\n",
+            crate::table::pad(&n.name, 28),
             if n.ready { "Ready" } else { "NotReady" },
             if listed.contains(&n.name.as_str()) { "in [[nodes]]" } else { "not in the config" },
             if ours > 0 { format!(", {ours} label(s) set by k3d-gpu") } else { String::new() }

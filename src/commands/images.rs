@@ -116,11 +116,11 @@ fn list(global: &Global, images: &BTreeMap<String, crate::images::Use>) -> Resul
         super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: LIST_SCHEMA, images: &rows }));
         return Ok(EXIT_OK);
     }
-    let width = rows.iter().map(|r| r.image.len()).max().unwrap_or(5).max(5);
-    let mut out = format!("{:<width$}  {:<21}  DIGEST\n", "IMAGE", "STATE");
+    let width = crate::table::column_width(rows.iter().map(|r| r.image.as_str()), 5);
+    let mut out = format!("{}  {:<21}  DIGEST\n", crate::table::pad("IMAGE", width), "STATE");
     for r in &rows {
         let digest = r.reference.split_once('@').map_or("-", |(_, d)| d);
-        out.push_str(&format!("{:<width$}  {:<21}  {digest}\n", r.image, r.state.word()));
+        out.push_str(&format!("{}  {:<21}  {digest}\n", crate::table::pad(&r.image, width), r.state.word()));
     }
     if rows.iter().any(|r| r.state == Source::Unlocked) {
         out.push_str("\nunlocked images are deployed by tag; `k3d-gpu images lock` pins them\n");

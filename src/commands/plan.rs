@@ -167,8 +167,8 @@ pub fn observe_command(global: &Global) -> Result<u8> {
             out.push_str(&format!("cluster {}: {} node container(s)\n", c.name, c.nodes.len()));
             for n in &c.nodes {
                 out.push_str(&format!(
-                    "  {:<28} {:<12} {} ({}){}\n",
-                    n.name,
+                    "  {} {:<12} {} ({}){}\n",
+                    crate::table::pad(&n.name, 28),
                     n.role,
                     n.image,
                     n.image_version.as_deref().unwrap_or("unversioned"),

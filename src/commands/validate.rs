@@ -206,21 +206,51 @@ fn active(facts: &Facts, config: &crate::config::Config) -> Vec<String> {
 }
 
 fn table(config: &str, results: &[HostResult]) -> String {
-    let width = results.iter().map(|r| r.host.len()).max().unwrap_or(4).max(4);
+    use crate::table::{column_width, pad};
+    let width = column_width(results.iter().map(|r| r.host.as_str()), 4);
+    let blank = pad("", width);
     let mut out =
-        format!("config {config}\n\n{:<width$}  {:<6}  {:>9}  active vendors\n", "HOST", "RESULT", "RESOURCES");
+        format!("config {config}\n\n{}  {:<6}  {:>9}  active vendors\n", pad("HOST", width), "RESULT", "RESOURCES");
     for r in results {
         let result = if r.ok { "ok" } else { "FAIL" };
         let resources = if r.ok { r.resources.to_string() } else { "-".into() };
-        let _ = writeln!(out, "{:<width$}  {result:<6}  {resources:>9}  {}", r.host, r.active.join(" "));
+        let _ = writeln!(out, "{}  {result:<6}  {resources:>9}  {}", pad(&r.host, width), r.active.join(" "));
         for w in &r.warnings {
-            let _ = writeln!(out, "{:<width$}  warn    {}", "", w.text);
+            let _ = writeln!(out, "{blank}  warn    {}", w.text);
         }
         for e in &r.errors {
-            let _ = writeln!(out, "{:<width$}  error   {e}", "");
+            let _ = writeln!(out, "{blank}  error   {e}");
         }
     }
     let failed = results.iter().filter(|r| !r.ok).count();
     let _ = writeln!(out, "\n{} host(s), {failed} failed", results.len());
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn host(name: &str) -> HostResult {
+        HostResult {
+            host: name.into(),
+            ok: true,
+            active: vec!["intel".into()],
+            resources: 7,
+            errors: vec![],
+            warnings: vec![],
+        }
+    }
+
+    #[test]
+    fn the_result_column_lines_up_under_names_that_are_not_ascii() {
+        let text = table("k3dgpu.toml", &[host("desktop"), host("büro-nuc"), host("研究室")]);
+        let columns: Vec<usize> = text
+            .lines()
+            .filter(|l| l.contains(" ok ") || l.contains("RESULT"))
+            .map(|l| crate::table::width(&l[..l.find(if l.contains("RESULT") { "RESULT" } else { "ok" }).unwrap()]))
+            .collect();
+        assert_eq!(columns.len(), 4, "{text}");
+        assert!(columns.iter().all(|&c| c == columns[0]), "columns {columns:?} in\n{text}");
+    }
 }
