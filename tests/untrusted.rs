@@ -352,6 +352,7 @@ fn names_from_manifests_and_hosts_cannot_drive_the_terminal() {
 }
 
 #[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
 fn destroy_of_a_cluster_that_does_not_exist_says_so() {
     if !support::docker_ready() {
         return;
