@@ -80,10 +80,30 @@ pub fn is_missing(path: &Path) -> bool {
     matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
-/// A build context directory: its regular files by relative path, bounded in count and size.
-/// A link or a special file is refused: what is sent to Docker is exactly what was hashed.
-pub fn read_context(dir: &Path) -> std::result::Result<std::collections::BTreeMap<String, Vec<u8>>, String> {
-    use crate::node_image::{MAX_CONTEXT_BYTES, MAX_CONTEXT_FILES};
+/// A regular file of a directory tree read by [`read_tree`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeFile {
+    pub bytes: Vec<u8>,
+    /// Any execute bit set: a script that runs in the image must stay runnable there.
+    pub executable: bool,
+}
+
+/// How much of a tree [`read_tree`] reads before it refuses.
+#[derive(Debug, Clone, Copy)]
+pub struct TreeLimits {
+    pub files: usize,
+    pub bytes: u64,
+}
+
+/// A directory's regular files by relative path (`/`-separated), bounded in count and size.
+/// A link or a special file is refused: what is sent on (a build context to Docker) is
+/// exactly what was hashed.
+pub fn read_tree(
+    dir: &Path,
+    limits: TreeLimits,
+) -> std::result::Result<std::collections::BTreeMap<String, TreeFile>, String> {
+    use std::os::unix::fs::PermissionsExt;
+    let TreeLimits { files: max_files, bytes: max_bytes } = limits;
     let mut files = std::collections::BTreeMap::new();
     let mut total: u64 = 0;
     let mut stack: Vec<(std::path::PathBuf, String)> = vec![(dir.to_path_buf(), String::new())];
@@ -100,14 +120,15 @@ pub fn read_context(dir: &Path) -> std::result::Result<std::collections::BTreeMa
                 stack.push((entry.path(), child));
             }
         } else if meta.is_file() {
-            if files.len() >= MAX_CONTEXT_FILES {
-                return Err(format!("more than {MAX_CONTEXT_FILES} files"));
+            if files.len() >= max_files {
+                return Err(format!("more than {max_files} files"));
             }
             total += meta.len();
-            if total > MAX_CONTEXT_BYTES {
-                return Err(format!("larger than {} MiB", MAX_CONTEXT_BYTES >> 20));
+            if total > max_bytes {
+                return Err(format!("larger than {} MiB", max_bytes >> 20));
             }
-            files.insert(rel, read_bytes(&path).map_err(|e| format!("{}: {e}", path.display()))?);
+            let bytes = read_capped(&path, max_bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+            files.insert(rel, TreeFile { bytes, executable: meta.permissions().mode() & 0o111 != 0 });
         } else {
             return Err(format!(
                 "{} is a link or special file; a build context holds files and directories",
@@ -115,15 +136,30 @@ pub fn read_context(dir: &Path) -> std::result::Result<std::collections::BTreeMa
             ));
         }
     }
-    if !files.contains_key("Dockerfile") {
-        return Err("no Dockerfile in it".into());
-    }
     Ok(files)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tree_keeps_each_files_execute_bit_and_its_limits() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("Dockerfile"), "FROM x\n").unwrap();
+        std::fs::create_dir(dir.path().join("bin")).unwrap();
+        let script = dir.path().join("bin/entry.sh");
+        std::fs::write(&script, "#!/bin/sh\n").unwrap();
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o750)).unwrap();
+        let limits = TreeLimits { files: 10, bytes: 1 << 20 };
+        let tree = read_tree(dir.path(), limits).unwrap();
+        assert_eq!(tree.keys().collect::<Vec<_>>(), ["Dockerfile", "bin/entry.sh"]);
+        assert!(tree["bin/entry.sh"].executable);
+        assert!(!tree["Dockerfile"].executable);
+        assert_eq!(read_tree(dir.path(), TreeLimits { files: 1, ..limits }).unwrap_err(), "more than 1 files");
+        assert_eq!(read_tree(dir.path(), TreeLimits { bytes: 8, ..limits }).unwrap_err(), "larger than 0 MiB");
+    }
 
     #[test]
     fn devices_and_fifos_are_refused() {

@@ -12,6 +12,7 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::images::{ImageRef, Locks, Use};
+pub use crate::input_file::{TreeFile, TreeLimits};
 
 /// The Dockerfile the tool ships, compiled in so a plan never depends on where it runs.
 pub const SHIPPED_DOCKERFILE: &str = include_str!("../Dockerfile");
@@ -34,6 +35,22 @@ pub const LOCAL_REPOSITORY: &str = "k3d-gpu-node";
 /// directory given as the context), not a node image.
 pub const MAX_CONTEXT_FILES: usize = 2000;
 pub const MAX_CONTEXT_BYTES: u64 = 256 << 20;
+pub const CONTEXT_LIMITS: TreeLimits = TreeLimits { files: MAX_CONTEXT_FILES, bytes: MAX_CONTEXT_BYTES };
+
+/// The mode a context file has in the tar sent to Docker: the execute bits kept (as one
+/// bit, so the same files give the same bytes on any umask), nothing else.
+pub fn tar_mode(file: &TreeFile) -> u32 {
+    if file.executable { 0o755 } else { 0o644 }
+}
+
+/// A user's build context as the edge reads it: bounded, regular files only, a Dockerfile
+/// at its top.
+pub fn check_context(files: BTreeMap<String, TreeFile>) -> Result<BTreeMap<String, TreeFile>, String> {
+    if !files.contains_key("Dockerfile") {
+        return Err("no Dockerfile in it".into());
+    }
+    Ok(files)
+}
 
 /// Where the node image comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -42,8 +59,8 @@ pub enum Source {
     Build {
         /// `shipped`, or the directory as the config names it (resolved by the edge).
         context: String,
-        /// Relative path → file bytes. Paths use `/` and never climb out (`..`).
-        files: BTreeMap<String, Vec<u8>>,
+        /// Relative path → the file. Paths use `/` and never climb out (`..`).
+        files: BTreeMap<String, TreeFile>,
     },
     /// `[cluster] image`: pulled when missing, never built. `k3s_version` is the image's
     /// [`K3S_VERSION_LABEL`] as observed (a saved or live observation), when it has one.
@@ -76,7 +93,10 @@ impl Source {
     pub fn shipped() -> Source {
         Source::Build {
             context: "shipped".into(),
-            files: BTreeMap::from([("Dockerfile".to_string(), SHIPPED_DOCKERFILE.as_bytes().to_vec())]),
+            files: BTreeMap::from([(
+                "Dockerfile".to_string(),
+                TreeFile { bytes: SHIPPED_DOCKERFILE.as_bytes().to_vec(), executable: false },
+            )]),
         }
     }
 }
@@ -208,7 +228,7 @@ pub fn resolve(source: &Source, build_args: &BTreeMap<String, String>, locks: &L
         }),
         Source::Build { context, files } => {
             let dockerfile = files.get("Dockerfile").ok_or("the build context has no Dockerfile")?;
-            let dockerfile = std::str::from_utf8(dockerfile).map_err(|_| "its Dockerfile is not UTF-8 text")?;
+            let dockerfile = std::str::from_utf8(&dockerfile.bytes).map_err(|_| "its Dockerfile is not UTF-8 text")?;
             let defaults = arg_defaults(dockerfile);
             let mut args: BTreeMap<String, String> = BTreeMap::new();
             for (name, value) in build_args {
@@ -256,12 +276,17 @@ pub fn resolve(source: &Source, build_args: &BTreeMap<String, String>, locks: &L
     }
 }
 
-/// The build inputs by name: `file:<path>` → its sha256, `arg:<NAME>` → its value (the base
-/// digests are args). Their canonical digest is the image's [`INPUTS_LABEL`].
-pub fn build_inputs(files: &BTreeMap<String, Vec<u8>>, args: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+/// The build inputs by name: `file:<path>` → its sha256, `mode:<path>` → `0755` for an
+/// executable file (absent for 0644, so contexts without scripts hash as before), `arg:<NAME>`
+/// → its value (the base digests are args). Their canonical digest is the image's
+/// [`INPUTS_LABEL`].
+pub fn build_inputs(files: &BTreeMap<String, TreeFile>, args: &BTreeMap<String, String>) -> BTreeMap<String, String> {
     let mut inputs: BTreeMap<String, String> = BTreeMap::new();
-    for (path, bytes) in files {
-        inputs.insert(format!("file:{path}"), crate::canonical::sha256(bytes));
+    for (path, file) in files {
+        inputs.insert(format!("file:{path}"), crate::canonical::sha256(&file.bytes));
+        if file.executable {
+            inputs.insert(format!("mode:{path}"), format!("{:04o}", tar_mode(file)));
+        }
     }
     for (name, value) in args {
         // The list is an image label anyone with `docker inspect` reads: a secret arg is
@@ -279,6 +304,21 @@ pub fn build_inputs(files: &BTreeMap<String, Vec<u8>>, args: &BTreeMap<String, S
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_execute_bit_is_a_build_input_and_plain_files_hash_as_before() {
+        let context = |executable| {
+            BTreeMap::from([
+                ("Dockerfile".to_string(), TreeFile { bytes: b"FROM x\n".to_vec(), executable: false }),
+                ("run.sh".to_string(), TreeFile { bytes: b"#!/bin/sh\n".to_vec(), executable }),
+            ])
+        };
+        let plain = build_inputs(&context(false), &BTreeMap::new());
+        assert!(plain.keys().all(|k| !k.starts_with("mode:")), "{plain:?}");
+        let script = build_inputs(&context(true), &BTreeMap::new());
+        assert_eq!(script.get("mode:run.sh").map(String::as_str), Some("0755"));
+        assert_ne!(crate::canonical::digest(&plain), crate::canonical::digest(&script), "a chmod +x rebuilds");
+    }
 
     #[test]
     fn a_secret_build_arg_is_recorded_by_its_digest() {

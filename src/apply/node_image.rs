@@ -8,7 +8,7 @@ use bollard::Docker;
 use futures_util::StreamExt;
 use serde_json::Value;
 
-use crate::node_image::{INPUTS_LABEL, Source};
+use crate::node_image::{INPUTS_LABEL, Source, TreeFile};
 
 /// A build or pull has no natural deadline; an hour is far past a slow network.
 pub const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3600);
@@ -31,14 +31,15 @@ pub async fn run(docker: &Docker, spec: &Value, say: &(dyn Fn(&str) + Sync)) -> 
 
 /// The context's files, read again and checked against the digest the plan recorded: what is
 /// built is what was planned.
-fn context_files(spec: &Value, args: &BTreeMap<String, String>) -> Result<BTreeMap<String, Vec<u8>>, String> {
+fn context_files(spec: &Value, args: &BTreeMap<String, String>) -> Result<BTreeMap<String, TreeFile>, String> {
     let context = spec["context"].as_str().ok_or("no build context")?;
     let files = match context {
         "shipped" => match Source::shipped() {
             Source::Build { files, .. } => files,
             Source::Prebuilt { .. } => unreachable!("the shipped source is a build"),
         },
-        dir => crate::input_file::read_context(std::path::Path::new(dir))?,
+        dir => crate::input_file::read_tree(std::path::Path::new(dir), crate::node_image::CONTEXT_LIMITS)
+            .and_then(crate::node_image::check_context)?,
     };
     let digest = crate::canonical::digest(&crate::node_image::build_inputs(&files, args));
     if Some(digest.as_str()) != spec["digest"].as_str() {
@@ -47,24 +48,31 @@ fn context_files(spec: &Value, args: &BTreeMap<String, String>) -> Result<BTreeM
     Ok(files)
 }
 
-/// A tar of the files, in path order, with fixed metadata so the same files give the same bytes.
-pub fn tar(files: &BTreeMap<String, Vec<u8>>) -> Result<Vec<u8>, String> {
+/// A tar of the files, in path order, with fixed metadata (the execute bit kept) so the same
+/// files give the same bytes.
+pub fn tar(files: &BTreeMap<String, TreeFile>) -> Result<Vec<u8>, String> {
     let mut archive = tar::Builder::new(Vec::new());
-    for (path, bytes) in files {
+    for (path, file) in files {
         let mut header = tar::Header::new_gnu();
-        header.set_size(bytes.len() as u64);
-        header.set_mode(0o644);
+        header.set_size(file.bytes.len() as u64);
+        header.set_mode(crate::node_image::tar_mode(file));
         header.set_mtime(0);
         header.set_entry_type(tar::EntryType::Regular);
-        archive.append_data(&mut header, path, bytes.as_slice()).map_err(|e| format!("tar {path}: {e}"))?;
+        archive.append_data(&mut header, path, file.bytes.as_slice()).map_err(|e| format!("tar {path}: {e}"))?;
     }
     archive.into_inner().map_err(|e| format!("tar: {e}"))
 }
 
 async fn build(docker: &Docker, spec: &Value, reference: &str, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
     let args: BTreeMap<String, String> = serde_json::from_value(spec["build_args"].clone()).unwrap_or_default();
-    let files = context_files(spec, &args)?;
-    let body = tar(&files)?;
+    // Reading up to 256 MiB and building its tar are blocking work: on the blocking pool, so
+    // the other actions and the progress output go on meanwhile.
+    let body = {
+        let (spec, args) = (spec.clone(), args.clone());
+        tokio::task::spawn_blocking(move || tar(&context_files(&spec, &args)?))
+            .await
+            .map_err(|e| format!("build {reference}: reading the context failed: {e}"))??
+    };
     let tag = reference.rsplit_once(':').map_or("", |(_, t)| t);
     let labels = HashMap::from([
         (INPUTS_LABEL.to_string(), spec["digest"].as_str().unwrap_or_default().to_string()),
@@ -126,12 +134,38 @@ fn clean(text: &str) -> String {
 mod tests {
     use super::*;
 
+    fn file(bytes: &[u8], executable: bool) -> TreeFile {
+        TreeFile { bytes: bytes.to_vec(), executable }
+    }
+
     #[test]
     fn the_same_files_give_the_same_tar() {
-        let files = BTreeMap::from([("Dockerfile".to_string(), b"FROM x\n".to_vec()), ("a/b".to_string(), vec![1, 2])]);
+        let files = BTreeMap::from([
+            ("Dockerfile".to_string(), file(b"FROM x\n", false)),
+            ("a/b".to_string(), file(&[1, 2], false)),
+        ]);
         assert_eq!(tar(&files).unwrap(), tar(&files).unwrap());
         // Escaped as every printed string is, bidi overrides included, never passed through.
         assert_eq!(clean("step\u{1b}[31m 1\r"), "step\\x1b[31m 1");
         assert!(!clean("evil \u{202e}txt.exe").contains('\u{202e}'));
+    }
+
+    #[test]
+    fn an_executable_script_stays_executable_in_the_tar() {
+        let files = BTreeMap::from([
+            ("Dockerfile".to_string(), file(b"FROM x\nCOPY entry.sh /\n", false)),
+            ("entry.sh".to_string(), file(b"#!/bin/sh\n", true)),
+        ]);
+        let bytes = tar(&files).unwrap();
+        let mut archive = tar::Archive::new(bytes.as_slice());
+        let modes: BTreeMap<String, u32> = archive
+            .entries()
+            .unwrap()
+            .map(|e| {
+                let e = e.unwrap();
+                (e.path().unwrap().display().to_string(), e.header().mode().unwrap())
+            })
+            .collect();
+        assert_eq!(modes, BTreeMap::from([("Dockerfile".to_string(), 0o644), ("entry.sh".to_string(), 0o755)]));
     }
 }

@@ -219,12 +219,14 @@ pub fn node_image_source(inputs: &Inputs) -> Result<crate::node_image::Source> {
     }
     let Some(dir) = &cluster.build_context else { return Ok(crate::node_image::Source::shipped()) };
     let path = inputs.dir.join(dir);
-    let files = crate::input_file::read_context(&path).map_err(|reason| Error::Input {
-        what: "node image build context",
-        path: path.display().to_string(),
-        reason,
-        help: Some("[cluster] build_context names a directory with a Dockerfile".into()),
-    })?;
+    let files = crate::input_file::read_tree(&path, crate::node_image::CONTEXT_LIMITS)
+        .and_then(crate::node_image::check_context)
+        .map_err(|reason| Error::Input {
+            what: "node image build context",
+            path: path.display().to_string(),
+            reason,
+            help: Some("[cluster] build_context names a directory with a Dockerfile".into()),
+        })?;
     Ok(crate::node_image::Source::Build { context: path.display().to_string(), files })
 }
 
