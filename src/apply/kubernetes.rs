@@ -167,11 +167,10 @@ pub async fn node_changes(client: &Client, node: &str, changes: &[NodeChange]) -
     Err(format!("patch node {node}: it kept changing under us (5 conflicts); apply again"))
 }
 
-/// Sets (`Some`) or removes (`None`) a label or annotation on every node (`only`: on that
-/// node alone, for an existing cluster). A label k3d-gpu
-/// creates is recorded in an annotation (`claim`), so a later plan deletes only its own; an
-/// update does not claim a label someone else set, and a delete removes it only where it was
-/// recorded as ours.
+/// Sets (`Some`) or removes (`None`) a label or annotation on every node of a k3d cluster
+/// (`only`: on that node alone, for an existing cluster), each node through [`node_changes`]:
+/// the same claim rules and the same resourceVersion precondition, so a concurrent edit of a
+/// node's record of our labels is read again, never overwritten.
 pub async fn node_metadata(
     client: &Client,
     label: bool,
@@ -192,44 +191,14 @@ pub async fn node_metadata(
             None => "the cluster has no nodes yet".into(),
         });
     }
+    let change = NodeChange { label, key: key.to_string(), value: value.map(str::to_string), claim };
     for node in list.items {
-        let name = node.metadata.name.clone().unwrap_or_default();
+        let name = node.metadata.name.unwrap_or_default();
         // The field selector already asked for it; a server that ignores one must not widen it.
         if only.is_some_and(|o| o != name) {
             continue;
         }
-        let mut ours: BTreeSet<String> = node
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|a| a.get(MANAGED_LABELS_ANNOTATION))
-            .map(|v| crate::observe::managed_labels(v))
-            .unwrap_or_default();
-        if label && value.is_none() && !ours.contains(key) {
-            continue;
-        }
-        let mut patch = json!({ "metadata": {} });
-        let field = if label { "labels" } else { "annotations" };
-        patch["metadata"][field] = json!({ key: value });
-        if label {
-            let before = ours.clone();
-            match value {
-                Some(_) if claim => {
-                    ours.insert(key.to_string());
-                }
-                Some(_) => {}
-                None => {
-                    ours.remove(key);
-                }
-            }
-            if ours != before {
-                let list = (!ours.is_empty()).then(|| ours.iter().cloned().collect::<Vec<_>>().join(","));
-                patch["metadata"]["annotations"] = json!({ MANAGED_LABELS_ANNOTATION: list });
-            }
-        }
-        let params = PatchParams::default();
-        let merge = Patch::Merge(&patch);
-        patient(|| nodes.patch(&name, &params, &merge)).await.map_err(|e| format!("patch node {name}: {e}"))?;
+        node_changes(client, &name, std::slice::from_ref(&change)).await?;
     }
     Ok(())
 }

@@ -77,6 +77,10 @@ pub struct State {
     pub uid_seed: u64,
     /// Service cluster IPs handed out.
     pub cluster_ips: u32,
+    /// Another writer's merge patches, each applied to a node just before the next PATCH of it
+    /// arrives (between the client's read and its write), with a new resourceVersion: a
+    /// person's `kubectl label` or a second apply racing this one.
+    pub racing_node_edits: Vec<(String, Value)>,
 }
 
 impl State {
@@ -923,6 +927,13 @@ fn respond(
                     let Some(i) = found else {
                         return Reply::Once(404, status(404, "NotFound", format!("nodes \"{name}\" not found")).1);
                     };
+                    if let Some(at) = state.racing_node_edits.iter().position(|(n, _)| n == name) {
+                        let (_, edit) = state.racing_node_edits.remove(at);
+                        let mut raced = state.nodes[i].clone();
+                        merge_patch(&mut raced, &edit);
+                        raced["metadata"]["resourceVersion"] = json!(state.next_version());
+                        state.nodes[i] = raced;
+                    }
                     if let Some(wanted) = patch["metadata"]["resourceVersion"].as_str()
                         && state.nodes[i]["metadata"]["resourceVersion"].as_str() != Some(wanted)
                     {
@@ -967,7 +978,19 @@ fn respond(
 
 impl FakeApiServer {
     /// Starts on 127.0.0.1 (a free port) in the current tokio runtime.
-    pub async fn start(state: State) -> FakeApiServer {
+    pub async fn start(mut state: State) -> FakeApiServer {
+        // Every object a real server holds has a resourceVersion; one a test made without it
+        // gets one, so a client's precondition is never silently skipped.
+        if state.nodes.iter().chain(state.objects.iter()).any(|o| o["metadata"]["resourceVersion"].is_null()) {
+            let mut next: u64 = state.next_version().parse().unwrap_or(1);
+            for object in state.nodes.iter_mut().chain(state.objects.iter_mut()) {
+                if object["metadata"]["resourceVersion"].is_null() {
+                    object["metadata"]["resourceVersion"] = json!(next.to_string());
+                    next += 1;
+                }
+            }
+            state.version = next;
+        }
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let state = Arc::new(Mutex::new(state));
