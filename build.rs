@@ -3,7 +3,7 @@
 //! KDL (`src/catalog/kdl_tree.rs`; the text is kept for diagnostics), and every manifest
 //! (`share/*.yml`) already parsed. The YAML is read here, once, by the same code the
 //! binary uses for manifests on disk (`src/catalog/yaml.rs`), and embedded as compact JSON
-//! with its digest, images and kinds, so a run parses only the manifests its config wants,
+//! with its digest, images, kinds and CRD plurals, so a run parses only the manifests its config wants,
 //! and only as JSON. A shipped component that is not KDL, or a manifest that is not valid
 //! YAML or holds something that is not a Kubernetes object, fails the build.
 
@@ -84,13 +84,16 @@ fn main() {
         let json_path = json_dir.join(format!("{file}.json"));
         std::fs::write(&json_path, &json).unwrap();
         let kinds: Vec<String> = yaml::kinds(&objects).iter().map(|(a, k)| format!("({a:?}, {k:?})")).collect();
+        let plurals: Vec<String> =
+            yaml::plurals(&objects).iter().map(|(g, k, p)| format!("({g:?}, {k:?}, {p:?})")).collect();
         writeln!(
             out,
-            "    super::manifest::Shipped {{ file: {file:?}, json: include_str!({:?}), digest: {:?}, images: &{:?}, kinds: &[{}] }},",
+            "    super::manifest::Shipped {{ file: {file:?}, json: include_str!({:?}), digest: {:?}, images: &{:?}, kinds: &[{}], plurals: &[{}] }},",
             json_path.display().to_string(),
             sha256(json.as_bytes()),
             yaml::images(&objects),
             kinds.join(", "),
+            plurals.join(", "),
         )
         .unwrap();
     }

@@ -43,8 +43,10 @@ fn main() {
         let server = FakeApiServer::start(State { nodes: vec![node], objects, served, ..State::default() }).await;
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = server.kubeconfig("bench", dir.path());
-        let kinds: BTreeSet<(String, String)> =
-            kinds_used.iter().map(|(a, k)| (a.to_string(), k.to_string())).collect();
+        let kinds = k3d_gpu::compile::ObjectKinds {
+            kinds: kinds_used.iter().map(|(a, k)| (a.to_string(), k.to_string())).collect(),
+            ..Default::default()
+        };
 
         let mut samples = Vec::new();
         let mut seen = 0;

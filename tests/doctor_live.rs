@@ -56,7 +56,10 @@ fn the_engine_and_a_running_cluster_are_checked() {
         kubeconfig: server.kubeconfig(&cluster, dir.path()),
         cluster: cluster.clone(),
         image: configured.into(),
-        kinds: BTreeSet::from([("apps/v1".to_string(), "DaemonSet".to_string())]),
+        kinds: k3d_gpu::compile::ObjectKinds {
+            kinds: BTreeSet::from([("apps/v1".to_string(), "DaemonSet".to_string())]),
+            ..Default::default()
+        },
     };
     let found = rt.block_on(cluster_findings(&target(image), &k3d_gpu::shell::Command::new("k3d-gpu")));
     assert_eq!(code_level(&found, "node-image-ok"), Some(Level::Info), "{found:?}");

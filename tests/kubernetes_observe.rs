@@ -46,14 +46,19 @@ fn observe_lists_each_kind_once_through_the_clusters_own_context() {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = server.kubeconfig("t", dir.path());
 
-        let kinds: BTreeSet<(String, String)> = [
-            ("v1", "ConfigMap"),
-            ("apps/v1", "DaemonSet"),
-            ("nfd.k8s-sigs.io/v1alpha1", "NodeFeatureRule"), // CRD not installed: 404, no objects
-        ]
-        .into_iter()
-        .map(|(a, k)| (a.to_string(), k.to_string()))
-        .collect();
+        let kinds = k3d_gpu::compile::ObjectKinds {
+            kinds: [
+                ("v1", "ConfigMap"),
+                ("apps/v1", "DaemonSet"),
+                ("nfd.k8s-sigs.io/v1alpha1", "NodeFeatureRule"), // CRD not installed: 404, no objects
+            ]
+            .into_iter()
+            .map(|(a, k)| (a.to_string(), k.to_string()))
+            .collect(),
+            plurals: [(("nfd.k8s-sigs.io".to_string(), "NodeFeatureRule".to_string()), "nodefeaturerules".to_string())]
+                .into_iter()
+                .collect(),
+        };
         let observed = observe(client(&kubeconfig, "t").await.unwrap(), "t", &kinds).await.unwrap();
 
         assert_eq!(observed.nodes.len(), 1);
@@ -89,7 +94,9 @@ fn an_api_server_that_accepts_and_never_answers_is_an_error_not_a_hang() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let began = std::time::Instant::now();
     let err = runtime
-        .block_on(async { observe(client(&kubeconfig, "t").await?, "t", &BTreeSet::new()).await })
+        .block_on(async {
+            observe(client(&kubeconfig, "t").await?, "t", &k3d_gpu::compile::ObjectKinds::default()).await
+        })
         .expect_err("nobody answers");
     assert!(matches!(err, k3d_gpu::observe::ObserveError::KubernetesUnreachable { .. }), "{err:?}");
     assert!(err.to_string().contains("k3d-t") && err.to_string().contains("list nodes"), "{err}");
@@ -126,8 +133,54 @@ fn verify_watches_and_notices_a_change_without_polling() {
     assert!(!waiting.is_finished(), "the condition is false so far");
     server.change(|s| s.nodes[0]["status"]["allocatable"]["gpu.intel.com/xe"] = json!("8"));
     runtime.block_on(waiting).unwrap().unwrap();
-    // One watch request for the whole wait: a poll would have made many.
-    assert_eq!(server.requests(), ["GET /api/v1/nodes"]);
+    // One list and one watch for the whole wait (kube-runtime's watcher): a poll would have
+    // made many.
+    assert_eq!(server.requests(), ["GET /api/v1/nodes", "GET /api/v1/nodes"]);
+}
+
+/// A watch answered with ERROR 410 Gone (its resourceVersion compacted) does not fail verify:
+/// the watcher lists again after its backoff and the check holds once the change comes.
+/// Before kube-runtime, verify failed on the first ERROR event.
+#[test]
+fn verify_resumes_after_410_gone() {
+    let node = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "resourceVersion": "1"}, "status": {"allocatable": {"cpu": "8"}}});
+    let mut ds = json!({"apiVersion": "apps/v1", "kind": "DaemonSet",
+        "metadata": {"name": "p", "namespace": "kube-system", "resourceVersion": "2", "generation": 1},
+        "spec": {}, "status": {"observedGeneration": 1, "desiredNumberScheduled": 1, "numberReady": 0, "updatedNumberScheduled": 1}});
+    let mut state = State { nodes: vec![node], expire_watches: 2, ..State::k3s() };
+    state.objects.push(ds.clone());
+    let server = FakeApiServer::start_in_background(state);
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = server.kubeconfig("t", dir.path());
+    let runtime = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let client = runtime.block_on(client(&kubeconfig, "t")).unwrap();
+    // A set (any node) and one named object: the watcher's path and await_condition's.
+    let checks = [
+        json!({"check": "allocatable", "resource": "gpu.intel.com/xe", "min": 1}),
+        json!({"check": "rollout", "kind": "DaemonSet", "namespace": "kube-system", "name": "p"}),
+    ];
+    let waiting: Vec<_> = checks
+        .into_iter()
+        .map(|spec| {
+            let client = client.clone();
+            runtime.spawn(async move {
+                k3d_gpu::apply::verify::wait_for(&client, &spec, "t", std::time::Duration::from_secs(20)).await
+            })
+        })
+        .collect();
+    // Both watches were answered 410 before anything changed.
+    while server.state.lock().unwrap().expire_watches > 0 {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    ds["status"]["numberReady"] = json!(1);
+    server.change(|s| {
+        s.nodes[0]["status"]["allocatable"]["gpu.intel.com/xe"] = json!("1");
+        s.objects.retain(|o| o["kind"] != "DaemonSet" || o["metadata"]["name"] != "p");
+        s.objects.push(ds);
+    });
+    for w in waiting {
+        runtime.block_on(w).unwrap().unwrap();
+    }
 }
 
 /// Applies every object of `graph` the way apply does (namespaces and CRDs first, so their
@@ -140,9 +193,12 @@ async fn apply_objects(client: &kube::Client, graph: &k3d_gpu::compile::DesiredG
         Some("CustomResourceDefinition") => 1,
         _ => 2,
     });
+    // The plurals apply learns from the CRDs it applies.
+    let crds: k3d_gpu::observe::resources::CrdPlurals =
+        objects.iter().filter_map(|o| k3d_gpu::observe::resources::crd_plural(o)).collect();
     let mut failures = Vec::new();
     for object in objects {
-        if let Err(e) = k3d_gpu::apply::kubernetes::apply(client, object, true).await {
+        if let Err(e) = k3d_gpu::apply::kubernetes::apply(client, object, true, &crds).await {
             failures.push(format!("{} {}: {e}", object["kind"], object["metadata"]["name"]));
         }
     }

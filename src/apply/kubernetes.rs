@@ -8,28 +8,34 @@ use std::time::{Duration, Instant};
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
-use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
 use crate::compile::MANAGED_BY;
 use crate::observe::MANAGED_LABELS_ANNOTATION;
-use crate::observe::kubernetes::plural;
+use crate::observe::resources::CrdPlurals;
 
 pub const FIELD_MANAGER: &str = crate::observe::managed::MANAGER;
 
 /// How long to wait for a just-created cluster's API server to answer.
 const API_READY: Duration = Duration::from_secs(120);
 
-fn api_for(client: &Client, object: &Value) -> Result<(Api<DynamicObject>, String), String> {
+/// The API of `object`'s kind (its plural from `observe::resources`: built in, a CRD's, or
+/// discovery) and its name; `None` for the API when the server does not serve the kind.
+async fn api_for(
+    client: &Client,
+    object: &Value,
+    crds: &CrdPlurals,
+) -> Result<(Option<Api<DynamicObject>>, String), String> {
     let api_version = object["apiVersion"].as_str().ok_or("object without apiVersion")?;
     let kind = object["kind"].as_str().ok_or("object without kind")?;
     let name = object["metadata"]["name"].as_str().ok_or("object without metadata.name")?.to_string();
-    let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
-    let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural(kind));
-    let api = match object["metadata"]["namespace"].as_str() {
+    let resource = patient(|| crate::observe::resources::resource(client, api_version, kind, crds))
+        .await
+        .map_err(|e| format!("discovery of {kind}: {e}"))?;
+    let api = resource.map(|resource| match object["metadata"]["namespace"].as_str() {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
-    };
+    });
     Ok((api, name))
 }
 
@@ -58,8 +64,23 @@ const KIND_READY: Duration = Duration::from_secs(60);
 
 /// Server-side apply of one object, forcing ownership of the fields we set. A `create` never
 /// takes over an object someone else made: if one exists without our label, it fails.
-pub async fn apply(client: &Client, object: &Value, create: bool) -> Result<(), String> {
-    let (api, name) = api_for(client, object)?;
+/// `crds`: the plurals of the CRDs this apply has seen, besides the built-in kinds.
+pub async fn apply(client: &Client, object: &Value, create: bool, crds: &CrdPlurals) -> Result<(), String> {
+    let start = Instant::now();
+    let (api, name) = loop {
+        match api_for(client, object, crds).await? {
+            (Some(api), name) => break (api, name),
+            // The kind is not served yet: its CRD was applied a moment ago.
+            (None, _) if start.elapsed() < KIND_READY => tokio::time::sleep(Duration::from_millis(500)).await,
+            (None, name) => {
+                return Err(format!(
+                    "server-side apply of {name}: the API server does not serve {} {} (is its CRD installed?)",
+                    object["apiVersion"].as_str().unwrap_or_default(),
+                    object["kind"].as_str().unwrap_or_default()
+                ));
+            }
+        }
+    };
     if create {
         match patient(|| api.get_opt(&name)).await {
             Ok(Some(existing))
@@ -76,7 +97,6 @@ pub async fn apply(client: &Client, object: &Value, create: bool) -> Result<(), 
     }
     let params = PatchParams::apply(FIELD_MANAGER).force();
     let patch = Patch::Apply(object);
-    let start = Instant::now();
     loop {
         match patient(|| api.patch(&name, &params, &patch)).await {
             Ok(_) => return Ok(()),
@@ -91,11 +111,12 @@ pub async fn apply(client: &Client, object: &Value, create: bool) -> Result<(), 
 
 /// Deletes an object — only if what we observed carries our managed-by label, and only that
 /// very object (its uid), not one recreated under the same name since.
-pub async fn delete(client: &Client, observed: &Value) -> Result<(), String> {
+pub async fn delete(client: &Client, observed: &Value, crds: &CrdPlurals) -> Result<(), String> {
     if observed["metadata"]["labels"][MANAGED_BY.0] != MANAGED_BY.1 {
         return Err("refusing to delete an object that k3d-gpu does not manage".into());
     }
-    let (api, name) = api_for(client, observed)?;
+    // A kind the server no longer serves has no objects left to delete.
+    let (Some(api), name) = api_for(client, observed, crds).await? else { return Ok(()) };
     let mut params = DeleteParams::default();
     if let Some(uid) = observed["metadata"]["uid"].as_str() {
         params.preconditions = Some(kube::api::Preconditions { uid: Some(uid.to_string()), resource_version: None });

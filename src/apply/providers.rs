@@ -36,6 +36,9 @@ pub struct Providers {
     pub json: bool,
     /// The apply lock's file, which each k3d run inherits (`k3d::run_k3d`).
     pub lock: Option<std::fs::File>,
+    /// The plurals of the CRDs this apply applied or deleted (`spec.names.plural`), so their
+    /// custom resources are served under their real name without asking discovery.
+    crds: std::sync::Mutex<crate::observe::resources::CrdPlurals>,
 }
 
 impl Providers {
@@ -54,6 +57,7 @@ impl Providers {
             docker: crate::observe::docker::endpoint(&env, None),
             json: false,
             lock: None,
+            crds: std::sync::Mutex::default(),
         }
     }
 
@@ -203,13 +207,20 @@ impl Providers {
 
     async fn object(&self, action: &Action) -> Result<(), String> {
         let client = self.client().await?;
+        // A CRD runs before the custom resources that depend on it: learn its plural first.
+        let learned = action.after.as_ref().or(action.before.as_ref()).and_then(crate::observe::resources::crd_plural);
+        let crds = {
+            let mut crds = self.crds.lock().unwrap_or_else(|p| p.into_inner());
+            crds.extend(learned);
+            crds.clone()
+        };
         match action.action {
             ActionKind::Delete => {
-                kubernetes::delete(client, action.before.as_ref().ok_or("nothing observed to delete")?).await
+                kubernetes::delete(client, action.before.as_ref().ok_or("nothing observed to delete")?, &crds).await
             }
             kind => {
-                kubernetes::apply(client, action.after.as_ref().ok_or("no desired object")?, kind == ActionKind::Create)
-                    .await
+                let object = action.after.as_ref().ok_or("no desired object")?;
+                kubernetes::apply(client, object, kind == ActionKind::Create, &crds).await
             }
         }
     }

@@ -4,14 +4,27 @@
 //! Each check has its own deadline; a failure names the likely cause and where to look.
 //! The model server is the one check that polls: an HTTP endpoint behind the API server's
 //! service proxy has nothing to watch.
+//!
+//! Watches go through kube-rs's runtime: `await_condition` for one named object (a rollout,
+//! a RuntimeClass, one node's allocatable), `watcher` for a set (any node, the ResourceSlices).
+//! A watch error — the 410 Gone a server sends once the watch's resourceVersion is compacted,
+//! a dropped connection — never fails a check: the watcher lists again and resumes after
+//! kube-runtime's `DefaultBackoff` (client-go's reflector parameters: 0.8 s doubling to 30 s,
+//! jittered). Only the check's deadline ends it, and its message then names the last error.
 
+use std::collections::BTreeMap;
+use std::pin::pin;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use futures_util::StreamExt;
 use k8s_openapi::api::core::v1::Node;
 use kube::Client;
-use kube::api::{Api, DynamicObject, WatchEvent, WatchParams};
+use kube::api::{Api, DynamicObject};
 use kube::core::{ApiResource, GroupVersionKind};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::wait::await_condition;
+use kube::runtime::watcher::{self, DefaultBackoff, Event};
 use serde_json::Value;
 
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(180);
@@ -158,56 +171,120 @@ pub async fn wait_for_in(
 ) -> Result<(), String> {
     // A check may need longer than the default (a model download): its own floor wins.
     let timeout = timeout.max(Duration::from_secs(spec["timeout_s"].as_u64().unwrap_or(0)));
-    match tokio::time::timeout(timeout, watch_until(client, spec)).await {
+    let last_error = Mutex::new(None);
+    match tokio::time::timeout(timeout, watch_until(client, spec, &last_error)).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(format!("{e}; {}", diagnosis_in(spec, context, k3d))),
-        Err(_) => Err(format!("not true after {}s: {}", timeout.as_secs(), diagnosis_in(spec, context, k3d))),
+        Err(_) => {
+            let last = last_error.lock().unwrap_or_else(|p| p.into_inner()).take();
+            let watch = last.map(|e| format!(" (the watch's last error: {e})")).unwrap_or_default();
+            Err(format!("not true after {}s{watch}: {}", timeout.as_secs(), diagnosis_in(spec, context, k3d)))
+        }
     }
 }
 
-async fn watch_until(client: &Client, spec: &Value) -> Result<(), String> {
+/// The last watch error of a check, kept for its timeout message.
+type LastError = Mutex<Option<String>>;
+
+async fn watch_until(client: &Client, spec: &Value, last_error: &LastError) -> Result<(), String> {
     let check = spec["check"].as_str().unwrap_or_default();
-    if check == "resourceslices" {
-        return watch_slices(client, spec).await;
-    }
-    if check == "endpoint" {
-        return poll_endpoint(client, spec).await;
-    }
-    let (api, field_selector): (Api<DynamicObject>, Option<String>) = match check {
+    let named = |key: &str| spec[key].as_str().unwrap_or_default().to_string();
+    match check {
+        "resourceslices" => watch_slices(client, spec, last_error).await,
+        "endpoint" => poll_endpoint(client, spec).await,
         "allocatable" => {
             let ar = ApiResource::erase::<Node>(&());
-            // An existing cluster's check is per node: only that node's events count.
-            let node = spec["node"].as_str().map(|n| format!("metadata.name={n}"));
-            (Api::all_with(client.clone(), &ar), node)
+            let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
+            match spec["node"].as_str() {
+                // An existing cluster's check is per node: that node alone.
+                Some(node) => until_named(api, node, spec, last_error).await,
+                None => {
+                    until_all(api, watcher::Config::default(), last_error, |nodes| {
+                        nodes.values().any(|n| holds(spec, n))
+                    })
+                    .await
+                }
+            }
         }
         "rollout" => {
-            let kind = spec["kind"].as_str().unwrap_or_default();
-            let ar = ApiResource::from_gvk_with_plural(
-                &GroupVersionKind::gvk("apps", "v1", kind),
-                &crate::observe::kubernetes::plural(kind),
-            );
-            let ns = spec["namespace"].as_str().unwrap_or_default();
-            (
-                Api::namespaced_with(client.clone(), ns, &ar),
-                Some(format!("metadata.name={}", spec["name"].as_str().unwrap_or_default())),
-            )
+            let kind = named("kind");
+            let plural = crate::observe::resources::built_in("apps/v1", &kind)
+                .ok_or_else(|| format!("a rollout of {kind} is not something verify can watch"))?;
+            let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apps", "v1", &kind), plural);
+            let api = Api::namespaced_with(client.clone(), &named("namespace"), &ar);
+            until_named(api, &named("name"), spec, last_error).await
         }
         "runtimeclass" => {
             let ar = ApiResource::from_gvk_with_plural(
                 &GroupVersionKind::gvk("node.k8s.io", "v1", "RuntimeClass"),
                 "runtimeclasses",
             );
-            (
-                Api::all_with(client.clone(), &ar),
-                Some(format!("metadata.name={}", spec["name"].as_str().unwrap_or_default())),
-            )
+            until_named(Api::all_with(client.clone(), &ar), &named("name"), spec, last_error).await
         }
-        other => return Err(format!("unknown check {other}")),
+        other => Err(format!("unknown check {other}")),
+    }
+}
+
+fn to_value(object: &DynamicObject) -> Value {
+    serde_json::to_value(object).unwrap_or_default()
+}
+
+/// Waits until `spec` holds for the object `name`, through kube-runtime's `await_condition`
+/// (one watcher on that name: its state first, then its changes). A watch error ends one
+/// `await_condition`; the next starts after a backoff.
+async fn until_named(api: Api<DynamicObject>, name: &str, spec: &Value, last_error: &LastError) -> Result<(), String> {
+    let mut backoff = DefaultBackoff::default();
+    loop {
+        let condition = |o: Option<&DynamicObject>| o.is_some_and(|o| holds(spec, &to_value(o)));
+        match await_condition(api.clone(), name, condition).await {
+            Ok(_) => return Ok(()),
+            Err(e) => {
+                *last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
+            }
+        }
+    }
+}
+
+/// Follows every object of `api` through kube-runtime's `watcher` with its default backoff,
+/// keeping each by namespace/name, until `holds` is true of them. After an error the watcher
+/// lists again (`Init` … `InitDone`) and the set is that list, so an object deleted while the
+/// watch was down does not linger.
+async fn until_all(
+    api: Api<DynamicObject>,
+    config: watcher::Config,
+    last_error: &LastError,
+    mut holds: impl FnMut(&BTreeMap<String, Value>) -> bool,
+) -> Result<(), String> {
+    let key = |o: &DynamicObject| {
+        format!("{}/{}", o.metadata.namespace.as_deref().unwrap_or(""), o.metadata.name.as_deref().unwrap_or(""))
     };
-    watch(&api, field_selector.as_deref(), |event| {
-        matches!(event, Some(WatchEvent::Added(o) | WatchEvent::Modified(o)) if holds(spec, &serde_json::to_value(o).unwrap_or_default()))
-    })
-    .await
+    let mut stream = pin!(watcher::watcher(api, config).default_backoff());
+    let mut known: BTreeMap<String, Value> = BTreeMap::new();
+    let mut listing: Option<BTreeMap<String, Value>> = None;
+    while let Some(item) = stream.next().await {
+        match item {
+            Ok(Event::Init) => listing = Some(BTreeMap::new()),
+            Ok(Event::InitApply(o)) => {
+                listing.get_or_insert_default().insert(key(&o), to_value(&o));
+            }
+            Ok(Event::InitDone) => known = listing.take().unwrap_or_default(),
+            Ok(Event::Apply(o)) => {
+                known.insert(key(&o), to_value(&o));
+            }
+            Ok(Event::Delete(o)) => {
+                known.remove(&key(&o));
+            }
+            Err(e) => {
+                *last_error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e.to_string());
+                continue;
+            }
+        }
+        if listing.is_none() && holds(&known) {
+            return Ok(());
+        }
+    }
+    Err("the watch ended".into())
 }
 
 /// The API server's service proxy path for an `endpoint` check:
@@ -333,7 +410,7 @@ pub fn warm_up_note(spec: &Value, reply: &Reply) -> String {
 }
 
 /// DRA: enough devices of the driver across ResourceSlices.
-async fn watch_slices(client: &Client, spec: &Value) -> Result<(), String> {
+async fn watch_slices(client: &Client, spec: &Value, last_error: &LastError) -> Result<(), String> {
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("resource.k8s.io", "v1", "ResourceSlice"),
         "resourceslices",
@@ -341,59 +418,15 @@ async fn watch_slices(client: &Client, spec: &Value) -> Result<(), String> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &ar);
     let driver = spec["driver"].as_str().unwrap_or_default();
     let want = spec["min_devices"].as_u64().unwrap_or(1).max(1) as usize;
-    let mut devices: std::collections::BTreeMap<String, usize> = Default::default();
-    watch(&api, None, |event| {
-        match event {
-            // A new watch replays the current state: count afresh.
-            None => devices.clear(),
-            Some(WatchEvent::Added(o) | WatchEvent::Modified(o)) => {
-                let v = serde_json::to_value(o).unwrap_or_default();
-                if v["spec"]["driver"] == driver {
-                    let count = v["spec"]["devices"].as_array().map_or(0, Vec::len);
-                    devices.insert(v["metadata"]["name"].as_str().unwrap_or_default().to_string(), count);
-                }
-            }
-            Some(WatchEvent::Deleted(o)) => {
-                devices.remove(o.metadata.name.as_deref().unwrap_or_default());
-            }
-            Some(_) => {}
-        }
-        devices.values().sum::<usize>() >= want
+    until_all(api, watcher::Config::default(), last_error, |slices| {
+        let devices: usize = slices
+            .values()
+            .filter(|v| v["spec"]["driver"] == driver)
+            .map(|v| v["spec"]["devices"].as_array().map_or(0, Vec::len))
+            .sum();
+        devices >= want
     })
     .await
-}
-
-/// Watches `api` until `holds` returns true for an event. `holds(None)` marks the start of
-/// each watch, which begins from the current state (resourceVersion "0": existing objects
-/// arrive as ADDED). A watch that fails to start or breaks is started again; only the
-/// check's deadline (the caller's) ends the wait, or an error event from the server.
-async fn watch(
-    api: &Api<DynamicObject>,
-    field_selector: Option<&str>,
-    mut holds: impl FnMut(Option<&WatchEvent<DynamicObject>>) -> bool,
-) -> Result<(), String> {
-    loop {
-        let mut params = WatchParams::default().timeout(290);
-        if let Some(f) = field_selector {
-            params = params.fields(f);
-        }
-        let Ok(stream) = api.watch(&params, "0").await else {
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-            continue;
-        };
-        if holds(None) {
-            return Ok(());
-        }
-        let mut stream = stream.boxed();
-        while let Some(Ok(event)) = stream.next().await {
-            if let WatchEvent::Error(e) = &event {
-                return Err(format!("watch: {}", e.message));
-            }
-            if holds(Some(&event)) {
-                return Ok(());
-            }
-        }
-    }
 }
 
 #[cfg(test)]

@@ -31,6 +31,8 @@ pub struct Shipped {
     pub images: &'static [&'static str],
     /// `yaml::kinds` of the objects.
     pub kinds: &'static [(&'static str, &'static str)],
+    /// `yaml::plurals` of the objects: each CRD's group, kind and plural.
+    pub plurals: &'static [(&'static str, &'static str, &'static str)],
 }
 
 #[derive(Debug, Clone)]
@@ -109,6 +111,18 @@ impl Objects {
         match &self.source {
             Source::Shipped(m) => m.kinds.iter().map(|(a, k)| (a.to_string(), k.to_string())).collect(),
             _ => self.get().map(yaml::kinds).unwrap_or_default(),
+        }
+    }
+}
+
+impl Objects {
+    /// `(group, kind, plural)` of the CRDs among its objects (none when it does not parse).
+    pub fn plurals(&self) -> Vec<(String, String, String)> {
+        match &self.source {
+            Source::Shipped(m) => {
+                m.plurals.iter().map(|(g, k, p)| (g.to_string(), k.to_string(), p.to_string())).collect()
+            }
+            _ => self.get().map(yaml::plurals).unwrap_or_default(),
         }
     }
 }

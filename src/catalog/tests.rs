@@ -33,6 +33,9 @@ fn the_embedded_json_is_the_yaml_parsed() {
         assert_eq!(shipped.images, yaml::images(&parsed), "{}", shipped.file);
         let kinds: Vec<(String, String)> = shipped.kinds.iter().map(|(a, k)| (a.to_string(), k.to_string())).collect();
         assert_eq!(kinds, yaml::kinds(&parsed), "{}", shipped.file);
+        let plurals: Vec<(String, String, String)> =
+            shipped.plurals.iter().map(|(g, k, p)| (g.to_string(), k.to_string(), p.to_string())).collect();
+        assert_eq!(plurals, yaml::plurals(&parsed), "{}", shipped.file);
     }
 }
 
@@ -46,11 +49,13 @@ fn the_embedded_catalog_decodes_nothing_and_matches_the_files() {
     for (name, c) in &embedded.components {
         let _ = c.objects.digest();
         let _ = c.objects.kinds();
-        assert!(!c.objects.decoded(), "{name}: the digest and kinds need no decoding");
+        let _ = c.objects.plurals();
+        assert!(!c.objects.decoded(), "{name}: the digest, kinds and plurals need no decoding");
         let disk = &from_dir.components[name];
         assert!(!disk.objects.decoded(), "{name}: --stdlib parses a manifest when it is used");
         assert_eq!(c.objects.digest(), disk.objects.digest(), "{name}");
         assert_eq!(c.objects.kinds(), disk.objects.kinds(), "{name}");
+        assert_eq!(c.objects.plurals(), disk.objects.plurals(), "{name}");
         assert_eq!(c.objects.get().unwrap(), disk.objects.get().unwrap(), "{name}");
         assert!(c.objects.decoded());
     }

@@ -71,6 +71,24 @@ pub fn images(objects: &[Value]) -> Vec<String> {
     out
 }
 
+/// `(group, kind, plural)` of every CustomResourceDefinition among the objects, sorted, once
+/// each: the resource its custom resources are served under (`spec.names.plural`), which no
+/// rule of English gives (Chaos Mesh's `PodChaos` is `podchaos`).
+pub fn plurals(objects: &[Value]) -> Vec<(String, String, String)> {
+    let mut out: Vec<(String, String, String)> = objects
+        .iter()
+        .filter(|o| o["kind"] == "CustomResourceDefinition")
+        .filter_map(|o| {
+            let spec = &o["spec"];
+            let text = |v: &Value| v.as_str().map(str::to_string);
+            Some((text(&spec["group"])?, text(&spec["names"]["kind"])?, text(&spec["names"]["plural"])?))
+        })
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 /// The `(apiVersion, kind)` of every object, sorted, once each.
 pub fn kinds(objects: &[Value]) -> Vec<(String, String)> {
     let mut out: Vec<(String, String)> = objects

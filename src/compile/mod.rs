@@ -329,8 +329,9 @@ pub const ACCELERATOR_NODE_LABEL: &str = "k3d-gpu.io/accelerators";
 /// Every `(apiVersion, kind)` a graph compiled with this catalog can hold: the kinds the
 /// components define, and those the compiler writes itself (claim templates and their
 /// namespaces, the npu-turbo ConfigMap, the agent's workload). Observe lists exactly these, so an object of any of
-/// them that the config no longer wants is still seen, and deleted.
-pub fn object_kinds(catalog: &Catalog) -> std::collections::BTreeSet<(String, String)> {
+/// them that the config no longer wants is still seen, and deleted. With them, the plural
+/// each custom kind is served under, from the catalog's CRDs (`spec.names.plural`).
+pub fn object_kinds(catalog: &Catalog) -> ObjectKinds {
     const WRITTEN_BY_THE_COMPILER: [(&str, &str); 8] = [
         ("v1", "ConfigMap"),
         ("v1", "Namespace"),
@@ -344,5 +345,41 @@ pub fn object_kinds(catalog: &Catalog) -> std::collections::BTreeSet<(String, St
         ("extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool"),
     ];
     let from_components = catalog.components.values().flat_map(|c| c.objects.kinds());
-    WRITTEN_BY_THE_COMPILER.iter().map(|(a, k)| (a.to_string(), k.to_string())).chain(from_components).collect()
+    let kinds =
+        WRITTEN_BY_THE_COMPILER.iter().map(|(a, k)| (a.to_string(), k.to_string())).chain(from_components).collect();
+    let plurals = catalog.components.values().flat_map(|c| c.objects.plurals()).map(|(g, k, p)| ((g, k), p)).collect();
+    ObjectKinds { kinds, plurals }
+}
+
+/// The kinds observe lists ([`object_kinds`]) and the plurals the catalog's CRDs declare.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectKinds {
+    /// `(apiVersion, kind)`, sorted.
+    pub kinds: std::collections::BTreeSet<(String, String)>,
+    /// `(group, kind)` → the plural its CRD declares.
+    pub plurals: std::collections::BTreeMap<(String, String), String>,
+}
+
+impl ObjectKinds {
+    pub fn len(&self) -> usize {
+        self.kinds.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.kinds.is_empty()
+    }
+
+    pub fn contains(&self, kind: &(String, String)) -> bool {
+        self.kinds.contains(kind)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &(String, String)> {
+        self.kinds.iter()
+    }
+
+    /// The plural a CRD of the catalog declares for `kind` of `api_version`'s group.
+    pub fn crd_plural(&self, api_version: &str, kind: &str) -> Option<&str> {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        self.plurals.get(&(group.to_string(), kind.to_string())).map(String::as_str)
+    }
 }

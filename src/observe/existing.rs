@@ -2,7 +2,6 @@
 //! through the kubeconfig context the config names — no Docker, no k3d, no node image. One
 //! LIST of nodes and one per kind, as for k3d: O(kinds) requests, whatever the node count.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 use super::{ObserveError, Observed, SCHEMA};
@@ -11,7 +10,7 @@ use super::{ObserveError, Observed, SCHEMA};
 pub async fn observe(
     kubeconfig: &Path,
     context: &str,
-    kinds: &BTreeSet<(String, String)>,
+    kinds: &crate::compile::ObjectKinds,
 ) -> Result<Observed, ObserveError> {
     let client = super::kubernetes::context_client(kubeconfig, context).await?;
     let kubernetes = super::kubernetes::observe_context(client, context, kinds).await?;

@@ -2,7 +2,6 @@
 //! whatever context is current. Nodes, then one LIST per kind the catalog uses (by the
 //! managed-by label), then ResourceSlices: O(kinds) requests, never one per object.
 
-use std::collections::BTreeSet;
 use std::path::Path;
 
 use http_body_util::LengthLimitError;
@@ -129,19 +128,6 @@ fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, String> {
     Ok(config)
 }
 
-/// `DaemonSet` → `daemonsets`, `RuntimeClass` → `runtimeclasses`, `Policy` → `policies`:
-/// the API's plural for every kind the catalog uses.
-pub fn plural(kind: &str) -> String {
-    let lower = kind.to_ascii_lowercase();
-    if lower.ends_with('s') || lower.ends_with('x') {
-        format!("{lower}es")
-    } else if let Some(stem) = lower.strip_suffix('y').filter(|s| !s.ends_with(['a', 'e', 'i', 'o', 'u'])) {
-        format!("{stem}ies")
-    } else {
-        format!("{lower}s")
-    }
-}
-
 async fn timed<T>(
     context: &str,
     what: &str,
@@ -157,7 +143,7 @@ async fn timed<T>(
 pub async fn observe(
     client: Client,
     cluster: &str,
-    kinds: &BTreeSet<(String, String)>,
+    kinds: &crate::compile::ObjectKinds,
 ) -> Result<ObservedKubernetes, ObserveError> {
     observe_context(client, &context_name(cluster), kinds).await
 }
@@ -166,7 +152,7 @@ pub async fn observe(
 pub async fn observe_context(
     client: Client,
     context: &str,
-    kinds: &BTreeSet<(String, String)>,
+    kinds: &crate::compile::ObjectKinds,
 ) -> Result<ObservedKubernetes, ObserveError> {
     let context = context.to_string();
     let failed = |what: &str, e: kube::Error| ObserveError::KubernetesUnreachable {
@@ -192,9 +178,14 @@ pub async fn observe_context(
     observed.nodes.sort_by(|a, b| a.name.cmp(&b.name));
 
     let selector = format!("{}={}", MANAGED_BY.0, MANAGED_BY.1);
-    for (api_version, kind) in kinds {
-        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version.as_str()));
-        let resource = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk(group, version, kind), &plural(kind));
+    for (api_version, kind) in kinds.iter() {
+        // Its plural: built in, or its CRD's, or (a kind no CRD of the catalog declares) the
+        // server's discovery; a kind the server does not serve has no objects.
+        let found =
+            timed(&context, "discovery", super::resources::resource(&client, api_version, kind, &kinds.plurals))
+                .await?
+                .map_err(|e| failed(&format!("discovery of {kind}"), e))?;
+        let Some(resource) = found else { continue };
         let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
         match timed(&context, "list", api.list(&ListParams::default().labels(&selector))).await? {
             Ok(list) => {
@@ -233,24 +224,4 @@ pub async fn observe_context(
         Err(e) => return Err(failed("list ResourceSlices", e)),
     }
     Ok(observed)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::plural;
-
-    #[test]
-    fn plurals_of_the_catalog_kinds() {
-        for (kind, want) in [
-            ("DaemonSet", "daemonsets"),
-            ("RuntimeClass", "runtimeclasses"),
-            ("ValidatingAdmissionPolicy", "validatingadmissionpolicies"),
-            ("CustomResourceDefinition", "customresourcedefinitions"),
-            ("NodeFeatureRule", "nodefeaturerules"),
-            ("Namespace", "namespaces"),
-            ("Gateway", "gateways"),
-        ] {
-            assert_eq!(plural(kind), want);
-        }
-    }
 }

@@ -9,8 +9,9 @@ pub mod existing;
 pub mod kubernetes;
 pub mod managed;
 pub mod registry;
+pub mod resources;
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use serde::{Deserialize, Serialize};
@@ -64,7 +65,7 @@ pub struct Target {
     pub kubeconfig: PathBuf,
     pub cluster: String,
     pub image: String,
-    pub kinds: BTreeSet<(String, String)>,
+    pub kinds: crate::compile::ObjectKinds,
 }
 
 /// Observes Docker, then (when the cluster exists) Kubernetes.

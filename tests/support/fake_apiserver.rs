@@ -3,19 +3,23 @@
 //! (label and field selectors, parsed as the API server does: an unknown field or a bad
 //! selector is 400), get, watch (chunked WatchEvents: ADDED, MODIFIED, DELETED, BOOKMARK when
 //! asked, and ERROR 410 Gone for a resourceVersion older than the compaction point,
-//! [`State::compacted`]), server-side apply with `managedFields` per field manager (an apply
+//! [`State::compacted`], [`State::expire_watches`]), discovery of a group version (the
+//! APIResourceList of what it serves), server-side apply with `managedFields` per field manager (an apply
 //! that omits a field its manager owned removes it; another manager's field conflicts, 409,
 //! unless `force=true`; associative lists merge by their keys), merge patch (the fields it
 //! changes become its manager's), defaulting of every kind we emit, quantities written back
 //! canonical, resourceVersion and uid preconditions (409), random uids, 404 for a namespaced
 //! create in a missing namespace and for custom resources whose CRD is not established
-//! (applying a CRD establishes it; deleting it unserves its kind and deletes its objects),
+//! (applying a CRD establishes it; deleting it unserves its kind and deletes its objects);
+//! a custom resource is served only under the plural its CRD declares (`spec.names.plural`),
+//! built-in kinds under the API's own names ([`KINDS`]), neither ever guessed;
 //! delete of a namespace taking what is in it. The write rules live in [`super::ssa`], with
 //! their upstream provenance. It counts requests so tests can prove O(kinds).
 //!
 //! Not modelled: controllers (tests play those through [`FakeApiServer::change`]), admission
 //! and validation beyond the rules above, status subresources, graceful deletion and
-//! finalizers (a delete is immediate), discovery documents beyond what observe and apply read,
+//! finalizers (a delete is immediate), discovery beyond one group version's resource list (no
+//! `/api`, `/apis` or aggregated discovery),
 //! and what [`super::ssa`] lists.
 
 use std::sync::{Arc, Mutex};
@@ -73,6 +77,10 @@ pub struct State {
     pub proxied_posts: Vec<(String, Value)>,
     /// The oldest resourceVersion a watch may resume from: older is 410 Gone (etcd compacted).
     pub compacted: u64,
+    /// The next this many watches, whatever their resourceVersion, find it compacted: one
+    /// ERROR 410 Gone event and the end, as when etcd compacts between a client's list and its
+    /// watch, or the watch cache's window moves past a watch served from it.
+    pub expire_watches: usize,
     /// Seeds the uids the server hands out (random unless a test fixes it, as for goldens).
     pub uid_seed: u64,
     /// Service cluster IPs handed out.
@@ -158,7 +166,7 @@ impl State {
     pub fn apply(&mut self, object: &Value, manager: &str, force: bool) -> Result<Value, (u16, Value)> {
         let name = object["metadata"]["name"].as_str().unwrap_or_default().to_string();
         let namespace = object["metadata"]["namespace"].as_str().map(str::to_string);
-        let collection = list_path(object);
+        let collection = self.collection(object);
         if !self.served.contains(&collection) {
             return Err(status(
                 404,
@@ -167,11 +175,81 @@ impl State {
             ));
         }
         let found = self.objects.iter().position(|o| {
-            list_path(o) == collection
+            self.collection(o) == collection
                 && o["metadata"]["name"] == name.as_str()
                 && o["metadata"]["namespace"].as_str() == namespace.as_deref()
         });
         write(self, found, &collection, namespace.as_deref(), &name, object, Write::Apply { manager, force })
+    }
+
+    /// The collection path of `object`: a built-in kind's ([`list_path`]), or for a custom
+    /// resource the plural its CRD declares (`spec.names.plural`), never a guess.
+    pub fn collection(&self, object: &Value) -> String {
+        let api = object["apiVersion"].as_str().unwrap_or_default();
+        let kind = object["kind"].as_str().unwrap_or_default();
+        let built_in = list_path(object);
+        if !built_in.contains("(no CRD declares") {
+            return built_in;
+        }
+        let group = api.rsplit_once('/').map_or("", |(g, _)| g);
+        let crd = self.objects.iter().find(|o| {
+            o["kind"] == "CustomResourceDefinition" && o["spec"]["group"] == group && o["spec"]["names"]["kind"] == kind
+        });
+        match crd.and_then(|c| c["spec"]["names"]["plural"].as_str()) {
+            Some(plural) => format!("{}/{plural}", api_prefix(api)),
+            None => built_in,
+        }
+    }
+
+    /// Discovery of one group version (`GET /api/v1`, `GET /apis/GROUP/VERSION`): the
+    /// APIResourceList of what it serves, or `None` (404) when it serves nothing.
+    fn discovery(&self, prefix: &str) -> Option<Value> {
+        let resources: Vec<Value> = self
+            .served
+            .iter()
+            .chain(std::iter::once(&"/api/v1/nodes".to_string()))
+            .filter_map(|path| {
+                let (p, plural) = path.rsplit_once('/')?;
+                if p != prefix {
+                    return None;
+                }
+                let crd = self.objects.iter().find(|o| {
+                    o["kind"] == "CustomResourceDefinition"
+                        && o["spec"]["names"]["plural"] == plural
+                        && prefix.strip_prefix("/apis/").is_some_and(|gv| {
+                            gv.starts_with(&format!("{}/", o["spec"]["group"].as_str().unwrap_or("-")))
+                        })
+                });
+                let (kind, namespaced) = match crd {
+                    Some(c) => (c["spec"]["names"]["kind"].as_str()?.to_string(), c["spec"]["scope"] != "Cluster"),
+                    None => {
+                        let kind = KINDS.iter().find(|(k, _)| k == path)?.1;
+                        let cluster = [
+                            "Namespace",
+                            "Node",
+                            "ClusterRole",
+                            "ClusterRoleBinding",
+                            "RuntimeClass",
+                            "DeviceClass",
+                            "ResourceSlice",
+                            "ValidatingAdmissionPolicy",
+                            "ValidatingAdmissionPolicyBinding",
+                            "CustomResourceDefinition",
+                        ];
+                        (kind.to_string(), !cluster.contains(&kind))
+                    }
+                };
+                Some(json!({"name": plural, "singularName": kind.to_lowercase(), "namespaced": namespaced,
+                    "kind": kind, "verbs": ["create", "delete", "get", "list", "patch", "update", "watch"]}))
+            })
+            .collect();
+        if resources.is_empty() {
+            return None;
+        }
+        let group_version = prefix.trim_start_matches("/api/").trim_start_matches("/apis/");
+        Some(
+            json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": group_version, "resources": resources}),
+        )
     }
 
     /// Takes the next resourceVersion: newer than any the server handed out and any a test
@@ -342,14 +420,15 @@ impl Selection {
     }
 
     /// In the collection and namespace, selectors aside (what a request by name looks in).
-    fn in_scope(&self, object: &Value) -> bool {
-        (self.nodes() || list_path(object) == self.collection)
+    fn in_scope(&self, state: &State, object: &Value) -> bool {
+        (self.nodes() || state.collection(object) == self.collection)
             && self.namespace.as_deref().is_none_or(|ns| object["metadata"]["namespace"] == ns)
     }
 
     fn pick<'a>(&'a self, state: &'a State) -> impl Iterator<Item = &'a Value> {
         state.pool(self.nodes()).iter().filter(|o| {
-            self.in_scope(o) && matches_selector(&self.collection, o, &self.labels, &self.fields).unwrap_or(false)
+            self.in_scope(state, o)
+                && matches_selector(&self.collection, o, &self.labels, &self.fields).unwrap_or(false)
         })
     }
 
@@ -524,15 +603,55 @@ fn matches_selector(collection: &str, object: &Value, labels: &str, fields: &str
     Ok(label_matches(object, &requirements) && fields_ok)
 }
 
-fn plural(kind: &str) -> String {
-    k3d_gpu::observe::kubernetes::plural(kind)
+/// The built-in kinds' collections, by kind (the resource names of the Kubernetes API
+/// reference, v1.37; k3s's `Addon` from its `k3s.cattle.io` CRD). Written out here rather than
+/// taken from the product's table, so a wrong plural there fails against this server.
+pub const KINDS: &[(&str, &str)] = &[
+    ("/api/v1/namespaces", "Namespace"),
+    ("/api/v1/configmaps", "ConfigMap"),
+    ("/api/v1/secrets", "Secret"),
+    ("/api/v1/serviceaccounts", "ServiceAccount"),
+    ("/api/v1/services", "Service"),
+    ("/api/v1/endpoints", "Endpoints"),
+    ("/api/v1/persistentvolumeclaims", "PersistentVolumeClaim"),
+    ("/api/v1/nodes", "Node"),
+    ("/api/v1/pods", "Pod"),
+    ("/api/v1/events", "Event"),
+    ("/apis/apps/v1/daemonsets", "DaemonSet"),
+    ("/apis/apps/v1/deployments", "Deployment"),
+    ("/apis/apps/v1/statefulsets", "StatefulSet"),
+    ("/apis/apps/v1/replicasets", "ReplicaSet"),
+    ("/apis/rbac.authorization.k8s.io/v1/clusterroles", "ClusterRole"),
+    ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", "ClusterRoleBinding"),
+    ("/apis/rbac.authorization.k8s.io/v1/roles", "Role"),
+    ("/apis/rbac.authorization.k8s.io/v1/rolebindings", "RoleBinding"),
+    ("/apis/node.k8s.io/v1/runtimeclasses", "RuntimeClass"),
+    ("/apis/networking.k8s.io/v1/networkpolicies", "NetworkPolicy"),
+    ("/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass"),
+    ("/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice"),
+    ("/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim"),
+    ("/apis/resource.k8s.io/v1/resourceclaimtemplates", "ResourceClaimTemplate"),
+    ("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", "ValidatingAdmissionPolicy"),
+    ("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding"),
+    ("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "CustomResourceDefinition"),
+    ("/apis/k3s.cattle.io/v1/addons", "Addon"),
+];
+
+/// The prefix of an apiVersion's paths: `/api/v1`, `/apis/GROUP/VERSION`.
+fn api_prefix(api: &str) -> String {
+    if api.contains('/') { format!("/apis/{api}") } else { format!("/api/{api}") }
 }
 
-/// The collection path of `object` (without namespace).
+/// The collection path of a built-in `object` (without namespace). A custom resource's is
+/// [`State::collection`]'s: the plural its CRD declares. Without a CRD, a path no one serves.
 pub fn list_path(object: &Value) -> String {
-    let api = object["apiVersion"].as_str().unwrap_or_default();
-    let plural = plural(object["kind"].as_str().unwrap_or_default());
-    if api.contains('/') { format!("/apis/{api}/{plural}") } else { format!("/api/{api}/{plural}") }
+    let prefix = api_prefix(object["apiVersion"].as_str().unwrap_or_default());
+    let kind = object["kind"].as_str().unwrap_or_default();
+    KINDS
+        .iter()
+        .find(|(path, k)| *k == kind && path.rsplit_once('/').is_some_and(|(p, _)| p == prefix))
+        .map(|(path, _)| path.to_string())
+        .unwrap_or_else(|| format!("{prefix}/(no CRD declares {kind})"))
 }
 
 /// A parsed request path: collection, optional namespace, optional name.
@@ -831,6 +950,18 @@ fn respond(
             }
         };
     }
+    // Discovery of one group version: what kube-rs asks for a kind it cannot name itself.
+    let segments = path.trim_matches('/').split('/').count();
+    if method == "GET"
+        && ((path.starts_with("/api/") && segments == 2) || (path.starts_with("/apis/") && segments == 3))
+    {
+        return match state.discovery(path.trim_end_matches('/')) {
+            Some(list) => Reply::Once(200, list),
+            None => {
+                Reply::Once(404, status(404, "NotFound", "the server could not find the requested resource".into()).1)
+            }
+        };
+    }
     let Some(t) = parse_path(path) else {
         return Reply::Once(404, status(404, "NotFound", format!("no route {path}")).1);
     };
@@ -852,7 +983,9 @@ fn respond(
     match (method, &t.name) {
         ("GET", None) if watch => {
             let from = param("resourceVersion").parse::<u64>().ok().filter(|v| *v > 0);
-            if from.is_some_and(|v| v < state.compacted) {
+            let expired = state.expire_watches > 0;
+            state.expire_watches = state.expire_watches.saturating_sub(1);
+            if expired || from.is_some_and(|v| v < state.compacted) {
                 // Too old: the watch starts and at once ends with 410 Gone, as etcd compacted.
                 let gone = status(
                     410,
@@ -873,8 +1006,10 @@ fn respond(
         }
         (_, Some(name)) => {
             let patch: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
-            let found =
-                state.pool(nodes).iter().position(|o| selection.in_scope(o) && o["metadata"]["name"] == name.as_str());
+            let found = state
+                .pool(nodes)
+                .iter()
+                .position(|o| selection.in_scope(&state, o) && o["metadata"]["name"] == name.as_str());
             match method {
                 "GET" => match found {
                     Some(i) => Reply::Once(200, state.pool(nodes)[i].clone()),
