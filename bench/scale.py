@@ -13,9 +13,9 @@ against the size ten times smaller, and the ratio to its target (<= 1 is a pass)
 Figures:
 - instructions: `valgrind --tool=callgrind` (Ir), which repeats exactly whatever else the
   machine does;
-- CPU: user + system seconds of the process (`/usr/bin/time`), the median of RUNS runs (a busy
-  machine stretches wall time, not CPU time);
-- memory: the process's peak resident set (`/usr/bin/time` %M), in MB.
+- CPU: user + system seconds of the process (its rusage, from wait4), the median of RUNS runs
+  (a busy machine stretches wall time, not CPU time);
+- memory: the process's peak resident set (rusage's ru_maxrss), in MB.
 
 Targets (issue 25): validate of the default config on one fixture host <= 25 M instructions;
 fleet validate/graph/plan/render at 1,000 nodes <= 0.5 s and <= 100 MB, growth <= 11x per 10x
@@ -51,25 +51,30 @@ EXAMPLES = [("nvidia-workstation", "desktop-rpl-nvidia"), ("nvidia-time-slicing"
 RUNS = 1 if QUICK else 3
 
 
+def run_counted(argv, cwd, stdin=None):
+    """(cpu seconds, peak MB, exit code, stderr) of one process, from its rusage (wait4:
+    microseconds, where /usr/bin/time rounds to 10 ms and a 2 ms process reads 0)."""
+    proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    if stdin is not None:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+    err = proc.stderr.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, err.decode(errors="replace")
+
+
 def measure(args, cwd, runs=RUNS):
     """(cpu seconds, peak MB, exit code) of `k3d-gpu ARGS`, the median of `runs`."""
     cpu, rss, rc = [], [], 0
-    with tempfile.NamedTemporaryFile("r") as out:
-        for _ in range(runs):
-            proc = subprocess.run(
-                ["/usr/bin/time", "-f", "%U %S %M", "-o", out.name, BIN, *args],
-                cwd=cwd,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.PIPE,
-            )
-            rc = proc.returncode
-            out.seek(0)
-            user, system, kb = out.read().split()[-3:]
-            cpu.append(float(user) + float(system))
-            rss.append(int(kb) / 1024)
-            if rc not in (0, 1, 2) or (rc == 2 and "--detailed-exitcode" not in args):
-                sys.stderr.write(f"  ! {' '.join(args)} exited {rc}: {proc.stderr.decode()[-600:]}\n")
-                break
+    for _ in range(runs):
+        c, mb, rc, err = run_counted([BIN, *args], cwd)
+        cpu.append(c)
+        rss.append(mb)
+        if rc not in (0, 1, 2) or (rc == 2 and "--detailed-exitcode" not in args):
+            sys.stderr.write(f"  ! {' '.join(args)} exited {rc}: {err[-600:]}\n")
+            break
     return statistics.median(cpu), statistics.median(rss), rc
 
 
@@ -206,11 +211,8 @@ def bare_parser(work):
 
 def measure_program(argv, cwd, stdin=None):
     """(cpu seconds, peak MB) of any program."""
-    with tempfile.NamedTemporaryFile("r") as out:
-        subprocess.run(["/usr/bin/time", "-f", "%U %S %M", "-o", out.name, *argv], cwd=cwd, input=stdin,
-                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        user, system, kb = out.read().split()[-3:]
-    return float(user) + float(system), int(kb) / 1024
+    cpu, mb, _, _ = run_counted(argv, cwd, stdin)
+    return cpu, mb
 
 
 def mcp_plan(d):
