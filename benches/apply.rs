@@ -1,5 +1,5 @@
 //! The executor on a synthetic plan: 50 independent 100 ms actions plus a chain of 5.
-//! Critical path: 5 x 100 ms. Target: wall time within 1.5x of it, at the default bound on
+//! Critical path: 5 x 100 ms. Target: wall time within 1.1x of it, at the default bound on
 //! parallel actions. A benchmark: it prints, it never fails.
 //!
 //!     cargo bench --bench apply
@@ -60,5 +60,5 @@ fn main() {
         wall.as_secs_f64() * 1e3,
         critical.as_secs_f64() * 1e3
     );
-    println!("target: ratio <= 1.5x -> {}", if ratio <= 1.5 { "PASS" } else { "FAIL" });
+    println!("target: ratio <= 1.1x -> {}", if ratio <= 1.1 { "PASS" } else { "FAIL" });
 }

@@ -333,6 +333,12 @@ pub struct ValidateCmd {
     pub hosts: HostsOpts,
     #[command(flatten)]
     pub json: JsonOpt,
+    /// Validate many configs in one run, each against the machines it is for: FILE lists
+    /// `CONFIG HOST` a line (HOST a fixture host directory or a facts file; an existing
+    /// cluster's config alone, its [[nodes]] name their facts), `#` comments — the CI
+    /// recipe's k3dgpu-machines.txt. Exits with the worst pair's code.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["config", "root", "facts"])]
+    pub machines: Option<PathBuf>,
 }
 
 impl ValidateCmd {

@@ -85,19 +85,46 @@ pub fn agent(global: &Global) -> Result<u8> {
 pub fn run(global: &Global) -> Result<u8> {
     let graph = compiled(global)?;
     if global.json {
-        super::print_bytes(&masked_json(&graph));
+        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+        // A closed pipe ends the output, as print_bytes does.
+        let _ = crate::canonical::write(&mut out, &masked(&graph)).and_then(|()| std::io::Write::flush(&mut out));
     } else {
         super::print_bytes(graph.to_dot().as_bytes());
     }
     Ok(EXIT_OK)
 }
 
-/// graph/v1 as printed: secrets masked by the rule every printed document follows.
-fn masked_json(graph: &DesiredGraph) -> Vec<u8> {
-    let bytes = graph.to_json();
-    let Ok(mut document) = serde_json::from_slice::<serde_json::Value>(&bytes) else { return bytes };
-    crate::secrets::mask_document(&mut document);
-    crate::canonical::to_bytes(&document)
+/// graph/v1 as printed: secrets masked by the rule every printed document follows. Masked a
+/// resource at a time (the rule looks inside one object at a time, so the document comes out
+/// the same as masked whole) and written as it is made: a 1,000-node fleet's graph is never a
+/// JSON tree in memory, let alone three.
+fn masked(graph: &DesiredGraph) -> impl serde::Serialize + '_ {
+    /// graph/v1's fields (`DesiredGraph::to_json`), each masked.
+    #[derive(serde::Serialize)]
+    struct Doc<'a> {
+        schema: &'static str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        agent: Option<Masked<'a, crate::compile::agent::AgentPlan>>,
+        resources: Vec<Masked<'a, crate::compile::Resource>>,
+        warnings: Masked<'a, [crate::compile::Warning]>,
+    }
+    Doc {
+        schema: crate::compile::GRAPH_SCHEMA,
+        agent: graph.agent.as_ref().map(Masked),
+        resources: graph.resources().map(Masked).collect(),
+        warnings: Masked(&graph.warnings),
+    }
+}
+
+/// A part of a document, masked when it is written.
+struct Masked<'a, T: ?Sized>(&'a T);
+
+impl<T: serde::Serialize + ?Sized> serde::Serialize for Masked<'_, T> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> std::result::Result<S::Ok, S::Error> {
+        let mut value = serde_json::to_value(self.0).map_err(serde::ser::Error::custom)?;
+        crate::secrets::mask_document(&mut value);
+        value.serialize(serializer)
+    }
 }
 
 /// The objects of each component as one YAML file, and a kustomization listing them.
@@ -179,4 +206,34 @@ pub fn render(global: &Global, args: &RenderArgs) -> Result<u8> {
     }
     eprintln!("wrote {} files to {}", files.len(), out.display());
     Ok(EXIT_OK)
+}
+
+#[cfg(test)]
+mod tests {
+    /// Masked a resource at a time is masked as the whole document was, byte for byte, on a
+    /// graph with a secret in it.
+    #[test]
+    fn masking_per_resource_is_masking_the_document() {
+        use crate::compile::{Change, DesiredGraph, Resource, ResourceKind, Warning};
+        let secret = serde_json::json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "s"},
+            "data": {"token": "c2VjcmV0"}});
+        let pod = serde_json::json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [
+            {"name": "a", "args": ["--token", "abc", "--url=https://u:pw@h/x"], "env": [{"name": "HF_TOKEN", "value": "hf"}]}]}}}});
+        let resource = |id: &str, spec: serde_json::Value| Resource {
+            id: id.into(),
+            kind: ResourceKind::Object,
+            change: Change::InPlace,
+            component: Some("c".into()),
+            spec,
+            depends_on: Vec::new(),
+        };
+        let warnings = vec![Warning { code: "w".into(), text: "pull https://user:pw@example.com/x".into(), key: None }];
+        let graph =
+            DesiredGraph::build(vec![resource("k8s/a", secret), resource("k8s/b", pod)], warnings, None).unwrap();
+        let mut whole: serde_json::Value = serde_json::from_slice(&graph.to_json()).unwrap();
+        crate::secrets::mask_document(&mut whole);
+        let printed = crate::canonical::to_bytes(&super::masked(&graph));
+        assert_eq!(String::from_utf8(printed).unwrap(), String::from_utf8(crate::canonical::to_bytes(&whole)).unwrap());
+        assert!(!String::from_utf8(crate::canonical::to_bytes(&super::masked(&graph))).unwrap().contains("c2VjcmV0"));
+    }
 }

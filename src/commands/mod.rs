@@ -13,6 +13,7 @@ mod images;
 pub(crate) mod inputs;
 pub mod json;
 mod logs;
+mod machines;
 pub(crate) mod plan;
 mod report;
 mod schema;
@@ -38,7 +39,10 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Detect(_) => detect::run(global),
         Command::Doctor(a) => doctor::run(global, &a.args),
         Command::Facts(args) => facts::run(global, args),
-        Command::Validate(_) => validate::run(global),
+        Command::Validate(a) => match &a.machines {
+            Some(file) => machines::run(global, file),
+            None => validate::run(global),
+        },
         Command::Graph(_) => graph::run(global),
         Command::Render(a) => graph::render(global, &a.args),
         Command::Schema(args) => schema::run(args),

@@ -35,30 +35,13 @@ pub fn run(global: &Global) -> Result<u8> {
     let Validation { config, hosts: results, diagnostics } = check(global)?;
     let failed = results.iter().any(|r| !r.ok);
     if global.json {
-        /// A host's result with its errors as diagnostics (code, message, file, line, column).
-        #[derive(Serialize)]
-        struct Host<'a> {
-            #[serde(flatten)]
-            result: &'a HostResult,
-            errors: Vec<super::json::Diagnostic>,
-        }
         #[derive(Serialize)]
         struct Doc<'a> {
             schema: &'static str,
             config: &'a str,
-            hosts: Vec<Host<'a>>,
+            hosts: Vec<HostRow<'a>>,
         }
-        let hosts = results
-            .iter()
-            .map(|result| Host {
-                result,
-                errors: diagnostics
-                    .iter()
-                    .filter(|(host, _)| *host == result.host)
-                    .flat_map(|(_, reports)| reports.iter().map(|r| super::json::diagnostic(r.as_ref(), "compile")))
-                    .collect(),
-            })
-            .collect();
+        let hosts = host_rows(&results, &diagnostics);
         super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: SCHEMA, config: &config, hosts }));
     } else {
         super::print_bytes(crate::escape::for_terminal(&table(&config, &results)).as_bytes());
@@ -73,6 +56,33 @@ pub fn run(global: &Global) -> Result<u8> {
 }
 
 pub(crate) const SCHEMA: &str = "k3d-gpu.validate/v1";
+
+/// A host's result with its errors as diagnostics (code, message, file, line, column): an
+/// element of `hosts` in validate/v1.
+#[derive(Serialize)]
+pub(crate) struct HostRow<'a> {
+    #[serde(flatten)]
+    result: &'a HostResult,
+    errors: Vec<super::json::Diagnostic>,
+}
+
+/// validate/v1's `hosts`: each result with the diagnostics filed under its name.
+pub(crate) fn host_rows<'a>(
+    results: &'a [HostResult],
+    diagnostics: &'a [(String, Vec<miette::Report>)],
+) -> Vec<HostRow<'a>> {
+    results
+        .iter()
+        .map(|result| HostRow {
+            result,
+            errors: diagnostics
+                .iter()
+                .filter(|(host, _)| *host == result.host)
+                .flat_map(|(_, reports)| reports.iter().map(|r| super::json::diagnostic(r.as_ref(), "compile")))
+                .collect(),
+        })
+        .collect()
+}
 
 /// Compiles the config for each host (`--root`/`--facts`, each may repeat; this machine when
 /// neither is given). Shared with the MCP server.
@@ -99,35 +109,54 @@ pub(crate) fn check(global: &Global) -> Result<Validation> {
     let mut results = Vec::new();
     let mut diagnostics = Vec::new();
     for (name, facts) in &hosts {
-        match compile::compile(&inputs.config, facts, &catalog) {
-            Ok(graph) => results.push(HostResult {
-                host: name.clone(),
+        let (result, reports) = against(&inputs, &catalog, name, facts);
+        results.push(result);
+        diagnostics.extend(reports.map(|r| (name.clone(), r)));
+    }
+    Ok(Validation { config: inputs.name, hosts: results, diagnostics })
+}
+
+/// The config compiled for one host: its row, and its diagnostics when it fails. Shared with
+/// `validate --machines`.
+pub(crate) fn against(
+    inputs: &super::Inputs,
+    catalog: &crate::catalog::Catalog,
+    name: &str,
+    facts: &Facts,
+) -> (HostResult, Option<Vec<miette::Report>>) {
+    match compile::compile(&inputs.config, facts, catalog) {
+        Ok(graph) => (
+            HostResult {
+                host: name.to_string(),
                 ok: true,
                 active: active(facts, &inputs.config),
                 resources: graph.index.len(),
                 errors: Vec::new(),
                 warnings: graph.warnings.clone(),
-            }),
-            Err(errors) => {
-                let texts = errors.iter().map(|e| format!("{} [{}]", e.message, e.code)).collect();
-                diagnostics.push((name.clone(), compile_diagnostics(&inputs, errors)));
-                results.push(HostResult {
-                    host: name.clone(),
+            },
+            None,
+        ),
+        Err(errors) => {
+            let texts = errors.iter().map(|e| format!("{} [{}]", e.message, e.code)).collect();
+            let reports = compile_diagnostics(inputs, errors);
+            (
+                HostResult {
+                    host: name.to_string(),
                     ok: false,
                     active: active(facts, &inputs.config),
                     resources: 0,
                     errors: texts,
                     warnings: Vec::new(),
-                });
-            }
+                },
+                Some(reports),
+            )
         }
     }
-    Ok(Validation { config: inputs.name, hosts: results, diagnostics })
 }
 
 /// An existing cluster: every node's facts at once, compiled together (one graph), a row per
 /// node. An error of one node is on its row; an error of the fleet as a whole is on every row.
-fn fleet(global: &Global, inputs: super::Inputs, catalog: &crate::catalog::Catalog) -> Result<Validation> {
+pub(crate) fn fleet(global: &Global, inputs: super::Inputs, catalog: &crate::catalog::Catalog) -> Result<Validation> {
     let nodes = super::fleet::load_nodes(global, &inputs)?;
     let outcome = compile::fleet::compile(&inputs.config, &super::fleet::fleet_nodes(&inputs, &nodes), catalog);
     let mut results = Vec::new();
@@ -205,7 +234,7 @@ fn active(facts: &Facts, config: &crate::config::Config) -> Vec<String> {
     compile::active_vendors(config, facts).iter().map(|d| d.vendor.to_string()).collect()
 }
 
-fn table(config: &str, results: &[HostResult]) -> String {
+pub(crate) fn table(config: &str, results: &[HostResult]) -> String {
     use crate::table::{column_width, pad};
     let width = column_width(results.iter().map(|r| r.host.as_str()), 4);
     let blank = pad("", width);

@@ -62,6 +62,9 @@ pub struct DesiredGraph {
     pub images: BTreeMap<String, crate::images::Use>,
 }
 
+/// graph/v1's `schema`.
+pub const GRAPH_SCHEMA: &str = "k3d-gpu.graph/v1";
+
 #[derive(Serialize)]
 struct GraphDocument<'a> {
     schema: &'static str,
@@ -118,7 +121,7 @@ impl DesiredGraph {
     /// graph/v1 JSON, canonical bytes.
     pub fn to_json(&self) -> Vec<u8> {
         crate::canonical::to_bytes(&GraphDocument {
-            schema: "k3d-gpu.graph/v1",
+            schema: GRAPH_SCHEMA,
             agent: self.agent.as_ref(),
             resources: self.resources().collect(),
             warnings: &self.warnings,

@@ -23,7 +23,7 @@ use crate::catalog::{Catalog, Condition};
 use crate::config::{Config, IntelGpuMode, VendorSelection};
 use crate::facts::{Detected, Facts, Vendor};
 
-pub use graph::{Change, DesiredGraph, Resource, ResourceKind, Warning};
+pub use graph::{Change, DesiredGraph, GRAPH_SCHEMA, Resource, ResourceKind, Warning};
 
 /// Enough to fix a config; more would only bury the first.
 const MAX_ERRORS: usize = 50;
