@@ -36,6 +36,8 @@ pub struct Providers {
     pub json: bool,
     /// The apply lock's file, which each k3d run inherits (`k3d::run_k3d`).
     pub lock: Option<std::fs::File>,
+    /// The user's data directory, where the default host model store is (`k3d::data_home`).
+    pub data_home: Option<PathBuf>,
 }
 
 impl Providers {
@@ -54,6 +56,7 @@ impl Providers {
             docker: crate::observe::docker::endpoint(&env, None),
             json: false,
             lock: None,
+            data_home: k3d::data_home(&env),
         }
     }
 
@@ -85,7 +88,15 @@ impl Providers {
         let create = |spec: &Value| -> Result<PathBuf, String> {
             std::fs::create_dir_all(&self.workdir).map_err(|e| format!("{}: {e}", self.workdir.display()))?;
             let file = self.workdir.join(format!("{name}.k3d.json"));
-            let text = serde_json::to_string_pretty(&k3d::simple_config(spec)).unwrap_or_default() + "\n";
+            let mut config = k3d::simple_config(spec);
+            if !spec["model_store"].is_null() {
+                // The host model store: made before k3d mounts it (compile/models.rs).
+                let short = crate::compile::models::short(spec["model_store"]["dir"].as_str(), name);
+                let host = k3d::model_store_path(&short, self.data_home.as_deref())?;
+                k3d::make_model_dir(&host)?;
+                k3d::add_model_store(&mut config, spec, &host);
+            }
+            let text = serde_json::to_string_pretty(&config).unwrap_or_default() + "\n";
             // It can hold a k3s token or datastore credentials: readable by its owner only,
             // and never written through a link left in the state directory.
             crate::output_file::write(&file, text.as_bytes(), crate::output_file::PRIVATE)
@@ -208,8 +219,15 @@ impl Providers {
                 kubernetes::delete(client, action.before.as_ref().ok_or("nothing observed to delete")?).await
             }
             kind => {
-                kubernetes::apply(client, action.after.as_ref().ok_or("no desired object")?, kind == ActionKind::Create)
-                    .await
+                let object = action.after.as_ref().ok_or("no desired object")?;
+                if object["kind"] == "PersistentVolume"
+                    && let Some(dir) =
+                        object["metadata"]["annotations"][crate::compile::models::HOST_DIR_ANNOTATION].as_str()
+                {
+                    // A local volume's path must exist before a pod mounts it.
+                    k3d::make_model_dir(&k3d::model_store_path(dir, self.data_home.as_deref())?)?;
+                }
+                kubernetes::apply(client, object, kind == ActionKind::Create).await
             }
         }
     }
