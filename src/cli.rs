@@ -240,8 +240,9 @@ pub enum Command {
     Destroy(DestroyCmd),
 
     /// Where the agent (the LLM server) would run on this host, and why: backend, device,
-    /// resource, placement. Without an [agent] table it explains the defaults.
-    Agent(DataOpts),
+    /// resource, placement. Without an [agent] table it explains the defaults. `agent status`
+    /// asks the running server instead.
+    Agent(AgentArgs),
 
     /// Compare the config's graph with what exists and print the plan: each action with its
     /// reason and a diff, a summary, and the plan hash that `apply` checks.
@@ -290,7 +291,8 @@ impl Command {
             Command::Doctor(a) => Global::from(&a.data),
             Command::Facts(a) => a.global(),
             Command::Validate(a) => a.global(),
-            Command::Graph(d) | Command::Observe(d) | Command::Agent(d) => Global::from(d),
+            Command::Graph(d) | Command::Observe(d) => Global::from(d),
+            Command::Agent(a) => Global::from(a.data()),
             Command::Render(a) => Global::from(&a.inputs),
             Command::Schema(a) => none.with_json(&a.json),
             Command::Apply(a) => Global::from(&a.data),
@@ -519,6 +521,44 @@ pub enum ImagesCommand {
     /// No network: exit 1 when images.lock misses an image the config deploys, holds one it no
     /// longer deploys, or names another digest than the catalog pins. For CI.
     Check(DataOpts),
+}
+
+/// `agent`: the placement; `agent status`: the running server.
+#[derive(Debug, Args)]
+pub struct AgentArgs {
+    #[command(flatten)]
+    pub data: DataOpts,
+
+    #[command(subcommand)]
+    pub command: Option<AgentCommand>,
+}
+
+impl AgentArgs {
+    /// The options of the command that runs: `agent status` takes its own.
+    pub fn data(&self) -> &DataOpts {
+        match &self.command {
+            Some(AgentCommand::Status(s)) => &s.data,
+            None => &self.data,
+        }
+    }
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentCommand {
+    /// The running agent, asked through the cluster's API server (its service proxy): the
+    /// endpoint, the models it serves, the device it runs on, and a fresh reply to one short
+    /// chat completion with the time it took. Exits 1 when the server does not answer.
+    Status(AgentStatusArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AgentStatusArgs {
+    #[command(flatten)]
+    pub data: DataOpts,
+
+    /// Seconds the fresh reply may take (a cold server compiles on its first request).
+    #[arg(long, value_name = "SECONDS", default_value_t = 60, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    pub timeout: u64,
 }
 
 #[derive(Debug, Args)]

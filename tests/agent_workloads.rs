@@ -203,16 +203,66 @@ fn removing_the_agent_deletes_its_workload_and_keeps_its_data() {
         ]
     );
     let kept: Vec<&str> = plan.warnings.iter().filter(|w| w.code == "data-kept").map(|w| w.text.as_str()).collect();
-    assert_eq!(kept.len(), 2, "{kept:?}");
-    assert!(kept.iter().any(|t| t.starts_with("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models is")));
+    assert_eq!(kept.len(), 3, "{kept:?}");
+    assert!(kept.iter().any(|t| t.starts_with("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models is")
+        && t.contains("its files are on the host in $XDG_DATA_HOME/k3d-gpu/models/gpu/ovms")));
+    assert!(kept.iter().any(|t| t.starts_with("k8s/core/PersistentVolume/k3d-gpu-agent-ovms-models is")));
     assert!(kept.iter().any(|t| t.starts_with("k8s/core/Namespace/k3d-gpu-agent is")));
 
-    // keep_models = false: the plan deletes them and says the data is lost.
+    // keep_models = false: the plan deletes them; the files stay in the host model store, and
+    // the plan says which directory to delete.
     let with = graph("[agent]\nkeep_models = false\n", "lunar-lake-npu");
     let plan = plan_from(&with, &without);
     let pvc = plan.actions.iter().find(|a| a.id.ends_with("PersistentVolumeClaim/k3d-gpu-agent/ovms-models")).unwrap();
-    assert!(pvc.reason.text.contains("data (a downloaded model) is lost"), "{}", pvc.reason.text);
-    assert_eq!(actions(&plan).len(), 4, "{:?}", actions(&plan));
+    assert!(
+        pvc.reason
+            .text
+            .contains("its files stay on the host in $XDG_DATA_HOME/k3d-gpu/models/gpu/ovms: delete that directory"),
+        "{}",
+        pvc.reason.text
+    );
+    assert!(!pvc.reason.text.contains("is lost"), "{}", pvc.reason.text);
+    assert_eq!(actions(&plan).len(), 5, "{:?}", actions(&plan));
+}
+
+#[test]
+fn every_model_server_keeps_its_models_in_the_host_model_store() {
+    let g = graph("[agent]\n[addons.embeddings]\n", "lunar-lake-npu");
+    let cluster = spec(&g, "k3d/cluster/gpu");
+    assert_eq!(cluster["model_store"], serde_json::json!({ "dir": null, "node": "/var/lib/k3d-gpu/models" }));
+    for server in ["ovms", "embeddings"] {
+        let pvc = spec(&g, &format!("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/{server}-models"));
+        assert_eq!(pvc["spec"]["storageClassName"], "k3d-gpu-models");
+        assert_eq!(pvc["spec"]["volumeName"], format!("k3d-gpu-agent-{server}-models"));
+        let pv_id = format!("k8s/core/PersistentVolume/k3d-gpu-agent-{server}-models");
+        let pv = spec(&g, &pv_id);
+        assert_eq!(pv["spec"]["local"]["path"], format!("/var/lib/k3d-gpu/models/{server}"));
+        assert_eq!(pv["spec"]["persistentVolumeReclaimPolicy"], "Retain", "deleting it never deletes the files");
+        assert_eq!(pv["spec"]["storageClassName"], "k3d-gpu-models");
+        assert_eq!(pv["spec"]["capacity"]["storage"], pvc["spec"]["resources"]["requests"]["storage"]);
+        assert_eq!(pv["metadata"]["labels"]["k3d-gpu.io/keep-on-removal"], "true");
+        assert_eq!(
+            pv["metadata"]["annotations"]["k3d-gpu.io/model-store"],
+            format!("$XDG_DATA_HOME/k3d-gpu/models/gpu/{server}")
+        );
+        let pvc_id = format!("k8s/core/PersistentVolumeClaim/k3d-gpu-agent/{server}-models");
+        assert!(g.get(&pvc_id).unwrap().depends_on.contains(&pv_id), "the PVC is applied after its PV");
+    }
+    // A configured store: its path is in the cluster spec and the PVs' annotations.
+    let g = graph("[agent]\nmodel_dir = \"/srv/models\"\n", "lunar-lake-npu");
+    assert_eq!(spec(&g, "k3d/cluster/gpu")["model_store"]["dir"], "/srv/models");
+    let pv = spec(&g, "k8s/core/PersistentVolume/k3d-gpu-agent-ovms-models");
+    assert_eq!(pv["metadata"]["annotations"]["k3d-gpu.io/model-store"], "/srv/models/ovms");
+    // Without [agent] the store is mounted all the same: adding the agent needs no new cluster.
+    let bare = graph("", "lunar-lake-npu");
+    assert_eq!(spec(&bare, "k3d/cluster/gpu")["model_store"], cluster["model_store"]);
+    // A path k3d cannot mount is refused on the key.
+    for bad in ["models", "/srv/a:b", "/srv/../etc", "/"] {
+        let errors = compile_on(&format!("[agent]\nmodel_dir = {bad:?}\n"), &facts_of("lunar-lake-npu"), &CATALOG)
+            .err()
+            .unwrap_or_else(|| panic!("{bad} accepted"));
+        assert!(errors.iter().any(|e| e.code == "agent-model-dir"), "{bad}: {errors:?}");
+    }
 }
 
 #[test]

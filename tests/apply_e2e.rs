@@ -116,6 +116,8 @@ impl World {
             .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
             .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&self.server.url, &self.cluster))
             .env("XDG_STATE_HOME", self.dir.path().join("state"))
+            // The default host model store (compile/models.rs) is made under it, never in $HOME.
+            .env("XDG_DATA_HOME", self.dir.path().join("data"))
             .env("NO_COLOR", "1");
         command
     }
@@ -387,6 +389,78 @@ fn an_apply_that_fails_half_way_resumes_and_converges() {
 }
 
 /// Every stderr line of a `--json` run, parsed; a line that is not JSON fails the test.
+/// The host model store (issue 27): a file written to it before a cluster replace is there
+/// after it, in the new node too; destroy says the store is kept and leaves it.
+#[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
+fn a_cluster_replace_keeps_the_host_model_store() {
+    let Some(w) = world("e2e-models", true) else { return };
+    let planned = w.run(&["plan", "--out", &w.path("p.json")]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    let applied = w.run(&["apply", &w.path("p.json")]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    // The default store, under the user's data directory, made by apply and mounted.
+    let store = w.dir.path().join("data/k3d-gpu/models/e2e-models");
+    assert!(store.is_dir(), "apply makes the store: {}", text(&applied));
+    let node = "k3d-e2e-models-server-0";
+    let binds = |w: &World| {
+        let out = Command::new("docker").args(["inspect", "-f", "{{json .HostConfig.Binds}}", node]).output().unwrap();
+        let _ = w;
+        String::from_utf8_lossy(&out.stdout).to_string()
+    };
+    let mount = format!("{}:/var/lib/k3d-gpu/models", store.display());
+    assert!(binds(&w).contains(&mount), "{}", binds(&w));
+    // A model server writes into the store through the node's mount.
+    let wrote = Command::new("docker")
+        .args([
+            "exec",
+            node,
+            "sh",
+            "-c",
+            "mkdir -p /var/lib/k3d-gpu/models/vllm && echo weights > /var/lib/k3d-gpu/models/vllm/model.safetensors",
+        ])
+        .output()
+        .unwrap();
+    assert!(wrote.status.success(), "{}", text(&wrote));
+    let file = store.join("vllm/model.safetensors");
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "weights\n");
+
+    // A changed k3s flag recreates the cluster; the plan says the models are kept, and where.
+    std::fs::write(
+        &w.config,
+        format!("[cluster]\nname = \"e2e-models\"\nimage = \"{}\"\nk3s_args = [\"--disable=traefik\"]\n", w.image),
+    )
+    .unwrap();
+    let replace = w.run(&["plan", "--out", &w.path("r.json")]);
+    let plan_text = text(&replace);
+    assert!(plan_text.contains("k3s args changed"), "{plan_text}");
+    assert!(
+        plan_text
+            .contains("The models are kept: they are in the host model store $XDG_DATA_HOME/k3d-gpu/models/e2e-models"),
+        "{plan_text}"
+    );
+    let replaced = w.run(&["apply", &w.path("r.json"), "--allow-replace"]);
+    assert_eq!(replaced.status.code(), Some(0), "{}", text(&replaced));
+    assert!(text(&replaced).contains("done   k3d/cluster/e2e-models"), "{}", text(&replaced));
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "weights\n", "the file survives the replace");
+    let seen = Command::new("docker")
+        // The image has sh and no cat: read it with the shell's builtin.
+        .args(["exec", node, "sh", "-c", "read l < /var/lib/k3d-gpu/models/vllm/model.safetensors && echo \"$l\""])
+        .output()
+        .unwrap();
+    assert_eq!(String::from_utf8_lossy(&seen.stdout), "weights\n", "the new node finds it: {}", text(&seen));
+
+    // destroy deletes the cluster, never the store, and says so.
+    let shown = w.run(&["destroy"]);
+    assert!(text(&shown).contains("the host model store $XDG_DATA_HOME/k3d-gpu/models/e2e-models"), "{}", text(&shown));
+    assert!(text(&shown).contains("is not deleted"), "{}", text(&shown));
+    assert!(text(&shown).contains(&format!("to delete its models: rm -rf {}", store.display())), "{}", text(&shown));
+    let destroyed = w.run(&["destroy", "--plan-hash", &destroy_hash_of(&shown)]);
+    assert_eq!(destroyed.status.code(), Some(0), "{}", text(&destroyed));
+    assert_eq!(w.containers(), 0);
+    assert_eq!(std::fs::read_to_string(&file).unwrap(), "weights\n", "destroy keeps the store");
+}
+
 fn json_events(out: &Output) -> Vec<serde_json::Value> {
     String::from_utf8_lossy(&out.stderr)
         .lines()

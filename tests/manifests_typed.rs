@@ -11,7 +11,9 @@ mod support;
 
 use k8s_openapi::api::admissionregistration::v1::{ValidatingAdmissionPolicy, ValidatingAdmissionPolicyBinding};
 use k8s_openapi::api::apps::v1::{DaemonSet, Deployment};
-use k8s_openapi::api::core::v1::{ConfigMap, Namespace, PersistentVolumeClaim, Secret, Service, ServiceAccount};
+use k8s_openapi::api::core::v1::{
+    ConfigMap, Namespace, PersistentVolume, PersistentVolumeClaim, Secret, Service, ServiceAccount,
+};
 use k8s_openapi::api::node::v1::RuntimeClass;
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::api::resource::v1::{DeviceClass, ResourceClaimTemplate};
@@ -51,6 +53,7 @@ fn check(object: &Value) -> Option<Result<Value, String>> {
         "Secret" => round_trip::<Secret>(object),
         "Service" => round_trip::<Service>(object),
         "PersistentVolumeClaim" => round_trip::<PersistentVolumeClaim>(object),
+        "PersistentVolume" => round_trip::<PersistentVolume>(object),
         "ClusterRole" => round_trip::<ClusterRole>(object),
         "ClusterRoleBinding" => round_trip::<ClusterRoleBinding>(object),
         "Role" => round_trip::<Role>(object),

@@ -75,6 +75,46 @@ pub fn simple_config(spec: &Value) -> Value {
     config
 }
 
+// --- The host model store (issue 27; compile/models.rs) -----------------------------------
+// Kept apart from `simple_config`'s `volumes` so the two change independently.
+
+/// The user's data directory: `$XDG_DATA_HOME`, else `~/.local/share` (absolute values only).
+pub fn data_home(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    let absolute = |k: &str| env(k).map(PathBuf::from).filter(|p| p.is_absolute());
+    absolute("XDG_DATA_HOME").or_else(|| absolute("HOME").map(|h| h.join(".local/share")))
+}
+
+/// A model store path as the graph writes it (`compile::models::short`: absolute, or under
+/// `$XDG_DATA_HOME/`) on this machine.
+pub fn model_store_path(short: &str, data_home: Option<&Path>) -> Result<PathBuf, String> {
+    match short.strip_prefix("$XDG_DATA_HOME/") {
+        Some(rest) => data_home
+            .map(|d| d.join(rest))
+            .ok_or_else(|| "the default model store needs XDG_DATA_HOME or HOME; or set [agent] model_dir".to_string()),
+        None if short.starts_with('/') => Ok(PathBuf::from(short)),
+        None => Err(format!("model store {short:?} is not an absolute path")),
+    }
+}
+
+/// Makes a model store directory (and its parents) if missing: Docker would otherwise make a
+/// bind source root-owned, and a local PersistentVolume's path must exist.
+pub fn make_model_dir(dir: &Path) -> Result<(), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make the model store {}: {e}", dir.display()))
+}
+
+/// Adds the cluster spec's model store to a SimpleConfig: `host` (resolved) mounted on every
+/// node at the spec's node path. A spec without one (an older recorded spec) adds nothing.
+pub fn add_model_store(config: &mut Value, spec: &Value, host: &Path) {
+    let Some(node) = spec["model_store"]["node"].as_str() else { return };
+    let volume = json!({ "volume": format!("{}:{node}", host.display()), "nodeFilters": ["server:*", "agent:*"] });
+    match config["volumes"].as_array_mut() {
+        Some(volumes) => volumes.push(volume),
+        None => config["volumes"] = json!([volume]),
+    }
+}
+
+// --- end of the model store -------------------------------------------------------------
+
 /// Runs `k3d` with a deadline; its last lines become the error. `lock`: the apply lock's
 /// descriptor ([`super::lock::Lock::for_child`]), given to k3d as its stdin (k3d reads none),
 /// so the lock is held while k3d runs even if k3d-gpu dies first; without it, stdin is empty.
@@ -139,6 +179,38 @@ mod tests {
         assert_eq!(locate(&k3d, None), Some(k3d.clone()), "a path needs no PATH");
         assert_eq!(locate(Path::new("k3d"), None), None);
         assert_eq!(locate(&dir.path().join("missing"), Some(&path)), None);
+    }
+
+    #[test]
+    fn the_model_store_is_resolved_and_mounted_on_every_node() {
+        let home = |k: &str| (k == "HOME").then(|| "/home/me".to_string());
+        let data = data_home(&home);
+        assert_eq!(data, Some(PathBuf::from("/home/me/.local/share")));
+        let xdg = |k: &str| (k == "XDG_DATA_HOME").then(|| "/d".to_string());
+        assert_eq!(data_home(&xdg), Some(PathBuf::from("/d")));
+        assert_eq!(
+            data_home(&|k: &str| (k == "XDG_DATA_HOME").then(|| "rel".to_string())),
+            None,
+            "relative is ignored"
+        );
+        let short = "$XDG_DATA_HOME/k3d-gpu/models/gpu";
+        assert_eq!(
+            model_store_path(short, data.as_deref()).unwrap(),
+            PathBuf::from("/home/me/.local/share/k3d-gpu/models/gpu")
+        );
+        assert!(model_store_path(short, None).unwrap_err().contains("model_dir"));
+        assert_eq!(model_store_path("/srv/m/vllm", None).unwrap(), PathBuf::from("/srv/m/vllm"));
+        let spec =
+            json!({ "name": "gpu", "volumes": [], "model_store": { "dir": null, "node": "/var/lib/k3d-gpu/models" } });
+        let mut config = simple_config(&spec);
+        add_model_store(&mut config, &spec, Path::new("/srv/m"));
+        assert_eq!(
+            config["volumes"],
+            json!([{ "volume": "/srv/m:/var/lib/k3d-gpu/models", "nodeFilters": ["server:*", "agent:*"] }])
+        );
+        let mut old = simple_config(&json!({ "name": "gpu" }));
+        add_model_store(&mut old, &json!({ "name": "gpu" }), Path::new("/srv/m"));
+        assert_eq!(old["volumes"], json!([]), "an older spec has no store");
     }
 
     #[test]

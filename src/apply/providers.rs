@@ -39,6 +39,8 @@ pub struct Providers {
     /// The plurals of the CRDs this apply applied or deleted (`spec.names.plural`), so their
     /// custom resources are served under their real name without asking discovery.
     crds: std::sync::Mutex<crate::observe::resources::CrdPlurals>,
+    /// The user's data directory, where the default host model store is (`k3d::data_home`).
+    pub data_home: Option<PathBuf>,
 }
 
 impl Providers {
@@ -58,6 +60,7 @@ impl Providers {
             json: false,
             lock: None,
             crds: std::sync::Mutex::default(),
+            data_home: k3d::data_home(&env),
         }
     }
 
@@ -89,7 +92,15 @@ impl Providers {
         let create = |spec: &Value| -> Result<PathBuf, String> {
             std::fs::create_dir_all(&self.workdir).map_err(|e| format!("{}: {e}", self.workdir.display()))?;
             let file = self.workdir.join(format!("{name}.k3d.json"));
-            let text = serde_json::to_string_pretty(&k3d::simple_config(spec)).unwrap_or_default() + "\n";
+            let mut config = k3d::simple_config(spec);
+            if !spec["model_store"].is_null() {
+                // The host model store: made before k3d mounts it (compile/models.rs).
+                let short = crate::compile::models::short(spec["model_store"]["dir"].as_str(), name);
+                let host = k3d::model_store_path(&short, self.data_home.as_deref())?;
+                k3d::make_model_dir(&host)?;
+                k3d::add_model_store(&mut config, spec, &host);
+            }
+            let text = serde_json::to_string_pretty(&config).unwrap_or_default() + "\n";
             // It can hold a k3s token or datastore credentials: readable by its owner only,
             // and never written through a link left in the state directory.
             crate::output_file::write(&file, text.as_bytes(), crate::output_file::PRIVATE)
@@ -220,6 +231,13 @@ impl Providers {
             }
             kind => {
                 let object = action.after.as_ref().ok_or("no desired object")?;
+                if object["kind"] == "PersistentVolume"
+                    && let Some(dir) =
+                        object["metadata"]["annotations"][crate::compile::models::HOST_DIR_ANNOTATION].as_str()
+                {
+                    // A local volume's path must exist before a pod mounts it.
+                    k3d::make_model_dir(&k3d::model_store_path(dir, self.data_home.as_deref())?)?;
+                }
                 kubernetes::apply(client, object, kind == ActionKind::Create, &crds).await
             }
         }

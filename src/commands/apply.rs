@@ -652,6 +652,24 @@ fn destroy_text(plan: &Plan, hash: &str, cluster: &str) -> String {
     crate::plan::render::text(plan, hash, crate::plan::render::Style { color: false })
 }
 
+/// Where a destroy plan's cluster keeps its host model store on this machine, and how to
+/// delete it: destroy never does (compile/models.rs).
+fn model_store_note(plan: &Plan, cluster: &str) -> Option<String> {
+    let store = plan.actions.iter().find_map(|a| a.before.as_ref()).map(|b| b["model_store"].clone())?;
+    if store.is_null() {
+        return None;
+    }
+    let env = |k: &str| std::env::var(k).ok();
+    let short = crate::compile::models::short(store["dir"].as_str(), cluster);
+    let path = crate::apply::k3d::model_store_path(&short, crate::apply::k3d::data_home(&env).as_deref()).ok()?;
+    let path = path.display().to_string();
+    Some(format!(
+        "note: the host model store {} is kept for the next cluster; to delete its models: {}",
+        crate::escape::one_line(&path),
+        crate::shell::Command::new("rm").lit("-rf").arg(&path)
+    ))
+}
+
 pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let inputs = super::load_config(global)?;
     let lock = lock_cluster(global, &inputs.config.cluster.name)?;
@@ -670,6 +688,9 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         // --json: the destroy plan itself (plan/v1), as `plan --json` prints a plan.
         super::print_bytes(if global.json { plan.to_bytes() } else { text.into_bytes() }.as_slice());
         if !plan.is_empty() {
+            if let Some(note) = model_store_note(&plan, &inputs.config.cluster.name) {
+                eprintln!("{note}");
+            }
             eprintln!("to run it: {}", crate::shell::k3d_gpu(global).lit("destroy").opt("--plan-hash", &hash));
         }
         return Ok(EXIT_OK);
@@ -692,6 +713,12 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     let outcome = rt.block_on(execute_until(&plan.actions, &providers, 1, &stop, &mut |e| reporter.event(e)));
     reporter.finish();
     print_summary(global.json, &outcome, &[]);
+    if outcome.ok()
+        && !global.json
+        && let Some(note) = model_store_note(&plan, &inputs.config.cluster.name)
+    {
+        eprintln!("{note}");
+    }
     Ok(if outcome.ok() { EXIT_OK } else { EXIT_FAILED })
 }
 

@@ -1,6 +1,7 @@
 //! Command implementations: the edge that loads inputs, calls the pure stages and prints.
 //! stdout carries data (tables, JSON); stderr carries progress and diagnostics.
 
+mod agent_status;
 pub(crate) mod apply;
 pub(crate) mod audit;
 mod completions;
@@ -52,7 +53,10 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Logs(a) => logs::run(global, &a.args),
         Command::Report(a) => report::run(global, &a.args),
         Command::Observe(_) => plan::observe_command(global),
-        Command::Agent(_) => graph::agent(global),
+        Command::Agent(args) => match &args.command {
+            Some(crate::cli::AgentCommand::Status(status)) => agent_status::run(global, status),
+            None => graph::agent(global),
+        },
         Command::Apply(a) => apply::run(global, &a.args),
         Command::Destroy(a) => apply::destroy(global, &a.args),
         Command::Completions(args) => completions::completions(args),

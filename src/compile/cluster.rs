@@ -217,6 +217,8 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
     }
 
     let volumes = volumes(cx, nvidia);
+    // The host model store (issue 27), its own key beside `volumes`: models.rs.
+    let model_store = super::models::cluster_spec(cx);
 
     let node_labels = accelerator_node(cx)
         .map(|node| vec![json!({ "label": format!("{}=true", super::ACCELERATOR_NODE_LABEL), "nodes": node })]);
@@ -238,6 +240,7 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             "api_host_ip": cluster.api_host_ip,
             "k3s_args": k3s_args,
             "volumes": volumes,
+            "model_store": model_store,
             "node_labels": node_labels.unwrap_or_default(),
         }),
         depends_on: cx.node_image.as_ref().map(|_| vec![NODE_IMAGE_ID.to_string()]).unwrap_or_default(),

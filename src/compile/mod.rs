@@ -14,6 +14,7 @@ mod experimental;
 pub mod fleet;
 mod graph;
 mod intel;
+pub mod models;
 pub mod nvidia;
 mod telemetry;
 mod verify;
@@ -332,7 +333,7 @@ pub const ACCELERATOR_NODE_LABEL: &str = "k3d-gpu.io/accelerators";
 /// them that the config no longer wants is still seen, and deleted. With them, the plural
 /// each custom kind is served under, from the catalog's CRDs (`spec.names.plural`).
 pub fn object_kinds(catalog: &Catalog) -> ObjectKinds {
-    const WRITTEN_BY_THE_COMPILER: [(&str, &str); 8] = [
+    const WRITTEN_BY_THE_COMPILER: [(&str, &str); 9] = [
         ("v1", "ConfigMap"),
         ("v1", "Namespace"),
         ("resource.k8s.io/v1", "ResourceClaimTemplate"),
@@ -340,6 +341,8 @@ pub fn object_kinds(catalog: &Catalog) -> ObjectKinds {
         ("apps/v1", "Deployment"),
         ("v1", "Service"),
         ("v1", "PersistentVolumeClaim"),
+        // The host model store's volumes (models.rs).
+        ("v1", "PersistentVolume"),
         // [sandbox]'s (workloads/sandbox.rs).
         ("extensions.agents.x-k8s.io/v1beta1", "SandboxTemplate"),
         ("extensions.agents.x-k8s.io/v1beta1", "SandboxWarmPool"),

@@ -277,9 +277,18 @@ pub struct Agent {
     #[schemars(range(min = 60, max = 86400))]
     pub timeout: Option<u64>,
     /// Keep the model PVC (and its namespace) when the agent, or this backend, leaves the
-    /// config: `true` (default) keeps the download and the plan says so; `false` lets the plan
-    /// delete them, and says the data is lost. Takes effect once applied.
+    /// config: `true` (default) keeps them and the plan says so; `false` lets the plan delete
+    /// them. Under provider `k3d` the model files are in the host model store (`model_dir`)
+    /// and stay there either way: the plan says which directory to delete. Takes effect once
+    /// applied.
     pub keep_models: Option<bool>,
+    /// The host model store (provider `k3d`): an absolute directory on this machine that every
+    /// node mounts at `/var/lib/k3d-gpu/models`, where every model server (the agent, its
+    /// add-ons) keeps its models, one subdirectory each, so a recreated cluster finds them in
+    /// place. Unset: `$XDG_DATA_HOME/k3d-gpu/models/<cluster name>`
+    /// (`~/.local/share/k3d-gpu/models/<cluster name>`). apply creates it; nothing k3d-gpu does
+    /// deletes it. A change recreates the cluster (k3d fixes mounts at creation).
+    pub model_dir: Option<String>,
     /// The chat UI (Open WebUI) in front of the model server; present means wanted. Sign-in
     /// is always on, the Service is ClusterIP only, and its data PVC is kept on removal like
     /// the model's.

@@ -258,7 +258,22 @@ pub fn destroy(observed: &Observed, inputs: Inputs) -> Result<Plan, NotManaged> 
             )]
         }
     };
-    Ok(assemble(inputs, actions, Vec::new(), Vec::new()))
+    // The host model store is never deleted with the cluster: the plan says where it is.
+    let warnings = observed
+        .cluster
+        .iter()
+        .flat_map(|c| c.nodes.iter().find_map(|n| n.recorded_spec.clone()).map(|s| (c.name.clone(), s)))
+        .filter(|(_, spec)| !spec["model_store"].is_null())
+        .map(|(name, spec)| Warning {
+            code: "models-kept".into(),
+            text: format!(
+                "the host model store {} is not deleted: it keeps the downloaded models for the next cluster. Delete that directory yourself when no model in it is needed",
+                crate::compile::models::describe(&spec["model_store"], &name)
+            ),
+            key: Some("agent.model_dir".into()),
+        })
+        .collect();
+    Ok(assemble(inputs, actions, Vec::new(), warnings))
 }
 
 /// The plan document from its actions: secrets masked, counts summed, warnings sorted.
@@ -354,6 +369,7 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
                     }
                     "k3s_args" => "k3s args changed".to_string(),
                     "volumes" => "host mounts changed".to_string(),
+                    "model_store" => "the host model store's mount changed".to_string(),
                     "gpus" => "--gpus changed".to_string(),
                     other => format!("{other} changed"),
                 });
@@ -415,8 +431,9 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
                 reason(
                     "creation-property-changed",
                     format!(
-                        "{}: k3d fixes these at creation, so the cluster is recreated, which deletes its state",
-                        texts.join("; ")
+                        "{}: k3d fixes these at creation, so the cluster is recreated, which deletes its state{}",
+                        texts.join("; "),
+                        models_on_replace(server.recorded_spec.as_ref(), &desired.spec, name)
                     ),
                 ),
                 server.recorded_spec.clone().or_else(|| Some(json!({ "image": server.image }))),
@@ -435,6 +452,29 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
             None,
         )
     })
+}
+
+/// What a replace does to the models (issue 27): kept in the host model store when the old
+/// cluster mounted the same store, else what happens to them.
+fn models_on_replace(recorded: Option<&Value>, desired: &Value, cluster: &str) -> String {
+    use crate::compile::models::{NODE_DIR, describe};
+    let wanted = &desired["model_store"];
+    if wanted.is_null() {
+        return String::new();
+    }
+    let here = describe(wanted, cluster);
+    match recorded.map(|r| &r["model_store"]) {
+        Some(old) if old["dir"] == wanted["dir"] => format!(
+            ". The models are kept: they are in the host model store {here}, which the new nodes mount again at {NODE_DIR}"
+        ),
+        Some(old) if !old.is_null() => format!(
+            ". The models in the old store {} stay on the host, not used; the new cluster keeps its models in {here}",
+            describe(old, cluster)
+        ),
+        _ => format!(
+            ". The old cluster kept its models inside its volumes, so they go with it; the new cluster keeps them in the host model store {here}, where the next rebuild finds them"
+        ),
+    }
 }
 
 /// Node labels and annotations: compared on every node; ours are listed in an annotation so
@@ -568,18 +608,30 @@ fn object_actions(
             let what: String = object["metadata"]["annotations"][crate::compile::DATA_ANNOTATION]
                 .as_str()
                 .map_or_else(|| "a downloaded model".into(), |t| crate::escape::one_line(t).chars().take(80).collect());
+            let store = object["metadata"]["annotations"][crate::compile::models::HOST_DIR_ANNOTATION]
+                .as_str()
+                .map(|d| crate::escape::one_line(d).chars().take(200).collect::<String>());
             if object["metadata"]["labels"][crate::compile::KEEP_LABEL] == "true" {
+                let files = store.as_ref().map(|d| format!("; its files are on the host in {d}")).unwrap_or_default();
                 warnings.push(Warning {
                     code: "data-kept".into(),
                     text: format!(
                         "{id} is no longer in the config and is kept: it holds data ({what}). \
-                         Delete it yourself when it is no longer needed (`kubectl delete`)"
+                         Delete it yourself when it is no longer needed (`kubectl delete`){files}"
                     ),
                     key: None,
                 });
                 continue;
             }
-            let why = if object["kind"] == "PersistentVolumeClaim" {
+            let why = if let Some(dir) = &store {
+                // The files are on the host (models.rs): deleting the PVC or its PV leaves them.
+                reason(
+                    "no-longer-wanted",
+                    format!(
+                        "managed by k3d-gpu and no longer in the config; its files stay on the host in {dir}: delete that directory when they are no longer needed"
+                    ),
+                )
+            } else if object["kind"] == "PersistentVolumeClaim" {
                 reason(
                     "no-longer-wanted",
                     format!("managed by k3d-gpu and no longer in the config; its data ({what}) is lost"),

@@ -37,6 +37,8 @@ pub const BUILT_IN: &[&str] = &[
     "/api/v1/serviceaccounts",
     "/api/v1/services",
     "/api/v1/persistentvolumeclaims",
+    // Cluster-scoped: the host model store's volumes (issue 27).
+    "/api/v1/persistentvolumes",
     "/apis/apps/v1/daemonsets",
     "/apis/apps/v1/deployments",
     "/apis/rbac.authorization.k8s.io/v1/clusterroles",

@@ -554,6 +554,13 @@ pub fn apply_defaults(object: &mut Value, cluster_ip: impl FnOnce() -> String) {
             default(&mut object["spec"], "volumeMode", json!("Filesystem"));
             default(&mut object["status"], "phase", json!("Pending"));
         }
+        // k8s.io/kubernetes pkg/apis/core/v1/defaults.go SetDefaults_PersistentVolume: a static
+        // PV is Retain and Filesystem unless it says otherwise, and starts Pending.
+        "PersistentVolume" => {
+            default(&mut object["spec"], "persistentVolumeReclaimPolicy", json!("Retain"));
+            default(&mut object["spec"], "volumeMode", json!("Filesystem"));
+            default(&mut object["status"], "phase", json!("Pending"));
+        }
         "Deployment" => {
             let spec = &mut object["spec"];
             default(spec, "replicas", json!(1));

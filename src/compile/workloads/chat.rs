@@ -102,7 +102,7 @@ pub(super) fn resources(
     scope: &Scope,
     out: &mut Vec<Resource>,
 ) {
-    let Scope { cluster_id, ns_id, keep } = *scope;
+    let Scope { cluster_id, ns_id, keep, .. } = *scope;
     let env_value = |name: &str, value: &str| json!({ "name": name, "value": value });
     let mut env = vec![
         // Open WebUI copies these into its database on the first start and reads them from

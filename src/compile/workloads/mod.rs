@@ -92,6 +92,9 @@ pub(super) struct Scope<'a> {
     cluster_id: &'a str,
     ns_id: &'a str,
     keep: &'a str,
+    /// The host model store's directory (`models::short`) under provider k3d; `None` for an
+    /// existing cluster, whose PVCs its own provisioner serves.
+    store: Option<&'a str>,
 }
 
 pub(super) fn labels(extra: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -125,6 +128,19 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             "annotations": { super::DATA_ANNOTATION: "the volumes of the agent and its add-ons" } } });
     let ns_id = object_id(&namespace);
     push(out, namespace, vec![cluster_id.to_string()]);
+    // Under k3d every model server's PVC binds to its directory in the host model store.
+    let store = cluster_id
+        .starts_with("k3d/cluster/")
+        .then(|| super::models::short(agent.model_dir.as_deref(), &config.cluster.name));
+    if store.is_none() && agent.model_dir.is_some() {
+        cx.error(super::CompileError::new(
+            "agent-model-dir",
+            &["agent", "model_dir"],
+            "model_dir is k3d-only: an existing cluster's nodes keep models where its storage class puts them",
+            Some("remove model_dir".into()),
+        ));
+    }
+    let store = store.as_deref();
 
     // A parser: "" turns it off, unset is the default model's (the reference's), or none.
     let parser = |set: &Option<String>, default: &str| -> Option<String> {
@@ -184,13 +200,13 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
         api: if server == "ovms" { "v3" } else { "v1" },
         chat_model: Some(served_name.clone()),
     };
-    emit(cx, out, cluster_id, &ns_id, keep, llm);
+    emit(cx, out, &Scope { cluster_id, ns_id: &ns_id, keep, store }, llm);
     if let Some(ui) = &agent.chat
         && chat::valid(cx, ui)
     {
         // Both servers serve the model under its served name (`--model_name`,
         // `--served-model-name`).
-        chat::resources(cx, ui, plan, &served_name, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
+        chat::resources(cx, ui, plan, &served_name, &Scope { cluster_id, ns_id: &ns_id, keep, store }, out);
     }
 
     for addon in &plan.addons {
@@ -204,7 +220,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             // reference's `--max_length` for the NPU is not passed.
             (AddonName::Embeddings, _) => ("embeddings", EMBEDDINGS_MODEL, "embeddings", &["--pooling", "LAST"]),
             (AddonName::Video, _) => {
-                video::resources(cx, addon, &Scope { cluster_id, ns_id: &ns_id, keep }, out);
+                video::resources(cx, addon, &Scope { cluster_id, ns_id: &ns_id, keep, store }, out);
                 continue;
             }
         };
@@ -230,7 +246,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             api: "v3",
             chat_model: None,
         };
-        emit(cx, out, cluster_id, &ns_id, keep, server);
+        emit(cx, out, &Scope { cluster_id, ns_id: &ns_id, keep, store }, server);
     }
 }
 
@@ -283,12 +299,33 @@ pub(super) fn data_pvc(name: &str, keep: &str, storage: &str, what: Option<&str>
     pvc
 }
 
+/// A model server's PVC `<server>-models`: under k3d bound to its directory in the host model
+/// store, whose PersistentVolume is pushed here (the PVC is applied after it).
+pub(super) fn model_pvc(
+    out: &mut Vec<Resource>,
+    scope: &Scope,
+    server: &str,
+    storage: &str,
+    what: Option<&str>,
+) -> Value {
+    let mut pvc = data_pvc(&format!("{server}-models"), scope.keep, storage, what);
+    if let Some(store) = scope.store {
+        let pv = super::models::bind(&mut pvc, server, storage, scope.keep, json!(labels(&[])), store);
+        push(out, pv, vec![scope.cluster_id.to_string()]);
+    }
+    pvc
+}
+
 /// A workload's PVC and its Deployment (after the PVC), both after the cluster and the
-/// namespace; returns the Deployment's id.
+/// namespace (and a model store PV the PVC names); returns the Deployment's id.
 pub(super) fn push_workload(out: &mut Vec<Resource>, scope: (&str, &str), pvc: Value, deployment: Value) -> String {
     let (cluster_id, ns_id) = scope;
     let (pvc_id, deployment_id) = (object_id(&pvc), object_id(&deployment));
-    push(out, pvc, vec![cluster_id.to_string(), ns_id.to_string()]);
+    let mut pvc_deps = vec![cluster_id.to_string(), ns_id.to_string()];
+    if let Some(pv) = pvc["spec"]["volumeName"].as_str() {
+        pvc_deps.push(format!("k8s/core/PersistentVolume/{pv}"));
+    }
+    push(out, pvc, pvc_deps);
     push(out, deployment, vec![cluster_id.to_string(), ns_id.to_string(), pvc_id]);
     deployment_id
 }
@@ -306,11 +343,12 @@ pub(super) fn push_service(
 }
 
 /// A server's PVC, Deployment, Service and readiness checks.
-fn emit(cx: &mut Context, out: &mut Vec<Resource>, cluster_id: &str, ns_id: &str, keep: &str, s: Server) {
+fn emit(cx: &mut Context, out: &mut Vec<Resource>, scope: &Scope, s: Server) {
+    let (cluster_id, ns_id) = (scope.cluster_id, scope.ns_id);
     let server = s.name;
     let selector = json!({ "app.kubernetes.io/name": server });
     let pvc_name = format!("{server}-models");
-    let pvc = data_pvc(&pvc_name, keep, &s.storage, None);
+    let pvc = model_pvc(out, scope, server, &s.storage, None);
 
     let (image, containers, init, volumes_extra, pod_security) = s.parts;
     let mut requests = json!({ "cpu": s.cpu, "memory": s.memory });

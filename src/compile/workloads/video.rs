@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use super::{NAMESPACE, Scope, addon_groups, data_pvc, hardened, labels, push_workload, rollout};
+use super::{NAMESPACE, Scope, addon_groups, hardened, labels, model_pvc, push_workload, rollout};
 use crate::compile::agent::AddonPlan;
 use crate::compile::{Context, Resource};
 
@@ -72,7 +72,7 @@ with open(os.environ["MODEL_PROC_PATH"], "w") as f:
 
 /// The video add-on's PVC and Deployment, and its rollout check.
 pub(super) fn resources(cx: &mut Context, addon: &AddonPlan, scope: &Scope, out: &mut Vec<Resource>) {
-    let Scope { cluster_id, ns_id, keep } = *scope;
+    let Scope { cluster_id, ns_id, .. } = *scope;
     let gpu = addon.device == "GPU";
     let source = cx.config.addons.get(&crate::config::AddonName::Video).and_then(|a| a.source.clone());
     let dir = format!("{MODELS}/video/{MODEL}");
@@ -146,7 +146,7 @@ pub(super) fn resources(cx: &mut Context, addon: &AddonPlan, scope: &Scope, out:
         pod_labels.insert("k3d-gpu.io/cores".into(), cores.into());
     }
     let pvc_name = format!("{NAME}-models");
-    let pvc = data_pvc(&pvc_name, keep, STORAGE, Some("a downloaded detection model and clip"));
+    let pvc = model_pvc(out, scope, NAME, STORAGE, Some("a downloaded detection model and clip"));
     let mut deployment = json!({ "apiVersion": "apps/v1", "kind": "Deployment",
         "metadata": { "name": NAME, "namespace": NAMESPACE, "labels": labels(&[("app.kubernetes.io/name", NAME)]) },
         "spec": {

@@ -1,0 +1,132 @@
+//! The host model store: one directory on the host (`[agent] model_dir`, by default under the
+//! user's data directory) that every k3d node mounts at [`NODE_DIR`], so a recreated cluster
+//! (a new node image, a new GPU, a changed k3s flag) finds its models in place instead of
+//! downloading tens of GB again.
+//!
+//! Every model server (the agent, the vlm/stt/embeddings add-ons, the video add-on) reads its
+//! models through a PVC bound to a static local PersistentVolume at `NODE_DIR/<server>`. The
+//! PV's reclaim policy is Retain and deleting it never touches the files: only a person
+//! deletes the store (the plan says where; `destroy` and `keep_models = false` say so too).
+//!
+//! The store is part of the cluster spec (what k3d fixes at creation) whether or not the
+//! config has `[agent]`, so adding the agent later needs no new cluster. The spec names the
+//! store as configured (`dir`: the absolute path, or null for the default), never the path
+//! the default resolves to on this machine: the graph stays the same on every machine, and
+//! apply resolves the default (`apply::k3d::model_store_dir`). Pure.
+
+use serde_json::{Value, json};
+
+use super::{CompileError, Context};
+
+/// Where every node mounts the store.
+pub const NODE_DIR: &str = "/var/lib/k3d-gpu/models";
+
+/// The storage class name the store's PVs and PVCs carry: no StorageClass object has it, so
+/// no provisioner acts on them and a PVC binds only to the PV it names.
+pub const STORAGE_CLASS: &str = "k3d-gpu-models";
+
+/// The annotation on a model PVC and PV naming its directory in the store, for the plan.
+pub const HOST_DIR_ANNOTATION: &str = "k3d-gpu.io/model-store";
+
+/// The cluster spec's `model_store`: the configured directory (null: the default) and the
+/// node path. An unusable `[agent] model_dir` is an error on that key.
+pub fn cluster_spec(cx: &mut Context) -> Value {
+    let dir = cx.config.agent.as_ref().and_then(|a| a.model_dir.clone());
+    if let Some(d) = &dir
+        && let Err(why) = check_dir(d)
+    {
+        cx.error(CompileError::new(
+            "agent-model-dir",
+            &["agent", "model_dir"],
+            format!("model_dir {}: {why}", crate::escape::quoted(d)),
+            Some("use an absolute host path such as \"/srv/models\", or leave it unset for the default under ~/.local/share/k3d-gpu".into()),
+        ));
+    }
+    json!({ "dir": dir, "node": NODE_DIR })
+}
+
+/// An absolute path k3d can mount: no `:` or `,` (k3d's volume syntax splits there), no
+/// control characters, no `.`/`..` components, not `/` itself.
+fn check_dir(dir: &str) -> Result<(), &'static str> {
+    if !dir.starts_with('/') {
+        return Err("is not an absolute path");
+    }
+    if dir.chars().any(|c| c.is_control() || c == ':' || c == ',') {
+        return Err("may not hold ':', ',' or control characters (k3d's volume syntax)");
+    }
+    if dir.split('/').any(|c| c == "." || c == "..") {
+        return Err("may not hold `.` or `..` components");
+    }
+    if dir.trim_end_matches('/').is_empty() {
+        return Err("is the root directory");
+    }
+    Ok(())
+}
+
+/// The store's host directory as a short path: the configured one, or the default for
+/// `cluster` written with its variable.
+pub fn short(dir: Option<&str>, cluster: &str) -> String {
+    match dir {
+        Some(dir) => crate::escape::one_line(dir).into_owned(),
+        None => format!("$XDG_DATA_HOME/k3d-gpu/models/{cluster}"),
+    }
+}
+
+/// Where the store is on the host, in words, from a cluster spec's `model_store` (a recorded
+/// one included): the configured path, or the default for `cluster` and what it falls back to.
+pub fn describe(store: &Value, cluster: &str) -> String {
+    match store["dir"].as_str() {
+        Some(dir) => short(Some(dir), cluster),
+        None => format!("{} (~/.local/share/k3d-gpu/models/{cluster} without XDG_DATA_HOME)", short(None, cluster)),
+    }
+}
+
+/// The static local PersistentVolume of one server's directory in the store, and the PVC
+/// changes that bind to it: storage class [`STORAGE_CLASS`] and `volumeName`. `keep` is the
+/// keep-on-removal label's value; `store` the store's host directory ([`short`]).
+pub fn bind(pvc: &mut Value, server: &str, storage: &str, keep: &str, labels: Value, store: &str) -> Value {
+    let pv_name = format!("{}-{server}-models", super::workloads::NAMESPACE);
+    let where_ = format!("{store}/{server}");
+    pvc["spec"]["storageClassName"] = json!(STORAGE_CLASS);
+    pvc["spec"]["volumeName"] = json!(pv_name);
+    pvc["metadata"]["annotations"][HOST_DIR_ANNOTATION] = json!(where_);
+    let mut labels = labels;
+    labels[super::KEEP_LABEL] = json!(keep);
+    json!({ "apiVersion": "v1", "kind": "PersistentVolume",
+        "metadata": { "name": pv_name, "labels": labels,
+            "annotations": { HOST_DIR_ANNOTATION: where_ } },
+        "spec": {
+            "capacity": { "storage": storage },
+            "accessModes": ["ReadWriteOnce"],
+            "volumeMode": "Filesystem",
+            // Deleting the PV (or its claim) never deletes the files: a person does.
+            "persistentVolumeReclaimPolicy": "Retain",
+            "storageClassName": STORAGE_CLASS,
+            // A local volume, unlike a hostPath one, gets the pod's fsGroup (OVMS runs as
+            // uid 5000). Every k3d node mounts the store, so any Linux node serves it.
+            "local": { "path": format!("{NODE_DIR}/{server}") },
+            "nodeAffinity": { "required": { "nodeSelectorTerms": [ { "matchExpressions": [
+                { "key": "kubernetes.io/os", "operator": "In", "values": ["linux"] } ] } ] } },
+        } })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_model_dir_is_an_absolute_mountable_path() {
+        assert!(check_dir("/srv/models").is_ok());
+        assert!(check_dir("/home/me/.cache/k3d models").is_ok());
+        for bad in ["srv/models", "~/models", "/srv/a:b", "/srv/a,b", "/srv/../etc", "/", "//", "/srv/\n"] {
+            assert!(check_dir(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn the_default_store_is_described_by_its_variables() {
+        let default = describe(&json!({ "dir": null }), "gpu");
+        assert!(default.starts_with("$XDG_DATA_HOME/k3d-gpu/models/gpu"), "{default}");
+        assert_eq!(describe(&json!({ "dir": "/srv/models" }), "gpu"), "/srv/models");
+    }
+}
