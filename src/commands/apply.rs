@@ -29,7 +29,7 @@ fn ask(question: &str) -> String {
 }
 
 /// Which inputs differ between a saved plan and a fresh one.
-fn changed_inputs(saved: &Inputs, now: &Inputs) -> Vec<&'static str> {
+fn changed_inputs(saved: &Inputs, now: &Inputs) -> Vec<String> {
     let mut out = Vec::new();
     for (name, a, b) in [
         ("config", &saved.config, &now.config),
@@ -40,8 +40,15 @@ fn changed_inputs(saved: &Inputs, now: &Inputs) -> Vec<&'static str> {
         ("k3d-gpu version", &saved.tool_version, &now.tool_version),
     ] {
         if a != b {
-            out.push(name);
+            out.push(name.to_string());
         }
+    }
+    if saved.made_from != now.made_from {
+        out.push(format!(
+            "the options (planned with {}, now {})",
+            super::made_from::describe(saved.made_from.as_ref()),
+            super::made_from::describe(now.made_from.as_ref())
+        ));
     }
     out
 }
@@ -341,11 +348,33 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         return Ok(if applied.ok() { EXIT_OK } else { EXIT_FAILED });
     }
     // A plan file that is not a plan is unreadable input, and an offline plan can never pass
-    // the gate: both are said before anything is observed.
+    // the gate: both are said before anything is observed. The options the plan was made
+    // with stand for those not given here.
+    let mut filled = global.clone();
     let saved = match &args.plan_file {
-        Some(file) => Some(saved_plan(global, file)?),
+        Some(file) => {
+            let (plan, bytes) = read_plan_file(file)?;
+            if let Some(made) = &plan.inputs.made_from {
+                let taken;
+                (filled, taken) = super::made_from::fill(global, made);
+                if !taken.is_empty() {
+                    note(
+                        global.json,
+                        &format!(
+                            "{} from {}, as it was made: {}",
+                            taken.join(", "),
+                            file.display(),
+                            super::made_from::describe(super::made_from::record(&filled).as_ref())
+                        ),
+                    );
+                }
+            }
+            refuse_offline(&filled, file, &plan)?;
+            Some((plan, bytes))
+        }
         None => None,
     };
+    let global = &filled;
     let locked = locked_plan(global)?;
     let plan = &locked.computed.plan;
     let bytes = plan.to_bytes();
@@ -390,10 +419,18 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     Ok(if applied.ok() { EXIT_OK } else { EXIT_FAILED })
 }
 
+/// A note on stderr (a JSON line with --json).
+fn note(json: bool, text: &str) {
+    if json {
+        eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+    } else {
+        eprintln!("note: {}", crate::escape::for_terminal(text));
+    }
+}
+
 /// A plan file as `plan --out` writes it, with its bytes: anything else (`{}`, another
-/// document, not JSON) is unreadable input (exit 2), and a plan made with `--offline` is
-/// refused, saying so: it compares against nothing, so no live plan can match it.
-fn saved_plan(global: &Global, file: &std::path::Path) -> Result<(Plan, Vec<u8>)> {
+/// document, not JSON) is unreadable input (exit 2). Shared with `show`.
+pub(crate) fn read_plan_file(file: &std::path::Path) -> Result<(Plan, Vec<u8>)> {
     let input = |reason: String| Error::Input {
         what: "plan",
         path: file.display().to_string(),
@@ -406,8 +443,19 @@ fn saved_plan(global: &Global, file: &std::path::Path) -> Result<(Plan, Vec<u8>)
         return Err(input(format!("schema is {}, expected {:?}", value["schema"], crate::plan::SCHEMA)));
     }
     let plan: Plan = serde_json::from_value(value).map_err(|e| input(e.to_string()))?;
-    // The digest of "nothing exists" does not depend on the graph: nothing is projected.
-    if plan.inputs.observed == crate::plan::digest::observed_digest(None, &crate::observe::Observed::nothing()) {
+    Ok((plan, bytes))
+}
+
+/// Whether a plan was made with `--offline` (against nothing). The digest of "nothing
+/// exists" does not depend on the graph: nothing is projected.
+pub(crate) fn made_offline(plan: &Plan) -> bool {
+    plan.inputs.observed == crate::plan::digest::observed_digest(None, &crate::observe::Observed::nothing())
+}
+
+/// A plan made with `--offline` is refused, saying so: it compares against nothing, so no
+/// live plan can match it.
+fn refuse_offline(global: &Global, file: &std::path::Path, plan: &Plan) -> Result<()> {
+    if made_offline(plan) {
         let replan = crate::shell::k3d_gpu(global).lit("plan").opt("--out", "plan.json");
         let apply = crate::shell::k3d_gpu(global).lit("apply").arg("plan.json");
         return Err(refused(
@@ -418,7 +466,7 @@ fn saved_plan(global: &Global, file: &std::path::Path) -> Result<(Plan, Vec<u8>)
             format!("plan against what exists: {replan} (without --offline or --observed), review it, then {apply}"),
         ));
     }
-    Ok((plan, bytes))
+    Ok(())
 }
 
 /// `apply --plan-hash HASH`, shared by the CLI and the MCP server's `apply` tool: the lock,

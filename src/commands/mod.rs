@@ -13,9 +13,11 @@ mod images;
 pub(crate) mod inputs;
 pub mod json;
 mod logs;
+pub(crate) mod made_from;
 pub(crate) mod plan;
 mod report;
 mod schema;
+mod show;
 pub(crate) mod validate;
 
 use inputs::{Inputs, load_catalog, load_config};
@@ -50,6 +52,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Observe(_) => plan::observe_command(global),
         Command::Agent(_) => graph::agent(global),
         Command::Apply(a) => apply::run(global, &a.args),
+        Command::Show(a) => show::run(global, &a.plan_file),
         Command::Destroy(a) => apply::destroy(global, &a.args),
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),

@@ -205,20 +205,35 @@ fn active(facts: &Facts, config: &crate::config::Config) -> Vec<String> {
     compile::active_vendors(config, facts).iter().map(|d| d.vendor.to_string()).collect()
 }
 
+/// The table: a row per host, each warning once (summarised, `compile::warnings`): on its
+/// host's row, or, when every host of several has it, once on a row of its own below them.
 fn table(config: &str, results: &[HostResult]) -> String {
-    let width = results.iter().map(|r| r.host.len()).max().unwrap_or(4).max(4);
+    const EVERY: &str = "(every host)";
+    let common: Vec<&Warning> = match results {
+        [first, rest @ ..] if !rest.is_empty() && results.iter().all(|r| r.ok) => {
+            first.warnings.iter().filter(|w| rest.iter().all(|r| r.warnings.contains(w))).collect()
+        }
+        _ => Vec::new(),
+    };
+    let mut width = results.iter().map(|r| r.host.len()).max().unwrap_or(4).max(4);
+    if !common.is_empty() {
+        width = width.max(EVERY.len());
+    }
     let mut out =
         format!("config {config}\n\n{:<width$}  {:<6}  {:>9}  active vendors\n", "HOST", "RESULT", "RESOURCES");
     for r in results {
         let result = if r.ok { "ok" } else { "FAIL" };
         let resources = if r.ok { r.resources.to_string() } else { "-".into() };
         let _ = writeln!(out, "{:<width$}  {result:<6}  {resources:>9}  {}", r.host, r.active.join(" "));
-        for w in &r.warnings {
+        for w in compile::warnings::summarised(r.warnings.iter().filter(|w| !common.contains(w))) {
             let _ = writeln!(out, "{:<width$}  warn    {}", "", w.text);
         }
         for e in &r.errors {
             let _ = writeln!(out, "{:<width$}  error   {e}", "");
         }
+    }
+    for w in compile::warnings::summarised(common) {
+        let _ = writeln!(out, "{EVERY:<width$}  warn    {}", w.text);
     }
     let failed = results.iter().filter(|r| !r.ok).count();
     let _ = writeln!(out, "\n{} host(s), {failed} failed", results.len());

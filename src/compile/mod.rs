@@ -17,6 +17,7 @@ mod intel;
 pub mod nvidia;
 mod telemetry;
 mod verify;
+pub mod warnings;
 pub mod workloads;
 
 use crate::catalog::{Catalog, Condition};
