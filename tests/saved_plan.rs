@@ -99,7 +99,7 @@ fn show_reads_a_saved_plan_as_text_and_as_json() {
     assert_eq!(shown.status.code(), Some(0), "{}", text(&shown));
     let stdout = String::from_utf8_lossy(&shown.stdout);
     assert!(stdout.starts_with("plan file p.json\nmade with: -c lab.toml --root hosts/rtx\n"), "{stdout}");
-    assert!(stdout.contains("made offline"), "{stdout}");
+    assert!(stdout.contains("made against nothing"), "{stdout}");
     assert!(stdout.contains("+ k3d/cluster/cuda  (create)"), "{stdout}");
     assert!(stdout.contains(&hash), "the hash `plan` printed: {stdout}");
     assert!(!stdout.contains("to apply it"), "an offline plan cannot be applied: {stdout}");
@@ -137,6 +137,6 @@ fn show_of_a_live_plan_says_how_to_apply_it() {
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let shown = k3d_gpu_in(dir.path(), &["show", "p.json"]);
     let stdout = String::from_utf8_lossy(&shown.stdout);
-    assert!(!stdout.contains("made offline"), "{stdout}");
+    assert!(!stdout.contains("made against nothing"), "{stdout}");
     assert!(stdout.ends_with("to apply it: k3d-gpu apply p.json\n"), "{stdout}");
 }

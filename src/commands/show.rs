@@ -31,7 +31,9 @@ pub fn text(file: &Path, plan: &Plan, bytes: &[u8]) -> String {
     ));
     let offline = super::apply::made_offline(plan);
     if offline {
-        out.push_str("made offline (as if nothing existed): `apply` refuses it; plan against what exists to apply\n");
+        out.push_str(
+            "made against nothing (--offline, or a saved observation of nothing): `apply` refuses it; plan against what exists to apply\n",
+        );
     }
     if canonical != bytes {
         out.push_str("its bytes are not the plan's canonical bytes (edited?): `apply` refuses it\n");
