@@ -304,7 +304,7 @@ impl Command {
             Command::Plan(a) => Global::from(&a.data),
             Command::Images(a) => Global::from(a.data()),
             Command::Audit(a) => none.with_catalog(&a.catalog).with_json(&a.json),
-            Command::Logs(a) => none.with_catalog(&a.catalog),
+            Command::Logs(a) => none.with_catalog(&a.catalog).with_json(&a.json),
             Command::Report(a) => Global::from(&a.data),
             Command::Completions(_) | Command::Man(_) => none,
             Command::Mcp(a) => Global::from(&a.inputs),
@@ -400,11 +400,13 @@ pub struct AuditCmd {
     pub args: AuditArgs,
 }
 
-/// `logs`: the cluster the config names; no host, no JSON.
+/// `logs`: the cluster the config names; no host.
 #[derive(Debug, Args)]
 pub struct LogsCmd {
     #[command(flatten)]
     pub catalog: CatalogOpts,
+    #[command(flatten)]
+    pub json: JsonOpt,
     #[command(flatten)]
     pub args: LogsArgs,
 }

@@ -14,6 +14,7 @@ pub(crate) mod inputs;
 pub mod json;
 mod logs;
 pub(crate) mod made_from;
+mod man_sections;
 pub(crate) mod plan;
 mod report;
 mod schema;
