@@ -41,7 +41,7 @@ pub fn text(file: &Path, plan: &Plan, bytes: &[u8]) -> String {
     out.push('\n');
     out.push_str(&crate::plan::render::text(plan, &hash, crate::plan::render::Style { color: false }));
     if !offline && canonical == bytes && !plan.is_empty() {
-        let apply = crate::shell::Command::new("k3d-gpu").lit("apply").arg(&file.display().to_string());
+        let apply = crate::shell::Command::new("k3d-gpu").lit("apply").arg(file.display().to_string());
         out.push_str(&format!("to apply it: {}\n", crate::escape::one_line(&apply.to_string())));
     }
     out
