@@ -74,6 +74,10 @@ strip -o "$pkg/k3d-gpu" "$bin"
 "$pkg/k3d-gpu" completions fish >"$pkg/completions/k3d-gpu.fish"
 "$pkg/k3d-gpu" man --out "$pkg/man"
 gzip -9n "$pkg"/man/*.1
+# The fixture hosts as one archive: their sysfs links stay links (docs/fixture-hosts.md), and
+# the same tree gives the same bytes (no owners, no times, sorted).
+tar -C tests/fixtures --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -cf - hosts |
+    gzip -9n >"$pkg/fixture-hosts.tar.gz"
 
 # --- build ---------------------------------------------------------------------------------
 say "cargo deb / cargo generate-rpm"
@@ -101,7 +105,11 @@ promised=(/usr/bin/k3d-gpu
     /usr/share/man/man1/k3d-gpu.1.gz
     /usr/share/man/man1/k3d-gpu-validate.1.gz
     /usr/share/doc/k3d-gpu/README.md
-    /usr/share/doc/k3d-gpu/examples/nvidia-workstation.toml)
+    /usr/share/doc/k3d-gpu/examples/nvidia-workstation.toml
+    /usr/share/doc/k3d-gpu/examples/homelab-fleet.toml
+    /usr/share/doc/k3d-gpu/examples/homelab-fleet/arc-01.json
+    /usr/share/doc/k3d-gpu/k3dgpu.schema.json
+    /usr/share/doc/k3d-gpu/fixture-hosts.tar.gz)
 expect_files "$(dpkg-deb --fsys-tarfile "$deb" | tar -t | sed 's|^\./|/|; s|/$||')" \
     "${promised[@]}" /usr/share/zsh/vendor-completions/_k3d-gpu /usr/share/doc/k3d-gpu/copyright
 
@@ -133,8 +141,17 @@ completed=$(bash -c 'source /usr/share/bash-completion/completions/k3d-gpu
 [ "$completed" = images ] || fail "bash completion of 'k3d-gpu ima' gave '$completed'"
 man -w k3d-gpu | grep -qF /usr/share/man/man1/k3d-gpu.1.gz || fail "man k3d-gpu does not find the page"
 MANPAGER=cat MANWIDTH=80 man k3d-gpu 2>/dev/null | grep -q 'k3d-gpu-validate(1)' || fail "man k3d-gpu does not render"
+# Everything from the installed files: an example against a shipped fixture host, the fleet
+# example with its facts, and the schema every example's first line points at.
+hosts=$(mktemp -d)
+tar -C "$hosts" -xzf /usr/share/doc/k3d-gpu/fixture-hosts.tar.gz
 "$installed" validate -c /usr/share/doc/k3d-gpu/examples/nvidia-workstation.toml \
-    --root tests/fixtures/hosts/desktop-rpl-nvidia >/dev/null || fail "validate of an installed example failed"
+    --root "$hosts/hosts/desktop-rpl-nvidia" >/dev/null || fail "validate of an installed example failed"
+rm -rf "$hosts"
+"$installed" validate -c /usr/share/doc/k3d-gpu/examples/homelab-fleet.toml >/dev/null ||
+    fail "validate of the installed fleet example failed"
+schema=$(sed -n '1s/^#:schema //p' /usr/share/doc/k3d-gpu/examples/nvidia-workstation.toml)
+[ -s "/usr/share/doc/k3d-gpu/examples/$schema" ] || fail "the examples' #:schema $schema is not installed"
 as_root dpkg -r k3d-gpu >/dev/null
 trap - EXIT
 [ ! -e "$installed" ] || fail "dpkg -r left $installed"

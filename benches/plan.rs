@@ -114,6 +114,7 @@ fn case(runs: usize, extra: usize, target: Duration) -> Duration {
         config: "c".into(),
         facts: "f".into(),
         observed: "o".into(),
+        made_from: None,
         owner: None,
         stdlib: "s".into(),
         images: "i".into(),

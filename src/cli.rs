@@ -233,6 +233,11 @@ pub enum Command {
     /// confirmation on a terminal). Exits 1 when refused or when an action or check fails.
     Apply(ApplyCmd),
 
+    /// Read a plan saved with `plan --out`: its actions, reasons and hash, the options it was
+    /// made with (which `apply PLANFILE` reads when given none), and how to apply it; --json
+    /// prints the plan/v1 document. Reads nothing else.
+    Show(ShowArgs),
+
     /// Delete the cluster this config manages (and with it everything in it), through the same
     /// gate: prints the plan and its hash; runs only with --plan-hash of that plan. Reads only
     /// the config and Docker, so it works when the host no longer fits the config; refuses a
@@ -296,11 +301,12 @@ impl Command {
             Command::Render(a) => Global::from(&a.inputs),
             Command::Schema(a) => none.with_json(&a.json),
             Command::Apply(a) => Global::from(&a.data),
+            Command::Show(a) => none.with_json(&a.json),
             Command::Destroy(a) => Global::from(&a.data),
             Command::Plan(a) => Global::from(&a.data),
             Command::Images(a) => Global::from(a.data()),
             Command::Audit(a) => none.with_catalog(&a.catalog).with_json(&a.json),
-            Command::Logs(a) => none.with_catalog(&a.catalog),
+            Command::Logs(a) => none.with_catalog(&a.catalog).with_json(&a.json),
             Command::Report(a) => Global::from(&a.data),
             Command::Completions(_) | Command::Man(_) => none,
             Command::Mcp(a) => Global::from(&a.inputs),
@@ -402,11 +408,13 @@ pub struct AuditCmd {
     pub args: AuditArgs,
 }
 
-/// `logs`: the cluster the config names; no host, no JSON.
+/// `logs`: the cluster the config names; no host.
 #[derive(Debug, Args)]
 pub struct LogsCmd {
     #[command(flatten)]
     pub catalog: CatalogOpts,
+    #[command(flatten)]
+    pub json: JsonOpt,
     #[command(flatten)]
     pub args: LogsArgs,
 }
@@ -563,7 +571,9 @@ pub struct AgentStatusArgs {
 
 #[derive(Debug, Args)]
 pub struct ApplyArgs {
-    /// A plan saved with `plan --out`; it runs only if a fresh plan has the same bytes.
+    /// A plan saved with `plan --out`; it runs only if a fresh plan has the same bytes. The
+    /// -c, --root, --facts, --stdlib and --vendors it was made with (recorded in it) stand
+    /// for those not given here.
     #[arg(value_name = "PLANFILE", conflicts_with = "plan_hash")]
     pub plan_file: Option<PathBuf>,
 
@@ -582,6 +592,17 @@ pub struct ApplyArgs {
     /// Seconds each verify check may take.
     #[arg(long, value_name = "SECONDS", default_value_t = crate::apply::verify::DEFAULT_TIMEOUT.as_secs())]
     pub verify_timeout: u64,
+}
+
+/// `show`: a saved plan, nothing else.
+#[derive(Debug, Args)]
+pub struct ShowArgs {
+    /// A plan saved with `plan --out`.
+    #[arg(value_name = "PLANFILE")]
+    pub plan_file: PathBuf,
+
+    #[command(flatten)]
+    pub json: JsonOpt,
 }
 
 #[derive(Debug, Args)]
@@ -870,6 +891,7 @@ mod tests {
             let required = |args: &mut Vec<String>| match path.join(" ").as_str() {
                 "render" | "facts capture" => args.extend(["--out".into(), "o".into()]),
                 "completions" => args.push("bash".into()),
+                "show" => args.push("plan.json".into()),
                 _ => {}
             };
             required(&mut args);

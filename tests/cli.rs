@@ -649,14 +649,54 @@ fn every_json_output_is_one_object_with_a_schema_key() {
         vec!["images"],
         vec!["images", "check"],
         vec!["report", "--offline"],
+        vec!["show", offline.to_str().unwrap()],
         // Failures: no Docker engine here, an offline plan, a config that does not parse.
         vec!["observe"],
         vec!["destroy"],
         vec!["apply", offline.to_str().unwrap()],
+        vec!["audit"],
+        vec!["logs"],
+        vec!["images", "lock"],
     ];
+    // Every command that defines --json is run above (a new one must be added), except the
+    // schema, which is a JSON Schema document (`$schema`), not one of ours.
+    let mut with_json = Vec::new();
+    fn walk(cmd: &clap::Command, path: Vec<String>, out: &mut Vec<String>) {
+        if cmd.get_arguments().any(|a| a.get_id() == "json") {
+            out.push(path.join(" "));
+        }
+        for sub in cmd.get_subcommands() {
+            let mut p = path.clone();
+            p.push(sub.get_name().to_string());
+            walk(sub, p, out);
+        }
+    }
+    walk(&<k3d_gpu::cli::Cli as clap::CommandFactory>::command(), Vec::new(), &mut with_json);
+    for path in with_json.iter().filter(|p| *p != "schema") {
+        let words: Vec<&str> = path.split(' ').collect();
+        let run = |r: &Vec<&str>| {
+            r.len() >= words.len()
+                && r[..words.len()] == words[..]
+                && r[words.len()..].iter().all(|w| w.starts_with('-') || w.ends_with(".json"))
+        };
+        assert!(runs.iter().any(run), "`{path} --json` is not run by this test");
+    }
     for run in runs {
         let host_only = matches!(run[0], "detect" | "facts");
-        let args = [&run[..], &["--json"], if host_only { &inputs[2..] } else { &inputs[..] }].concat();
+        // Commands that read no host.
+        let no_host = matches!(run[0], "show" | "audit" | "logs");
+        let args = [
+            &run[..],
+            &["--json"],
+            if no_host {
+                if run[0] == "show" { &[][..] } else { &inputs[..2] }
+            } else if host_only {
+                &inputs[2..]
+            } else {
+                &inputs[..]
+            },
+        ]
+        .concat();
         let out = k3d_gpu(&args);
         let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!(

@@ -61,6 +61,17 @@ fn a_components_pods_logs_come_not_ready_first_and_escaped() {
     assert!(text.contains("registered gpu.intel.com/i915") && !text.contains("old line"), "--tail 1:\n{text}");
     assert!(text.contains("\\x1b[2J") && !text.contains('\u{1b}'), "escaped:\n{text}");
     assert!(!text.contains("not this one"), "{text}");
+    // --json: the same text in one object with a schema key.
+    let out = k3d_gpu(dir.path(), &["logs", "intel-gpu-plugin", "--tail", "1", "--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (doc["schema"].as_str(), doc["component"].as_str()),
+        (Some("k3d-gpu.logs/v1"), Some("intel-gpu-plugin"))
+    );
+    assert_eq!(doc["text"].as_str(), Some(text.as_str()), "{doc}");
+    let follow = k3d_gpu(dir.path(), &["logs", "--follow", "--json"]);
+    assert_eq!(follow.status.code(), Some(2), "{}", String::from_utf8_lossy(&follow.stderr));
 
     // One endless line: the API server is asked to stop at the cap, whatever the tail says.
     server.change(|s| s.objects.push(pod("c-chatty", "intel-gpu-plugin", true, &"x".repeat(3 << 20))));

@@ -21,6 +21,7 @@ fn inputs() -> Inputs {
         config: "sha256:config".into(),
         facts: "sha256:facts".into(),
         observed: "sha256:observed".into(),
+        made_from: None,
         owner: None,
         stdlib: "sha256:stdlib".into(),
         images: "sha256:images".into(),

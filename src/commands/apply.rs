@@ -29,7 +29,7 @@ fn ask(question: &str) -> String {
 }
 
 /// Which inputs differ between a saved plan and a fresh one.
-fn changed_inputs(saved: &Inputs, now: &Inputs) -> Vec<&'static str> {
+fn changed_inputs(saved: &Inputs, now: &Inputs) -> Vec<String> {
     let mut out = Vec::new();
     for (name, a, b) in [
         ("config", &saved.config, &now.config),
@@ -40,8 +40,15 @@ fn changed_inputs(saved: &Inputs, now: &Inputs) -> Vec<&'static str> {
         ("k3d-gpu version", &saved.tool_version, &now.tool_version),
     ] {
         if a != b {
-            out.push(name);
+            out.push(name.to_string());
         }
+    }
+    if saved.made_from != now.made_from {
+        out.push(format!(
+            "the options (planned with {}, now {})",
+            super::made_from::describe(saved.made_from.as_ref()),
+            super::made_from::describe(now.made_from.as_ref())
+        ));
     }
     out
 }
@@ -71,6 +78,9 @@ struct Reporter {
     running: std::sync::Mutex<std::collections::BTreeSet<String>>,
     finished: std::sync::atomic::AtomicUsize,
     total: usize,
+    /// Each skipped action and the one it waited for: in text, said once in the summary
+    /// (JSON lines keep every event).
+    skipped: std::sync::Mutex<std::collections::BTreeMap<String, String>>,
 }
 
 impl Reporter {
@@ -91,7 +101,13 @@ impl Reporter {
             running: Default::default(),
             finished: Default::default(),
             total,
+            skipped: Default::default(),
         }
+    }
+
+    /// The skipped actions and what each waited for.
+    fn skipped(&self) -> std::collections::BTreeMap<String, String> {
+        self.skipped.lock().unwrap_or_else(|e| e.into_inner()).clone()
     }
 
     /// A line of information between the events (the model's first reply).
@@ -108,6 +124,14 @@ impl Reporter {
     fn event(&self, event: &Event) {
         if self.json {
             eprintln!("{}", serde_json::to_string(event).unwrap_or_default());
+            return;
+        }
+        if let Event::Skipped { id, because } = event {
+            self.skipped.lock().unwrap_or_else(|e| e.into_inner()).insert(id.clone(), because.clone());
+            if let Some(bar) = &self.live {
+                self.finished.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                bar.tick();
+            }
             return;
         }
         let t = self.started.elapsed().as_secs_f64();
@@ -241,16 +265,60 @@ fn providers(cluster: &str) -> Providers {
 }
 
 /// The last line(s) on stderr: a `summary` event with `--json`, else text.
-fn print_summary(json: bool, outcome: &Outcome, verify_failed: &[(String, String)]) {
-    if json {
+fn print_summary(reporter: &Reporter, outcome: &Outcome, verify_failed: &[(String, String)]) {
+    if reporter.json {
         let failed: Vec<_> = verify_failed.iter().map(|(id, e)| serde_json::json!({ "id": id, "error": e })).collect();
         eprintln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
     } else {
-        eprintln!("{}", crate::escape::for_terminal(&summary(outcome, verify_failed)));
+        eprintln!("{}", crate::escape::for_terminal(&summary(outcome, verify_failed, &reporter.skipped())));
     }
 }
 
-fn summary(outcome: &Outcome, verify_failed: &[(String, String)]) -> String {
+/// The actions that did not start, one line per failed action they waited for (an action
+/// skipped because another was skipped counts under the failure that began it), and one for
+/// those a stop kept from starting: a count and the first few ids, not a line each.
+fn not_started_lines(not_started: &[String], skipped: &std::collections::BTreeMap<String, String>) -> Vec<String> {
+    const SHOWN: usize = 3;
+    let root = |id: &str| {
+        let mut at = skipped.get(id)?;
+        // Bounded: a chain is at most as long as the plan.
+        for _ in 0..skipped.len() {
+            match skipped.get(at) {
+                Some(next) => at = next,
+                None => break,
+            }
+        }
+        Some(at.clone())
+    };
+    let mut groups: std::collections::BTreeMap<Option<String>, Vec<&str>> = std::collections::BTreeMap::new();
+    for id in not_started {
+        groups.entry(root(id)).or_default().push(id);
+    }
+    groups
+        .into_iter()
+        .map(|(root, ids)| {
+            let mut list = ids.iter().take(SHOWN).copied().collect::<Vec<_>>().join(", ");
+            if ids.len() > SHOWN {
+                list.push_str(&format!(" and {} more", ids.len() - SHOWN));
+            }
+            let n = ids.len();
+            let actions = if n == 1 { "action" } else { "actions" };
+            match root {
+                Some(failed) => format!("  not started: {n} {actions} waiting on {failed}, which failed: {list}"),
+                None => {
+                    let they = if n == 1 { "it" } else { "they" };
+                    format!("  not started: {n} {actions}, stopped before {they} began: {list}")
+                }
+            }
+        })
+        .collect()
+}
+
+fn summary(
+    outcome: &Outcome,
+    verify_failed: &[(String, String)],
+    skipped: &std::collections::BTreeMap<String, String>,
+) -> String {
     let mut text = format!(
         "\nApply: {} done, {} failed, {} not started.",
         outcome.done.len(),
@@ -260,8 +328,9 @@ fn summary(outcome: &Outcome, verify_failed: &[(String, String)]) -> String {
     for (id, error) in &outcome.failed {
         text.push_str(&format!("\n  failed: {id}: {error}"));
     }
-    for id in &outcome.not_started {
-        text.push_str(&format!("\n  not started: {id}"));
+    for line in not_started_lines(&outcome.not_started, skipped) {
+        text.push('\n');
+        text.push_str(&line);
     }
     for (id, error) in verify_failed {
         text.push_str(&format!("\n  verify failed: {id}: {error}"));
@@ -341,11 +410,33 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         return Ok(if applied.ok() { EXIT_OK } else { EXIT_FAILED });
     }
     // A plan file that is not a plan is unreadable input, and an offline plan can never pass
-    // the gate: both are said before anything is observed.
+    // the gate: both are said before anything is observed. The options the plan was made
+    // with stand for those not given here.
+    let mut filled = global.clone();
     let saved = match &args.plan_file {
-        Some(file) => Some(saved_plan(global, file)?),
+        Some(file) => {
+            let (plan, bytes) = read_plan_file(file)?;
+            if let Some(made) = &plan.inputs.made_from {
+                let taken;
+                (filled, taken) = super::made_from::fill(global, made);
+                if !taken.is_empty() {
+                    note(
+                        global.json,
+                        &format!(
+                            "{} from {}, as it was made: {}",
+                            taken.join(", "),
+                            file.display(),
+                            super::made_from::describe(super::made_from::record(&filled).as_ref())
+                        ),
+                    );
+                }
+            }
+            refuse_offline(&filled, file, &plan)?;
+            Some((plan, bytes))
+        }
         None => None,
     };
+    let global = &filled;
     let locked = locked_plan(global)?;
     let plan = &locked.computed.plan;
     let bytes = plan.to_bytes();
@@ -390,10 +481,18 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     Ok(if applied.ok() { EXIT_OK } else { EXIT_FAILED })
 }
 
+/// A note on stderr (a JSON line with --json).
+fn note(json: bool, text: &str) {
+    if json {
+        eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+    } else {
+        eprintln!("note: {}", crate::escape::for_terminal(text));
+    }
+}
+
 /// A plan file as `plan --out` writes it, with its bytes: anything else (`{}`, another
-/// document, not JSON) is unreadable input (exit 2), and a plan made with `--offline` is
-/// refused, saying so: it compares against nothing, so no live plan can match it.
-fn saved_plan(global: &Global, file: &std::path::Path) -> Result<(Plan, Vec<u8>)> {
+/// document, not JSON) is unreadable input (exit 2). Shared with `show`.
+pub(crate) fn read_plan_file(file: &std::path::Path) -> Result<(Plan, Vec<u8>)> {
     let input = |reason: String| Error::Input {
         what: "plan",
         path: file.display().to_string(),
@@ -406,8 +505,19 @@ fn saved_plan(global: &Global, file: &std::path::Path) -> Result<(Plan, Vec<u8>)
         return Err(input(format!("schema is {}, expected {:?}", value["schema"], crate::plan::SCHEMA)));
     }
     let plan: Plan = serde_json::from_value(value).map_err(|e| input(e.to_string()))?;
-    // The digest of "nothing exists" does not depend on the graph: nothing is projected.
-    if plan.inputs.observed == crate::plan::digest::observed_digest(None, &crate::observe::Observed::nothing()) {
+    Ok((plan, bytes))
+}
+
+/// Whether a plan was made with `--offline` (against nothing). The digest of "nothing
+/// exists" does not depend on the graph: nothing is projected.
+pub(crate) fn made_offline(plan: &Plan) -> bool {
+    plan.inputs.observed == crate::plan::digest::observed_digest(None, &crate::observe::Observed::nothing())
+}
+
+/// A plan made with `--offline` is refused, saying so: it compares against nothing, so no
+/// live plan can match it.
+fn refuse_offline(global: &Global, file: &std::path::Path, plan: &Plan) -> Result<()> {
+    if made_offline(plan) {
         let replan = crate::shell::k3d_gpu(global).lit("plan").opt("--out", "plan.json");
         let apply = crate::shell::k3d_gpu(global).lit("apply").arg("plan.json");
         return Err(refused(
@@ -418,7 +528,7 @@ fn saved_plan(global: &Global, file: &std::path::Path) -> Result<(Plan, Vec<u8>)
             format!("plan against what exists: {replan} (without --offline or --observed), review it, then {apply}"),
         ));
     }
-    Ok((plan, bytes))
+    Ok(())
 }
 
 /// `apply --plan-hash HASH`, shared by the CLI and the MCP server's `apply` tool: the lock,
@@ -545,7 +655,7 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
         verify_failed = results.into_iter().filter_map(|(id, r)| r.err().map(|e| (id, e))).collect();
     }
     reporter.finish();
-    print_summary(global.json, &outcome, &verify_failed);
+    print_summary(&reporter, &outcome, &verify_failed);
     drop(lock);
     let stopped = signals.stopped();
     Ok(Applied { hash, nothing_to_do: false, outcome, verify_failed, stopped })
@@ -712,7 +822,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
     providers.batch_nodes(&plan.actions);
     let outcome = rt.block_on(execute_until(&plan.actions, &providers, 1, &stop, &mut |e| reporter.event(e)));
     reporter.finish();
-    print_summary(global.json, &outcome, &[]);
+    print_summary(&reporter, &outcome, &[]);
     if outcome.ok()
         && !global.json
         && let Some(note) = model_store_note(&plan, &inputs.config.cluster.name)
@@ -725,6 +835,41 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// One failed pull and 39 actions behind it: three lines, not 78 (a skip and a "not
+    /// started" line each).
+    #[test]
+    fn what_did_not_start_is_summarised_by_the_failure_it_waited_on() {
+        let mut skipped = std::collections::BTreeMap::new();
+        skipped.insert("k3d/cluster/lab".to_string(), "docker/node-image".to_string());
+        let mut not_started = vec!["k3d/cluster/lab".to_string()];
+        for i in 0..38 {
+            let id = format!("k8s/v1/ConfigMap/ns/c{i:02}");
+            skipped.insert(id.clone(), "k3d/cluster/lab".into());
+            not_started.push(id);
+        }
+        not_started.push("k8s/v1/ConfigMap/other/stopped".into());
+        let outcome = Outcome {
+            done: vec!["a".into()],
+            failed: vec![("docker/node-image".into(), "pull failed".into())],
+            not_started,
+            elapsed_ms: 0,
+        };
+        let text = summary(&outcome, &[], &skipped);
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "",
+                "Apply: 1 done, 1 failed, 40 not started.",
+                "  failed: docker/node-image: pull failed",
+                "  not started: 1 action, stopped before it began: k8s/v1/ConfigMap/other/stopped",
+                "  not started: 39 actions waiting on docker/node-image, which failed: k3d/cluster/lab, k8s/v1/ConfigMap/ns/c00, k8s/v1/ConfigMap/ns/c01 and 36 more",
+                "Re-plan (`k3d-gpu plan`) to see what is left; applying again continues from there.",
+            ],
+            "{text}"
+        );
+    }
 
     #[test]
     fn the_commands_after_a_refusal_carry_the_options_given() {

@@ -1,6 +1,7 @@
 //! `k3d-gpu completions SHELL` and `k3d-gpu man`: shell completions and man pages generated
 //! from the clap definitions in `cli.rs`, so they can never drift from `--help`. Packages run
-//! these at build time and install the output (see packaging/README.md).
+//! these at build time and install the output (see packaging/README.md). The pages' EXAMPLES,
+//! ENVIRONMENT and EXIT STATUS sections are `man_sections`'.
 //!
 //! Rendering is pure (bytes from the command tree); only `man --out` writes, and only the
 //! `k3d-gpu*.1` files it names, into the directory the user gave.
@@ -42,15 +43,18 @@ fn bash_states_fixed(script: Vec<u8>) -> Vec<u8> {
 /// `k3d-gpu-images-lock.1`, as (file name, roff bytes). No date in them, so the bytes depend
 /// only on the version and the definitions.
 pub fn man_pages() -> Vec<(String, Vec<u8>)> {
-    fn walk(cmd: clap::Command, pages: &mut Vec<(String, Vec<u8>)>) {
+    fn walk(cmd: clap::Command, path: &str, pages: &mut Vec<(String, Vec<u8>)>) {
         let subs: Vec<clap::Command> = cmd.get_subcommands().filter(|s| !s.is_hide_set()).cloned().collect();
+        let extra = super::man_sections::sections(&cmd, path);
         let man = clap_mangen::Man::new(cmd);
         let mut bytes = Vec::new();
         // Rendering into a Vec cannot fail: the only errors are the writer's.
         man.render(&mut bytes).expect("writing to a Vec");
-        pages.push((man.get_filename(), bytes));
+        pages.push((man.get_filename(), super::man_sections::insert(bytes, &extra)));
         for sub in subs {
-            walk(sub, pages);
+            let sub_path =
+                if path.is_empty() { sub.get_name().to_string() } else { format!("{path} {}", sub.get_name()) };
+            walk(sub, &sub_path, pages);
         }
     }
     // `build` gives each subcommand its full display name (k3d-gpu-images-lock), which is the
@@ -58,7 +62,7 @@ pub fn man_pages() -> Vec<(String, Vec<u8>)> {
     let mut cmd = Cli::command().disable_help_subcommand(true);
     cmd.build();
     let mut pages = Vec::new();
-    walk(cmd, &mut pages);
+    walk(cmd, "", &mut pages);
     pages
 }
 

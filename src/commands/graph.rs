@@ -10,10 +10,15 @@ use crate::error::{EXIT_OK, Error, Result};
 /// Config + facts + catalog → graph, with warnings on stderr.
 pub fn compiled(global: &Global) -> Result<DesiredGraph> {
     let graph = super::inputs::compile(global, &super::load_config(global)?)?.graph;
-    for w in &graph.warnings {
+    print_warnings(&graph.warnings);
+    Ok(graph)
+}
+
+/// Warnings on stderr, each once, repeats summarised (`compile::warnings`).
+fn print_warnings<'a>(warnings: impl IntoIterator<Item = &'a crate::compile::Warning>) {
+    for w in crate::compile::warnings::summarised(warnings) {
         eprintln!("warning: {} [{}]", crate::escape::one_line(&w.text), crate::escape::one_line(&w.code));
     }
-    Ok(graph)
 }
 
 /// The graph with the agent in it: the config's `[agent]`, or the defaults when it has none
@@ -171,8 +176,12 @@ fn holds_secret(text: &str) -> bool {
 }
 
 pub fn render(global: &Global, args: &RenderArgs) -> Result<u8> {
-    let graph = compiled(global)?;
+    let graph = super::inputs::compile(global, &super::load_config(global)?)?.graph;
     let files = render_files(&graph);
+    // Only about what it writes: an image no file deploys (the node image's bases) is not
+    // render's to pin.
+    let rendered = |image: &str| files.values().any(|text| text.contains(image));
+    print_warnings(graph.warnings.iter().filter(|w| crate::compile::warnings::unlocked_image(w).is_none_or(&rendered)));
     let out = &args.out;
     let write_err = |e: std::io::Error| Error::Output { path: out.display().to_string(), reason: e.to_string() };
     std::fs::create_dir_all(out).map_err(write_err)?;

@@ -27,8 +27,10 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
         Some(p) => (p.clone(), true),
         None => (PathBuf::from(DEFAULT_CONFIG), false),
     };
-    // No config at all is the reference launcher's defaults, like an empty file.
+    // No config at all is the reference launcher's defaults, like an empty file: said once
+    // on stderr, so a run in the wrong directory does not pass for the intended config.
     let text = if !explicit && crate::input_file::is_missing(&path) {
+        no_config_note(global.json);
         String::new()
     } else {
         crate::input_file::read_text(&path).map_err(|reason| Error::Input {
@@ -61,6 +63,21 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
     }
     let dir = path.parent().map(Path::to_path_buf).filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
     Ok(Inputs { config, name, text, dir })
+}
+
+/// What a run without a config says, once per process.
+pub const NO_CONFIG: &str = "no config found (no -c, and no k3dgpu.toml in this directory): using the defaults";
+
+fn no_config_note(json: bool) {
+    static SAID: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+    if SAID.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        return;
+    }
+    if json {
+        eprintln!("{}", serde_json::json!({ "event": "note", "text": NO_CONFIG }));
+    } else {
+        eprintln!("note: {NO_CONFIG}");
+    }
 }
 
 pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {

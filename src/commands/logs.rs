@@ -1,10 +1,40 @@
 //! `k3d-gpu logs [COMPONENT]`: the server node's log, or a catalog component's pods' logs.
-//! Exit 2 for an unknown component, a missing cluster or an unreachable engine or API.
+//! With --json, the same text in one `k3d-gpu.logs/v1` object. Exit 2 for an unknown
+//! component, a missing cluster or an unreachable engine or API.
 
 use crate::cli::{Global, LogsArgs};
 use crate::error::{EXIT_OK, Error, Result};
 
+/// `logs --json`.
+pub const SCHEMA: &str = "k3d-gpu.logs/v1";
+
 pub fn run(global: &Global, args: &LogsArgs) -> Result<u8> {
+    if global.json && args.follow {
+        return Err(Error::Usage {
+            message: "--follow prints the log as it grows; --json prints it once, as one document".into(),
+            help: Some("give one of them".into()),
+        });
+    }
+    if !global.json {
+        return print(global, args, &mut std::io::stdout().lock());
+    }
+    let mut text = Vec::new();
+    print(global, args, &mut text)?;
+    #[derive(serde::Serialize)]
+    struct Doc<'a> {
+        schema: &'static str,
+        /// `null`: the server node's log.
+        component: Option<&'a str>,
+        /// As the text output prints it (headers per container, escaped).
+        text: String,
+    }
+    let doc = Doc { schema: SCHEMA, component: args.component.as_deref(), text: String::from_utf8_lossy(&text).into() };
+    super::print_bytes(&crate::canonical::to_bytes(&doc));
+    Ok(EXIT_OK)
+}
+
+/// The log(s) written to `stdout`.
+fn print(global: &Global, args: &LogsArgs, stdout: &mut dyn std::io::Write) -> Result<u8> {
     let inputs = super::load_config(global)?;
     super::fleet::k3d_only(
         &inputs,
@@ -13,7 +43,6 @@ pub fn run(global: &Global, args: &LogsArgs) -> Result<u8> {
     )?;
     let cluster = inputs.config.cluster.name.clone();
     let rt = super::runtime()?;
-    let mut stdout = std::io::stdout().lock();
     match &args.component {
         None => {
             let env = |k: &str| std::env::var(k).ok();
@@ -28,15 +57,8 @@ pub fn run(global: &Global, args: &LogsArgs) -> Result<u8> {
                     message: format!("cluster {cluster} has no server node: there is no log to show"),
                     help: Some("`k3d-gpu observe` shows what exists".into()),
                 })?;
-            rt.block_on(crate::logs::container_log(
-                &docker,
-                &endpoint,
-                &container,
-                args.follow,
-                args.tail,
-                &mut stdout,
-            ))
-            .map_err(super::observe_failed)?;
+            rt.block_on(crate::logs::container_log(&docker, &endpoint, &container, args.follow, args.tail, stdout))
+                .map_err(super::observe_failed)?;
         }
         Some(component) => {
             let catalog = super::load_catalog(global, &inputs)?;
@@ -64,7 +86,7 @@ pub fn run(global: &Global, args: &LogsArgs) -> Result<u8> {
                 if pods.is_empty() {
                     eprintln!("component {component}: no pods in cluster {cluster}");
                 }
-                crate::logs::pod_logs(client, &context, &pods, args.tail, &mut stdout).await
+                crate::logs::pod_logs(client, &context, &pods, args.tail, stdout).await
             })
             .map_err(super::observe_failed)?;
         }

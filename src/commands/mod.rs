@@ -15,9 +15,12 @@ pub(crate) mod inputs;
 pub mod json;
 mod logs;
 mod machines;
+pub(crate) mod made_from;
+mod man_sections;
 pub(crate) mod plan;
 mod report;
 mod schema;
+mod show;
 pub(crate) mod validate;
 
 use inputs::{Inputs, load_catalog, load_config};
@@ -58,6 +61,7 @@ pub fn run(cli: Cli) -> Result<u8> {
             None => graph::agent(global),
         },
         Command::Apply(a) => apply::run(global, &a.args),
+        Command::Show(a) => show::run(global, &a.plan_file),
         Command::Destroy(a) => apply::destroy(global, &a.args),
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),

@@ -22,9 +22,12 @@ pub enum Observation<'a> {
     Live(&'a tokio::runtime::Runtime),
 }
 
+/// The plan these inputs give, recording the options it was made with (`plan::MadeFrom`).
 pub fn compute(global: &Global, inputs: super::Inputs, observation: Observation) -> Result<Computed> {
     let compiled = super::inputs::compile(global, &inputs)?;
-    compute_compiled(inputs, compiled, observation)
+    let mut computed = compute_compiled(inputs, compiled, observation)?;
+    computed.plan.inputs.made_from = super::made_from::record(global);
+    Ok(computed)
 }
 
 /// [`compute`] from inputs already compiled (a caller that needs the facts or the graph

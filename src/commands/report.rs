@@ -31,7 +31,10 @@ pub fn run(global: &Global, args: &ReportArgs) -> Result<u8> {
         }
     };
     let saved = observed.clone().unwrap_or_else(Observed::nothing);
-    let computed = super::plan::compute_compiled(inputs, compiled, super::plan::Observation::Saved(Box::new(saved)))?;
+    let mut computed =
+        super::plan::compute_compiled(inputs, compiled, super::plan::Observation::Saved(Box::new(saved)))?;
+    // The hash it shows is `plan --hash`'s with the same options.
+    computed.plan.inputs.made_from = super::made_from::record(global);
     let report = crate::report::build(&cluster, &facts, &computed.plan, &computed.graph, observed.as_ref(), note);
     let json = crate::canonical::to_bytes(&report);
     let text = crate::report::text(&report);

@@ -234,9 +234,21 @@ fn active(facts: &Facts, config: &crate::config::Config) -> Vec<String> {
     compile::active_vendors(config, facts).iter().map(|d| d.vendor.to_string()).collect()
 }
 
+/// The table: a row per host, each warning once (summarised, `compile::warnings`): on its
+/// host's row, or, when every host of several has it, once on a row of its own below them.
 pub(crate) fn table(config: &str, results: &[HostResult]) -> String {
     use crate::table::{column_width, pad};
-    let width = column_width(results.iter().map(|r| r.host.as_str()), 4);
+    const EVERY: &str = "(every host)";
+    let common: Vec<&Warning> = match results {
+        [first, rest @ ..] if !rest.is_empty() && results.iter().all(|r| r.ok) => {
+            first.warnings.iter().filter(|w| rest.iter().all(|r| r.warnings.contains(w))).collect()
+        }
+        _ => Vec::new(),
+    };
+    let mut width = column_width(results.iter().map(|r| r.host.as_str()), 4);
+    if !common.is_empty() {
+        width = width.max(EVERY.len());
+    }
     let blank = pad("", width);
     let mut out =
         format!("config {config}\n\n{}  {:<6}  {:>9}  active vendors\n", pad("HOST", width), "RESULT", "RESOURCES");
@@ -244,12 +256,15 @@ pub(crate) fn table(config: &str, results: &[HostResult]) -> String {
         let result = if r.ok { "ok" } else { "FAIL" };
         let resources = if r.ok { r.resources.to_string() } else { "-".into() };
         let _ = writeln!(out, "{}  {result:<6}  {resources:>9}  {}", pad(&r.host, width), r.active.join(" "));
-        for w in &r.warnings {
+        for w in compile::warnings::summarised(r.warnings.iter().filter(|w| !common.contains(w))) {
             let _ = writeln!(out, "{blank}  warn    {}", w.text);
         }
         for e in &r.errors {
             let _ = writeln!(out, "{blank}  error   {e}");
         }
+    }
+    for w in compile::warnings::summarised(common) {
+        let _ = writeln!(out, "{}  warn    {}", pad(EVERY, width), w.text);
     }
     let failed = results.iter().filter(|r| !r.ok).count();
     let _ = writeln!(out, "\n{} host(s), {failed} failed", results.len());

@@ -254,11 +254,7 @@ pub(super) fn unlocked_images(cx: &mut Context) {
                 Some("run `k3d-gpu images lock` to pin it in images.lock beside the config".to_string()),
             ));
         } else {
-            cx.warn(
-                "image-unlocked",
-                Some("policy.images"),
-                format!("image {image} is deployed by tag (no digest in images.lock); `k3d-gpu images lock` pins it"),
-            );
+            cx.warn(super::warnings::UNLOCKED, Some("policy.images"), super::warnings::unlocked_text(&image));
         }
     }
 }

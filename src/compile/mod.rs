@@ -18,6 +18,7 @@ pub mod models;
 pub mod nvidia;
 mod telemetry;
 mod verify;
+pub mod warnings;
 pub mod workloads;
 
 use crate::catalog::{Catalog, Condition};

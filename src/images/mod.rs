@@ -102,25 +102,33 @@ impl Default for Lock {
 
 impl Lock {
     /// Parses and checks a lock: the schema, each key a `repo:tag` without digest, each
-    /// digest well-formed. The error is a sentence naming the offending entry.
+    /// digest well-formed. The error is a sentence naming the offending entry, after the line
+    /// and column it is at (`line 4, column 10: …`), as config errors give theirs.
     pub fn parse(text: &str) -> Result<Lock, String> {
-        let lock: Lock = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        let lock: Lock = toml::from_str(text).map_err(|e| at(text, e.span(), &crate::escape::one_line(e.message())))?;
+        let place = |path: &[&str], message: String| at(text, crate::config::span_of(text, path), &message);
         if lock.schema != SCHEMA {
-            return Err(format!("schema is {:?}, expected {SCHEMA:?}", lock.schema));
+            return Err(place(&["schema"], format!("schema is {:?}, expected {SCHEMA:?}", lock.schema)));
         }
         for (key, entry) in &lock.images {
-            let image = ImageRef::parse(key).map_err(|e| format!("images.{key:?}: {e}"))?;
+            let image = ImageRef::parse(key).map_err(|e| place(&["images", key], format!("images.{key:?}: {e}")))?;
             if image.digest.is_some() {
-                return Err(format!("images.{key:?}: a key is repo:tag; the digest goes in `digest`"));
+                return Err(place(
+                    &["images", key],
+                    format!("images.{key:?}: a key is repo:tag; the digest goes in `digest`"),
+                ));
             }
             if !is_digest(&entry.digest) {
-                return Err(format!(
-                    "images.{key:?}: digest {:?} is not sha256:<64 lowercase hex digits>",
-                    entry.digest
+                return Err(place(
+                    &["images", key, "digest"],
+                    format!("images.{key:?}: digest {:?} is not sha256:<64 lowercase hex digits>", entry.digest),
                 ));
             }
             if let Some(p) = entry.platforms.iter().find(|p| p.is_empty() || p.chars().any(char::is_control)) {
-                return Err(format!("images.{key:?}: platform {p:?} is not an os/arch"));
+                return Err(place(
+                    &["images", key, "platforms"],
+                    format!("images.{key:?}: platform {p:?} is not an os/arch"),
+                ));
             }
         }
         Ok(lock)
@@ -143,6 +151,16 @@ impl Lock {
         }
         out
     }
+}
+
+/// `message` after the 1-based line and column where `span` starts in `text` (as it is
+/// without a span).
+fn at(text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> String {
+    let Some(start) = span.map(|s| s.start.min(text.len())) else { return message.to_string() };
+    let before = text.get(..start).unwrap_or(text);
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+    format!("line {line}, column {column}: {message}")
 }
 
 /// Where a digest for an image came from.
@@ -278,15 +296,23 @@ mod tests {
 
     #[test]
     fn bad_locks_are_refused_with_the_entry_named() {
+        // Each with the line and column it is at, as config errors give theirs.
         let cases = [
-            ("schema = \"other\"\n", "schema is"),
-            ("schema = \"k3d-gpu.images/v1\"\n[images.\"a/b\"]\ndigest = \"sha256:1\"\n", "a/b"),
-            ("schema = \"k3d-gpu.images/v1\"\n[images.\"a/b:1\"]\ndigest = \"sha256:1\"\n", "is not sha256"),
-            ("schema = \"k3d-gpu.images/v1\"\nextra = 1\n", "unknown field"),
+            ("schema = \"other\"\n", "line 1, column 10: schema is"),
+            (
+                "schema = \"k3d-gpu.images/v1\"\n[images.\"a/b\"]\ndigest = \"sha256:1\"\n",
+                "line 2, column 1: images.\"a/b\"",
+            ),
+            (
+                "schema = \"k3d-gpu.images/v1\"\n[images.\"a/b:1\"]\ndigest = \"sha256:1\"\n",
+                "line 3, column 10: images.\"a/b:1\": digest \"sha256:1\" is not sha256",
+            ),
+            ("schema = \"k3d-gpu.images/v1\"\nextra = 1\n", "line 2, column 1: unknown field"),
+            ("schema = \"k3d-gpu.images/v1\"\n[images\n", "line 2, column 8: "),
         ];
         for (text, want) in cases {
             let e = Lock::parse(text).unwrap_err();
-            assert!(e.contains(want), "{text}: {e}");
+            assert!(e.starts_with(want), "{text}: {e}");
         }
     }
 

@@ -26,6 +26,10 @@ pub struct Inputs {
     pub facts: String,
     /// Digest of how each deployed image is pinned (images.lock is a plan input).
     pub images: String,
+    /// The options the plan was made with, so `apply PLANFILE` given none reads the same
+    /// files. Absent when none was given (the defaults: ./k3dgpu.toml, the host at `/`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub made_from: Option<MadeFrom>,
     pub observed: String,
     /// An existing cluster's config name (`[cluster] name`): the plan touches only the
     /// objects and nodes stamped with it (`compile::fleet::CONFIG_LABEL`), so two configs on
@@ -49,6 +53,7 @@ impl Inputs {
         Inputs {
             config: crate::canonical::digest(config),
             facts: crate::canonical::digest(facts),
+            made_from: None,
             observed: digest::observed_digest(Some(graph), observed),
             owner: None,
             stdlib,
@@ -62,12 +67,39 @@ impl Inputs {
         Inputs {
             config: crate::canonical::digest(config),
             owner: None,
+            made_from: None,
             facts: "none: destroy reads no facts".into(),
             observed: digest::observed_digest(None, observed),
             stdlib: "none: destroy uses no component".into(),
             images: "none: destroy deploys no image".into(),
             tool_version: env!("CARGO_PKG_VERSION").to_string(),
         }
+    }
+}
+
+/// The command-line inputs of a plan: `-c`, `--root`, `--facts`, `--stdlib` and `--vendors`
+/// as given (the paths relative to the working directory the plan was made in), so a saved
+/// plan carries what it was made from, as `terraform apply PLANFILE` needs no flags. Part of
+/// the hashed bytes: a plan is of these files. Fields sorted, like every struct of the plan.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MadeFrom {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub facts: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub root: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stdlib: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendors: Option<String>,
+}
+
+impl MadeFrom {
+    /// Nothing given: every default.
+    pub fn is_empty(&self) -> bool {
+        *self == MadeFrom::default()
     }
 }
 
@@ -737,6 +769,13 @@ mod tests {
             config: "c".into(),
             facts: "f".into(),
             images: "i".into(),
+            made_from: Some(MadeFrom {
+                config: Some("c.toml".into()),
+                facts: vec!["f.json".into()],
+                root: vec!["r".into()],
+                stdlib: Some("s".into()),
+                vendors: Some("intel".into()),
+            }),
             observed: "o".into(),
             owner: Some("lab".into()),
             stdlib: "s".into(),

@@ -92,7 +92,8 @@ pub fn text(plan: &Plan, hash: &str, style: Style) -> String {
             let _ = writeln!(out, "      {}", one_line(id));
         }
     }
-    for w in &plan.warnings {
+    // Each once, repeats summarised; plan/v1 keeps them all.
+    for w in &crate::compile::warnings::summarised(&plan.warnings) {
         let _ = writeln!(out, "\n{} {} [{}]", style.paint("33", "warning:"), one_line(&w.text), one_line(&w.code));
     }
     let s = &plan.summary;

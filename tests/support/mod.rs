@@ -318,6 +318,7 @@ pub fn placeholder_inputs() -> k3d_gpu::plan::Inputs {
         config: "sha256:c".into(),
         facts: "sha256:f".into(),
         observed: "sha256:o".into(),
+        made_from: None,
         owner: None,
         stdlib: "sha256:s".into(),
         images: "sha256:i".into(),
