@@ -274,6 +274,14 @@ pub enum Command {
     /// Print the man page k3d-gpu(1); with --out, write it and one page per subcommand.
     Man(ManArgs),
 
+    /// Prove each accelerator resource the cluster advertises usable from inside a pod: one
+    /// smoke pod per resource and node (NVIDIA: `nvidia-smi -L` under RuntimeClass nvidia;
+    /// Intel GPU/NPU, Gaudi, DSA/IAA/QAT: the device nodes the plugin handed over exist and
+    /// open), each pod's verdict with the lines it printed, and the node's allocatable against
+    /// the host's facts. Pods run in namespace default and are deleted after. Exits 1 on any
+    /// failure, with its likely cause and fix.
+    Test(TestCmd),
+
     /// Serve the Model Context Protocol on stdio, for an AI agent (docs/mcp.md): read-only tools
     /// (facts, validate, plan, observe, agent, audit) and apply, which runs only a plan hash the
     /// person confirmed in the client. -c, --root, --facts, --stdlib and --vendors given here are
@@ -302,6 +310,7 @@ impl Command {
             Command::Report(a) => Global::from(&a.data),
             Command::Completions(_) | Command::Man(_) => none,
             Command::Mcp(a) => Global::from(&a.inputs),
+            Command::Test(a) => Global::from(&a.data),
         }
     }
 }
@@ -410,6 +419,32 @@ pub struct ReportCmd {
     pub data: DataOpts,
     #[command(flatten)]
     pub args: ReportArgs,
+}
+
+/// `test`: the config's cluster, this host's facts.
+#[derive(Debug, Args)]
+pub struct TestCmd {
+    #[command(flatten)]
+    pub data: DataOpts,
+    #[command(flatten)]
+    pub args: TestArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Seconds each smoke pod may take, pulling its image included.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub timeout: u64,
+
+    /// The NVIDIA pod's image instead of the default CUDA base image (one your driver
+    /// supports); resolved through images.lock like every image.
+    #[arg(long, value_name = "IMAGE")]
+    pub nvidia_image: Option<String>,
+
+    /// The device-node pods' image instead of busybox (one with clinfo also lists OpenCL
+    /// devices); resolved through images.lock like every image.
+    #[arg(long, value_name = "IMAGE")]
+    pub device_image: Option<String>,
 }
 
 /// `mcp`: the tools' default inputs.

@@ -34,4 +34,5 @@ pub mod quantity;
 pub mod report;
 pub mod secrets;
 pub mod shell;
+pub mod smoke;
 pub mod suggest;
