@@ -626,6 +626,25 @@ pub struct DoctorArgs {
     /// Skip the docker/k3d/kubectl checks on the real host (they run commands with a timeout).
     #[arg(long)]
     pub no_tools: bool,
+
+    /// The read-only tuning advisor for inference instead of the preflight: CPU governor and
+    /// energy preference, transparent huge pages, swap and swappiness, NUMA balancing, each
+    /// GPU's PCIe link, RAPL counters; each finding with the command that applies it and the
+    /// one that reverts it. Changes nothing; exits 0.
+    #[arg(long)]
+    pub perf: bool,
+
+    /// With --perf: the size of the model to serve, in GiB, held against free memory and swap.
+    #[arg(long, value_name = "N", requires = "perf", value_parser = model_gb)]
+    pub model_gb: Option<f64>,
+}
+
+/// A model size in GiB: a positive number.
+fn model_gb(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
+        _ => Err("expected a positive number of GiB, such as 8 or 4.5".into()),
+    }
 }
 
 #[derive(Debug, Args)]
