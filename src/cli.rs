@@ -280,6 +280,14 @@ pub enum Command {
     /// Print the man page k3d-gpu(1); with --out, write it and one page per subcommand.
     Man(ManArgs),
 
+    /// Prove each accelerator resource the cluster advertises usable from inside a pod: one
+    /// smoke pod per resource and node (NVIDIA: `nvidia-smi -L` under RuntimeClass nvidia;
+    /// Intel GPU/NPU, Gaudi, DSA/IAA/QAT: the device nodes the plugin handed over exist and
+    /// open), each pod's verdict with the lines it printed, and the node's allocatable against
+    /// the host's facts. Pods run in namespace default and are deleted after. Exits 1 on any
+    /// failure, with its likely cause and fix.
+    Test(TestCmd),
+
     /// Serve the Model Context Protocol on stdio, for an AI agent (docs/mcp.md): read-only tools
     /// (facts, validate, plan, observe, agent, audit) and apply, which runs only a plan hash the
     /// person confirmed in the client. -c, --root, --facts, --stdlib and --vendors given here are
@@ -310,6 +318,7 @@ impl Command {
             Command::Report(a) => Global::from(&a.data),
             Command::Completions(_) | Command::Man(_) => none,
             Command::Mcp(a) => Global::from(&a.inputs),
+            Command::Test(a) => Global::from(&a.data),
         }
     }
 }
@@ -426,6 +435,32 @@ pub struct ReportCmd {
     pub data: DataOpts,
     #[command(flatten)]
     pub args: ReportArgs,
+}
+
+/// `test`: the config's cluster, this host's facts.
+#[derive(Debug, Args)]
+pub struct TestCmd {
+    #[command(flatten)]
+    pub data: DataOpts,
+    #[command(flatten)]
+    pub args: TestArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct TestArgs {
+    /// Seconds each smoke pod may take, pulling its image included.
+    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    pub timeout: u64,
+
+    /// The NVIDIA pod's image instead of the default CUDA base image (one your driver
+    /// supports); resolved through images.lock like every image.
+    #[arg(long, value_name = "IMAGE")]
+    pub nvidia_image: Option<String>,
+
+    /// The device-node pods' image instead of busybox (one with clinfo also lists OpenCL
+    /// devices); resolved through images.lock like every image.
+    #[arg(long, value_name = "IMAGE")]
+    pub device_image: Option<String>,
 }
 
 /// `mcp`: the tools' default inputs.
@@ -658,6 +693,25 @@ pub struct DoctorArgs {
     /// Skip the docker/k3d/kubectl checks on the real host (they run commands with a timeout).
     #[arg(long)]
     pub no_tools: bool,
+
+    /// The read-only tuning advisor for inference instead of the preflight: CPU governor and
+    /// energy preference, transparent huge pages, swap and swappiness, NUMA balancing, each
+    /// GPU's PCIe link, RAPL counters; each finding with the command that applies it and the
+    /// one that reverts it. Changes nothing; exits 0.
+    #[arg(long)]
+    pub perf: bool,
+
+    /// With --perf: the size of the model to serve, in GiB, held against free memory and swap.
+    #[arg(long, value_name = "N", requires = "perf", value_parser = model_gb)]
+    pub model_gb: Option<f64>,
+}
+
+/// A model size in GiB: a positive number.
+fn model_gb(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
+        _ => Err("expected a positive number of GiB, such as 8 or 4.5".into()),
+    }
 }
 
 #[derive(Debug, Args)]

@@ -34,5 +34,6 @@ pub mod quantity;
 pub mod report;
 pub mod secrets;
 pub mod shell;
+pub mod smoke;
 pub mod suggest;
 pub mod table;

@@ -23,7 +23,7 @@ pub const MAX_LOG_BYTES: i64 = 1 << 20;
 
 /// At most `cap` bytes of `stream` as text, and whether it held more (read one byte past the
 /// cap, never more, whatever the server sends).
-async fn read_capped(stream: impl futures_util::AsyncBufRead, cap: u64) -> std::io::Result<(String, bool)> {
+pub(crate) async fn read_capped(stream: impl futures_util::AsyncBufRead, cap: u64) -> std::io::Result<(String, bool)> {
     use futures_util::AsyncReadExt;
     let mut bytes = Vec::new();
     let mut limited = std::pin::pin!(stream.take(cap + 1));

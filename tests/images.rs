@@ -141,7 +141,18 @@ fn the_lock_beside_the_config_reaches_plan_render_and_check() {
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("missing   {NPU_IMAGE}")));
 
-    let lock = lock(&[(NPU_IMAGE, digest('a')), (BALLOONS_IMAGE, digest('b')), (OVMS_IMAGE, digest('e'))]);
+    let partial = lock(&[(NPU_IMAGE, digest('a')), (BALLOONS_IMAGE, digest('b')), (OVMS_IMAGE, digest('e'))]);
+    std::fs::write(dir.path().join("images.lock"), partial.to_text()).unwrap();
+    // `k3d-gpu test`'s NPU pod image is one the config can deploy too: the check wants it.
+    let out = run(&["images", "check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("missing   {}", k3d_gpu::smoke::DEVICE_IMAGE)));
+    let lock = lock(&[
+        (NPU_IMAGE, digest('a')),
+        (BALLOONS_IMAGE, digest('b')),
+        (OVMS_IMAGE, digest('e')),
+        (k3d_gpu::smoke::DEVICE_IMAGE, digest('f')),
+    ]);
     std::fs::write(dir.path().join("images.lock"), lock.to_text()).unwrap();
     let out = run(&["images", "check"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));

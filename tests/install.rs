@@ -382,10 +382,11 @@ fn the_ci_recipe_validates_every_example_and_checks_its_images() {
         assert!(pinned != missing, "no images verdict, or two:\n{section}");
         if section.starts_with("examples/wsl2-intel.toml") {
             // Its device images are all pinned by the catalog; only the node image's bases
-            // (DESIGN.md §8) wait for a user's lock.
+            // (DESIGN.md §8) and `k3d-gpu test`'s pod image wait for a user's lock.
             let unpinned: Vec<&str> = section.lines().filter(|l| l.starts_with("missing ")).collect();
+            let smoke = format!(" {}:", k3d_gpu::smoke::DEVICE_IMAGE);
             assert!(
-                unpinned.iter().all(|l| l.contains(" rancher/k3s:") || l.contains(" ubuntu:")),
+                unpinned.iter().all(|l| l.contains(" rancher/k3s:") || l.contains(" ubuntu:") || l.contains(&smoke)),
                 "wsl2-intel deploys only images the catalog pins, and the node image's bases:\n{section}"
             );
         }

@@ -16,6 +16,9 @@ struct DoctorReport<'a> {
 }
 
 pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
+    if args.perf {
+        return perf(global, args.model_gb);
+    }
     let facts = super::load_facts(global)?;
     let mut findings = facts.findings.clone();
     let on_real_host = global.facts.is_empty() && super::open_host(global)?.is_real_host();
@@ -64,4 +67,31 @@ pub fn render(findings: &[Finding]) -> String {
     let count = |level| findings.iter().filter(|f| f.level == level).count();
     let _ = writeln!(out, "\n{} fail, {} warn, {} info", count(Level::Fail), count(Level::Warn), count(Level::Info));
     out
+}
+
+/// `doctor --perf`: advice from the host's files; never a failure, never a write.
+fn perf(global: &Global, model_gb: Option<f64>) -> Result<u8> {
+    if !global.facts.is_empty() {
+        return Err(crate::error::Error::Usage {
+            message: "doctor --perf reads the host's current settings, which a facts document does not hold".into(),
+            help: Some("drop --facts; use --root DIR for a fixture host".into()),
+        });
+    }
+    let host = super::open_host(global)?;
+    let facts = super::detect_facts(&host, &global.vendor_filter()?)?;
+    let tuning = crate::detect::perf::read(&host, &facts.host);
+    let findings = crate::doctor::perf::findings(&facts, &tuning, model_gb);
+    if global.json {
+        #[derive(Serialize)]
+        struct Doc<'a> {
+            schema: &'static str,
+            fingerprint: &'a str,
+            findings: &'a [crate::doctor::perf::PerfFinding],
+        }
+        let doc = Doc { schema: crate::doctor::perf::SCHEMA, fingerprint: &facts.fingerprint, findings: &findings };
+        super::print_bytes(&crate::canonical::to_bytes(&doc));
+    } else {
+        super::print_bytes(crate::escape::for_terminal(&crate::doctor::perf::render(&findings)).as_bytes());
+    }
+    Ok(EXIT_OK)
 }

@@ -42,7 +42,9 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
     let host = super::open_host(global)?;
     global.vendor_filter()?;
     // Detection reads the same files whatever the filter, so the capture serves any filter.
-    let _ = crate::detect::inventory(&host);
+    let (inventory, _) = crate::detect::inventory(&host);
+    // And what `doctor --perf` reads (governors, THP, swappiness, PCIe links).
+    let _ = crate::detect::perf::read(&host, &inventory);
     let trail = host.trail();
     let report = crate::host::capture::capture(&host, &trail, out)
         .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;

@@ -70,7 +70,15 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
     // locked yet: that is what `images lock` is for.
     inputs.config.policy.images = crate::config::ImagePolicy::Tags;
     let compiled = super::inputs::compile(global, &inputs)?;
-    let images = &compiled.graph.images;
+    // `k3d-gpu test`'s pods too: not in the graph (no plan deploys them), pinned through the
+    // same locks.
+    let mut images = compiled.graph.images.clone();
+    for name in crate::smoke::images_for(&compiled.facts) {
+        if let Ok(image) = ImageRef::parse(name) {
+            images.entry(name.to_string()).or_insert_with(|| compiled.catalog.images.resolve(&image));
+        }
+    }
+    let images = &images;
     let user = compiled.catalog.images.user.as_ref();
     let lock_path = super::inputs::lock_path(&inputs);
     match &args.command {

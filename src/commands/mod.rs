@@ -21,6 +21,7 @@ pub(crate) mod plan;
 mod report;
 mod schema;
 mod show;
+mod test;
 pub(crate) mod validate;
 
 use inputs::{Inputs, load_catalog, load_config};
@@ -66,6 +67,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),
         Command::Mcp(a) => crate::mcp::serve(global, &a.args),
+        Command::Test(a) => test::run(global, &a.args),
     }
 }
 

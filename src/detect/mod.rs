@@ -9,6 +9,7 @@ mod cpu;
 mod intel_gpu;
 mod nvidia;
 mod pci;
+pub mod perf;
 pub mod reader;
 mod system;
 mod xeon;
@@ -35,8 +36,9 @@ pub fn inventory(host: &HostRoot) -> (Host, Vec<Finding>) {
     let (dsa, iaa) = xeon::idxd(&mut r, &pci);
     let qat = xeon::qat(&mut r, &pci, &kernel.modules);
     let bind_sources = system::bind_sources(&mut r, kernel.release.as_deref());
+    let rapl = system::rapl(&mut r);
     let host =
-        Host { cpu, memory, numa, intel_gpus, nvidia, npus, gaudi, dsa, iaa, qat, wsl, kernel, os, bind_sources };
+        Host { cpu, memory, numa, intel_gpus, nvidia, npus, gaudi, dsa, iaa, qat, wsl, kernel, os, bind_sources, rapl };
     (host, r.into_findings())
 }
 

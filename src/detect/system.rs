@@ -75,3 +75,22 @@ pub fn bind_sources(r: &mut Reader, release: Option<&str>) -> BindSources {
         usr_lib_wsl: r.exists("/usr/lib/wsl"),
     }
 }
+
+/// The RAPL zones under `/sys/class/powercap` (`intel-rapl:N` and their subzones
+/// `intel-rapl:N:M`; the powercap class lists both flat), sorted as listed.
+pub fn rapl(r: &mut Reader) -> Vec<crate::facts::RaplZone> {
+    let zones: Vec<String> =
+        r.list("/sys/class/powercap").into_iter().filter(|z| z.starts_with("intel-rapl:")).collect();
+    zones
+        .into_iter()
+        .map(|zone| {
+            let d = format!("/sys/class/powercap/{zone}");
+            crate::facts::RaplZone {
+                name: r.attr(&format!("{d}/name")),
+                max_energy_range_uj: r.attr(&format!("{d}/max_energy_range_uj")).and_then(|v| v.parse().ok()),
+                energy_readable: r.text_if_permitted(&format!("{d}/energy_uj")).is_some(),
+                zone,
+            }
+        })
+        .collect()
+}

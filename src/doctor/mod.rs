@@ -3,6 +3,7 @@
 //! only part of doctor that runs programs, each with a timeout so a hung daemon cannot hang us.
 
 pub mod live;
+pub mod perf;
 
 use std::io::Read;
 use std::process::{Command, Stdio};

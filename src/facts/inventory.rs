@@ -26,6 +26,24 @@ pub struct Host {
     /// Absent in documents older than this field: nothing is mounted then.
     #[serde(default)]
     pub bind_sources: BindSources,
+    /// The RAPL power zones (`/sys/class/powercap/intel-rapl:*`), for energy figures. Left out
+    /// when there are none, so documents of hosts without them keep their bytes.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rapl: Vec<RaplZone>,
+}
+
+/// One RAPL zone: what it measures and whether its energy counter can be read by whoever
+/// ran detection (`energy_uj` is root-only on current kernels). The counter itself changes by
+/// the microsecond and is never recorded.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RaplZone {
+    /// `intel-rapl:0`, `intel-rapl:0:1`.
+    pub zone: String,
+    /// `package-0`, `core`, `uncore`, `dram`, `psys`.
+    pub name: Option<String>,
+    /// `max_energy_range_uj`: where the counter wraps.
+    pub max_energy_range_uj: Option<u64>,
+    pub energy_readable: bool,
 }
 
 /// Host paths k3d-gpu may bind into the node, and whether each exists on this host.

@@ -930,6 +930,11 @@ fn respond(
         }
         return Reply::Text(200, kept);
     }
+    if method == "POST"
+        && let Some(reply) = create_pod(&mut state, changed, path, body)
+    {
+        return reply;
+    }
     // The service proxy: /api/v1/namespaces/NS/services/NAME:PORT/proxy/PATH.
     if let Some((head, rest)) = path.split_once("/proxy")
         && let Some(service) = head.strip_prefix("/api/v1/namespaces/").and_then(|h| h.split_once("/services/"))
@@ -1111,6 +1116,106 @@ fn respond(
         }
         _ => Reply::Once(405, status(405, "MethodNotAllowed", method.to_string()).1),
     }
+}
+
+// ---- Pods: create (for `k3d-gpu test`'s smoke pods). ----
+//
+// POST /api/v1/namespaces/NS/pods, as the API server answers it (k8s.io/apiserver's create
+// handler, pkg/registry/core/pod's strategy, release-1.37): 404 when the namespace does not
+// exist, 400 when the body names another namespace, 422 without a name (generateName is not
+// modelled) or without containers, 409 AlreadyExists for a name in use; otherwise 201 with the
+// stored object: uid, creationTimestamp, resourceVersion, status.phase Pending and
+// qosClass, and the defaults the real server fills in (schedulerName, dnsPolicy,
+// enableServiceLinks, each container's terminationMessagePath/Policy and imagePullPolicy).
+// Nothing runs it: a test plays the scheduler and the kubelet through `change`, and a pod's
+// log is its `fake.k3d-gpu.io/log` annotation (above). Pods must be in `served`.
+
+/// A POST that creates a pod, or `None` when the path is not a pods collection.
+fn create_pod(state: &mut State, changed: &Notify, path: &str, body: &[u8]) -> Option<Reply> {
+    let Target { collection, namespace: Some(ns), name: None } = parse_path(path)? else { return None };
+    if collection != "/api/v1/pods" || !state.served.contains(&collection) {
+        return None;
+    }
+    let fail = |(c, v): (u16, Value)| Some(Reply::Once(c, v));
+    let Ok(mut pod) = serde_json::from_slice::<Value>(body) else {
+        return fail(status(400, "BadRequest", "the body of the request was in an unknown format".into()));
+    };
+    if pod["kind"] != "Pod" || pod["apiVersion"] != "v1" {
+        return fail(status(
+            400,
+            "BadRequest",
+            format!("the API version in the data ({}) does not match the expected API version (v1)", pod["apiVersion"]),
+        ));
+    }
+    if let Some(other) = pod["metadata"]["namespace"].as_str()
+        && other != ns
+    {
+        return fail(status(
+            400,
+            "BadRequest",
+            "the namespace of the provided object does not match the namespace sent on the request".into(),
+        ));
+    }
+    let Some(name) = pod["metadata"]["name"].as_str().filter(|n| !n.is_empty()).map(str::to_string) else {
+        return fail(status(
+            422,
+            "Invalid",
+            "Pod \"\" is invalid: metadata.name: Required value: name or generateName is required".into(),
+        ));
+    };
+    if pod["spec"]["containers"].as_array().is_none_or(|c| c.is_empty()) {
+        return fail(status(422, "Invalid", format!("Pod \"{name}\" is invalid: spec.containers: Required value")));
+    }
+    if !state.namespace_exists(&ns) {
+        return fail(status(404, "NotFound", format!("namespaces \"{ns}\" not found")));
+    }
+    let exists = state.objects.iter().any(|o| {
+        list_path(o) == collection
+            && o["metadata"]["namespace"] == ns.as_str()
+            && o["metadata"]["name"] == name.as_str()
+    });
+    if exists {
+        return fail(status(409, "AlreadyExists", format!("pods \"{name}\" already exists")));
+    }
+    pod["metadata"]["namespace"] = json!(ns);
+    pod["metadata"]["uid"] = json!(state.new_uid());
+    pod["metadata"]["creationTimestamp"] = json!(state.now());
+    pod["metadata"]["resourceVersion"] = json!(state.next_version());
+    let spec = &mut pod["spec"];
+    for (key, value) in [
+        ("schedulerName", json!("default-scheduler")),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("restartPolicy", json!("Always")),
+        ("enableServiceLinks", json!(true)),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("securityContext", json!({})),
+    ] {
+        if spec[key].is_null() {
+            spec[key] = value;
+        }
+    }
+    for c in spec["containers"].as_array_mut().into_iter().flatten() {
+        let latest = c["image"].as_str().is_none_or(|i| {
+            !i.contains('@') && (i.ends_with(":latest") || !i.rsplit('/').next().unwrap_or("").contains(':'))
+        });
+        for (key, value) in [
+            ("terminationMessagePath", json!("/dev/termination-log")),
+            ("terminationMessagePolicy", json!("File")),
+            ("imagePullPolicy", json!(if latest { "Always" } else { "IfNotPresent" })),
+        ] {
+            if c[key].is_null() {
+                c[key] = value;
+            }
+        }
+    }
+    // Limits alone set requests to the same values; all equal: Guaranteed, else BestEffort here.
+    let guaranteed = pod["spec"]["containers"]
+        .as_array()
+        .is_some_and(|cs| cs.iter().all(|c| ["cpu", "memory"].iter().all(|r| !c["resources"]["limits"][r].is_null())));
+    pod["status"] = json!({"phase": "Pending", "qosClass": if guaranteed { "Guaranteed" } else { "BestEffort" }});
+    state.objects.push(pod.clone());
+    changed.notify_waiters();
+    Some(Reply::Once(201, pod))
 }
 
 impl FakeApiServer {
