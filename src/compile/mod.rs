@@ -15,7 +15,10 @@ pub mod fleet;
 mod graph;
 mod intel;
 pub mod nvidia;
+pub mod ports;
+mod registries;
 mod telemetry;
+pub mod user_volumes;
 mod verify;
 pub mod workloads;
 
