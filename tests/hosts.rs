@@ -301,7 +301,10 @@ fn inotify_limits_below_what_a_k3s_node_needs_warn_with_the_sysctl_and_its_undo(
         fix.contains("`sudo sysctl -w fs.inotify.max_user_instances=512 fs.inotify.max_user_watches=524288`"),
         "{fix}"
     );
-    assert!(fix.contains("to undo: `sudo sysctl -w fs.inotify.max_user_instances=128 fs.inotify.max_user_watches=124180`"), "{fix}");
+    assert!(
+        fix.contains("to undo: `sudo sysctl -w fs.inotify.max_user_instances=128 fs.inotify.max_user_watches=124180`"),
+        "{fix}"
+    );
     assert!(finding.evidence.contains("/proc/sys/fs/inotify/max_user_instances"));
     // Raised already: nothing to say. Not recorded (older fixture hosts, documents): nothing either.
     assert!(!has_finding(&facts_of("arc-b580-x2"), Level::Warn, "inotify-limits"));

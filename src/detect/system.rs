@@ -29,10 +29,8 @@ pub fn kernel(r: &mut Reader) -> Kernel {
         })
         .unwrap_or_default();
     let limit = |r: &mut Reader, name: &str| r.parsed(&format!("/proc/sys/fs/inotify/{name}"), parse::parse_u64);
-    let inotify = Inotify {
-        max_user_instances: limit(r, "max_user_instances"),
-        max_user_watches: limit(r, "max_user_watches"),
-    };
+    let inotify =
+        Inotify { max_user_instances: limit(r, "max_user_instances"), max_user_watches: limit(r, "max_user_watches") };
     let inotify = (inotify != Inotify::default()).then_some(inotify);
     Kernel { release, modules, force_probe, inotify }
 }

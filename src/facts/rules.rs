@@ -569,7 +569,8 @@ fn inotify_rules(host: &Host, out: &mut Vec<Finding>) {
             c.arg(format!("fs.inotify.{}={}", l.0, pick(l)))
         })
     };
-    let said: Vec<String> = low.iter().map(|(name, value, floor)| format!("fs.inotify.{name} is {value} (below {floor})")).collect();
+    let said: Vec<String> =
+        low.iter().map(|(name, value, floor)| format!("fs.inotify.{name} is {value} (below {floor})")).collect();
     out.push(
         Finding::new(
             Level::Warn,
