@@ -171,7 +171,9 @@ fn plain_amd_laptop_has_nothing_to_expose() {
     assert!(f.detected.is_empty(), "{:?}", f.detected);
     assert!(f.host.intel_gpus.is_empty(), "an AMD DRM card is not an Intel GPU");
     assert_eq!(f.targets.len(), 1);
-    assert!(!f.findings.iter().any(|x| x.level >= Level::Warn), "{:?}", f.findings);
+    // Nothing about accelerators; its inotify limits are the distro's defaults, on purpose
+    // (inotify_limits_below_what_a_k3s_node_needs_warn_with_the_sysctl_and_its_undo).
+    assert!(!f.findings.iter().any(|x| x.level >= Level::Warn && x.code != "inotify-limits"), "{:?}", f.findings);
 }
 
 #[test]
