@@ -887,3 +887,55 @@ fn a_saved_plan_applies_with_the_options_it_was_made_with() {
     let destroyed = w.run(&["destroy", "--plan-hash", &destroy_hash_of(&shown)]);
     assert_eq!(destroyed.status.code(), Some(0), "{}", text(&destroyed));
 }
+
+#[test]
+#[ignore = "needs a Docker engine: .ci/run runs it (see README, Run the tests)"]
+fn ports_volumes_and_registry_credentials_reach_only_the_private_k3d_config() {
+    use std::os::unix::fs::PermissionsExt;
+    let Some(w) = world("e2e-access", true) else { return };
+    let password = "hunter2-e2e";
+    std::fs::write(
+        w.dir.path().join("auth.yaml"),
+        format!("configs:\n  mirror.lan:5000:\n    auth:\n      username: lab\n      password: {password}\n"),
+    )
+    .unwrap();
+    // A source both the fixture host (plan) and this machine (apply, k3d) have.
+    let toml = std::fs::read_to_string(&w.config).unwrap()
+        + "ports = [\"18080:80@loadbalancer\"]\nvolumes = [\"/etc/os-release:/host/os-release\"]\n\
+           [cluster.registries]\nmirrors = { \"docker.io\" = [\"https://mirror.lan:5000\"] }\ncredentials = \"auth.yaml\"\n";
+    std::fs::write(&w.config, toml).unwrap();
+    let planned = w.run(&["plan", "--out", &w.path("plan.json")]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    let applied = w.run(&["apply", &w.path("plan.json")]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    for out in [&planned, &applied] {
+        assert!(!text(out).contains(password), "{}", text(out));
+    }
+    assert!(!std::fs::read_to_string(w.path("plan.json")).unwrap().contains(password));
+    let file = w.dir.path().join("state/k3d-gpu/e2e-access.k3d.json");
+    assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o600);
+    let config: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&file).unwrap()).unwrap();
+    assert_eq!(config["ports"], json!([{ "port": "127.0.0.1:18080:80/tcp", "nodeFilters": ["loadbalancer"] }]));
+    assert!(config["volumes"].as_array().unwrap().iter().any(|v| v["volume"] == "/etc/os-release:/host/os-release:ro"));
+    let yaml: serde_json::Value = serde_json::from_str(config["registries"]["config"].as_str().unwrap()).unwrap();
+    assert_eq!(yaml["configs"]["mirror.lan:5000"]["auth"]["password"], password);
+    // The nodes' recorded spec (a Docker label anyone listing containers reads) holds no credential.
+    let labels = Command::new("docker")
+        .args(["ps", "-a", "--filter", "label=k3d.cluster=e2e-access", "--format", "{{.Labels}}"])
+        .output()
+        .unwrap();
+    assert!(!String::from_utf8_lossy(&labels.stdout).contains(password));
+    let again = w.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(again.status.code(), Some(0), "plan after apply is a no-op:\n{}", text(&again));
+
+    // The password changes: the reviewed plan no longer applies, and the new one recreates the
+    // cluster (k3d writes registries.yaml only at creation).
+    std::fs::write(
+        w.dir.path().join("auth.yaml"),
+        "configs:\n  mirror.lan:5000:\n    auth:\n      username: lab\n      password: changed\n",
+    )
+    .unwrap();
+    let changed = w.run(&["plan", "--detailed-exitcode"]);
+    assert_eq!(changed.status.code(), Some(2), "{}", text(&changed));
+    assert!(text(&changed).contains("registries ([cluster.registries]) changed"), "{}", text(&changed));
+}

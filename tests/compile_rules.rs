@@ -642,3 +642,151 @@ fn a_label_value_from_hostile_facts_stops_the_compile() {
     let e = errors.iter().find(|e| e.code == "bad-facts-label").expect("named as a facts problem");
     assert!(e.message.contains("k3d-gpu.io/npu.gen") && !e.message.contains('\u{1b}'), "{}", e.message);
 }
+
+fn cluster_spec(g: &DesiredGraph) -> serde_json::Value {
+    g.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap().spec.clone()
+}
+
+#[test]
+fn extra_ports_go_through_the_load_balancer_on_loopback_unless_an_address_is_written() {
+    let g = graph("[cluster]\nports = [\"8080:80@loadbalancer\", \"9000:9000\"]\n", "plain-laptop-amd");
+    let k3d = k3d_gpu::apply::k3d::simple_config(&cluster_spec(&g));
+    assert_eq!(
+        k3d["ports"],
+        serde_json::json!([
+            { "port": "127.0.0.1:8080:80/tcp", "nodeFilters": ["loadbalancer"] },
+            { "port": "127.0.0.1:9000:9000/tcp", "nodeFilters": ["loadbalancer"] },
+        ])
+    );
+    assert!(!warnings(&g).iter().any(|w| w == "port-published-off-loopback"), "{:?}", warnings(&g));
+    let g = graph("[cluster]\nagents = 1\nports = [\"0.0.0.0:8443:443/tcp@agent:0:direct\"]\n", "plain-laptop-amd");
+    let k3d = k3d_gpu::apply::k3d::simple_config(&cluster_spec(&g));
+    assert_eq!(
+        k3d["ports"][0],
+        serde_json::json!({ "port": "0.0.0.0:8443:443/tcp", "nodeFilters": ["agent:0:direct"] })
+    );
+    assert!(
+        g.warnings.iter().any(|w| w.code == "port-published-off-loopback" && w.text.contains("every interface")),
+        "{:?}",
+        g.warnings
+    );
+    // No ports: the spec (recorded on the nodes, compared by the next plan) is what it was.
+    assert!(cluster_spec(&graph("", "plain-laptop-amd")).get("ports").is_none());
+}
+
+#[test]
+fn a_bad_port_is_refused_on_its_element() {
+    for (toml, why) in [
+        ("ports = [\"80\"]", "HOST_PORT:CONTAINER_PORT"),
+        ("ports = [\"localhost:8080:80\"]", "IPv4"),
+        ("ports = [\"8080:80@agent:0\"]", "not a node of this cluster"),
+        ("ports = [\"8080:80@server:*:direct\"]", "one node"),
+        ("ports = [\"8080:80\", \"0.0.0.0:8080:81\"]", "already published by ports entry 1"),
+        ("api_port = 6443\nports = [\"6443:80\"]", "the API port"),
+    ] {
+        let errors = build(&format!("[cluster]\n{toml}\n"), "plain-laptop-amd").unwrap_err();
+        assert_eq!(errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["bad-port"], "{toml}");
+        assert!(errors[0].message.contains(why), "{toml}: {}", errors[0].message);
+        assert_eq!(errors[0].key, ["cluster", "ports"]);
+        assert!(errors[0].element.is_some());
+    }
+}
+
+#[test]
+fn user_volumes_are_read_only_unless_asked_and_kept_apart_from_k3d_gpus_own_mounts() {
+    let toml = "[cluster]\nagents = 1\nvolumes = [\"/srv/models:/models\", \"/srv/data:/data:rw@agent:0\"]\n";
+    let g = graph(toml, "plain-laptop-amd");
+    let spec = cluster_spec(&g);
+    assert_eq!(
+        spec["user_volumes"][0],
+        serde_json::json!({"host": "/srv/models", "node": "/models", "read_only": true, "nodes": []})
+    );
+    assert!(
+        spec["volumes"].as_array().unwrap().iter().all(|v| v["host"] != "/srv/models"),
+        "k3d-gpu's own list is untouched"
+    );
+    let k3d = k3d_gpu::apply::k3d::simple_config(&spec);
+    let volumes = k3d["volumes"].as_array().unwrap();
+    assert!(
+        volumes
+            .contains(&serde_json::json!({"volume": "/srv/models:/models:ro", "nodeFilters": ["server:*", "agent:*"]}))
+    );
+    assert!(volumes.contains(&serde_json::json!({"volume": "/srv/data:/data", "nodeFilters": ["agent:0"]})));
+    assert!(cluster_spec(&graph("", "plain-laptop-amd")).get("user_volumes").is_none());
+    for (entry, why) in [
+        ("srv:/models", "absolute"),
+        ("/srv:/models:rx", "ro or rw"),
+        ("/srv:/k3d-gpu/host/x", "k3d-gpu mounts"),
+        ("/srv:/m@loadbalancer", "load balancer"),
+        ("/srv:/m@agent:0", "not a node"),
+        ("/a/../etc:/m", "'..'"),
+    ] {
+        let errors = build(&format!("[cluster]\nvolumes = [{entry:?}]\n"), "plain-laptop-amd").unwrap_err();
+        assert_eq!(errors.iter().map(|e| e.code).collect::<Vec<_>>(), ["bad-volume"], "{entry}");
+        assert!(errors[0].message.contains(why), "{entry}: {}", errors[0].message);
+    }
+    assert_eq!(codes("[cluster]\nvolumes = [\"/a:/m\", \"/b:/m/\"]\n", "plain-laptop-amd"), ["bad-volume"]);
+}
+
+#[test]
+fn registries_reach_k3d_as_registries_yaml_and_a_created_registry_on_loopback() {
+    let toml = "[cluster.registries]\nmirrors = { \"docker.io\" = [\"http://k3d-gpu-registry:5000\", \"https://mirror.lan\"] }\n[cluster.registries.create]\nport = 5001\nproxy = \"https://registry-1.docker.io\"\n";
+    let g = graph(toml, "plain-laptop-amd");
+    let k3d = k3d_gpu::apply::k3d::simple_config(&cluster_spec(&g));
+    let yaml: serde_json::Value = serde_json::from_str(k3d["registries"]["config"].as_str().unwrap()).unwrap();
+    assert_eq!(yaml["mirrors"]["docker.io"]["endpoint"][1], "https://mirror.lan");
+    let create = &k3d["registries"]["create"];
+    assert_eq!(
+        (create["name"].as_str(), create["host"].as_str(), create["hostPort"].as_str()),
+        (Some("k3d-gpu-registry"), Some("127.0.0.1"), Some("5001"))
+    );
+    assert_eq!(create["proxy"]["remoteURL"], "https://registry-1.docker.io");
+    assert!(create["image"].as_str().unwrap().starts_with("docker.io/library/registry:2"));
+    assert!(g.images.contains_key("docker.io/library/registry:2"), "pinned through images.lock like every image");
+    assert!(!warnings(&g).iter().any(|w| w == "registry-published-off-loopback"));
+    let g = graph("[cluster.registries.create]\nhost_ip = \"0.0.0.0\"\n", "plain-laptop-amd");
+    assert!(warnings(&g).iter().any(|w| w == "registry-published-off-loopback"));
+    for toml in [
+        "[cluster.registries]\nmirrors = { \"docker.io\" = [\"https://user:pw@mirror.lan\"] }\n",
+        "[cluster.registries]\nmirrors = { \"docker.io\" = [] }\n",
+        "[cluster.registries]\nmirrors = { \"a b\" = [\"https://m\"] }\n",
+    ] {
+        assert_eq!(codes(toml, "plain-laptop-amd"), ["bad-registry-mirror"], "{toml}");
+    }
+    assert_eq!(
+        codes("[cluster.registries.create]\nname = \"Bad_Name\"\n", "plain-laptop-amd"),
+        ["bad-registry-create"]
+    );
+}
+
+#[test]
+fn registry_credentials_reach_the_spec_as_a_digest_only() {
+    let toml =
+        "[cluster.registries]\nmirrors = { \"docker.io\" = [\"https://mirror.lan\"] }\ncredentials = \"auth.yaml\"\n";
+    // Compiled without the command edge having read the file: refused, not planned blind.
+    assert_eq!(codes(toml, "plain-laptop-amd"), ["registry-credentials-unread"]);
+    let mut config = load_str("k3dgpu.toml", toml).unwrap();
+    let read = k3d_gpu::apply::registries::Credentials::parse(
+        "configs:\n  mirror.lan:\n    auth:\n      username: lab\n      password: hunter2\n",
+    )
+    .unwrap();
+    config.cluster.registries.as_mut().unwrap().credentials_read =
+        Some(Ok(k3d_gpu::config::CredentialsRead { digest: read.digest(), registries: read.registries() }));
+    let g = compile(&config, &facts_of("plain-laptop-amd"), &catalog()).unwrap();
+    let spec = cluster_spec(&g);
+    assert_eq!(spec["registries"]["credentials"]["file"], "auth.yaml");
+    assert_eq!(spec["registries"]["credentials"]["digest"], read.digest());
+    let k3d = k3d_gpu::apply::k3d::simple_config(&spec);
+    for printed in [String::from_utf8(g.to_json()).unwrap(), k3d.to_string()] {
+        assert!(!printed.contains("hunter2"), "{printed}");
+    }
+    let written = k3d_gpu::apply::k3d::with_credentials(k3d, &spec, &read);
+    assert!(written["registries"]["config"].as_str().unwrap().contains("hunter2"), "only what apply writes has them");
+    config.cluster.registries.as_mut().unwrap().credentials_read = Some(Err("no such file".into()));
+    let errors = compile(&config, &facts_of("plain-laptop-amd"), &catalog()).unwrap_err();
+    assert_eq!(errors[0].code, "bad-registry-credentials");
+    assert_eq!(
+        codes("[cluster.registries]\ncredentials = \"/etc/shadow\"\n", "plain-laptop-amd"),
+        ["bad-registry-credentials"]
+    );
+}

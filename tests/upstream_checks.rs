@@ -41,6 +41,14 @@ fn cases() -> Vec<(String, DesiredGraph)> {
             "[cluster]\nimage = \"my/node:1\"\nkubernetes_version = \"1.33\"\n[experimental]\nfeatures = [\"dra\"]\n",
             "wsl2-intel",
         ),
+        (
+            "[cluster]\nagents = 1\nports = [\"8080:80@loadbalancer\", \"0.0.0.0:5353:53/udp@agent:0:direct\"]\nvolumes = [\"/srv/models:/models\", \"/srv/data:/data:rw@agent:0;server:0\"]\n",
+            "desktop-rpl-nvidia",
+        ),
+        (
+            "[cluster.registries]\nmirrors = { \"docker.io\" = [\"http://k3d-gpu-registry:5000\"], \"*\" = [\"https://mirror.lan\"] }\n[cluster.registries.create]\nport = 5001\nproxy = \"https://registry-1.docker.io\"\n",
+            "arc-b580-xe-rpl-igpu",
+        ),
     ];
     for (text, host) in variations {
         let config = k3d_gpu::config::load_str("k3dgpu.toml", text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
@@ -82,6 +90,17 @@ fn every_generated_k3d_config_is_valid_against_k3ds_v1alpha5_schema() {
         for e in schema_errors(&validator, &config) {
             problems.push(format!("{name}: {e}"));
         }
+        // What apply writes when a credentials file is named: the same config with them.
+        if cluster.spec["registries"].is_object() {
+            let credentials = k3d_gpu::apply::registries::Credentials::parse(
+                "configs:\n  mirror.lan:\n    auth: {username: lab, password: pw}\n    tls: {insecure_skip_verify: true}\n",
+            )
+            .unwrap();
+            let written = k3d_gpu::apply::k3d::with_credentials(config.clone(), &cluster.spec, &credentials);
+            for e in schema_errors(&validator, &written) {
+                problems.push(format!("{name} (with credentials): {e}"));
+            }
+        }
         // Valid to k3d, but k3d v5.9.0 fills a missing kubeAPI.hostIP with DefaultAPIHost,
         // 0.0.0.0 (pkg/types/defaults.go): the API on every interface. Always say where.
         if !config["kubeAPI"]["hostIP"].is_string() {
@@ -113,6 +132,33 @@ fn the_k3d_schema_check_catches_what_k3d_refuses() {
     let mut config = good.clone();
     config["kubeAPI"]["hostAddress"] = serde_json::json!("127.0.0.1");
     assert!(!schema_errors(&validator, &config).is_empty(), "an unknown kubeAPI key passed the schema");
+}
+
+#[test]
+fn the_k3d_schema_check_catches_bad_ports_volumes_and_registries() {
+    let validator = k3d_schema();
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let text = "[cluster]\nports = [\"8080:80\"]\nvolumes = [\"/srv:/srv\"]\n[cluster.registries]\nmirrors = { \"docker.io\" = [\"https://m.lan\"] }\n[cluster.registries.create]\nport = 5001\n";
+    let config = k3d_gpu::config::load_str("k3dgpu.toml", text).unwrap();
+    let graph = k3d_gpu::compile::compile(&config, &support::facts_of("desktop-rpl-nvidia"), &catalog).unwrap();
+    let cluster = graph.resources().find(|r| r.kind == ResourceKind::Cluster).unwrap();
+    let good = k3d_gpu::apply::k3d::simple_config(&cluster.spec);
+    assert!(schema_errors(&validator, &good).is_empty(), "{:?}", schema_errors(&validator, &good));
+    for (pointer, bad) in [
+        ("/ports/0/port", serde_json::json!(8080)),
+        ("/ports/0/hostIP", serde_json::json!("127.0.0.1")),
+        ("/volumes/0/readOnly", serde_json::json!(true)),
+        ("/registries/create/hostPort", serde_json::json!(5001)),
+        ("/registries/config", serde_json::json!({ "mirrors": {} })),
+        ("/registries/create/proxy", serde_json::json!({ "remoteUrl": "https://x" })),
+    ] {
+        // (An unknown key directly under `registries` passes: k3d v5.9.0's schema lists its
+        // `"additionalProperties": false` among the properties, so it refuses nothing there.)
+        let mut config = good.clone();
+        let (parent, key) = pointer.rsplit_once('/').unwrap();
+        config.pointer_mut(parent).unwrap()[key] = bad.clone();
+        assert!(!schema_errors(&validator, &config).is_empty(), "{pointer} = {bad} passed the schema");
+    }
 }
 
 // ---- device plugin flags --------------------------------------------------------------------

@@ -34,6 +34,23 @@ pub fn simple_config(spec: &Value) -> Value {
         .flatten()
         .map(|v| json!({ "volume": crate::plan::bind_mount(v), "nodeFilters": ["server:*", "agent:*"] }))
         .collect();
+    // [cluster] volumes: the user's own, with their node filters (none: every node).
+    let volumes: Vec<Value> = volumes
+        .into_iter()
+        .chain(spec["user_volumes"].as_array().into_iter().flatten().map(|v| {
+            let filters: Vec<String> =
+                v["nodes"].as_array().into_iter().flatten().filter_map(|f| f.as_str()).map(str::to_string).collect();
+            let filters = if filters.is_empty() { node_filters("all") } else { filters };
+            json!({ "volume": crate::plan::bind_mount(v), "nodeFilters": filters })
+        }))
+        .collect();
+    // [cluster] ports, the host address always written.
+    let ports: Vec<Value> = spec["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| json!({ "port": crate::compile::ports::k3d_port(p), "nodeFilters": p["nodes"] }))
+        .collect();
     let node_labels: Vec<Value> = spec["node_labels"]
         .as_array()
         .into_iter()
@@ -67,6 +84,12 @@ pub fn simple_config(spec: &Value) -> Value {
             "kubeconfig": { "updateDefaultKubeconfig": true, "switchCurrentContext": false },
         },
     });
+    if !ports.is_empty() {
+        config["ports"] = json!(ports);
+    }
+    if spec["registries"].is_object() {
+        config["registries"] = registries(&spec["registries"]);
+    }
     // k3d publishes the API on every interface unless told otherwise.
     config["kubeAPI"] = json!({ "hostIP": spec["api_host_ip"].as_str().unwrap_or(crate::config::DEFAULT_API_HOST_IP) });
     if let Some(port) = spec["api_port"].as_u64() {
@@ -114,6 +137,37 @@ pub fn add_model_store(config: &mut Value, spec: &Value, host: &Path) {
 }
 
 // --- end of the model store -------------------------------------------------------------
+
+/// k3d's `registries` for a spec's: the registry to create, and registries.yaml with the
+/// mirrors alone. The credentials are added by [`with_credentials`], at apply only.
+fn registries(spec: &Value) -> Value {
+    let mut out = json!({});
+    if let Some(text) = super::registries::registries_yaml(spec, None) {
+        out["config"] = json!(text);
+    }
+    let create = &spec["create"];
+    if create.is_object() {
+        // k3d's own default host is every interface: always written.
+        let mut c = json!({ "name": create["name"], "host": create["host_ip"], "image": create["image"] });
+        if let Some(port) = create["host_port"].as_u64() {
+            c["hostPort"] = json!(port.to_string());
+        }
+        if let Some(url) = create["proxy"].as_str() {
+            c["proxy"] = json!({ "remoteURL": url });
+        }
+        out["create"] = c;
+    }
+    out
+}
+
+/// The k3d config with the credentials of the user's file in its registries.yaml: what apply
+/// writes (mode 0600), never printed.
+pub fn with_credentials(mut config: Value, spec: &Value, credentials: &super::registries::Credentials) -> Value {
+    if let Some(text) = super::registries::registries_yaml(&spec["registries"], Some(credentials)) {
+        config["registries"]["config"] = json!(text);
+    }
+    config
+}
 
 /// Runs `k3d` with a deadline; its last lines become the error. `lock`: the apply lock's
 /// descriptor ([`super::lock::Lock::for_child`]), given to k3d as its stdin (k3d reads none),

@@ -9,4 +9,5 @@ pub mod lock;
 pub mod node_check;
 pub mod node_image;
 pub mod providers;
+pub mod registries;
 pub mod verify;

@@ -41,6 +41,8 @@ pub struct Providers {
     crds: std::sync::Mutex<crate::observe::resources::CrdPlurals>,
     /// The user's data directory, where the default host model store is (`k3d::data_home`).
     pub data_home: Option<PathBuf>,
+    /// The config's directory: `[cluster.registries] credentials` is named relative to it.
+    pub config_dir: PathBuf,
 }
 
 impl Providers {
@@ -61,6 +63,7 @@ impl Providers {
             lock: None,
             crds: std::sync::Mutex::default(),
             data_home: k3d::data_home(&env),
+            config_dir: PathBuf::from("."),
         }
     }
 
@@ -92,7 +95,11 @@ impl Providers {
         let create = |spec: &Value| -> Result<PathBuf, String> {
             std::fs::create_dir_all(&self.workdir).map_err(|e| format!("{}: {e}", self.workdir.display()))?;
             let file = self.workdir.join(format!("{name}.k3d.json"));
-            let mut config = k3d::simple_config(spec);
+            user_volume_sources(spec)?;
+            let mut config = match registry_credentials(spec, &self.config_dir)? {
+                Some(credentials) => k3d::with_credentials(k3d::simple_config(spec), spec, &credentials),
+                None => k3d::simple_config(spec),
+            };
             if !spec["model_store"].is_null() {
                 // The host model store: made before k3d mounts it (compile/models.rs).
                 let short = crate::compile::models::short(spec["model_store"]["dir"].as_str(), name);
@@ -263,4 +270,40 @@ impl Runner for Providers {
             }
         })
     }
+}
+
+/// `[cluster] volumes` sources, checked again right before k3d runs: one removed since the
+/// plan would be created by Docker as an empty directory owned by root.
+fn user_volume_sources(spec: &Value) -> Result<(), String> {
+    for volume in spec["user_volumes"].as_array().into_iter().flatten() {
+        let host = volume["host"].as_str().unwrap_or_default();
+        if std::fs::metadata(host).is_err() {
+            return Err(format!(
+                "volume source {} does not exist (any more): Docker would create it as an empty directory owned by root; create it, or drop it from [cluster] volumes and plan again",
+                crate::escape::quoted(host)
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The credentials file the spec names, read again and checked against the digest the plan
+/// recorded, so what k3d writes into the nodes is what was reviewed (as a digest).
+fn registry_credentials(
+    spec: &Value,
+    config_dir: &std::path::Path,
+) -> Result<Option<super::registries::Credentials>, String> {
+    let named = &spec["registries"]["credentials"];
+    let Some(file) = named["file"].as_str() else { return Ok(None) };
+    let path = config_dir.join(file);
+    let text = crate::input_file::read_text(&path).map_err(|e| format!("credentials file {}: {e}", path.display()))?;
+    let credentials = super::registries::Credentials::parse(&text)
+        .map_err(|e| format!("credentials file {}: {e}", path.display()))?;
+    if Some(credentials.digest().as_str()) != named["digest"].as_str() {
+        return Err(format!(
+            "credentials file {} changed since the plan was made: plan again and review it",
+            path.display()
+        ));
+    }
+    Ok(Some(credentials))
 }

@@ -113,18 +113,22 @@ pub fn audit(observed: &AuditObserved, locks: &Locks) -> Audit {
     let mut findings = Vec::new();
     for l in &observed.listeners {
         let everywhere = matches!(l.host_ip.as_str(), "" | "0.0.0.0" | "::" | "[::]");
-        if everywhere && l.container_port != API_PORT {
+        // A specific address other than loopback (a LAN address, `[cluster] ports =
+        // ["192.168.1.5:8080:80"]`) is reachable from that network just the same.
+        let loopback = l.host_ip.trim_matches(['[', ']']).parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+        if !loopback && l.container_port != API_PORT {
+            let address = if l.host_ip.is_empty() { "0.0.0.0" } else { &l.host_ip };
             findings.push(Finding {
                 rule: "listener",
                 subject: l.container.clone(),
                 problem: format!(
-                    "publishes {} on {}:{} (all addresses) with no authentication k3d-gpu can establish",
+                    "publishes {} on {address}:{}{} with no authentication k3d-gpu can establish",
                     l.container_port,
-                    if l.host_ip.is_empty() { "0.0.0.0" } else { &l.host_ip },
-                    l.host_port
+                    l.host_port,
+                    if everywhere { " (all addresses)" } else { ", beyond this machine" },
                 ),
                 fix: format!(
-                    "publish it on loopback only (k3d `--port 127.0.0.1:{}:…`) or reach it through `kubectl port-forward`",
+                    "publish it on loopback only (a [cluster] ports entry without an address, \"{}:…\", is bound to 127.0.0.1) or reach it through `kubectl port-forward`",
                     l.host_port
                 ),
             });

@@ -45,7 +45,7 @@ fn the_default_layout_passes_every_rule() {
 }
 
 #[test]
-fn a_port_published_on_all_addresses_fails_but_the_api_server_and_loopback_pass() {
+fn a_port_published_off_loopback_fails_but_the_api_server_and_loopback_pass() {
     let mut o = clean();
     o.listeners.push(Listener {
         container: "k3d-lab-server-0".into(),
@@ -54,7 +54,17 @@ fn a_port_published_on_all_addresses_fails_but_the_api_server_and_loopback_pass(
         container_port: "8000/tcp".into(),
     });
     assert!(failed(&o).is_empty());
-    for ip in ["0.0.0.0", "::", ""] {
+    for ip in ["::1", "[::1]", "127.0.0.2"] {
+        let mut o = clean();
+        o.listeners.push(Listener {
+            container: "k3d-lab-serverlb".into(),
+            host_ip: ip.into(),
+            host_port: "8080".into(),
+            container_port: "80/tcp".into(),
+        });
+        assert!(failed(&o).is_empty(), "{ip}");
+    }
+    for ip in ["0.0.0.0", "::", "", "192.168.1.5", "10.0.0.2"] {
         let mut o = clean();
         o.listeners.push(Listener {
             container: "k3d-lab-serverlb".into(),

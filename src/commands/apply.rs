@@ -581,6 +581,7 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     providers.lock = lock.for_child().ok();
     // An existing cluster is reached through its own context, never k3d's.
     providers.context = computed.inputs.config.cluster.context.clone();
+    providers.config_dir = computed.inputs.dir.clone();
     let actions = executable(plan, &computed.graph);
     check_node_image_first(&rt, &providers, &actions)?;
     providers.batch_nodes(&actions);

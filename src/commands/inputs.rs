@@ -62,6 +62,8 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
         return Err(Error::Invalid(vec![miette::Report::new(error)]));
     }
     let dir = path.parent().map(Path::to_path_buf).filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
+    let mut config = config;
+    read_registry_credentials(&mut config, &dir);
     Ok(Inputs { config, name, text, dir })
 }
 
@@ -78,6 +80,54 @@ fn no_config_note(json: bool) {
     } else {
         eprintln!("note: {NO_CONFIG}");
     }
+}
+
+/// Reads `[cluster.registries] credentials` for the compile: its digest and the registries it
+/// configures go into the config (`credentials_read`), the credentials stay in the file. A
+/// file that cannot be read or parsed is recorded as such and is a compile error, so
+/// commands that never compile (`destroy`, `logs`) do not need it.
+fn read_registry_credentials(config: &mut Config, dir: &Path) {
+    let Some(registries) = config.cluster.registries.as_mut() else { return };
+    let Some(file) = registries.credentials.as_deref() else { return };
+    if crate::config::fleet::path_problem(file).is_some() {
+        return; // compile says why
+    }
+    let read = crate::input_file::read_text(&dir.join(file))
+        .and_then(|text| crate::apply::registries::Credentials::parse(&text))
+        .map(|c| crate::config::CredentialsRead { digest: c.digest(), registries: c.registries() });
+    registries.credentials_read = Some(read);
+}
+
+/// `[cluster] volumes` whose source does not exist on `host` (the fixture host `--root` names,
+/// else this machine): each an error on its list element. Docker would create a missing source
+/// as an empty directory owned by root, and k3d-gpu never writes to the host. Entries that do
+/// not parse are left to the compile, which says why.
+pub fn volume_source_errors(inputs: &Inputs, host: &crate::host::HostRoot) -> Vec<miette::Report> {
+    let mut out = Vec::new();
+    for (i, entry) in inputs.config.cluster.volumes.iter().enumerate() {
+        let Ok(volume) = crate::compile::user_volumes::parse(entry) else { continue };
+        let problem = match host.exists(&volume.host) {
+            Ok(true) => continue,
+            Ok(false) => {
+                "does not exist on this host: Docker would create it as an empty directory owned by root".to_string()
+            }
+            Err(e) => format!("cannot be checked on this host: {e}"),
+        };
+        let span = span_of_element(&inputs.text, &["cluster", "volumes"], i);
+        let label = if span.is_some() { "cluster.volumes".to_string() } else { String::new() };
+        let message =
+            format!("volume source {} {problem} [volume-source-missing]", crate::escape::quoted(&volume.host));
+        let help = "create the directory yourself (k3d-gpu never writes to the host), or correct the path";
+        out.push(miette::Report::new(ConfigError::at(
+            &inputs.name,
+            &inputs.text,
+            span,
+            message,
+            label,
+            Some(help.into()),
+        )));
+    }
+    out
 }
 
 pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
@@ -204,6 +254,18 @@ pub fn compile(global: &Global, inputs: &Inputs) -> Result<Compiled> {
         return Ok(Compiled { catalog, facts, graph, fleet, source: None });
     }
     let facts = super::load_facts(global)?;
+    if !inputs.config.cluster.volumes.is_empty() {
+        // The host the volumes come from: the fixture host given, else this machine (a saved
+        // facts document has no file tree).
+        let host = match global.root.first() {
+            Some(root) => super::open_root(root)?,
+            None => super::open_root(Path::new("/"))?,
+        };
+        let errors = volume_source_errors(inputs, &host);
+        if !errors.is_empty() {
+            return Err(Error::Invalid(errors));
+        }
+    }
     let source = node_image_source(inputs)?;
     let graph = crate::compile::compile_with(&inputs.config, &facts, &catalog, &source)
         .map_err(|errors| Error::Invalid(compile_diagnostics(inputs, errors)))?;

@@ -219,17 +219,17 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
     let volumes = volumes(cx, nvidia);
     // The host model store (issue 27), its own key beside `volumes`: models.rs.
     let model_store = super::models::cluster_spec(cx);
+    // [cluster] ports, volumes and registries: each its own module and its own spec key, set
+    // only when the config has it, so a cluster without them records the spec it always did.
+    let user_ports = super::ports::ports(cx);
+    let user_volumes = super::user_volumes::volumes(cx);
+    let registries = super::registries::spec(cx);
 
     let node_labels = accelerator_node(cx)
         .map(|node| vec![json!({ "label": format!("{}=true", super::ACCELERATOR_NODE_LABEL), "nodes": node })]);
 
     let id = format!("k3d/cluster/{}", cluster.name);
-    out.push(Resource {
-        id: id.clone(),
-        kind: ResourceKind::Cluster,
-        change: Change::Replace,
-        component: None,
-        spec: json!({
+    let mut spec = json!({
             "name": cluster.name,
             "image": cx.node_image.as_ref().map(|n| n.reference.clone()),
             "node_image_inputs": cx.node_image.as_ref().map(|n| n.inputs.clone()).unwrap_or_default(),
@@ -242,7 +242,22 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             "volumes": volumes,
             "model_store": model_store,
             "node_labels": node_labels.unwrap_or_default(),
-        }),
+    });
+    if !user_ports.is_empty() {
+        spec["ports"] = json!(user_ports);
+    }
+    if !user_volumes.is_empty() {
+        spec["user_volumes"] = json!(user_volumes);
+    }
+    if let Some(registries) = registries {
+        spec["registries"] = registries;
+    }
+    out.push(Resource {
+        id: id.clone(),
+        kind: ResourceKind::Cluster,
+        change: Change::Replace,
+        component: None,
+        spec,
         depends_on: cx.node_image.as_ref().map(|_| vec![NODE_IMAGE_ID.to_string()]).unwrap_or_default(),
     });
     id

@@ -177,30 +177,7 @@ pub fn markdown() -> String {
         let Some(body) = shape.body(prop, defs) else { continue };
         keys_table(&mut out, body, defs, &defaults[section]);
         out.push_str(&format!("\nExample:\n\n```toml\n{}```\n", example(section, shape, body, &defaults)));
-        // A key that is itself a table (`[sharing.nvidia]`) gets its own table of keys.
-        for (key, value) in body["properties"].as_object().into_iter().flatten() {
-            let nested = Shape::of(value, defs);
-            if !matches!(nested, Shape::Table | Shape::Optional) {
-                continue;
-            }
-            let Some(inner) = nested.body(value, defs).filter(|b| b["properties"].is_object()) else { continue };
-            let name = format!("{section}.{key}");
-            out.push_str(&format!("\n### `{}`\n\n", nested.heading(&name)));
-            if let Some(text) = description(inner, defs) {
-                out.push_str(&format!("{}\n\n", text.replace('\n', " ")));
-            }
-            if nested == Shape::Optional {
-                let required = inner["required"].as_array().is_some_and(|r| !r.is_empty());
-                out.push_str(&if required {
-                    format!(
-                        "Absent by default. Writing `[{name}]` turns it on; the keys marked required must be set.\n\n"
-                    )
-                } else {
-                    nested.note(&name)
-                });
-            }
-            keys_table(&mut out, inner, defs, &Value::Null);
-        }
+        nested_tables(&mut out, section, body, defs);
     }
     out.push_str(
         "\n## The reference launcher's environment variables\n\n\
@@ -217,6 +194,33 @@ pub fn markdown() -> String {
         out.push_str(&format!("| {names} | {here} |\n"));
     }
     out
+}
+
+/// Each key of `body` that is itself a table (`[sharing.nvidia]`, `[cluster.registries.create]`)
+/// gets its own table of keys, and so on down.
+fn nested_tables(out: &mut String, section: &str, body: &Value, defs: &Value) {
+    for (key, value) in body["properties"].as_object().into_iter().flatten() {
+        let nested = Shape::of(value, defs);
+        if !matches!(nested, Shape::Table | Shape::Optional) {
+            continue;
+        }
+        let Some(inner) = nested.body(value, defs).filter(|b| b["properties"].is_object()) else { continue };
+        let name = format!("{section}.{key}");
+        out.push_str(&format!("\n### `{}`\n\n", nested.heading(&name)));
+        if let Some(text) = description(inner, defs) {
+            out.push_str(&format!("{}\n\n", text.replace('\n', " ")));
+        }
+        if nested == Shape::Optional {
+            let required = inner["required"].as_array().is_some_and(|r| !r.is_empty());
+            out.push_str(&if required {
+                format!("Absent by default. Writing `[{name}]` turns it on; the keys marked required must be set.\n\n")
+            } else {
+                nested.note(&name)
+            });
+        }
+        keys_table(out, inner, defs, &Value::Null);
+        nested_tables(out, &name, inner, defs);
+    }
 }
 
 /// The table of a section's keys: type, default, meaning, the variable it replaces.

@@ -19,6 +19,9 @@ pub const K3D_ONLY: &[&str] = &[
     "api_port",
     "api_host_ip",
     "accelerator_node",
+    "ports",
+    "volumes",
+    "registries",
 ];
 
 /// Sections compiled for one machine that have no per-node meaning yet; under `existing`

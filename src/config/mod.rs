@@ -482,7 +482,7 @@ pub struct Cluster {
     /// create (k3s on several real machines), reached through `context`, its machines listed
     /// in `[[nodes]]`; no Docker, no k3d, no node image, and the k3d-only keys of this table
     /// (image, build_context, build_args, servers, agents, k3s_args, api_port, api_host_ip,
-    /// accelerator_node) are refused.
+    /// accelerator_node, ports, volumes, registries) are refused.
     // Left out of the serialised config when k3d, so a k3d config's digest (a plan input) is
     // what it was before providers existed; the schema still states the default.
     #[serde(skip_serializing_if = "Provider::is_k3d")]
@@ -539,6 +539,90 @@ pub struct Cluster {
     /// tag). Needed for a prebuilt image without that label.
     #[schemars(regex(pattern = r"^v?[0-9]+\.[0-9]+(\.[0-9]+)?$"))]
     pub kubernetes_version: Option<String>,
+    /// Extra ports published on the host, spelled as k3d spells them:
+    /// `"[ADDRESS:]HOST_PORT:CONTAINER_PORT[/PROTOCOL][@NODE_FILTER]"` (PROTOCOL `tcp`, the
+    /// default, or `udp`), e.g. `"8080:80@loadbalancer"` (a chat UI or an OpenAI endpoint
+    /// behind the ingress). The
+    /// filter defaults to `loadbalancer` (k3d's load balancer forwards to every server and
+    /// agent); `server:N`, `agent:N`, `server:*`, `agent:*` or `all` route through it to
+    /// those nodes, and a `:direct` suffix publishes on one node itself. Each is bound to
+    /// `127.0.0.1` unless an IPv4 address is written in front; any other address is published
+    /// beyond this machine, and the plan says so (`audit` reports it on a running cluster).
+    // Left out of the serialised config when empty, like every key added after the first
+    // release, so an older config's digest (a plan input) is unchanged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub ports: Vec<String>,
+    /// Your host directories (or files) in the nodes: `"/host/dir:/node/dir[:MODE][@NODE_FILTER]"`,
+    /// both paths absolute, MODE `ro` (the default) or `rw`. Read-only unless `:rw` is written; on every node unless a filter
+    /// (`server:N`, `agent:N`, `server:*`, `agent:*`, `all`; several joined by `;`) says
+    /// which. A source that does not exist is an error when the config is planned (on the
+    /// host `--root` names, else this machine) and again before k3d runs: Docker would
+    /// otherwise create it as an empty root-owned directory.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub volumes: Vec<String>,
+    /// Registry mirrors and credentials for k3s (its `registries.yaml`, passed as k3d's
+    /// `registries.config`), and optionally a local registry k3d creates for the cluster.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registries: Option<Registries>,
+}
+
+/// `[cluster.registries]`: how the nodes' containerd pulls. Everything here is written into
+/// the nodes when k3d creates the cluster: a change recreates it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct Registries {
+    /// Mirrors per registry, k3s's `mirrors.<registry>.endpoint`: e.g. `{ "docker.io" =
+    /// ["https://mirror.lan:5000"] }`. A registry is a host name (`"*"`: every registry);
+    /// each endpoint an `http://` or `https://` URL without credentials. containerd tries
+    /// them in order, then the registry itself.
+    pub mirrors: BTreeMap<String, Vec<String>>,
+    /// A file of your own, relative to this config, holding the registries' credentials and
+    /// TLS settings in k3s's format (a `registries.yaml` with only `configs:`). It is read
+    /// when the config is planned and applied, and only its digest reaches the plan: the
+    /// credentials are never in this config, the plan or anything printed, only in the k3d
+    /// config apply writes (mode 0600) and in the nodes.
+    pub credentials: Option<String>,
+    /// A local registry k3d creates beside the cluster (k3d's `registries.create`), which
+    /// the nodes reach as `http://<name>:5000` and this machine at `127.0.0.1:<port>`.
+    pub create: Option<RegistryCreate>,
+    /// Set by the command edge: what it read of `credentials`.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub credentials_read: Option<Result<CredentialsRead, String>>,
+}
+
+/// `[cluster.registries.create]`: a registry container k3d creates with the cluster.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields, default)]
+pub struct RegistryCreate {
+    /// Its container name, which the nodes reach it by (`http://<name>:5000`): a DNS label;
+    /// unset: k3d's `k3d-<cluster>-registry`.
+    pub name: Option<String>,
+    /// Host port it is published on; unset lets k3d pick a free one.
+    pub port: Option<u16>,
+    /// Host IPv4 address it is published on: `127.0.0.1` unless set (k3d's own default is
+    /// every interface); any other address is published beyond this machine, and the plan
+    /// says so.
+    pub host_ip: String,
+    /// Make it a pull-through cache of this registry (e.g. `"https://registry-1.docker.io"`),
+    /// anonymous: credentials belong in `credentials`. Add the registry to `mirrors` with
+    /// endpoint `http://<name>:5000` to pull through it.
+    pub proxy: Option<String>,
+}
+
+impl Default for RegistryCreate {
+    fn default() -> Self {
+        RegistryCreate { name: None, port: None, host_ip: DEFAULT_API_HOST_IP.into(), proxy: None }
+    }
+}
+
+/// What the command edge read of `[cluster.registries] credentials` (never serialised, never
+/// in the schema): the file's digest and the registries it configures, or why it could not
+/// be read. The credentials themselves stay in the file.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CredentialsRead {
+    pub digest: String,
+    pub registries: Vec<String>,
 }
 
 impl Default for Cluster {
@@ -558,6 +642,9 @@ impl Default for Cluster {
             api_host_ip: DEFAULT_API_HOST_IP.into(),
             accelerator_node: "server:0".into(),
             kubernetes_version: None,
+            ports: Vec::new(),
+            volumes: Vec::new(),
+            registries: None,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Kernel, OS, memory and WSL2.
 
 use super::Reader;
-use crate::facts::{BindSources, Kernel, Memory, Os, Wsl};
+use crate::facts::{BindSources, Inotify, Kernel, Memory, Os, Wsl};
 use crate::hwdb;
 use crate::parse;
 
@@ -28,7 +28,11 @@ pub fn kernel(r: &mut Reader) -> Kernel {
                 .collect()
         })
         .unwrap_or_default();
-    Kernel { release, modules, force_probe }
+    let limit = |r: &mut Reader, name: &str| r.parsed(&format!("/proc/sys/fs/inotify/{name}"), parse::parse_u64);
+    let inotify =
+        Inotify { max_user_instances: limit(r, "max_user_instances"), max_user_watches: limit(r, "max_user_watches") };
+    let inotify = (inotify != Inotify::default()).then_some(inotify);
+    Kernel { release, modules, force_probe, inotify }
 }
 
 pub fn memory(r: &mut Reader) -> Memory {

@@ -278,6 +278,18 @@ pub struct Kernel {
     pub modules: Vec<String>,
     /// `xe.force_probe=` / `i915.force_probe=` already on the kernel command line.
     pub force_probe: Vec<String>,
+    /// The inotify limits (`/proc/sys/fs/inotify`), which every k3d node's kubelet,
+    /// containerd and device plugins draw on as root. Absent where the host has no such files
+    /// (older documents, fixture hosts that do not record them).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub inotify: Option<Inotify>,
+}
+
+/// `fs.inotify.*` sysctls, as the kernel reports them.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Inotify {
+    pub max_user_instances: Option<u64>,
+    pub max_user_watches: Option<u64>,
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -57,6 +57,7 @@ pub fn host_findings(host: &Host) -> Vec<Finding> {
     idxd_rules(&host.iaa, "IAA", "iax", &mut out);
     qat_rules(host, &mut out);
     numa_rules(host, &mut out);
+    inotify_rules(host, &mut out);
     if host.wsl.microsoft_kernel && !host.wsl.dxg {
         out.push(
             Finding::new(
@@ -421,6 +422,55 @@ fn numa_rules(host: &Host, out: &mut Vec<Finding>) {
             .with_fix("mount resctrl (`mount -t resctrl resctrl /sys/fs/resctrl`) and enable the policy's rdt classes in its config if you want them"),
         );
     }
+}
+
+/// The inotify limits a k3d cluster needs: every node's kubelet and containerd (a shim per
+/// pod) and the device plugins and Node Feature Discovery (which watch the kubelet's socket
+/// directory and their config) take instances and watches, all as root, so one user's budget.
+/// The floors are kind's for a containerised Kubernetes node (kubernetes-sigs/kind,
+/// site/content/docs/user/known-issues.md, "Pod errors due to too many open files":
+/// max_user_watches 524288, max_user_instances 512); the common default of 128 instances is
+/// the one k3s-io/k3s#10020 runs out of.
+pub const INOTIFY_FLOORS: [(&str, u64); 2] = [("max_user_instances", 512), ("max_user_watches", 524288)];
+
+fn inotify_rules(host: &Host, out: &mut Vec<Finding>) {
+    let Some(inotify) = &host.kernel.inotify else { return };
+    let low: Vec<(&str, u64, u64)> = INOTIFY_FLOORS
+        .iter()
+        .filter_map(|(name, floor)| {
+            let value = match *name {
+                "max_user_instances" => inotify.max_user_instances,
+                _ => inotify.max_user_watches,
+            }?;
+            (value < *floor).then_some((*name, value, *floor))
+        })
+        .collect();
+    if low.is_empty() {
+        return;
+    }
+    let sysctl = |pick: fn(&(&str, u64, u64)) -> u64| {
+        low.iter().fold(crate::shell::Command::new("sudo").lit("sysctl -w"), |c, l| {
+            c.arg(format!("fs.inotify.{}={}", l.0, pick(l)))
+        })
+    };
+    let said: Vec<String> =
+        low.iter().map(|(name, value, floor)| format!("fs.inotify.{name} is {value} (below {floor})")).collect();
+    out.push(
+        Finding::new(
+            Level::Warn,
+            "inotify-limits",
+            format!(
+                "{}: the k3s nodes, their containerd shims and the device plugins share root's inotify budget, and pods fail with \"too many open files\" when it runs out",
+                said.join(", ")
+            ),
+            low.iter().map(|(name, _, _)| format!("/proc/sys/fs/inotify/{name}")).collect::<Vec<_>>().join(", "),
+        )
+        .with_fix(format!(
+            "`{}` (until reboot; to keep it, put the same settings in /etc/sysctl.d/); to undo: `{}`",
+            sysctl(|l| l.2),
+            sysctl(|l| l.1)
+        )),
+    );
 }
 
 #[cfg(test)]

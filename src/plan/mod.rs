@@ -403,6 +403,9 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
                     "volumes" => "host mounts changed".to_string(),
                     "model_store" => "the host model store's mount changed".to_string(),
                     "gpus" => "--gpus changed".to_string(),
+                    "ports" => "published ports ([cluster] ports) changed".to_string(),
+                    "user_volumes" => "host directories ([cluster] volumes) changed".to_string(),
+                    "registries" => "registries ([cluster.registries]) changed".to_string(),
                     other => format!("{other} changed"),
                 });
                 paths.push(key);
@@ -426,7 +429,17 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
                     paths.push("k3s_args".into());
                 }
             }
-            for volume in desired.spec["volumes"].as_array().into_iter().flatten() {
+            // Of the user's, those on the server (no filter, or one naming servers or all).
+            let on_server = |v: &&Value| {
+                let filters = v["nodes"].as_array().map(Vec::as_slice).unwrap_or_default();
+                filters.is_empty()
+                    || filters
+                        .iter()
+                        .filter_map(|f| f.as_str())
+                        .any(|f| f.starts_with("server") || f.starts_with("all"))
+            };
+            let user_volumes = desired.spec["user_volumes"].as_array().into_iter().flatten().filter(on_server);
+            for volume in desired.spec["volumes"].as_array().into_iter().flatten().chain(user_volumes) {
                 let mount = bind_mount(volume);
                 if !server.mounts.contains(&mount) {
                     texts.push(format!("host mount {mount} added"));

@@ -1,0 +1,148 @@
+//! The registries.yaml k3d writes into the nodes (k3d's `registries.config`): the mirrors of
+//! the cluster spec and the credentials of the user's file, read again at apply and checked
+//! against the digest the plan recorded.
+//!
+//! The credentials file is k3s's own format (k3s-io/k3s docs, "Private Registry
+//! Configuration"; parsed by rancher/wharfie `pkg/registries` `Registry.Configs`, which k3d
+//! v5.9.0 unmarshals `registries.config` into): a `configs:` map from registry to its `auth`
+//! (username, password, auth, identity_token) and `tls` (ca_file, cert_file, key_file,
+//! insecure_skip_verify). Nothing else is accepted, so a file with `mirrors:` (which belong in
+//! k3dgpu.toml) or a misspelt key is refused. Errors never quote the file: it holds passwords.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+/// One registry's settings in the credentials file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RegistryConfig {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<Auth>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<Tls>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Auth {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub username: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub password: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub auth: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub identity_token: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Tls {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cert_file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_file: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub insecure_skip_verify: Option<bool>,
+}
+
+/// The credentials file, parsed.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Credentials {
+    pub configs: BTreeMap<String, RegistryConfig>,
+}
+
+/// What the file's problem is, in words that quote none of it.
+pub const FORMAT: &str = "is not a k3s registries.yaml with only `configs:` (per registry: auth with username, password, auth or identity_token; tls with ca_file, cert_file, key_file or insecure_skip_verify)";
+
+impl Credentials {
+    /// Parses the file's text. The parser's own message is dropped: it can quote a value.
+    pub fn parse(text: &str) -> Result<Credentials, String> {
+        let parsed: Credentials = serde_saphyr::from_str(text).map_err(|_| FORMAT.to_string())?;
+        if parsed.configs.is_empty() {
+            return Err("configures no registry (`configs:` is empty)".into());
+        }
+        if parsed.configs.keys().any(|k| k.is_empty() || k.chars().any(|c| c.is_control() || c.is_whitespace())) {
+            return Err("names a registry that is empty or holds a space or control character".into());
+        }
+        Ok(parsed)
+    }
+
+    /// The digest the plan records: of the parsed settings in canonical form, so comments and
+    /// layout do not count, every credential does.
+    pub fn digest(&self) -> String {
+        crate::canonical::digest(self)
+    }
+
+    /// The registries it configures (their names are not secret).
+    pub fn registries(&self) -> Vec<String> {
+        self.configs.keys().cloned().collect()
+    }
+}
+
+/// k3s's registries.yaml for a cluster spec's `registries`, with `credentials` when the spec
+/// names a file; `None` when there is nothing to write. JSON is YAML, and pretty-printed it
+/// spans lines, which is how k3d v5.9.0 tells an embedded config from a path
+/// (`pkg/config/transform.go`: a `\n` in `registries.config`).
+pub fn registries_yaml(registries: &Value, credentials: Option<&Credentials>) -> Option<String> {
+    let mirrors: serde_json::Map<String, Value> = registries["mirrors"]
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(registry, endpoints)| (registry.clone(), json!({ "endpoint": endpoints })))
+        .collect();
+    if mirrors.is_empty() && credentials.is_none() {
+        return None;
+    }
+    let mut yaml = json!({ "mirrors": mirrors });
+    if let Some(c) = credentials {
+        yaml["configs"] = serde_json::to_value(&c.configs).expect("plain strings and booleans serialise");
+    }
+    Some(serde_json::to_string_pretty(&yaml).expect("a JSON value serialises") + "\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const FILE: &str = "# the lab's mirror\nconfigs:\n  \"mirror.lan:5000\":\n    auth:\n      username: lab\n      password: hunter2\n    tls:\n      insecure_skip_verify: true\n";
+
+    #[test]
+    fn the_file_is_k3s_format_and_its_errors_quote_nothing() {
+        let c = Credentials::parse(FILE).unwrap();
+        assert_eq!(c.registries(), ["mirror.lan:5000"]);
+        assert_eq!(c.configs["mirror.lan:5000"].auth.as_ref().unwrap().password.as_deref(), Some("hunter2"));
+        let relaid = "configs:\n  mirror.lan:5000: {auth: {username: lab, password: hunter2}, tls: {insecure_skip_verify: true}}\n";
+        assert_eq!(Credentials::parse(relaid).unwrap().digest(), c.digest(), "layout and comments do not count");
+        let other = FILE.replace("hunter2", "hunter3");
+        assert_ne!(Credentials::parse(&other).unwrap().digest(), c.digest(), "a password does");
+        for bad in [
+            "configs:\n  x:\n    auth:\n      passwrd: hunter2\n",
+            "mirrors:\n  docker.io:\n    endpoint: [\"https://m\"]\nconfigs: {}\n",
+            "configs:\n  x:\n    tls:\n      insecure_skip_verify: hunter2\n",
+            "configs: {}\n",
+            "- hunter2\n",
+        ] {
+            let e = Credentials::parse(bad).unwrap_err();
+            assert!(!e.contains("hunter2") && !e.contains("passwrd"), "{e}");
+        }
+    }
+
+    #[test]
+    fn the_yaml_joins_mirrors_and_credentials() {
+        let spec = json!({ "mirrors": { "docker.io": ["https://mirror.lan:5000"] } });
+        let text = registries_yaml(&spec, None).unwrap();
+        assert!(text.contains('\n'), "k3d reads a one-line value as a path");
+        let yaml: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(yaml, json!({ "mirrors": { "docker.io": { "endpoint": ["https://mirror.lan:5000"] } } }));
+        let c = Credentials::parse(FILE).unwrap();
+        let yaml: Value = serde_json::from_str(&registries_yaml(&spec, Some(&c)).unwrap()).unwrap();
+        assert_eq!(yaml["configs"]["mirror.lan:5000"]["auth"]["password"], "hunter2");
+        assert_eq!(registries_yaml(&json!({ "mirrors": {} }), None), None);
+    }
+}
