@@ -616,6 +616,7 @@ pub const KINDS: &[(&str, &str)] = &[
     ("/api/v1/services", "Service"),
     ("/api/v1/endpoints", "Endpoints"),
     ("/api/v1/persistentvolumeclaims", "PersistentVolumeClaim"),
+    ("/api/v1/persistentvolumes", "PersistentVolume"),
     ("/api/v1/nodes", "Node"),
     ("/api/v1/pods", "Pod"),
     ("/api/v1/events", "Event"),
