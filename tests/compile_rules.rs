@@ -255,11 +255,10 @@ fn dra_mode_ignores_the_plugins_selection_keys() {
 fn a_long_list_of_bad_ids_is_one_error_per_key() {
     let ids: Vec<String> = (0..2000).map(|i| format!("\"{:04x}\"", 0x1000 + i)).collect();
     let toml = format!("[sharing]\ndeny_ids = [{}]\n", ids.join(", "));
-    let start = std::time::Instant::now();
+    // How fast it is belongs to the benches; here, that 2,000 bad ids are one error.
     let errors = build(&toml, "arc-b580-xe-rpl-igpu").unwrap_err();
     assert_eq!(errors.len(), 1);
     assert!(errors[0].message.contains("and 1995 more"), "{}", errors[0].message);
-    assert!(start.elapsed() < std::time::Duration::from_secs(5));
 }
 
 #[test]
