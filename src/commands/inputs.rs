@@ -114,20 +114,24 @@ pub fn volume_source_errors(inputs: &Inputs, host: &crate::host::HostRoot) -> Ve
             Err(e) => format!("cannot be checked on this host: {e}"),
         };
         let span = span_of_element(&inputs.text, &["cluster", "volumes"], i);
-        let label = if span.is_some() { "cluster.volumes".to_string() } else { String::new() };
         let message =
             format!("volume source {} {problem} [volume-source-missing]", crate::escape::quoted(&volume.host));
         let help = "create the directory yourself (k3d-gpu never writes to the host), or correct the path";
-        out.push(miette::Report::new(ConfigError::at(
-            &inputs.name,
-            &inputs.text,
-            span,
-            message,
-            label,
-            Some(help.into()),
-        )));
+        out.push(config_error(inputs, span, "cluster.volumes", message, help));
     }
     out
+}
+
+/// A diagnostic on the config at `span` (labelled `key` where the span was found), with help.
+fn config_error(
+    inputs: &Inputs,
+    span: Option<std::ops::Range<usize>>,
+    key: &str,
+    message: String,
+    help: &str,
+) -> miette::Report {
+    let label = if span.is_some() { key.to_string() } else { String::new() };
+    miette::Report::new(ConfigError::at(&inputs.name, &inputs.text, span, message, label, Some(help.into())))
 }
 
 pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
@@ -149,17 +153,9 @@ pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
     for component in &inputs.config.components {
         let path = confine_component(&inputs.dir, &component.path).map_err(|reason| {
             let span = span_of(&inputs.text, &["components"]);
-            let label = if span.is_some() { "components".to_string() } else { String::new() };
             let message = format!("component path {}: {reason}", crate::escape::quoted(&component.path));
             let help = "a component is a .kdl file in the repository that holds the config, named relative to it";
-            Error::Invalid(vec![miette::Report::new(ConfigError::at(
-                &inputs.name,
-                &inputs.text,
-                span,
-                message,
-                label,
-                Some(help.into()),
-            ))])
+            Error::Invalid(vec![config_error(inputs, span, "components", message, help)])
         })?;
         let manifests = path.parent().map(Path::to_path_buf).unwrap_or_else(|| ".".into());
         catalog.add_user_file(&path, &manifests).map_err(invalid)?;
