@@ -14,6 +14,11 @@ use support::fake_apiserver::{FakeApiServer, State, k3s_node};
 /// Runs `work` against a fake with nodes `names`, where another writer claims the label
 /// `other.example/raced` on each node between our read and our write.
 fn raced(names: &[&str], work: impl AsyncFnOnce(kube::Client)) -> Vec<Value> {
+    served(names, true, work).0
+}
+
+/// The nodes after `work`, and the requests the server saw; `race`: as in [`raced`].
+fn served(names: &[&str], race: bool, work: impl AsyncFnOnce(kube::Client)) -> (Vec<Value>, Vec<String>) {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
         let racing = names
@@ -25,6 +30,7 @@ fn raced(names: &[&str], work: impl AsyncFnOnce(kube::Client)) -> Vec<Value> {
                 }});
                 (n.to_string(), edit)
             })
+            .filter(|_| race)
             .collect();
         let nodes = names.iter().map(|n| k3s_node(n, true)).collect();
         let server = FakeApiServer::start(State { nodes, racing_node_edits: racing, ..State::k3s() }).await;
@@ -34,7 +40,7 @@ fn raced(names: &[&str], work: impl AsyncFnOnce(kube::Client)) -> Vec<Value> {
         let state = server.handle();
         let mut nodes = Vec::new();
         state.change(|s| nodes = s.nodes.clone());
-        nodes
+        (nodes, server.requests())
     })
 }
 
@@ -64,4 +70,15 @@ fn an_existing_clusters_batch_keeps_a_concurrent_writers_claim() {
         node_changes(&kube, "worker-1", &[change]).await.unwrap();
     });
     assert_eq!(claimed(&nodes[0]), ["k3d-gpu.io/npu", "other.example/raced"], "{:#}", nodes[0]);
+}
+
+#[test]
+fn a_k3d_clusters_label_patches_each_listed_node_without_reading_it_again() {
+    let (nodes, requests) = served(&["k3d-t-server-0", "k3d-t-agent-0"], false, async |kube| {
+        node_metadata(&kube, true, "k3d-gpu.io/intel-gpu", Some("true"), true, None).await.unwrap();
+    });
+    assert!(nodes.iter().all(|n| claimed(n) == ["k3d-gpu.io/intel-gpu"]), "{nodes:#?}");
+    let reads: Vec<&String> = requests.iter().filter(|r| r.starts_with("GET /api/v1/nodes/")).collect();
+    assert!(reads.is_empty(), "the list already gave each node's resourceVersion: {requests:?}");
+    assert_eq!(requests.iter().filter(|r| r.starts_with("PATCH /api/v1/nodes/")).count(), 2, "{requests:?}");
 }

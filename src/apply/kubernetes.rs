@@ -145,12 +145,27 @@ pub struct NodeChange {
 /// only when the node still lacks it at patch time: one someone set between plan and apply
 /// stays theirs. A label is removed only where it is recorded as ours.
 pub async fn node_changes(client: &Client, node: &str, changes: &[NodeChange]) -> Result<(), String> {
+    node_changes_from(client, node, changes, None).await
+}
+
+/// [`node_changes`] starting from `listed`, the node as a list just returned it (its
+/// resourceVersion is the precondition of the first patch), so a caller that listed the nodes
+/// does not read each one again; after a conflict the node is read afresh.
+async fn node_changes_from(
+    client: &Client,
+    node: &str,
+    changes: &[NodeChange],
+    mut listed: Option<Node>,
+) -> Result<(), String> {
     let nodes: Api<Node> = Api::all(client.clone());
     for _attempt in 0..5 {
-        let current = patient(|| nodes.get(node)).await.map_err(|e| match e {
-            kube::Error::Api(status) if status.code == 404 => format!("node {node} is not in the cluster"),
-            e => format!("get node {node}: {e}"),
-        })?;
+        let current = match listed.take() {
+            Some(current) => current,
+            None => patient(|| nodes.get(node)).await.map_err(|e| match e {
+                kube::Error::Api(status) if status.code == 404 => format!("node {node} is not in the cluster"),
+                e => format!("get node {node}: {e}"),
+            })?,
+        };
         let labels = current.metadata.labels.clone().unwrap_or_default();
         let annotations = current.metadata.annotations.clone().unwrap_or_default();
         let mut ours: BTreeSet<String> =
@@ -214,12 +229,12 @@ pub async fn node_metadata(
     }
     let change = NodeChange { label, key: key.to_string(), value: value.map(str::to_string), claim };
     for node in list.items {
-        let name = node.metadata.name.unwrap_or_default();
+        let name = node.metadata.name.clone().unwrap_or_default();
         // The field selector already asked for it; a server that ignores one must not widen it.
         if only.is_some_and(|o| o != name) {
             continue;
         }
-        node_changes(client, &name, std::slice::from_ref(&change)).await?;
+        node_changes_from(client, &name, std::slice::from_ref(&change), Some(node)).await?;
     }
     Ok(())
 }
