@@ -40,11 +40,7 @@ fn fleet_examples_compile_per_node_and_match_the_golden_graphs() {
 
 #[test]
 fn the_fleet_example_validates_through_the_cli() {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args(["validate", "-c"])
-        .arg(repo().join("examples/homelab-fleet.toml"))
-        .output()
-        .unwrap();
+    let out = support::K3dGpu::new().args(["validate", "-c"]).arg(repo().join("examples/homelab-fleet.toml")).output();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
     for node in ["arc-01", "gpu-01", "xeon-01"] {
