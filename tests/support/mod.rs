@@ -2,6 +2,7 @@
 #![allow(dead_code)]
 
 pub mod fake_apiserver;
+pub mod graph_golden;
 pub mod run;
 pub mod ssa;
 
