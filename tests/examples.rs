@@ -5,7 +5,7 @@
 mod support;
 
 use k3d_gpu::catalog::Catalog;
-use k3d_gpu::compile::{Change, compile};
+use k3d_gpu::compile::{Change, ResourceKind, compile};
 use support::{EXAMPLES, FLEET_EXAMPLES, check_golden, example_config as config, facts_of, fleet_graph, repo};
 
 #[test]
@@ -110,4 +110,74 @@ fn the_balloons_component_replaces_the_baked_policy_where_hybrid_or_numa_wants_i
     assert_eq!(outcome("", "plain-laptop-amd"), (true, false), "neither");
     assert_eq!(outcome("[placement]\nballoons = \"external\"\n", "desktop-rpl-nvidia"), (true, false), "Helm owns it");
     assert_eq!(outcome("[vendors]\nexclude = [\"hybrid\"]\n", "desktop-rpl-nvidia"), (true, false), "excluded");
+}
+
+#[test]
+fn the_balloons_policy_carries_this_hosts_cpu_hints() {
+    // The CPPC-favoured CPUs on the latency balloon, OVERRIDE_SYS_ATOM_CPUS where the kernel
+    // lists low-power E-cores apart (Arrow Lake-H), and nothing of either on other hosts.
+    let catalog = Catalog::embedded().unwrap();
+    let hints = |toml: &str, host: &str| {
+        let config = k3d_gpu::config::load_str("k3dgpu.toml", toml).unwrap();
+        let graph = compile(&config, &facts_of(host), &catalog).unwrap();
+        let policy = &graph.get("k8s/config.nri/BalloonsPolicy/kube-system/default").unwrap().spec;
+        let mut favoured = Vec::new();
+        for t in policy["spec"]["balloonTypes"].as_array().unwrap() {
+            let devices: Vec<String> = t["preferCloseToDevices"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|d| d.as_str().unwrap().to_string())
+                .filter(|d| d.starts_with("/sys/devices/system/cpu/"))
+                .collect();
+            if t["name"] == "latency" {
+                favoured = devices;
+            } else {
+                assert!(devices.is_empty(), "{host}: only the latency type is told of favoured CPUs: {t}");
+            }
+        }
+        let daemonset = &graph.get("k8s/apps/DaemonSet/kube-system/nri-resource-policy-balloons").unwrap().spec;
+        let env = daemonset["spec"]["template"]["spec"]["containers"][0]["env"].as_array().unwrap();
+        let atom = env.iter().find(|e| e["name"] == "OVERRIDE_SYS_ATOM_CPUS").map(|e| e["value"].as_str().unwrap());
+        (favoured, atom.map(str::to_string))
+    };
+    let cpus = |list: &[u32]| -> Vec<String> {
+        list.iter().map(|n| format!("/sys/devices/system/cpu/cpu{n}/cache/index0")).collect()
+    };
+    assert_eq!(hints("", "desktop-rpl-nvidia"), (cpus(&[4, 5, 6, 7]), None));
+    assert_eq!(hints("", "arc-b580-xe-rpl-igpu"), (cpus(&[2, 3, 8, 9]), None));
+    assert_eq!(hints("", "arrow-lake-h"), (cpus(&[2, 3]), Some("6-15".to_string())));
+    assert_eq!(hints("", "meteor-lake-old-npu-fw"), (vec![], Some("12-21".to_string())), "cpu_lowpower 20-21");
+    assert_eq!(hints("", "lunar-lake-npu"), (vec![], None), "no CPPC ranking, no low-power E-cores");
+    assert_eq!(hints("[agent]\n", "arrow-lake-h"), (cpus(&[2, 3]), Some("6-15".to_string())));
+
+    // Handed to a Helm release, k3d-gpu edits nothing of the policy: it applies none.
+    let config = k3d_gpu::config::load_str("k3dgpu.toml", "[placement]\nballoons = \"external\"\n").unwrap();
+    let graph = compile(&config, &facts_of("arrow-lake-h"), &catalog).unwrap();
+    assert!(graph.resources().all(|r| r.component.as_deref() != Some("nri-balloons")));
+}
+
+#[test]
+fn the_balloons_objects_carry_the_helm_release_a_chart_install_would_give_them() {
+    // So a Helm release of the same chart (Intel's Enterprise Agent Toolkit installs it as
+    // nri-resource-policy-balloons in kube-system) finds its own release name on them. The CRD
+    // is left out: Helm installs a chart's crds/ outside the release.
+    let catalog = Catalog::embedded().unwrap();
+    let graph = compile(&config("hybrid-igpu-sharing"), &facts_of("meteor-lake-old-npu-fw"), &catalog).unwrap();
+    let objects: Vec<_> = graph
+        .resources()
+        .filter(|r| r.kind == ResourceKind::Object && r.component.as_deref() == Some("nri-balloons"))
+        .collect();
+    assert_eq!(objects.len(), 8, "CRD, ServiceAccount, 2 RBAC pairs, policy, DaemonSet");
+    for r in objects {
+        let annotations = &r.spec["metadata"]["annotations"];
+        if r.spec["kind"] == "CustomResourceDefinition" {
+            assert!(annotations.get("meta.helm.sh/release-name").is_none(), "{}", r.id);
+            continue;
+        }
+        assert_eq!(annotations["meta.helm.sh/release-name"], "nri-resource-policy-balloons", "{}", r.id);
+        assert_eq!(annotations["meta.helm.sh/release-namespace"], "kube-system", "{}", r.id);
+        // k3d-gpu owns them until they are handed over: observe and delete go by this label.
+        assert_eq!(r.spec["metadata"]["labels"]["app.kubernetes.io/managed-by"], "k3d-gpu", "{}", r.id);
+    }
 }

@@ -33,6 +33,8 @@ fn cases() -> Vec<(String, DesiredGraph)> {
         ("[sharing]\ndeny_ids = [\"0xA780\"]\nmonitoring = true\n", "arc-b580-xe-rpl-igpu"),
         ("[cluster]\nagents = 2\napi_port = 6443\n", "desktop-rpl-nvidia"),
         ("[cluster]\nagents = 1\napi_host_ip = \"0.0.0.0\"\n", "meteor-lake-old-npu-fw"),
+        // The balloons policy with this host's CPU hints (favoured CPUs, OVERRIDE_SYS_ATOM_CPUS).
+        ("", "arrow-lake-h"),
         ("[cluster]\nagents = 1\naccelerator_node = \"agent:0\"\n", "xeon-2s-snc2"),
         ("[sharing.nvidia]\nreplicas = 2\nfail_requests_greater_than_one = false\n", "wsl2-nvidia"),
         ("[sharing]\nmonitoring = true\n[telemetry]\n", "desktop-rpl-nvidia"),
