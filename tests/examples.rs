@@ -327,6 +327,23 @@ fn example_manifests_ask_only_for_what_their_cluster_has() {
 }
 
 #[test]
+fn example_manifests_pin_the_images_they_name() {
+    // KServe's runtime image is a placeholder until its install sets one: the example names
+    // the agent's own OVMS build, so both move together. Ray's images are the rayVersion.
+    let isvc = &dir_manifests("kserve-ovms-igpu")[0].1;
+    assert_eq!(isvc["spec"]["predictor"]["model"]["image"], k3d_gpu::compile::workloads::OVMS_IMAGE);
+    let ray = &dir_manifests("kuberay-hybrid")[0].1;
+    let version = ray["spec"]["rayVersion"].as_str().unwrap();
+    let templates = std::iter::once(&ray["spec"]["headGroupSpec"])
+        .chain(ray["spec"]["workerGroupSpecs"].as_array().unwrap())
+        .map(|g| &g["template"]["spec"]["containers"]);
+    let images: Vec<&str> =
+        templates.flat_map(|c| c.as_array().unwrap()).map(|c| c["image"].as_str().unwrap()).collect();
+    assert_eq!(images.len(), 3);
+    assert!(images.iter().all(|i| *i == format!("docker.io/rayproject/ray:{version}")), "{images:?}");
+}
+
+#[test]
 fn the_agent_quickstarts_talk_to_the_server_their_config_deploys_with_pinned_packages() {
     let dir = tempfile::tempdir().unwrap();
     for (example, host) in DIR_EXAMPLES.iter().filter(|(e, _)| e.starts_with("agents-")) {
