@@ -10,7 +10,9 @@ use super::experimental::FeaturePlan;
 use super::intel::IntelPlan;
 use super::nvidia::NvidiaPlan;
 use super::{Change, CompileError, Context, Resource, ResourceKind};
-use crate::catalog::{Component, INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG, NVIDIA_VIRTUAL_GPUS};
+use crate::catalog::{
+    BALLOONS_HOST_HINTS, Component, INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG, NVIDIA_VIRTUAL_GPUS,
+};
 
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "k3d-gpu");
 pub const COMPONENT_LABEL: &str = "k3d-gpu.io/component";
@@ -108,6 +110,10 @@ pub fn resources<'a>(
                 }
                 if hook.hook == NVIDIA_VIRTUAL_GPUS && nvidia.config.is_some() {
                     set_env(&mut object, &hook.container, "KUBERNETES_VIRTUAL_GPUS", "true");
+                }
+                if hook.hook == BALLOONS_HOST_HINTS {
+                    let hints = super::balloons::HostHints::of(cx.config, &cx.facts.host.cpu);
+                    hints.apply(&mut object, &hook.container, set_env);
                 }
             }
             crate::images::pin_object(&mut object, &catalog.images, &mut cx.images);
