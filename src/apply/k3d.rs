@@ -244,6 +244,24 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_k3d_names_its_exit_status_and_its_last_lines_escaped() {
+        // A shell plays k3d (no script file: one just written can be busy when exec'd).
+        let script = "for i in 1 2 3 4 5; do echo \"line $i\"; done; printf 'FATA \\033[31mred\\n'; exit 3";
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let error = rt.block_on(run_k3d(Path::new("/bin/sh"), &["-c", script], CREATE_TIMEOUT, None)).unwrap_err();
+        let ApplyError::K3dFailed { args, status, tail } = &error else { panic!("{error:?}") };
+        assert!(args.starts_with("-c for i in"), "{args}");
+        assert!(status.contains('3'), "{status}");
+        assert!(!tail.contains('\u{1b}') && tail.ends_with("line 5 | FATA \\x1b[31mred"), "{tail}");
+        assert!(tail.starts_with("line 2 | ") && !tail.contains("line 1"), "the last five lines: {tail}");
+        assert!(!error.is_retryable());
+        let missing =
+            rt.block_on(run_k3d(Path::new("/nonexistent/k3d"), &["version"], CREATE_TIMEOUT, None)).unwrap_err();
+        assert!(matches!(missing, ApplyError::K3dNotRun { .. }), "{missing:?}");
+        assert!(missing.to_string().contains("is k3d installed?"), "{missing}");
+    }
+
+    #[test]
     fn the_model_store_is_resolved_and_mounted_on_every_node() {
         let home = |k: &str| (k == "HOME").then(|| "/home/me".to_string());
         let data = data_home(&home);
