@@ -604,9 +604,10 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
             if signals.stopped() {
                 return cut_short();
             }
+            // The checks' errors become text here, the edge: each is printed and reported.
             let client = &match providers.watch_client().await {
                 Ok(c) => c,
-                Err(e) => return plan.verify.iter().map(|id| (id.clone(), Err(e.clone()))).collect(),
+                Err(e) => return plan.verify.iter().map(|id| (id.clone(), Err(e.to_string()))).collect(),
             };
             let reporter = &reporter;
             let context = computed.inputs.config.cluster.context.as_deref();
@@ -619,7 +620,8 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
                         // An existing cluster: its own context, and no node containers to look in.
                         Some(context) => verify::wait_for_in(client, &spec, context, None, timeout).await,
                         None => verify::wait_for(client, &spec, name, timeout).await,
-                    };
+                    }
+                    .map_err(|e| e.to_string());
                     if result.is_ok() && verify::chat_request(&spec).is_some() {
                         // The model is listed: one short chat completion, and its reply shown.
                         let deadline =
@@ -630,7 +632,7 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
                                 reporter.note(&verify::warm_up_note(&spec, &reply));
                                 Ok(())
                             }
-                            Ok(Err(e)) => Err(e),
+                            Ok(Err(e)) => Err(e.to_string()),
                             Err(_) => Err(format!(
                                 "svc/{} lists its model but gave no reply to a chat completion within {}s",
                                 spec["service"].as_str().unwrap_or_default(),
