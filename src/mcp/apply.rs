@@ -314,6 +314,7 @@ async fn run(
         allow_replace: args.allow_replace,
         parallel: crate::apply::executor::DEFAULT_PARALLEL,
         verify_timeout: crate::apply::verify::DEFAULT_TIMEOUT.as_secs(),
+        test: false,
     };
     let wanted = args.plan_hash.clone();
     let mut task = tokio::task::spawn_blocking(move || {
