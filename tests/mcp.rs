@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
+use support::K3dGpu;
 use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
 use support::{docker_ready, hosts_dir, import_image, repo};
 
@@ -31,12 +32,11 @@ impl Session {
 
     /// `k3d-gpu mcp ARGS`, with Docker at `docker` (none by default).
     fn start_with(args: &[&str], docker: Option<&str>) -> Session {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
-        command.arg("mcp").args(args).env_remove("DOCKER_HOST").env("HOME", "/nonexistent");
+        let mut command = K3dGpu::new().arg("mcp").args(args);
         if let Some(host) = docker {
-            command.env("DOCKER_HOST", host);
+            command = command.env("DOCKER_HOST", host);
         }
-        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn();
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         Session { child, stdin, stdout }
@@ -109,10 +109,7 @@ fn framing_in_the_initialize_era() {
     let config = repo().join("examples/lunar-lake-npu.toml").display().to_string();
     let args = json!({ "config": config, "root": root(), "offline": true });
     let plan = s.call(4, "tools/call", json!({ "name": "plan", "arguments": args }));
-    let cli = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args(["plan", "--json", "--offline", "-c", &config, "--root", &root()])
-        .output()
-        .unwrap();
+    let cli = K3dGpu::new().args(["plan", "--json", "--offline", "-c", &config, "--root", &root()]).output();
     assert_eq!(plan["result"]["content"][0]["text"].as_str().unwrap().as_bytes(), &cli.stdout[..]);
     let hash = plan["result"]["content"][1]["text"].as_str().unwrap();
     assert_eq!(plan["result"]["_meta"]["k3d-gpu.io/planHash"], hash);
@@ -268,8 +265,7 @@ fn the_servers_options_are_every_calls_defaults() {
         "{command}"
     );
     // A global option mcp does not use is refused, as for every command.
-    let json =
-        Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).args(["mcp", "--json"]).stdin(Stdio::null()).output().unwrap();
+    let json = K3dGpu::new().args(["mcp", "--json"]).stdin(Stdio::null()).output();
     assert_eq!(json.status.code(), Some(2));
 }
 
@@ -439,18 +435,18 @@ fn python_client() {
     );
     let w = world("mcp-py");
     let state = w.dir.path().join("state");
-    let out = Command::new(&python)
+    let out = K3dGpu::program(&python)
+        .docker()
         .arg(repo().join("tests/mcp/test_mcp.py"))
-        .env("MCP_TEST_BIN", env!("CARGO_BIN_EXE_k3d-gpu"))
+        .env_binary("MCP_TEST_BIN")
         .env("MCP_TEST_ROOT", root())
         .env("MCP_TEST_CONFIG", w.dir.path().join("k3dgpu.toml"))
         .env("KUBECONFIG", w.dir.path().join("kubeconfig"))
         .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
         .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&w.server.url, &w.cluster))
         .env("XDG_STATE_HOME", &state)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
+        .env("XDG_DATA_HOME", w.dir.path().join("data"))
+        .output();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     eprintln!("{text}");
     assert!(out.status.success(), "{text}");

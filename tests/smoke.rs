@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
+use support::K3dGpu;
 use support::fake_apiserver::{FakeApiServer, State, k3s_node};
 
 const HOST: &str = "desktop-rpl-nvidia";
@@ -116,16 +117,14 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
 
 impl Cluster {
     fn test(&self, extra: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        K3dGpu::new()
             .arg("test")
             .args(["-c", self.dir.path().join("k3dgpu.toml").to_str().unwrap()])
             .args(["--root", repo().join("tests/fixtures/hosts").join(HOST).to_str().unwrap()])
             .args(["--timeout", "60"])
             .args(extra)
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
-            .env("NO_COLOR", "1")
             .output()
-            .unwrap()
     }
 
     /// `report --offline --test SAVED` with the config CONFIG in the cluster's directory.
@@ -265,11 +264,10 @@ fn a_cluster_that_cannot_be_reached_is_exit_2() {
         support::fake_apiserver::kubeconfig_text("http://127.0.0.1:9", "gpu"),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    let out = K3dGpu::new()
         .args(["test", "-c", dir.path().join("k3dgpu.toml").to_str().unwrap()])
         .args(["--root", repo().join("tests/fixtures/hosts").join(HOST).to_str().unwrap()])
         .env("KUBECONFIG", dir.path().join("kubeconfig"))
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
