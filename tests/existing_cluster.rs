@@ -502,7 +502,13 @@ fn logs_and_audit_refuse_a_cluster_they_cannot_read() {
     // Both read a k3d cluster (its containers, context k3d-<name>): on an existing cluster
     // they would read another one, so they refuse and say what to run instead.
     let f = fleet();
-    for (args, instead) in [(&["logs"][..], "kubectl --context homelab"), (&["audit"][..], "--observed FILE")] {
+    let hash = format!("sha256:{}", "0".repeat(64));
+    for (args, instead) in [
+        (&["logs"][..], "kubectl --context homelab"),
+        (&["audit"][..], "--observed FILE"),
+        // `apply --test` would apply, then find no k3d cluster to test: refused before either.
+        (&["apply", "--test", "--plan-hash", &hash][..], "apply without --test"),
+    ] {
         let out = f.run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         let said = text(&out);

@@ -154,6 +154,69 @@ fn framing_in_the_initialize_era() {
     assert!(s.close().success(), "the server exits cleanly when the client closes stdin");
 }
 
+/// Each tool's arguments are its command's options: the schema the server lists names each
+/// option as its flag does, with the flag's help; docs/mcp.md's table says the same; and a call
+/// the CLI would refuse (two hosts at once) is refused as the CLI refuses it, exit code 2.
+#[test]
+fn tool_arguments_are_the_cli_options() {
+    let mut s = Session::start();
+    s.call(
+        1,
+        "initialize",
+        json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "0" } }),
+    );
+    s.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+    let list = s.call(2, "tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().unwrap();
+
+    let docs = std::fs::read_to_string(repo().join("docs/mcp.md")).unwrap();
+    for tool in tools {
+        let name = tool["name"].as_str().unwrap();
+        let props = tool["inputSchema"]["properties"].as_object().unwrap();
+        let listed: Vec<String> = props
+            .iter()
+            .map(|(p, schema)| if schema["type"] == "array" { format!("`{p}` []") } else { format!("`{p}`") })
+            .collect();
+        let row = docs
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("docs/mcp.md has no row for the {name} tool"));
+        let cell = row.split('|').nth(2).unwrap().trim();
+        let mut documented: Vec<&str> = cell.split(", ").collect();
+        let mut listed_sorted: Vec<&str> = listed.iter().map(String::as_str).collect();
+        documented.sort_unstable();
+        listed_sorted.sort_unstable();
+        assert_eq!(documented, listed_sorted, "docs/mcp.md's arguments of {name}");
+
+        // The description is the flag's own help, as `k3d-gpu COMMAND --help` prints it.
+        let help = Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).args([name, "--help"]).output().unwrap();
+        let help = String::from_utf8(help.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+        for (p, schema) in props {
+            let flag = format!("--{}", p.replace('_', "-"));
+            assert!(help.contains(&flag), "{name} --help has no {flag}");
+            let first_words: String =
+                schema["description"].as_str().unwrap().split_whitespace().take(6).collect::<Vec<_>>().join(" ");
+            assert!(help.contains(&first_words), "{name} {flag}: {first_words:?} is not its help");
+        }
+    }
+
+    // validate's --root repeats: an array, each a host.
+    let two = json!({ "root": [root(), hosts_dir().join("desktop-rpl-nvidia").display().to_string()] });
+    let validate = s.call(3, "tools/call", json!({ "name": "validate", "arguments": two }));
+    assert_eq!(validate["result"]["structuredContent"]["hosts"].as_array().map(Vec::len), Some(2), "{validate}");
+    // Two hosts for plan: clap's conflict, as `plan --root A --facts B` exits 2.
+    let both = json!({ "root": root(), "facts": "f.json", "offline": true });
+    let plan = s.call(4, "tools/call", json!({ "name": "plan", "arguments": both }));
+    assert_eq!(plan["result"]["isError"], true, "{plan}");
+    assert_eq!(plan["result"]["structuredContent"]["exit_code"], 2, "{plan}");
+    let error = plan["result"]["structuredContent"]["error"].as_str().unwrap();
+    assert!(error.contains("cannot be used with"), "{error}");
+    // A wrong JSON type is a malformed call.
+    let typed = s.call(5, "tools/call", json!({ "name": "plan", "arguments": { "offline": "yes" } }));
+    assert_eq!(typed["error"]["code"], -32602, "{typed}");
+    assert!(s.close().success());
+}
+
 #[test]
 fn framing_in_the_2026_era() {
     let mut s = Session::start();
