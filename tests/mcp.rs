@@ -189,7 +189,7 @@ fn tool_arguments_are_the_cli_options() {
         assert_eq!(documented, listed_sorted, "docs/mcp.md's arguments of {name}");
 
         // The description is the flag's own help, as `k3d-gpu COMMAND --help` prints it.
-        let help = Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).args([name, "--help"]).output().unwrap();
+        let help = K3dGpu::new().args([name, "--help"]).output();
         let help = String::from_utf8(help.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
         for (p, schema) in props {
             let flag = format!("--{}", p.replace('_', "-"));

@@ -129,14 +129,12 @@ impl Cluster {
 
     /// `report --offline --test SAVED` with the config CONFIG in the cluster's directory.
     fn report(&self, saved: &Path, config: &str) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        K3dGpu::new()
             .arg("report")
             .args(["-c", self.dir.path().join(config).to_str().unwrap()])
             .args(["--root", repo().join("tests/fixtures/hosts").join(HOST).to_str().unwrap()])
             .args(["--offline", "--test", saved.to_str().unwrap()])
-            .env("NO_COLOR", "1")
             .output()
-            .unwrap()
     }
 
     fn pods_left(&self) -> usize {
