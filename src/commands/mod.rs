@@ -9,6 +9,7 @@ mod detect;
 mod doctor;
 mod facts;
 mod fleet;
+mod host_setup;
 pub(crate) mod graph;
 mod images;
 pub(crate) mod inputs;
@@ -43,6 +44,7 @@ pub fn run(cli: Cli) -> Result<u8> {
     match &cli.command {
         Command::Detect(_) => detect::run(global),
         Command::Doctor(a) => doctor::run(global, &a.args),
+        Command::HostSetup(a) => host_setup::run(global, &a.args),
         Command::Facts(args) => facts::run(global, args),
         Command::Validate(a) => match &a.machines {
             Some(file) => machines::run(global, file),

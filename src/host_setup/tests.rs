@@ -1,0 +1,3 @@
+//! Unit tests of the pure plan.
+
+use super::*;
