@@ -55,9 +55,14 @@ pub fn make_plan(global: &Global, args: &HostSetupArgs) -> Result<(HostSetupPlan
         })?,
     };
     let gaudi = &facts.host.gaudi;
+    let mut vendors: Vec<Vendor> = facts.detected.iter().map(|d| d.vendor).collect();
+    // A Gaudi is inactive exactly when its driver is missing, which is what host-setup is for.
+    if !gaudi.devices.is_empty() && facts.vendor_filter.allows(Vendor::Gaudi) {
+        vendors.push(Vendor::Gaudi);
+    }
     let inputs = Inputs {
         state: &state,
-        vendors: facts.detected.iter().map(|d| d.vendor).collect::<Vec<Vendor>>(),
+        vendors,
         gaudi_driver: gaudi.module_loaded || gaudi.devices.iter().any(|d| d.driver.as_deref() == Some("habanalabs")),
         distro,
         distro_given: distro_given.is_some(),

@@ -16,7 +16,7 @@ use crate::facts::Vendor;
 use crate::shell;
 use probe::HostState;
 
-pub const SCHEMA: &str = "k3d-gpu/host-setup/v1";
+pub const SCHEMA: &str = "k3d-gpu.host-setup/v1";
 
 /// The distros host-setup has plans for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
