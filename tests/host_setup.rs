@@ -39,7 +39,8 @@ fn text(bytes: &[u8]) -> String {
 }
 
 fn json(out: &Output) -> serde_json::Value {
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", text(&out.stdout), text(&out.stderr)))
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", text(&out.stdout), text(&out.stderr)))
 }
 
 /// A fixture host for each vendor, where that vendor's host software is missing.
@@ -129,7 +130,12 @@ fn a_libstdcxx_without_the_runtimes_glibcxx_is_diagnosed_with_its_fix() {
     assert_eq!(out.status.code(), Some(1));
     let plan = text(&out.stdout);
     assert!(plan.starts_with("host-setup for arch (from os-release)"), "Manjaro is planned as Arch: {plan}");
-    assert!(plan.contains("fail glibcxx-missing: the compute runtime needs GLIBCXX_3.4.35 but libstdc++ provides up to GLIBCXX_3.4.34"), "{plan}");
+    assert!(
+        plan.contains(
+            "fail glibcxx-missing: the compute runtime needs GLIBCXX_3.4.35 but libstdc++ provides up to GLIBCXX_3.4.34"
+        ),
+        "{plan}"
+    );
     assert!(plan.contains("evidence: /usr/lib/intel-opencl/libigdrcl.so: needs GLIBCXX_3.4.35"), "{plan}");
     assert!(plan.contains("fix: sudo pacman -Syu\n"), "{plan}");
     assert!(plan.contains("present  nvidia-container-toolkit  /usr/bin/nvidia-ctk"), "{plan}");
@@ -168,9 +174,19 @@ fn stubs(dir: &Path) -> (String, std::path::PathBuf) {
     let bin = dir.join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let log = dir.join("ran.log");
-    for name in
-        ["sudo", "apt-get", "dnf", "pacman", "install", "find", "curl", "tee", "add-apt-repository", "modprobe", "systemctl"]
-    {
+    for name in [
+        "sudo",
+        "apt-get",
+        "dnf",
+        "pacman",
+        "install",
+        "find",
+        "curl",
+        "tee",
+        "add-apt-repository",
+        "modprobe",
+        "systemctl",
+    ] {
         let stub = bin.join(name);
         std::fs::write(&stub, format!("#!/bin/sh\necho {name} \"$@\" >> '{}'\n", log.display())).unwrap();
         std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
@@ -254,7 +270,12 @@ fn facts_capture_carries_the_files_host_setup_reads() {
         .output()
         .unwrap();
     assert!(cap.status.success(), "{}", text(&cap.stderr));
-    for file in ["usr/lib/libva.so.2", "usr/lib/dri/iHD_drv_video.so", "usr/lib/intel-opencl/libigdrcl.so", "usr/bin/nvidia-ctk"] {
+    for file in [
+        "usr/lib/libva.so.2",
+        "usr/lib/dri/iHD_drv_video.so",
+        "usr/lib/intel-opencl/libigdrcl.so",
+        "usr/bin/nvidia-ctk",
+    ] {
         assert!(std::fs::symlink_metadata(out_dir.join(file)).is_ok(), "{file} was not captured");
     }
     // Libraries are kept as the versions read, not as the library.

@@ -49,8 +49,9 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
     // symbol versions it scans for.
     let _ = crate::host_setup::probe::read(&host);
     let trail = host.trail();
-    let report = crate::host::capture::capture_reduced(&host, &trail, out, &crate::host_setup::probe::reduce_for_capture)
-        .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
+    let report =
+        crate::host::capture::capture_reduced(&host, &trail, out, &crate::host_setup::probe::reduce_for_capture)
+            .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
     // On the machine itself, nvidia-smi knows each GPU's memory, which sysfs does not: its
     // answer goes beside the tree (a fixture's own capture is copied with the trail).
     let smi = if host.is_real_host() { crate::doctor::nvidia_smi_memory() } else { None };

@@ -120,7 +120,9 @@ pub fn run(global: &Global, args: &HostSetupArgs) -> Result<u8> {
         if let Err(why) = run_step(step) {
             return Err(Error::Refused {
                 message: format!("step {} failed ({why}); the steps after it did not run", n + 1),
-                help: Some("fix what it printed, then run host-setup again: it plans from what is now installed".into()),
+                help: Some(
+                    "fix what it printed, then run host-setup again: it plans from what is now installed".into(),
+                ),
             });
         }
     }

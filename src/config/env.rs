@@ -235,7 +235,8 @@ mod tests {
                 listed.iter().any(|v| v == name || v.strip_suffix('*').is_some_and(|p| name.starts_with(p))),
                 "{name} is not in the table"
             );
-            assert!(replacement(name).is_some(), "{name}");
+            // A variable k3d-gpu reads itself (K3D_GPU_SETUP_DIR, by host-setup) gets no note.
+            assert!(replacement(name).is_some() || READ_BY_K3D_GPU.contains(&name), "{name}");
         }
     }
 }

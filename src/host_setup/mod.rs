@@ -377,7 +377,11 @@ pub fn plan(inputs: &Inputs) -> HostSetupPlan {
             Component::NpuDriver => found(&state.npu_driver),
             Component::ContainerToolkit => found(&state.nvidia_ctk),
             Component::GaudiDriver => {
-                if inputs.gaudi_driver { vec!["/sys/module/habanalabs".to_string()] } else { Vec::new() }
+                if inputs.gaudi_driver {
+                    vec!["/sys/module/habanalabs".to_string()]
+                } else {
+                    Vec::new()
+                }
             }
         };
         let broken = diagnoses.iter().any(|d| d.component == *component);
@@ -389,7 +393,13 @@ pub fn plan(inputs: &Inputs) -> HostSetupPlan {
         if state != "present" {
             needed.push(*component);
         }
-        checks.push(Check { component: *component, what: component.what(), vendors: vendors.clone(), state, found: files });
+        checks.push(Check {
+            component: *component,
+            what: component.what(),
+            vendors: vendors.clone(),
+            state,
+            found: files,
+        });
     }
     let steps = steps(inputs, &needed);
     HostSetupPlan {
@@ -442,11 +452,14 @@ digest the page lists (sha256sum FILE)"
                 .with_url(&url)
                 .in_phase(Phase::Release)));
             }
-            let args = [folder.as_str(), "-maxdepth", "1", "-name", "*.deb", "-exec", "sudo", "apt-get", "install", "-y"];
+            let args =
+                [folder.as_str(), "-maxdepth", "1", "-name", "*.deb", "-exec", "sudo", "apt-get", "install", "-y"];
             let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
             args.push("{}".into());
             args.push("+".into());
-            all.push(tag(Step::run("find", args).why(format!("install the .debs downloaded into {folder}")).in_phase(Phase::Release)));
+            all.push(tag(Step::run("find", args)
+                .why(format!("install the .debs downloaded into {folder}"))
+                .in_phase(Phase::Release)));
         }
         all.extend(recipe.configure.into_iter().map(|s| tag(s.in_phase(Phase::Configure))));
     }

@@ -34,7 +34,8 @@ const NVIDIA_KEY: &str = "/usr/share/keyrings/nvidia-container-toolkit-keyring.a
 const NVIDIA_KEY_URL: &str = "https://nvidia.github.io/libnvidia-container/gpgkey";
 const NVIDIA_APT_LIST: &str = "/etc/apt/sources.list.d/nvidia-container-toolkit.list";
 const NVIDIA_RPM_REPO: &str = "/etc/yum.repos.d/nvidia-container-toolkit.repo";
-const NVIDIA_RPM_REPO_URL: &str = "https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo";
+const NVIDIA_RPM_REPO_URL: &str =
+    "https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo";
 
 /// A GitHub release whose assets the person downloads into its own folder under the download
 /// directory, checked against the digests its release page lists; the plan then installs
@@ -106,7 +107,8 @@ fn apt_pin() -> Step {
 
 fn toolkit_configure(distro: Distro) -> Vec<Step> {
     let mut steps = vec![
-        sudo(&["nvidia-ctk", "runtime", "configure", "--runtime=docker"]).why("register the nvidia runtime with Docker (for --gpus)"),
+        sudo(&["nvidia-ctk", "runtime", "configure", "--runtime=docker"])
+            .why("register the nvidia runtime with Docker (for --gpus)"),
         sudo(&["systemctl", "restart", "docker"]).why("restart Docker so it reads the runtime"),
     ];
     // nvidia-cdi-refresh ships with 1.20.1-1 (pinned on Ubuntu and Fedora); Arch's repo
@@ -175,7 +177,11 @@ pub fn recipe(distro: Distro, component: Component) -> Recipe {
             ..Recipe::default()
         },
         (C::IntelMediaDriver, true) => Recipe {
-            prepare: vec![sudo(&["add-apt-repository", "-y", INTEL_PPA]).why("add the Intel graphics PPA (media driver and libva)"), apt_pin()],
+            prepare: vec![
+                sudo(&["add-apt-repository", "-y", INTEL_PPA])
+                    .why("add the Intel graphics PPA (media driver and libva)"),
+                apt_pin(),
+            ],
             packages: names(&["intel-media-va-driver-non-free", "libva2", "libva-drm2", "vainfo"]),
             ..Recipe::default()
         },
@@ -210,8 +216,12 @@ pub fn recipe(distro: Distro, component: Component) -> Recipe {
             ..Recipe::default()
         },
         (C::ContainerToolkit, _) => {
-            let toolkit =
-                ["nvidia-container-toolkit", "nvidia-container-toolkit-base", "libnvidia-container-tools", "libnvidia-container1"];
+            let toolkit = [
+                "nvidia-container-toolkit",
+                "nvidia-container-toolkit-base",
+                "libnvidia-container-tools",
+                "libnvidia-container1",
+            ];
             let prepare = match distro {
                 Distro::Ubuntu2404 | Distro::Ubuntu2604 => vec![
                     sudo(&["curl", "-fsSL", "-o", NVIDIA_KEY, NVIDIA_KEY_URL]).why("fetch the NVIDIA repository's signing key"),
@@ -234,9 +244,11 @@ pub fn recipe(distro: Distro, component: Component) -> Recipe {
             };
             Recipe { prepare, packages, configure: toolkit_configure(distro), ..Recipe::default() }
         }
-        (C::GaudiDriver, _) => {
-            Recipe { manual: vec![gaudi_manual()], configure: vec![sudo(&["modprobe", "habanalabs"]).why("load the driver so /dev/accel/accel* appear")], ..Recipe::default() }
-        }
+        (C::GaudiDriver, _) => Recipe {
+            manual: vec![gaudi_manual()],
+            configure: vec![sudo(&["modprobe", "habanalabs"]).why("load the driver so /dev/accel/accel* appear")],
+            ..Recipe::default()
+        },
     }
 }
 

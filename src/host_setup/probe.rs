@@ -69,10 +69,10 @@ pub fn newest_after(bytes: &[u8], prefix: &[u8]) -> Option<u32> {
         while end < bytes.len() && end - digits_from < 6 && bytes[end].is_ascii_digit() {
             end += 1;
         }
-        if end > digits_from {
-            if let Ok(n) = std::str::from_utf8(&bytes[digits_from..end]).unwrap_or("").parse::<u32>() {
-                best = best.max(Some(n));
-            }
+        if end > digits_from
+            && let Ok(n) = std::str::from_utf8(&bytes[digits_from..end]).unwrap_or("").parse::<u32>()
+        {
+            best = best.max(Some(n));
         }
         i = end.max(start);
     }
@@ -181,7 +181,8 @@ pub fn read(host: &HostRoot) -> HostState {
     }
     state.compute_runtime = compute;
     state.level_zero_loader = state.present(host, "libze_loader.so.1");
-    state.npu_driver = state.present(host, "libze_intel_npu.so.1").or_else(|| state.present(host, "libze_intel_vpu.so.1"));
+    state.npu_driver =
+        state.present(host, "libze_intel_npu.so.1").or_else(|| state.present(host, "libze_intel_vpu.so.1"));
     state.nvidia_ctk = match host.canonical(NVIDIA_CTK) {
         Ok(found) => found.map(|path| Found { path, version: None }),
         Err(e) => {
@@ -217,8 +218,9 @@ mod tests {
 
     #[test]
     fn a_capture_keeps_only_the_versions_read() {
-        let reduced = reduce_for_capture("/usr/lib/libstdc++.so.6.0.33", b"\x7fELF junk GLIBCXX_3.4.30 GLIBCXX_3.4.33 junk")
-            .unwrap();
+        let reduced =
+            reduce_for_capture("/usr/lib/libstdc++.so.6.0.33", b"\x7fELF junk GLIBCXX_3.4.30 GLIBCXX_3.4.33 junk")
+                .unwrap();
         assert_eq!(newest_after(&reduced, GLIBCXX), Some(33));
         assert!(!reduced.windows(4).any(|w| w == b"junk"));
         assert_eq!(reduce_for_capture("/usr/lib/os-release", b"x"), None);

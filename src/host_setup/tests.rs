@@ -15,7 +15,11 @@ fn the_distro_comes_from_os_release_or_is_refused_by_name() {
     assert_eq!(Distro::from_os_release(&os(&[("ID", "fedora"), ("VERSION_ID", "45")])), Ok(Distro::Fedora));
     assert_eq!(Distro::from_os_release(&os(&[("ID", "manjaro"), ("ID_LIKE", "arch")])), Ok(Distro::Arch));
     assert_eq!(Distro::from_os_release(&os(&[("ID", "endeavouros"), ("ID_LIKE", "arch")])), Ok(Distro::Arch));
-    let old = Distro::from_os_release(&os(&[("ID", "ubuntu"), ("VERSION_ID", "22.04"), ("PRETTY_NAME", "Ubuntu 22.04.5 LTS")]));
+    let old = Distro::from_os_release(&os(&[
+        ("ID", "ubuntu"),
+        ("VERSION_ID", "22.04"),
+        ("PRETTY_NAME", "Ubuntu 22.04.5 LTS"),
+    ]));
     assert_eq!(old, Err("Ubuntu 22.04.5 LTS (ID=ubuntu)".to_string()));
     assert!(Distro::from_os_release(&BTreeMap::new()).unwrap_err().contains("names no ID"));
     for d in Distro::ALL {
