@@ -166,6 +166,14 @@ fn an_unknown_distro_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(text(&out.stderr).contains("Rocky Linux 10.0"), "{}", text(&out.stderr));
     assert_eq!(host_setup(&["--root", &host("xeon-2s-snc2"), "--distro", "fedora"]).status.code(), Some(0));
+    // An os-release that cannot be read says so, rather than naming no distro.
+    let out = host_setup(&["--root", &host("broken-inputs")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot tell the distro: /etc/os-release: not valid UTF-8 text"),
+        "{}",
+        text(&out.stderr)
+    );
 }
 
 /// A directory of stub programs, each recording that it ran, and the file they record to.

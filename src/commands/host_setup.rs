@@ -50,7 +50,10 @@ pub fn make_plan(global: &Global, args: &HostSetupArgs) -> Result<(HostSetupPlan
     let distro = match distro_given {
         Some(d) => d,
         None => Distro::from_os_release(&state.os_release).map_err(|named| Error::Usage {
-            message: format!("host-setup has no plan for {named}"),
+            message: match state.unreadable.iter().find(|u| u.starts_with("/etc/os-release:")) {
+                Some(why) => format!("host-setup cannot tell the distro: {}", crate::escape::one_line(why)),
+                None => format!("host-setup has no plan for {named}"),
+            },
             help: Some(format!("pass --distro with one of {} to print that distro's plan", distro_names())),
         })?,
     };
