@@ -206,6 +206,13 @@ pub enum Command {
     /// only: it never writes to the host. Exits 1 when a finding is `fail`.
     Doctor(DoctorCmd),
 
+    /// What the host itself needs for each active vendor (Intel compute runtime and Level
+    /// Zero, the media driver and libva, the NPU driver and firmware, the NVIDIA container
+    /// toolkit, Gaudi's driver), as a pinned install plan for this distro (or --distro's), after
+    /// the diagnoses of a partial upgrade. Prints the commands; --apply runs them on this machine
+    /// only after showing them and a typed confirmation. Exits 1 when a diagnosis fails.
+    HostSetup(HostSetupCmd),
+
     /// Print the facts/v1 document: deterministic bytes, no clock, no machine paths.
     Facts(FactsArgs),
 
@@ -302,6 +309,12 @@ impl Command {
         match self {
             Command::Detect(a) => none.with_host(&a.host).with_json(&a.json),
             Command::Doctor(a) => Global::from(&a.data),
+            Command::HostSetup(a) => Global {
+                root: a.root.root.iter().cloned().collect(),
+                vendors: a.vendors.vendors.clone(),
+                json: a.json.json,
+                ..none
+            },
             Command::Facts(a) => a.global(),
             Command::Validate(a) => a.global(),
             Command::Graph(d) | Command::Observe(d) => Global::from(d),
@@ -339,6 +352,38 @@ pub struct DoctorCmd {
     pub data: DataOpts,
     #[command(flatten)]
     pub args: DoctorArgs,
+}
+
+/// `host-setup`: one host root (never a facts document: it reads libraries sysfs does not
+/// describe).
+#[derive(Debug, Args)]
+pub struct HostSetupCmd {
+    #[command(flatten)]
+    pub root: RootOpt,
+    #[command(flatten)]
+    pub vendors: VendorsOpt,
+    #[command(flatten)]
+    pub json: JsonOpt,
+    #[command(flatten)]
+    pub args: HostSetupArgs,
+}
+
+#[derive(Debug, Clone, Default, Args)]
+pub struct HostSetupArgs {
+    /// Print the plan for this distro instead of the one /etc/os-release names: ubuntu-24.04,
+    /// ubuntu-26.04, fedora or arch (Arch and Manjaro).
+    #[arg(long, value_name = "DISTRO")]
+    pub distro: Option<String>,
+
+    /// Run the plan's commands on this machine, after showing them and asking you to type
+    /// `apply` on the terminal. Refused with --root, without a terminal, or with any other
+    /// answer; by-hand steps (downloads from release pages) are never run.
+    #[arg(long, conflicts_with = "json")]
+    pub apply: bool,
+
+    /// Where release downloads go (made mode 0700) [default: ${XDG_CACHE_HOME:-~/.cache}/k3d-gpu/host-setup].
+    #[arg(long, value_name = "DIR", env = "K3D_GPU_SETUP_DIR")]
+    pub download_dir: Option<PathBuf>,
 }
 
 /// `validate`: the config against several hosts.

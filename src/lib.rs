@@ -19,6 +19,7 @@ pub mod error;
 pub mod escape;
 pub mod facts;
 pub mod host;
+pub mod host_setup;
 pub mod hwdb;
 pub mod images;
 pub mod input_file;

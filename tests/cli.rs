@@ -634,6 +634,7 @@ fn every_json_output_is_one_object_with_a_schema_key() {
         vec!["detect"],
         vec!["facts"],
         vec!["doctor"],
+        vec!["host-setup"],
         vec!["validate"],
         vec!["graph"],
         vec!["agent"],
@@ -676,7 +677,7 @@ fn every_json_output_is_one_object_with_a_schema_key() {
         assert!(runs.iter().any(run), "`{path} --json` is not run by this test");
     }
     for run in runs {
-        let host_only = matches!(run[0], "detect" | "facts");
+        let host_only = matches!(run[0], "detect" | "facts" | "host-setup");
         // Commands that read no host.
         let no_host = matches!(run[0], "show" | "audit" | "logs" | "test") || run[..] == ["agent", "status"];
         let args = [

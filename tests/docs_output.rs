@@ -24,7 +24,7 @@ use support::K3dGpu;
 use support::repo;
 
 /// The documents whose blocks are checked.
-const DOCS: [&str; 3] = ["README.md", "docs/config.md", "examples/README.md"];
+const DOCS: [&str; 4] = ["README.md", "docs/config.md", "examples/README.md", "docs/host-setup.md"];
 
 struct Marker {
     args: Vec<String>,

@@ -45,9 +45,13 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
     let (inventory, _) = crate::detect::inventory(&host);
     // And what `doctor --perf` reads (governors, THP, swappiness, PCIe links).
     let _ = crate::detect::perf::read(&host, &inventory);
+    // And what `host-setup` reads (os-release, the vendors' user-space libraries), cut to the
+    // symbol versions it scans for.
+    let _ = crate::host_setup::probe::read(&host);
     let trail = host.trail();
-    let report = crate::host::capture::capture(&host, &trail, out)
-        .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
+    let report =
+        crate::host::capture::capture_reduced(&host, &trail, out, &crate::host_setup::probe::reduce_for_capture)
+            .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
     // On the machine itself, nvidia-smi knows each GPU's memory, which sysfs does not: its
     // answer goes beside the tree (a fixture's own capture is copied with the trail).
     let smi = if host.is_real_host() { crate::doctor::nvidia_smi_memory() } else { None };
@@ -58,7 +62,7 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
     }
     eprintln!(
         "captured {} files into {}: {} with the content detection read ({} bytes; /proc/cmdline cut to the \
-parameters detection uses), {} device nodes as empty files, {} empty placeholders for listed entries, {} .keep \
+parameters detection uses, libraries to the symbol versions host-setup reads), {} device nodes as empty files, {} empty placeholders for listed entries, {} .keep \
 markers{}; {} directories, {} links",
         report.files_written(),
         out.display(),

@@ -21,6 +21,9 @@ fn examples(path: &str) -> &'static [&'static str] {
         ],
         "detect" => &["k3d-gpu detect", "k3d-gpu detect --root tests/fixtures/hosts/lunar-lake-npu --json"],
         "doctor" => &["k3d-gpu doctor", "k3d-gpu doctor --no-tools --json"],
+        "host-setup" => {
+            &["k3d-gpu host-setup", "k3d-gpu host-setup --distro fedora --json", "k3d-gpu host-setup --apply"]
+        }
         "facts" => &["k3d-gpu facts --out host.json", "k3d-gpu detect --facts host.json"],
         "facts capture" => &["k3d-gpu facts capture --out hosts/my-box"],
         "validate" => {

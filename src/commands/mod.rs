@@ -10,6 +10,7 @@ mod doctor;
 mod facts;
 mod fleet;
 pub(crate) mod graph;
+mod host_setup;
 mod images;
 pub(crate) mod inputs;
 pub mod json;
@@ -43,6 +44,7 @@ pub fn run(cli: Cli) -> Result<u8> {
     match &cli.command {
         Command::Detect(_) => detect::run(global),
         Command::Doctor(a) => doctor::run(global, &a.args),
+        Command::HostSetup(a) => host_setup::run(global, &a.args),
         Command::Facts(args) => facts::run(global, args),
         Command::Validate(a) => match &a.machines {
             Some(file) => machines::run(global, file),

@@ -51,8 +51,18 @@ fn cmdline_for_capture(bytes: &[u8]) -> Vec<u8> {
     line.into_bytes()
 }
 
+/// A file's captured content in place of its bytes, when the caller keeps less of it (by
+/// host path); `None` keeps the file as read.
+pub type Reduce<'a> = &'a dyn Fn(&str, &[u8]) -> Option<Vec<u8>>;
+
 /// Writes the trail of `host` into `out`, which must not exist yet or be empty.
 pub fn capture(host: &HostRoot, trail: &Trail, out: &Path) -> io::Result<CaptureReport> {
+    capture_reduced(host, trail, out, &|_, _| None)
+}
+
+/// [`capture`], with `reduce` cutting files down to what their reader uses (host-setup keeps
+/// only the symbol versions of a library, not the library).
+pub fn capture_reduced(host: &HostRoot, trail: &Trail, out: &Path, reduce: Reduce) -> io::Result<CaptureReport> {
     if out.exists() && fs::read_dir(out)?.next().is_some() {
         return Err(io::Error::new(
             io::ErrorKind::AlreadyExists,
@@ -122,6 +132,8 @@ pub fn capture(host: &HostRoot, trail: &Trail, out: &Path) -> io::Result<Capture
             let mut bytes = fs::read(&source)?;
             if file == "/proc/cmdline" {
                 bytes = cmdline_for_capture(&bytes);
+            } else if let Some(kept) = reduce(file, &bytes) {
+                bytes = kept;
             }
             report.bytes += bytes.len() as u64;
             fs::write(&at, bytes)?;

@@ -1,0 +1,297 @@
+//! `k3d-gpu host-setup` end to end on fixture hosts: every distro × vendor plan against its
+//! golden, each partial-upgrade diagnosis, the refusals of `--apply`, and the capture of
+//! the files host-setup reads.
+
+mod support;
+
+use std::path::Path;
+use std::process::{Command, Output, Stdio};
+
+use support::{check_golden, copy_host, hosts_dir};
+
+const DOWNLOADS: &str = "/var/cache/k3d-gpu-host-setup";
+
+fn host_setup_env(args: &[&str], path: Option<&str>) -> Output {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
+    cmd.arg("host-setup")
+        .args(args)
+        .env_remove("K3D_GPU_VENDORS")
+        .env_remove("K3D_GPU_ROOT")
+        .env("K3D_GPU_SETUP_DIR", DOWNLOADS)
+        .env("NO_COLOR", "1")
+        .stdin(Stdio::null());
+    if let Some(path) = path {
+        cmd.env("PATH", path);
+    }
+    cmd.output().unwrap()
+}
+
+fn host_setup(args: &[&str]) -> Output {
+    host_setup_env(args, None)
+}
+
+fn host(name: &str) -> String {
+    hosts_dir().join(name).display().to_string()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+fn json(out: &Output) -> serde_json::Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("not JSON ({e}): {}{}", text(&out.stdout), text(&out.stderr)))
+}
+
+/// A fixture host for each vendor, where that vendor's host software is missing.
+const VENDOR_HOSTS: [(&str, &str); 4] = [
+    ("nvidia", "rtx2000ada-x2"),
+    ("intel", "arc-b580-x2"),
+    ("npu", "panther-lake-old-kernel"),
+    ("gaudi", "gaudi3-no-driver"),
+];
+const DISTROS: [&str; 4] = ["ubuntu-24.04", "ubuntu-26.04", "fedora", "arch"];
+
+#[test]
+fn every_distro_and_vendor_plan_matches_its_golden() {
+    let mut stale = Vec::new();
+    for (vendor, name) in VENDOR_HOSTS {
+        for distro in DISTROS {
+            let out = host_setup(&["--root", &host(name), "--vendors", vendor, "--distro", distro]);
+            assert_eq!(out.status.code(), Some(0), "{vendor} on {distro}: {}", text(&out.stderr));
+            let plan = text(&out.stdout);
+            assert!(plan.starts_with(&format!("host-setup for {distro} (from --distro)")), "{plan}");
+            assert!(plan.contains("steps (in order"), "{vendor} on {distro} has no steps:\n{plan}");
+            if let Err(e) = check_golden(&format!("tests/golden/host-setup/{vendor}-{distro}.txt"), &out.stdout) {
+                stale.push(e);
+            }
+        }
+    }
+    assert!(stale.is_empty(), "{}", stale.join("\n"));
+}
+
+#[test]
+fn the_plans_pin_what_the_reference_pins() {
+    let plan = |vendor: &str, distro: &str| {
+        let name = VENDOR_HOSTS.iter().find(|(v, _)| *v == vendor).unwrap().1;
+        json(&host_setup(&["--root", &host(name), "--vendors", vendor, "--distro", distro, "--json"]))
+    };
+    let commands = |doc: &serde_json::Value| -> Vec<String> {
+        doc["steps"].as_array().unwrap().iter().map(|s| s["command"].as_str().unwrap().to_string()).collect()
+    };
+    let ubuntu = commands(&plan("nvidia", "ubuntu-24.04"));
+    assert!(ubuntu.iter().any(|c| c.contains("nvidia-container-toolkit=1.20.1-1")), "{ubuntu:?}");
+    let fedora = commands(&plan("nvidia", "fedora"));
+    assert!(fedora.iter().any(|c| c.contains("nvidia-container-toolkit-1.20.1-1")), "{fedora:?}");
+    let arch = commands(&plan("nvidia", "arch"));
+    assert!(arch.iter().any(|c| c.starts_with("sudo pacman -Syu --needed")), "{arch:?}");
+    assert!(arch.iter().any(|c| c.contains("nvidia-ctk cdi generate")), "{arch:?}");
+    let intel = plan("intel", "ubuntu-26.04");
+    let urls: Vec<&str> = intel["steps"].as_array().unwrap().iter().filter_map(|s| s["url"].as_str()).collect();
+    assert!(urls.iter().any(|u| u.ends_with("compute-runtime/releases/tag/26.35.39758.10")), "{urls:?}");
+    assert!(urls.iter().any(|u| u.ends_with("intel-graphics-compiler/releases/tag/v2.41.5")), "{urls:?}");
+    assert!(urls.iter().any(|u| u.ends_with("level-zero/releases/tag/v1.34.0")), "{urls:?}");
+    let pin = commands(&intel).into_iter().find(|c| c.contains("preferences.d")).unwrap();
+    assert!(pin.contains("'Pin: version 26.3.2*'") && pin.contains("'Pin: version 2.24.1*'"), "{pin}");
+    let npu = plan("npu", "ubuntu-24.04");
+    assert!(npu["steps"].as_array().unwrap().iter().any(|s| s["url"].as_str().is_some_and(|u| u.ends_with("v1.38.0"))));
+    // A manual step is never something --apply could run.
+    for step in intel["steps"].as_array().unwrap() {
+        if step["kind"] == "manual" {
+            assert_eq!(step["argv"], serde_json::json!([]), "{step}");
+            assert_eq!(step["command"], "", "{step}");
+        }
+    }
+}
+
+#[test]
+fn a_libva_older_than_the_media_driver_is_diagnosed_with_its_fix() {
+    let out = host_setup(&["--root", &host("meteor-lake-old-npu-fw"), "--json"]);
+    assert_eq!(out.status.code(), Some(1), "a diagnosis is a failed check");
+    let doc = json(&out);
+    assert_eq!(doc["distro"], "ubuntu-24.04");
+    assert_eq!(doc["distro_from"], "os-release");
+    let d = &doc["diagnoses"][0];
+    assert_eq!(d["code"], "libva-older-than-media-driver", "{doc}");
+    let evidence = d["evidence"].to_string();
+    assert!(evidence.contains("__vaDriverInit_1_22") && evidence.contains("libva 2.20"), "{evidence}");
+    assert_eq!(d["fix"], "sudo apt-get install -y libva2 libva-drm2 intel-media-va-driver-non-free");
+    let media = doc["checks"].as_array().unwrap().iter().find(|c| c["component"] == "intel-media-driver").unwrap();
+    assert_eq!(media["state"], "broken");
+    // The broken component gets its install steps even though its files are there.
+    let steps = doc["steps"].to_string();
+    assert!(steps.contains("ppa:kobuk-team/intel-graphics"), "{steps}");
+    check_golden("tests/golden/host-setup/meteor-lake-old-npu-fw.json", &out.stdout).unwrap();
+}
+
+#[test]
+fn a_libstdcxx_without_the_runtimes_glibcxx_is_diagnosed_with_its_fix() {
+    let out = host_setup(&["--root", &host("desktop-rpl-nvidia")]);
+    assert_eq!(out.status.code(), Some(1));
+    let plan = text(&out.stdout);
+    assert!(plan.starts_with("host-setup for arch (from os-release)"), "Manjaro is planned as Arch: {plan}");
+    assert!(
+        plan.contains(
+            "fail glibcxx-missing: the compute runtime needs GLIBCXX_3.4.35 but libstdc++ provides up to GLIBCXX_3.4.34"
+        ),
+        "{plan}"
+    );
+    assert!(plan.contains("evidence: /usr/lib/intel-opencl/libigdrcl.so: needs GLIBCXX_3.4.35"), "{plan}");
+    assert!(plan.contains("fix: sudo pacman -Syu\n"), "{plan}");
+    assert!(plan.contains("present  nvidia-container-toolkit  /usr/bin/nvidia-ctk"), "{plan}");
+    check_golden("tests/golden/host-setup/desktop-rpl-nvidia.txt", &out.stdout).unwrap();
+}
+
+#[test]
+fn a_host_with_everything_installed_needs_nothing() {
+    let out = host_setup(&["--root", &host("lunar-lake-npu")]);
+    assert_eq!(out.status.code(), Some(0), "{}", text(&out.stderr));
+    let plan = text(&out.stdout);
+    assert!(plan.contains("present  intel-npu-driver") && plan.ends_with("nothing to install\n"), "{plan}");
+    let doc = json(&host_setup(&["--root", &host("lunar-lake-npu"), "--json"]));
+    assert_eq!(doc["schema"], "k3d-gpu.host-setup/v1");
+    assert_eq!(doc["steps"], serde_json::json!([]));
+    assert_eq!(doc["diagnoses"], serde_json::json!([]));
+}
+
+#[test]
+fn an_unknown_distro_is_a_usage_error() {
+    let out = host_setup(&["--root", &host("lunar-lake-npu"), "--distro", "gentoo"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = text(&out.stderr);
+    assert!(err.contains("no plan for gentoo") && err.contains("ubuntu-24.04, ubuntu-26.04, fedora, arch"), "{err}");
+    assert!(out.stdout.is_empty());
+    // A host whose os-release names no planned distro: the same, with the way out.
+    let out = host_setup(&["--root", &host("xeon-2s-snc2")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("Rocky Linux 10.0"), "{}", text(&out.stderr));
+    assert_eq!(host_setup(&["--root", &host("xeon-2s-snc2"), "--distro", "fedora"]).status.code(), Some(0));
+    // An os-release that cannot be read says so, rather than naming no distro.
+    let out = host_setup(&["--root", &host("broken-inputs")]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("cannot tell the distro: /etc/os-release: not valid UTF-8 text"),
+        "{}",
+        text(&out.stderr)
+    );
+}
+
+/// A directory of stub programs, each recording that it ran, and the file they record to.
+fn stubs(dir: &Path) -> (String, std::path::PathBuf) {
+    use std::os::unix::fs::PermissionsExt;
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let log = dir.join("ran.log");
+    for name in [
+        "sudo",
+        "apt-get",
+        "dnf",
+        "pacman",
+        "install",
+        "find",
+        "curl",
+        "tee",
+        "add-apt-repository",
+        "modprobe",
+        "systemctl",
+    ] {
+        let stub = bin.join(name);
+        std::fs::write(&stub, format!("#!/bin/sh\necho {name} \"$@\" >> '{}'\n", log.display())).unwrap();
+        std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    }
+    (format!("{}:{}", bin.display(), std::env::var("PATH").unwrap_or_default()), log)
+}
+
+/// Every path under `dir` with its content, for "nothing changed".
+fn snapshot(dir: &Path) -> Vec<(String, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let e = e.unwrap();
+            let meta = std::fs::symlink_metadata(e.path()).unwrap();
+            let rel = e.path().strip_prefix(dir).unwrap().display().to_string();
+            if meta.is_dir() {
+                stack.push(e.path());
+                out.push((rel, Vec::new()));
+            } else if meta.file_type().is_symlink() {
+                out.push((rel, std::fs::read_link(e.path()).unwrap().display().to_string().into_bytes()));
+            } else {
+                out.push((rel, std::fs::read(e.path()).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn apply_never_runs_against_a_fixture_host_even_a_read_only_one() {
+    let copy = copy_host("meteor-lake-old-npu-fw");
+    let before = snapshot(copy.path());
+    assert!(before.iter().any(|(p, _)| p.ends_with("libva.so.2")), "the copy has the libraries");
+    Command::new("chmod").arg("-R").arg("a-w").arg(copy.path()).status().unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let (path, log) = stubs(work.path());
+    let root = copy.path().display().to_string();
+    let out = host_setup_env(&["--root", &root, "--apply"], Some(&path));
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(text(&out.stderr).contains("never runs against --root"), "{}", text(&out.stderr));
+    // The plan was shown first: what --apply would have run is on stdout.
+    assert!(text(&out.stdout).contains("sudo add-apt-repository -y ppa:kobuk-team/intel-graphics"));
+    assert!(!log.exists(), "a stub ran: {}", std::fs::read_to_string(&log).unwrap_or_default());
+    // Without --apply, the same: a plan is only printed.
+    let out = host_setup_env(&["--root", &root], Some(&path));
+    assert_eq!(out.status.code(), Some(1), "the diagnosis, nothing else");
+    assert!(!log.exists());
+    Command::new("chmod").arg("-R").arg("u+w").arg(copy.path()).status().unwrap();
+    assert_eq!(snapshot(copy.path()), before, "the fixture host is unchanged");
+}
+
+#[test]
+fn apply_on_the_real_host_without_a_terminal_refuses_and_runs_nothing() {
+    let work = tempfile::tempdir().unwrap();
+    let (path, log) = stubs(work.path());
+    // Whatever this machine has, a plan is made for ubuntu-24.04 and nothing may run: stdin
+    // and stderr are not terminals, so nobody can type the confirmation.
+    let out = host_setup_env(&["--root", "/", "--distro", "ubuntu-24.04", "--apply"], Some(&path));
+    assert_eq!(out.status.code(), Some(1), "{}{}", text(&out.stdout), text(&out.stderr));
+    let err = text(&out.stderr);
+    assert!(err.contains("needs a typed confirmation on a terminal; nothing was changed"), "{err}");
+    assert!(!log.exists(), "a stub ran: {}", std::fs::read_to_string(&log).unwrap_or_default());
+}
+
+#[test]
+fn apply_and_json_do_not_mix() {
+    let out = host_setup(&["--root", &host("lunar-lake-npu"), "--apply", "--json"]);
+    assert_eq!(out.status.code(), Some(2));
+}
+
+#[test]
+fn facts_capture_carries_the_files_host_setup_reads() {
+    let dir = tempfile::tempdir().unwrap();
+    let out_dir = dir.path().join("captured");
+    let cap = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        .args(["facts", "capture", "--root", &host("desktop-rpl-nvidia"), "--out", out_dir.to_str().unwrap()])
+        .env_remove("K3D_GPU_VENDORS")
+        .env_remove("K3D_GPU_ROOT")
+        .output()
+        .unwrap();
+    assert!(cap.status.success(), "{}", text(&cap.stderr));
+    for file in [
+        "usr/lib/libva.so.2",
+        "usr/lib/dri/iHD_drv_video.so",
+        "usr/lib/intel-opencl/libigdrcl.so",
+        "usr/bin/nvidia-ctk",
+    ] {
+        assert!(std::fs::symlink_metadata(out_dir.join(file)).is_ok(), "{file} was not captured");
+    }
+    // Libraries are kept as the versions read, not as the library.
+    let lib = std::fs::read(out_dir.join("usr/lib/intel-opencl/libigdrcl.so")).unwrap();
+    assert!(!lib.starts_with(b"\x7fELF") && text(&lib).contains("GLIBCXX_3.4.35"), "{}", text(&lib));
+    let captured = out_dir.display().to_string();
+    let a = host_setup(&["--root", &captured, "--json"]);
+    let b = host_setup(&["--root", &host("desktop-rpl-nvidia"), "--json"]);
+    assert_eq!(a.status.code(), Some(1));
+    assert_eq!(text(&a.stdout), text(&b.stdout), "the capture plans the same as its source");
+}
