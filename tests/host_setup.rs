@@ -7,23 +7,16 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 
-use support::{check_golden, copy_host, hosts_dir};
+use support::{K3dGpu, check_golden, copy_host, hosts_dir};
 
 const DOWNLOADS: &str = "/var/cache/k3d-gpu-host-setup";
 
 fn host_setup_env(args: &[&str], path: Option<&str>) -> Output {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
-    cmd.arg("host-setup")
-        .args(args)
-        .env_remove("K3D_GPU_VENDORS")
-        .env_remove("K3D_GPU_ROOT")
-        .env("K3D_GPU_SETUP_DIR", DOWNLOADS)
-        .env("NO_COLOR", "1")
-        .stdin(Stdio::null());
+    let mut cmd = K3dGpu::new().arg("host-setup").args(args).env("K3D_GPU_SETUP_DIR", DOWNLOADS).stdin(Stdio::null());
     if let Some(path) = path {
-        cmd.env("PATH", path);
+        cmd = cmd.env("PATH", path);
     }
-    cmd.output().unwrap()
+    cmd.output()
 }
 
 fn host_setup(args: &[&str]) -> Output {
@@ -271,12 +264,9 @@ fn apply_and_json_do_not_mix() {
 fn facts_capture_carries_the_files_host_setup_reads() {
     let dir = tempfile::tempdir().unwrap();
     let out_dir = dir.path().join("captured");
-    let cap = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    let cap = K3dGpu::new()
         .args(["facts", "capture", "--root", &host("desktop-rpl-nvidia"), "--out", out_dir.to_str().unwrap()])
-        .env_remove("K3D_GPU_VENDORS")
-        .env_remove("K3D_GPU_ROOT")
-        .output()
-        .unwrap();
+        .output();
     assert!(cap.status.success(), "{}", text(&cap.stderr));
     for file in [
         "usr/lib/libva.so.2",
