@@ -216,11 +216,64 @@ fn runs_agent(config: &Config, node: &str) -> bool {
     config.agent.as_ref().and_then(|a| a.node.as_deref()) == Some(node)
 }
 
+/// Original object id → (node → id in the merged graph).
+type Renamed<'a> = BTreeMap<String, BTreeMap<&'a str, String>>;
+
+/// Which node-label keys each node has, to map a `node-label/<key>` dependency.
+type LabelsOf<'a> = BTreeMap<&'a str, BTreeSet<String>>;
+
 /// The merge: labels per node, components per variant, shared objects once, checks per node.
 fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource> {
-    let mut out: Vec<Resource> = Vec::new();
-    // Which node-label keys each node has, to map a `node-label/<key>` dependency.
-    let mut labels_of: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    let (mut out, mut labels_of) = node_metadata(compiled);
+    let key_of: BTreeMap<&str, &str> = compiled.iter().map(|c| (c.node, c.key)).collect();
+    // Each component's objects, per node.
+    let mut components: BTreeMap<&str, BTreeMap<&str, Vec<&Resource>>> = BTreeMap::new();
+    for c in compiled {
+        for r in c.resources.iter().filter(|r| r.kind == ResourceKind::Object) {
+            let component = r.component.as_deref().unwrap_or_default();
+            components.entry(component).or_default().entry(c.node).or_default().push(r);
+        }
+    }
+    let mut renamed: Renamed = BTreeMap::new();
+    let mut objects: Vec<(Resource, Vec<&str>)> = Vec::new();
+    for (component, by_node) in &components {
+        // node → variant suffix (`None`: the single variant, plain names).
+        let mut variant_of: BTreeMap<&str, Option<String>> = BTreeMap::new();
+        for (suffix, nodes) in variants(by_node, &key_of) {
+            for node in nodes {
+                // The objects without a component (claims' namespaces, the npu-turbo ConfigMap)
+                // select no nodes and need no label.
+                if !component.is_empty() {
+                    let label = component_label(node, component, suffix.as_deref());
+                    labels_of.entry(node).or_default().insert(label.spec["key"].as_str().unwrap_or_default().into());
+                    out.push(label);
+                }
+                variant_of.insert(node, suffix.clone());
+            }
+        }
+        component_objects(component, by_node, &variant_of, &key_of, &mut renamed, &mut objects, errors);
+    }
+    let checks = merged_checks(compiled, &renamed, &labels_of);
+
+    // Dependencies in merged ids: the root is gone, a node label is that node's, a split
+    // object is the variant of the same nodes.
+    for (mut r, nodes) in objects {
+        r.depends_on = merged_dependencies(&r, &nodes, &renamed, &labels_of);
+        out.push(r);
+    }
+    for (_, (mut r, _)) in checks {
+        r.depends_on.sort();
+        r.depends_on.dedup();
+        out.push(r);
+    }
+    out
+}
+
+/// The node labels and annotations each node's compile sets, under that node's ids, and the
+/// label keys of each node.
+fn node_metadata<'a>(compiled: &[Compiled<'a>]) -> (Vec<Resource>, LabelsOf<'a>) {
+    let mut out = Vec::new();
+    let mut labels_of: LabelsOf = BTreeMap::new();
     for c in compiled {
         for r in c.resources {
             let prefix = match r.kind {
@@ -242,132 +295,137 @@ fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource>
             });
         }
     }
+    (out, labels_of)
+}
 
-    // Each component's variants: nodes grouped by the digest of the component's workloads.
-    let mut components: BTreeMap<&str, BTreeMap<&str, Vec<&Resource>>> = BTreeMap::new();
-    let key_of: BTreeMap<&str, &str> = compiled.iter().map(|c| (c.node, c.key)).collect();
-    for c in compiled {
-        for r in c.resources.iter().filter(|r| r.kind == ResourceKind::Object) {
-            let component = r.component.as_deref().unwrap_or_default();
-            components.entry(component).or_default().entry(c.node).or_default().push(r);
-        }
+/// A component's variants: its nodes grouped by the digest of the component's workloads, in
+/// digest order, each with its suffix (8 hex digits of the digest; `None` when there is one).
+fn variants<'n>(
+    by_node: &BTreeMap<&'n str, Vec<&Resource>>,
+    key_of: &BTreeMap<&str, &str>,
+) -> Vec<(Option<String>, Vec<&'n str>)> {
+    let digest_of = |rs: &[&Resource]| {
+        let workloads: Vec<(&str, &Value)> =
+            rs.iter().filter(|r| workload(&r.spec)).map(|r| (r.id.as_str(), &r.spec)).collect();
+        crate::canonical::digest(&workloads)
+    };
+    let mut groups: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    // Nodes compiled alike have the same workloads: one digest per compile.
+    let mut digests: BTreeMap<&str, String> = BTreeMap::new();
+    for (node, rs) in by_node {
+        let digest = digests.entry(key_of[node]).or_insert_with(|| digest_of(rs)).clone();
+        groups.entry(digest).or_default().push(node);
     }
-    // (component, node) → variant suffix (`None`: the single variant, plain names).
-    let mut variant_of: BTreeMap<(&str, &str), Option<String>> = BTreeMap::new();
-    // Original object id → (node → id in the merged graph).
-    let mut renamed: BTreeMap<String, BTreeMap<&str, String>> = BTreeMap::new();
-    let mut objects: Vec<(Resource, Vec<&str>)> = Vec::new();
-    for (component, by_node) in &components {
-        let digest_of = |rs: &[&Resource]| {
-            let workloads: Vec<(&str, &Value)> =
-                rs.iter().filter(|r| workload(&r.spec)).map(|r| (r.id.as_str(), &r.spec)).collect();
-            crate::canonical::digest(&workloads)
-        };
-        let mut groups: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-        // Nodes compiled alike have the same workloads: one digest per compile.
-        let mut digests: BTreeMap<&str, String> = BTreeMap::new();
-        for (node, rs) in by_node {
-            let digest = digests.entry(key_of[node]).or_insert_with(|| digest_of(rs)).clone();
-            groups.entry(digest).or_default().push(node);
-        }
-        let single = groups.len() == 1;
-        for (digest, nodes) in &groups {
+    let single = groups.len() == 1;
+    groups
+        .into_iter()
+        .map(|(digest, nodes)| {
             let suffix = (!single).then(|| digest.trim_start_matches("sha256:").chars().take(8).collect::<String>());
-            for node in nodes {
-                variant_of.insert((component, node), suffix.clone());
-                // The objects without a component (claims' namespaces, the npu-turbo ConfigMap)
-                // select no nodes and need no label.
-                if !component.is_empty() {
-                    let key = format!("{COMPONENT_NODE_LABEL}{component}");
-                    labels_of.entry(node).or_default().insert(key.clone());
-                    out.push(Resource {
-                        id: node_metadata_id("node-label", node, &key),
-                        kind: ResourceKind::NodeLabel,
-                        change: Change::InPlace,
-                        component: None,
-                        spec: json!({ "node": node, "key": key, "value": suffix.clone().unwrap_or_else(|| "true".into()) }),
-                        depends_on: Vec::new(),
-                    });
-                }
-            }
+            (suffix, nodes)
+        })
+        .collect()
+}
+
+/// The label `component.k3d-gpu.io/<component>` on a node: `"true"`, or its variant's suffix.
+fn component_label(node: &str, component: &str, suffix: Option<&str>) -> Resource {
+    let key = format!("{COMPONENT_NODE_LABEL}{component}");
+    Resource {
+        id: node_metadata_id("node-label", node, &key),
+        kind: ResourceKind::NodeLabel,
+        change: Change::InPlace,
+        component: None,
+        spec: json!({ "node": node, "key": key, "value": suffix.unwrap_or("true") }),
+        depends_on: Vec::new(),
+    }
+}
+
+/// Every object id of the component, merged: a workload once per variant (recorded in
+/// `renamed`), any other object once, when every distinct compile made it alike.
+fn component_objects<'a>(
+    component: &str,
+    by_node: &BTreeMap<&'a str, Vec<&'a Resource>>,
+    variant_of: &BTreeMap<&str, Option<String>>,
+    key_of: &BTreeMap<&str, &str>,
+    renamed: &mut Renamed<'a>,
+    objects: &mut Vec<(Resource, Vec<&'a str>)>,
+    errors: &mut Vec<CompileError>,
+) {
+    let mut by_id: BTreeMap<&str, Vec<(&str, &Resource)>> = BTreeMap::new();
+    for (node, rs) in by_node {
+        for r in rs {
+            by_id.entry(r.id.as_str()).or_default().push((node, r));
         }
-        // Every object id of the component, with the specs each node compiled it to.
-        let mut by_id: BTreeMap<&str, Vec<(&str, &Resource)>> = BTreeMap::new();
-        for (node, rs) in by_node {
-            for r in rs {
-                by_id.entry(r.id.as_str()).or_default().push((node, r));
+    }
+    for (id, copies) in by_id {
+        if workload(&copies[0].1.spec) && !component.is_empty() {
+            for (r, nodes) in workload_variants(component, &copies, variant_of) {
+                for n in &nodes {
+                    renamed.entry(id.to_string()).or_default().insert(n, r.id.clone());
+                }
+                objects.push((r, nodes));
             }
-        }
-        for (id, copies) in by_id {
-            let first = copies[0].1;
-            if workload(&first.spec) && !component.is_empty() {
-                // One object per variant, selecting that variant's nodes.
-                let mut per_variant: BTreeMap<Option<String>, Vec<(&str, &Resource)>> = BTreeMap::new();
-                for (node, r) in &copies {
-                    per_variant.entry(variant_of[&(*component, *node)].clone()).or_default().push((node, r));
-                }
-                for (suffix, members) in per_variant {
-                    let mut spec = members[0].1.spec.clone();
-                    select(&mut spec, component, suffix.as_deref());
-                    let new_id = super::object_id(&spec);
-                    let nodes: Vec<&str> = members.iter().map(|(n, _)| *n).collect();
-                    for n in &nodes {
-                        renamed.entry(id.to_string()).or_default().insert(n, new_id.clone());
-                    }
-                    objects.push((Resource { id: new_id, spec, ..members[0].1.clone() }, nodes));
-                }
-            } else {
-                // One copy per distinct compile: nodes compiled alike hold the same object.
-                let by_compile: BTreeMap<&str, &Resource> = copies.iter().map(|(n, r)| (key_of[n], *r)).collect();
-                let distinct: BTreeSet<String> =
-                    by_compile.values().map(|r| crate::canonical::digest(&r.spec)).collect();
-                if distinct.len() > 1 {
-                    let nodes: Vec<&str> = copies.iter().map(|(n, _)| *n).collect();
-                    errors.push(CompileError::new(
-                        "fleet-object-differs",
-                        &["nodes"],
-                        format!(
-                            "{id} comes out differently on nodes {}, and only workloads can have variants",
-                            nodes.join(", ")
-                        ),
-                        Some(
-                            "a component's shared objects (namespaces, RBAC, config) must not depend on the host"
-                                .into(),
-                        ),
-                    ));
-                    continue;
-                }
-                let nodes: Vec<&str> = copies.iter().map(|(n, _)| *n).collect();
-                objects.push((first.clone(), nodes));
+        } else {
+            match shared_object(id, &copies, key_of) {
+                Ok(object) => objects.push(object),
+                Err(e) => errors.push(e),
             }
         }
     }
+}
 
-    // Checks: rollouts per variant, allocatable per node, ResourceSlices summed.
+/// One workload per variant, selecting that variant's nodes, with the nodes it runs on.
+fn workload_variants<'a>(
+    component: &str,
+    copies: &[(&'a str, &Resource)],
+    variant_of: &BTreeMap<&str, Option<String>>,
+) -> Vec<(Resource, Vec<&'a str>)> {
+    let mut per_variant: BTreeMap<Option<String>, Vec<(&str, &Resource)>> = BTreeMap::new();
+    for (node, r) in copies {
+        per_variant.entry(variant_of[node].clone()).or_default().push((node, r));
+    }
+    per_variant
+        .into_iter()
+        .map(|(suffix, members)| {
+            let mut spec = members[0].1.spec.clone();
+            select(&mut spec, component, suffix.as_deref());
+            let nodes: Vec<&str> = members.iter().map(|(n, _)| *n).collect();
+            (Resource { id: super::object_id(&spec), spec, ..members[0].1.clone() }, nodes)
+        })
+        .collect()
+}
+
+/// An object that is not a workload is shared: one copy per distinct compile (nodes compiled
+/// alike hold the same object), and an error when the compiles disagree.
+fn shared_object<'a>(
+    id: &str,
+    copies: &[(&'a str, &Resource)],
+    key_of: &BTreeMap<&str, &str>,
+) -> Result<(Resource, Vec<&'a str>), CompileError> {
+    let by_compile: BTreeMap<&str, &Resource> = copies.iter().map(|(n, r)| (key_of[n], *r)).collect();
+    let distinct: BTreeSet<String> = by_compile.values().map(|r| crate::canonical::digest(&r.spec)).collect();
+    let nodes: Vec<&str> = copies.iter().map(|(n, _)| *n).collect();
+    if distinct.len() > 1 {
+        return Err(CompileError::new(
+            "fleet-object-differs",
+            &["nodes"],
+            format!("{id} comes out differently on nodes {}, and only workloads can have variants", nodes.join(", ")),
+            Some("a component's shared objects (namespaces, RBAC, config) must not depend on the host".into()),
+        ));
+    }
+    Ok((copies[0].1.clone(), nodes))
+}
+
+/// Checks: rollouts per variant, allocatable per node, ResourceSlices summed; each with the
+/// nodes whose compile has it.
+fn merged_checks<'a>(
+    compiled: &[Compiled<'a>],
+    renamed: &Renamed,
+    labels_of: &LabelsOf,
+) -> BTreeMap<String, (Resource, Vec<&'a str>)> {
     let mut checks: BTreeMap<String, (Resource, Vec<&str>)> = BTreeMap::new();
     for c in compiled {
         for r in c.resources.iter().filter(|r| r.kind == ResourceKind::Verify) {
-            let mut r = r.clone();
-            match r.spec["check"].as_str() {
-                Some("rollout") => {
-                    let object = r.depends_on.first().cloned().unwrap_or_default();
-                    if let Some(new) = renamed.get(&object).and_then(|m| m.get(c.node)).filter(|n| **n != object) {
-                        let name = new.rsplit('/').next().unwrap_or_default().to_string();
-                        r.spec["name"] = json!(name);
-                        r.id = format!(
-                            "verify/rollout/{}/{}/{name}",
-                            r.spec["kind"].as_str().unwrap_or_default(),
-                            r.spec["namespace"].as_str().unwrap_or_default()
-                        );
-                    }
-                }
-                Some("allocatable") => {
-                    let resource = r.spec["resource"].as_str().unwrap_or_default().to_string();
-                    r.id = format!("verify/allocatable/{}/{resource}", c.node);
-                    r.spec["node"] = json!(c.node);
-                }
-                _ => {}
-            }
+            let r = check_for_node(r, c.node, renamed);
             let entry = checks.entry(r.id.clone()).or_insert_with(|| (r.clone(), Vec::new()));
             if entry.1.is_empty() {
                 entry.0.depends_on.clear();
@@ -377,42 +435,60 @@ fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource>
                 entry.0.spec["min_devices"] = json!(sum);
             }
             entry.1.push(c.node);
-            let deps = r.depends_on.iter().flat_map(|d| map_dep(d, c.node, &renamed, &labels_of)).collect::<Vec<_>>();
+            let deps = r.depends_on.iter().flat_map(|d| map_dep(d, c.node, renamed, labels_of)).collect::<Vec<_>>();
             entry.0.depends_on.extend(deps);
         }
     }
+    checks
+}
 
-    // Dependencies in merged ids: the root is gone, a node label is that node's, a split
-    // object is the variant of the same nodes.
-    for (mut r, nodes) in objects {
-        let deps: Vec<String> = nodes
-            .iter()
-            .flat_map(|n| r.depends_on.iter().flat_map(|d| map_dep(d, n, &renamed, &labels_of)).collect::<Vec<_>>())
-            .collect();
-        let component_label = r.component.as_deref().filter(|_| workload(&r.spec)).map(|c| {
-            let key = format!("{COMPONENT_NODE_LABEL}{c}");
-            nodes.iter().map(|n| node_metadata_id("node-label", n, &key)).collect::<Vec<_>>()
-        });
-        r.depends_on = deps.into_iter().chain(component_label.into_iter().flatten()).filter(|d| *d != r.id).collect();
-        r.depends_on.sort();
-        r.depends_on.dedup();
-        out.push(r);
+/// A node's check under its merged id: a rollout follows its workload's variant, an
+/// allocatable check names its node; others are the fleet's as they are.
+fn check_for_node(r: &Resource, node: &str, renamed: &Renamed) -> Resource {
+    let mut r = r.clone();
+    match r.spec["check"].as_str() {
+        Some("rollout") => {
+            let object = r.depends_on.first().cloned().unwrap_or_default();
+            if let Some(new) = renamed.get(&object).and_then(|m| m.get(node)).filter(|n| **n != object) {
+                let name = new.rsplit('/').next().unwrap_or_default().to_string();
+                r.spec["name"] = json!(name);
+                r.id = format!(
+                    "verify/rollout/{}/{}/{name}",
+                    r.spec["kind"].as_str().unwrap_or_default(),
+                    r.spec["namespace"].as_str().unwrap_or_default()
+                );
+            }
+        }
+        Some("allocatable") => {
+            let resource = r.spec["resource"].as_str().unwrap_or_default().to_string();
+            r.id = format!("verify/allocatable/{node}/{resource}");
+            r.spec["node"] = json!(node);
+        }
+        _ => {}
     }
-    for (_, (mut r, _)) in checks {
-        r.depends_on.sort();
-        r.depends_on.dedup();
-        out.push(r);
-    }
-    out
+    r
+}
+
+/// A merged object's dependencies: each of its nodes' dependencies in merged ids, and a
+/// workload's component label on each of its nodes; sorted, once each, never itself.
+fn merged_dependencies(r: &Resource, nodes: &[&str], renamed: &Renamed, labels_of: &LabelsOf) -> Vec<String> {
+    let deps: Vec<String> = nodes
+        .iter()
+        .flat_map(|n| r.depends_on.iter().flat_map(|d| map_dep(d, n, renamed, labels_of)).collect::<Vec<_>>())
+        .collect();
+    let component_label = r.component.as_deref().filter(|_| workload(&r.spec)).map(|c| {
+        let key = format!("{COMPONENT_NODE_LABEL}{c}");
+        nodes.iter().map(|n| node_metadata_id("node-label", n, &key)).collect::<Vec<_>>()
+    });
+    let mut deps: Vec<String> =
+        deps.into_iter().chain(component_label.into_iter().flatten()).filter(|d| *d != r.id).collect();
+    deps.sort();
+    deps.dedup();
+    deps
 }
 
 /// A dependency of a node's resource, in the merged graph's ids.
-fn map_dep(
-    dep: &str,
-    node: &str,
-    renamed: &BTreeMap<String, BTreeMap<&str, String>>,
-    labels_of: &BTreeMap<&str, BTreeSet<String>>,
-) -> Vec<String> {
+fn map_dep(dep: &str, node: &str, renamed: &Renamed, labels_of: &LabelsOf) -> Vec<String> {
     if dep == ROOT {
         return Vec::new();
     }
