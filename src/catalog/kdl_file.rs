@@ -595,6 +595,195 @@ fn check_images(file: &File, root: &KdlNode, c: &Component, in_manifest: &[Strin
 mod tests {
     use super::*;
 
+    /// Runs one node rule on the first node of `text`; the error as its message.
+    fn rule<T>(text: &str, rule: impl Fn(&File, &KdlNode) -> Result<T, Box<CatalogError>>) -> Result<T, String> {
+        let nodes = crate::catalog::kdl_tree::parse(text).expect("the case is KDL");
+        let file = File { origin: "mine.kdl", text, quotable: true };
+        rule(&file, &nodes[0]).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn each_known_node_has_its_shape() {
+        // (nodes, the error at the last one)
+        const CASES: &[(&str, Option<&str>)] = &[
+            ("summary \"s\"", None),
+            ("summary \"a\"\nsummary \"b\"", Some("`summary` is given twice")),
+            ("image a:1\nimage b:2", None),
+            ("summary", Some("`summary` takes 1 argument(s), found 0")),
+            ("rollout DaemonSet", Some("`rollout` takes 2 argument(s), found 1")),
+            ("upstream u version=\"1\" colour=\"red\"", Some("`upstream` has no property `colour`")),
+            ("manifest m.yaml k=\"v\"", Some("`manifest` has no property `k`")),
+            ("after a { b }", Some("`after` takes no children")),
+            // Unknown nodes are read_node's to refuse: the shape passes them.
+            ("colour red { x }", None),
+        ];
+        for (text, want) in CASES {
+            let nodes = crate::catalog::kdl_tree::parse(text).expect("the case is KDL");
+            let file = File { origin: "mine.kdl", text, quotable: true };
+            let mut seen = Vec::new();
+            let got = nodes.iter().try_for_each(|n| check_shape(&file, n, &mut seen)).map_err(|e| e.message);
+            assert_eq!(got.as_ref().map_err(String::as_str).copied(), want.map_or(Ok(()), Err), "{text}");
+        }
+        let e = rule("manifest m.yaml k=\"v\"", |f, n| check_shape(f, n, &mut Vec::new())).unwrap_err();
+        assert!(e.contains("`manifest` has no property"), "{e}");
+    }
+
+    /// Runs `read` on each node of a table: Ok(what it reads as) / Err(the message's start).
+    fn table(read: impl Fn(&str) -> Result<String, String>, cases: &[(&str, Result<&str, &str>)]) {
+        for (text, want) in cases {
+            match (read(text), want) {
+                (Ok(got), Ok(want)) => assert_eq!(got, *want, "{text}"),
+                (Err(got), Err(want)) => assert!(got.starts_with(want), "{text}: {got}"),
+                (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn upstream_needs_a_version() {
+        table(
+            |t| rule(t, upstream).map(|(n, v)| format!("{n} {v}")),
+            &[
+                ("upstream foo version=\"v1\"", Ok("foo v1")),
+                ("upstream foo", Err("`upstream` needs version=…")),
+                ("upstream foo version=1", Err("`version` must be a string")),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_manifest_is_a_file_name_not_a_path() {
+        table(
+            |t| rule(t, manifest_name),
+            &[
+                ("manifest plugin.yaml", Ok("plugin.yaml")),
+                ("manifest \"../x.yaml\"", Err("manifest \"../x.yaml\" must be a file name")),
+                ("manifest \"..\"", Err("manifest \"..\" must be")),
+                ("manifest \".\"", Err("manifest \".\" must be")),
+                ("manifest \"\"", Err("manifest \"\" must be")),
+            ],
+        );
+    }
+
+    #[test]
+    fn an_image_has_a_tag() {
+        table(
+            |t| rule(t, image),
+            &[
+                ("image \"ghcr.io/a/b:1\"", Ok("ghcr.io/a/b:1")),
+                ("image \"ghcr.io/a/b\"", Err("image \"ghcr.io/a/b\": ")),
+            ],
+        );
+    }
+
+    #[test]
+    fn provides_is_one_resource_or_one_label() {
+        table(
+            |t| rule(t, provides).map(|p| format!("{p:?}")),
+            &[
+                ("provides resource=\"gpu.intel.com/xe\"", Ok("Resource(\"gpu.intel.com/xe\")")),
+                ("provides label=\"k3d-gpu.io/x\"", Ok("Label(\"k3d-gpu.io/x\")")),
+                ("provides resource=\"a\" label=\"b\"", Err("`provides` takes one of")),
+                ("provides", Err("`provides` takes one of")),
+                ("provides other=\"a\"", Err("`provides` needs resource=… or label=…")),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_rollout_is_a_daemonset_or_deployment_by_namespace_and_name() {
+        table(
+            |t| rule(t, rollout).map(|r| format!("{} {}/{}", r.kind, r.namespace, r.name)),
+            &[
+                ("rollout DaemonSet \"kube-system/plugin\"", Ok("DaemonSet kube-system/plugin")),
+                ("rollout Deployment \"a/b\"", Ok("Deployment a/b")),
+                ("rollout StatefulSet \"a/b\"", Err("rollout kind StatefulSet is not")),
+                ("rollout DaemonSet plugin", Err("rollout target \"plugin\" must be NAMESPACE/NAME")),
+                ("rollout DaemonSet \"a/b/c\"", Err("rollout target \"a/b/c\"")),
+                ("rollout DaemonSet \"/b\"", Err("rollout target \"/b\"")),
+            ],
+        );
+    }
+
+    #[test]
+    fn configure_names_a_known_hook_and_a_container() {
+        table(
+            |t| rule(t, configure).map(|c| format!("{} {}", c.hook, c.container)),
+            &[
+                ("configure intel-gpu-plugin-args container=plugin", Ok("intel-gpu-plugin-args plugin")),
+                ("configure nope container=plugin", Err("unknown hook nope")),
+                ("configure intel-gpu-plugin-args", Err("`configure` needs container=…")),
+            ],
+        );
+    }
+
+    #[test]
+    fn replaces_baked_is_a_k3s_manifest_name() {
+        table(
+            |t| rule(t, replaces_baked),
+            &[
+                ("replaces-baked intel-gpu-plugin", Ok("intel-gpu-plugin")),
+                ("replaces-baked \"a/b\"", Err("baked manifest name \"a/b\" is not")),
+                ("replaces-baked \"a b\"", Err("baked manifest name")),
+                ("replaces-baked \"a=b\"", Err("baked manifest name")),
+                ("replaces-baked \"\"", Err("baked manifest name")),
+            ],
+        );
+    }
+
+    #[test]
+    fn a_when_line_is_conditions_and_never_empty() {
+        // (node, conditions read / Err(message start))
+        let cases: &[(&str, Result<Vec<Condition>, &str>)] = &[
+            ("when vendor=intel", Ok(vec![Condition::Vendor(crate::facts::Vendor::Intel)])),
+            ("when sandbox=on", Ok(vec![Condition::Sandbox(true)])),
+            (
+                "when vendor=nvidia sandbox=off",
+                Ok(vec![Condition::Vendor(crate::facts::Vendor::Nvidia), Condition::Sandbox(false)]),
+            ),
+            ("when", Err("an empty `when` would always hold")),
+            ("when intel", Err("`when` takes key=value conditions")),
+            ("when sandbox=maybe", Err("`sandbox=maybe` is not a known condition")),
+            ("when colour=red", Err("unknown condition key `colour`")),
+        ];
+        for (text, want) in cases {
+            let got = rule(text, when);
+            match (got, want) {
+                (Ok(got), Ok(want)) => assert_eq!(&got, want, "{text}"),
+                (Err(got), Err(want)) => assert!(got.starts_with(want), "{text}: {got}"),
+                (got, want) => panic!("{text}: got {got:?}, want {want:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn component_names_are_dns_labels_and_not_reserved() {
+        table(
+            |t| rule(t, component_name),
+            &[
+                ("component \"a-1\"", Ok("a-1")),
+                ("component \"kustomization\"", Err("component name kustomization is reserved")),
+                ("component \"k3d-gpu\"", Err("component name k3d-gpu is reserved")),
+                ("component \"A\"", Err("component name \"A\" must be 1-63")),
+                ("component", Err("`component` needs a name")),
+            ],
+        );
+    }
+
+    #[test]
+    fn an_unknown_node_suggests_the_closest() {
+        let none = |_: &str| -> Result<String, String> { Err("no manifest".into()) };
+        // (child node, help)
+        const CASES: &[(&str, &str)] =
+            &[("sumary \"s\"", "did you mean `summary`?"), ("zzz", "known: summary, upstream")];
+        for (child, help) in CASES {
+            let text = format!("component \"x\" {{\n  {child}\n}}\n");
+            let e = parse_component("mine.kdl", &text, &none).unwrap_err();
+            assert!(e.message.starts_with("unknown node"), "{child}: {}", e.message);
+            assert!(e.help.as_deref().is_some_and(|h| h.starts_with(help)), "{child}: {:?}", e.help);
+        }
+    }
+
     #[test]
     fn deep_nesting_is_refused_before_the_parser_recurses() {
         let none = |_: &str| -> Result<String, String> { Err("no manifest".into()) };

@@ -82,14 +82,7 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     let offer = Offer::read(cx, intel);
     if offer.nvidia && offer.cuda_gib.is_none() && agent.device == AgentDevice::Auto {
         let why = cuda_memory_unknown(&cx.facts.host.nvidia.gpus);
-        cx.warn(
-            "agent-cuda-memory-unknown",
-            Some("agent.device"),
-            format!(
-                "{why}, so auto does not serve the model on it; set device = \"cuda\" to use it, or capture the \
-                 host with `k3d-gpu facts capture` where nvidia-smi runs"
-            ),
-        );
+        cx.warn("agent-cuda-memory-unknown", Some("agent.device"), why);
     }
     let backend = backend(agent.backend, agent.device, offer.gaudi, offer.cuda_auto());
     let gpu_only = backend != "ovms";
@@ -123,13 +116,7 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         pod_labels.insert("k3d-gpu.io/cores".into(), "performance".into());
     }
     let node_selector = node_selector(device, agent.device, gpu_only, cx.is_active(Vendor::Amx));
-    let nodes: Vec<crate::facts::DeviceNode> = match device {
-        "GPU" => {
-            usable.iter().flat_map(|g| g.device_nodes.iter().filter(|n| n.path.contains("/renderD")).cloned()).collect()
-        }
-        "NPU" => cx.facts.host.npus.iter().filter_map(|n| n.device_node.clone()).collect(),
-        _ => Vec::new(),
-    };
+    let nodes = device_nodes(device, &usable, &cx.facts.host.npus);
     let (supplemental_groups, group_warnings) = supplemental_groups(&nodes);
     cx.warnings.extend(group_warnings);
     let memory = agent.memory.clone().unwrap_or_else(|| default_memory(backend, device, gpus).into());
@@ -228,11 +215,15 @@ fn cuda_memory_unknown(gpus: &[crate::facts::NvidiaGpu]) -> String {
             format!("the {name} is sold with {}", sizes.join(" or "))
         })
         .collect();
-    if boards.is_empty() {
+    let why = if boards.is_empty() {
         "the NVIDIA GPU's memory is not known for its PCI id".to_string()
     } else {
         format!("the NVIDIA GPU's memory is not known ({}, and its PCI id does not say which)", boards.join("; "))
-    }
+    };
+    format!(
+        "{why}, so auto does not serve the model on it; set device = \"cuda\" to use it, or capture the host with \
+         `k3d-gpu facts capture` where nvidia-smi runs"
+    )
 }
 
 /// The server: auto is vLLM where a Gaudi or a roomy NVIDIA GPU serves (or when one is forced),
@@ -470,6 +461,17 @@ fn node_selector(device: &str, asked: AgentDevice, gpu_only: bool, amx: bool) ->
         out.insert("feature.node.kubernetes.io/cpu-cpuid.AMXTILE".into(), "true".into());
     }
     out
+}
+
+/// The device nodes the server opens: the Intel GPUs' render nodes, or the NPUs' nodes.
+fn device_nodes(device: &str, usable: &[&IntelGpu], npus: &[crate::facts::Npu]) -> Vec<crate::facts::DeviceNode> {
+    match device {
+        "GPU" => {
+            usable.iter().flat_map(|g| g.device_nodes.iter().filter(|n| n.path.contains("/renderD")).cloned()).collect()
+        }
+        "NPU" => npus.iter().filter_map(|n| n.device_node.clone()).collect(),
+        _ => Vec::new(),
+    }
 }
 
 /// The groups of the device nodes the server opens, sorted once each, and a warning per node
@@ -733,19 +735,7 @@ fn place_addons(
         "NPU" => free.npu = free.npu.saturating_sub(1),
         _ => {}
     }
-    if let Some(e) = addons.get(&AddonName::Video).and_then(|v| v.source.as_deref()).and_then(video_source_error) {
-        cx.error(e);
-    }
-    for (name, addon) in addons {
-        if addon.source.is_some() && *name != AddonName::Video {
-            cx.error(CompileError::new(
-                "addon-source",
-                &["addons", name_of(*name), "source"],
-                format!("source is a key of [addons.video] only, not of [addons.{}]", name_of(*name)),
-                None,
-            ));
-        }
-    }
+    cx.errors.extend(source_errors(addons));
     let mut placed: Vec<AddonPlan> = Vec::new();
     for (name, device) in explicit_requests(addons) {
         if name == AddonName::Video && device == "NPU" {
@@ -816,6 +806,21 @@ impl Free {
             _ => false,
         }
     }
+}
+
+/// `source` is video's key only, and its value a stream the pod can open.
+fn source_errors(addons: &BTreeMap<AddonName, crate::config::Addon>) -> Vec<CompileError> {
+    let video = addons.get(&AddonName::Video).and_then(|v| v.source.as_deref()).and_then(video_source_error);
+    let elsewhere =
+        addons.iter().filter(|(name, a)| a.source.is_some() && **name != AddonName::Video).map(|(name, _)| {
+            CompileError::new(
+                "addon-source",
+                &["addons", name_of(*name), "source"],
+                format!("source is a key of [addons.video] only, not of [addons.{}]", name_of(*name)),
+                None,
+            )
+        });
+    video.into_iter().chain(elsewhere).collect()
 }
 
 /// `[addons.video] source` must be a stream the pod can open. A URI with userinfo is never

@@ -58,48 +58,9 @@ pub fn resources<'a>(
             format!("your component {} is not used on this host: its `when` does not hold", c.name),
         );
     }
-    let one_node = one_accelerator_node(out);
-    let mut objects: Vec<(String, &Component, Value)> = Vec::new();
-    for c in &wanted {
-        let manifest = match c.objects.get() {
-            Ok(objects) => objects,
-            Err(e) => {
-                cx.error(CompileError::new(
-                    "component-manifest",
-                    &["components"],
-                    format!("component {}: {e}", c.name),
-                    Some(format!("fix {} ({})", c.manifest, c.origin)),
-                ));
-                continue;
-            }
-        };
-        for object in manifest {
-            let mut object = labelled(object, &c.name, one_node && advertises(c));
-            configure(&mut object, &c.configure, intel, nvidia);
-            crate::images::pin_object(&mut object, &catalog.images, &mut cx.images);
-            objects.push((object_id(&object), c, object));
-        }
-    }
+    let objects = deployed_objects(cx, &wanted, one_accelerator_node(out), intel, nvidia);
     // unlocked_images runs in compile(), after every workload has pinned its images.
-
-    // The NVIDIA plugin's config file, owned by the component whose hook reads it; the
-    // workload waits for it (a pod whose ConfigMap volume is missing does not start).
-    let mut nvidia_config = None;
-    if nvidia.config.is_some() {
-        match wanted.iter().find(|c| c.configure.iter().any(|h| h.hook == NVIDIA_PLUGIN_CONFIG)) {
-            Some(c) => {
-                let c: &'a Component = c;
-                nvidia_config = super::nvidia::config_map(nvidia, &c.name, cluster_id).map(|r| (c.name.as_str(), r))
-            }
-            None => cx.error(CompileError::new(
-                "nvidia-sharing-without-plugin",
-                &["sharing", "nvidia"],
-                "[sharing.nvidia] is set, but no wanted component reads the NVIDIA plugin's config file",
-                Some(format!("a component needs `configure {NVIDIA_PLUGIN_CONFIG} container=…` (docs/stdlib.md)")),
-            )),
-        }
-    }
-
+    let nvidia_config = nvidia_config(cx, &wanted, nvidia, cluster_id);
     let providers = Providers::of(&objects, out);
     let mut seen = BTreeMap::new();
     for (id, c, object) in &objects {
@@ -153,6 +114,63 @@ pub fn resources<'a>(
             rollout_ids: Vec::new(),
         })
         .collect()
+}
+
+/// Every wanted component's manifest objects as deployed: labelled, configured by its hooks,
+/// images pinned; with their ids. A manifest that does not parse is an error.
+fn deployed_objects<'a>(
+    cx: &mut Context,
+    wanted: &[&'a Component],
+    one_node: bool,
+    intel: &IntelPlan,
+    nvidia: &NvidiaPlan,
+) -> Vec<(String, &'a Component, Value)> {
+    let mut objects = Vec::new();
+    for c in wanted {
+        let manifest = match c.objects.get() {
+            Ok(objects) => objects,
+            Err(e) => {
+                cx.error(CompileError::new(
+                    "component-manifest",
+                    &["components"],
+                    format!("component {}: {e}", c.name),
+                    Some(format!("fix {} ({})", c.manifest, c.origin)),
+                ));
+                continue;
+            }
+        };
+        for object in manifest {
+            // One node advertises the accelerators (cluster::accelerator_node): the components
+            // that advertise devices run only where k3s set the label.
+            let mut object = labelled(object, &c.name, one_node && advertises(c));
+            configure(&mut object, &c.configure, intel, nvidia);
+            crate::images::pin_object(&mut object, &cx.catalog.images, &mut cx.images);
+            objects.push((object_id(&object), *c, object));
+        }
+    }
+    objects
+}
+
+/// The NVIDIA plugin's config file, owned by the component whose hook reads it; the
+/// workload waits for it (a pod whose ConfigMap volume is missing does not start). Sharing
+/// without such a component is an error.
+fn nvidia_config<'a>(
+    cx: &mut Context,
+    wanted: &[&'a Component],
+    nvidia: &NvidiaPlan,
+    cluster_id: &str,
+) -> Option<(&'a str, Resource)> {
+    nvidia.config.as_ref()?;
+    let Some(c) = wanted.iter().find(|c| c.configure.iter().any(|h| h.hook == NVIDIA_PLUGIN_CONFIG)) else {
+        cx.error(CompileError::new(
+            "nvidia-sharing-without-plugin",
+            &["sharing", "nvidia"],
+            "[sharing.nvidia] is set, but no wanted component reads the NVIDIA plugin's config file",
+            Some(format!("a component needs `configure {NVIDIA_PLUGIN_CONFIG} container=…` (docs/stdlib.md)")),
+        ));
+        return None;
+    };
+    super::nvidia::config_map(nvidia, &c.name, cluster_id).map(|r| (c.name.as_str(), r))
 }
 
 /// Whether one node advertises the accelerators (cluster::accelerator_node): the cluster

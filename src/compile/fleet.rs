@@ -99,16 +99,7 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
         let hosts_agent = runs_agent(config, node.name);
         let key = crate::canonical::digest(&(node.facts, node.expect, hosts_agent));
         seen.entry(key.clone()).or_insert_with(|| {
-            let mut one = config.clone();
-            one.expect = node.expect.clone();
-            // Claims are compiled once, against every node they may land on (below).
-            one.claims.clear();
-            if !hosts_agent && one.agent.is_some() {
-                // The agent and its add-ons are placed on [agent] node's facts alone.
-                one.agent = None;
-                one.addons.clear();
-            }
-            super::parts(&one, node.facts, catalog, None)
+            super::parts(&machine_config(config, node.expect, hosts_agent), node.facts, catalog, None)
         });
         keys.push(key);
     }
@@ -125,34 +116,17 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
                     images.extend(parts.images.iter().map(|(k, v)| (k.clone(), v.clone())));
                 }
                 if runs_agent(config, node.name) {
-                    // What `k3d-gpu agent` shows: the label its pods select (added in the
-                    // merge) and whose facts decided it.
-                    agent = parts.agent.clone().map(|mut plan| {
-                        plan.node_selector
-                            .insert(format!("{COMPONENT_NODE_LABEL}{}", super::workloads::COMPONENT), "true".into());
-                        plan.reason = format!("{} (node {})", plan.reason, node.name);
-                        plan
-                    });
+                    agent = parts.agent.clone().map(|plan| agent_on_node(plan, node.name));
                 }
                 compiled.push(Compiled { node: node.name, key, resources: &parts.resources });
             }
             Err(es) => {
                 for e in es {
-                    let mut e = e.clone();
-                    if e.code == "addons-without-agent" {
-                        // About the config, not a node: said once.
-                        if !errors.iter().any(|x: &CompileError| x.code == e.code) {
-                            errors.push(e);
-                        }
-                        continue;
+                    // About the config, not a node: said once.
+                    let once = e.code == "addons-without-agent";
+                    if !(once && errors.iter().any(|x: &CompileError| x.code == e.code)) {
+                        errors.push(node_error(e, node.name, i));
                     }
-                    e.message = format!("node {}: {}", node.name, e.message);
-                    if e.key.first() == Some(&"expect") {
-                        // Per node, [expect] is that node's [nodes.expect].
-                        e.key = vec!["nodes"];
-                        e.element = Some(i);
-                    }
-                    errors.push(e);
                 }
             }
         }
@@ -166,26 +140,68 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
         return Err(errors);
     }
     stamp(&config.cluster.name, nodes, &mut resources);
-    let all = nodes.len();
-    let warnings = warnings
+    let warnings = fleet_warnings(warnings, nodes.len());
+    let mut graph = DesiredGraph::build(resources, warnings, agent)
+        .map_err(|text| vec![CompileError::new("graph", &["nodes"], text, None)])?;
+    graph.images = images;
+    Ok(graph)
+}
+
+/// The config one machine of the fleet compiles: its own `[expect]`, no claims (compiled
+/// once, against every node they may land on), and the agent and its add-ons only on the node
+/// `[agent] node` names (they are placed on its facts alone).
+fn machine_config(config: &Config, expect: &crate::config::Expect, hosts_agent: bool) -> Config {
+    let mut one = config.clone();
+    one.expect = expect.clone();
+    one.claims.clear();
+    if !hosts_agent && one.agent.is_some() {
+        one.agent = None;
+        one.addons.clear();
+    }
+    one
+}
+
+/// A node's compile error, named for the fleet: the node's name first, and `[expect]` (per
+/// node, its `[nodes.expect]`) underlined at the node's entry. `addons-without-agent` is
+/// about the config and kept as it is.
+fn node_error(e: &CompileError, node: &str, index: usize) -> CompileError {
+    let mut e = e.clone();
+    if e.code == "addons-without-agent" {
+        return e;
+    }
+    e.message = format!("node {node}: {}", e.message);
+    if e.key.first() == Some(&"expect") {
+        e.key = vec!["nodes"];
+        e.element = Some(index);
+    }
+    e
+}
+
+/// What `k3d-gpu agent` shows on a fleet: the label its pods select (added in the merge) and
+/// whose facts decided it.
+fn agent_on_node(mut plan: super::agent::AgentPlan, node: &str) -> super::agent::AgentPlan {
+    plan.node_selector.insert(format!("{COMPONENT_NODE_LABEL}{}", super::workloads::COMPONENT), "true".into());
+    plan.reason = format!("{} (node {node})", plan.reason);
+    plan
+}
+
+/// The nodes' warnings for the fleet: one said on some nodes names them (sorted, whatever
+/// order the config lists them in); "this setting does nothing here" is news only when it
+/// does nothing on any node; an image is deployed once for the fleet, whichever nodes pulled
+/// it in.
+fn fleet_warnings(warnings: BTreeMap<Warning, Vec<&str>>, all: usize) -> Vec<Warning> {
+    warnings
         .into_iter()
-        // "This setting does nothing here" is news only when it does nothing on any node.
         .filter(|(w, on)| on.len() == all || !NOWHERE_ELSE.contains(&w.code.as_str()))
         .map(|(w, mut on)| {
-            // The same words whatever order the config lists its nodes in.
             on.sort_unstable();
-            // An image is deployed once for the fleet, whichever nodes pulled it in.
             if on.len() == all || w.code.starts_with("image-") {
                 w
             } else {
                 Warning { text: format!("{} {NODES_OPEN}{}{NODES_CLOSE}", w.text, on.join(", ")), ..w }
             }
         })
-        .collect();
-    let mut graph = DesiredGraph::build(resources, warnings, agent)
-        .map_err(|text| vec![CompileError::new("graph", &["nodes"], text, None)])?;
-    graph.images = images;
-    Ok(graph)
+        .collect()
 }
 
 /// Marks what this config owns: each object's labels, and each listed node by an annotation
@@ -603,6 +619,260 @@ fn claims(
         r.depends_on.retain(|d| d != ROOT);
         if !have.contains(&r.id) {
             out.push(r);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(id: &str, component: &str, spec: Value) -> Resource {
+        Resource {
+            id: id.into(),
+            kind: ResourceKind::Object,
+            change: Change::InPlace,
+            component: Some(component.into()),
+            spec,
+            depends_on: vec![ROOT.into()],
+        }
+    }
+
+    fn plugin(shared: &str) -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": { "name": "intel-gpu-plugin", "namespace": "kube-system", "labels": { "app": "p" } },
+            "spec": {
+                "selector": { "matchLabels": { "app": "p" } },
+                "template": { "metadata": { "labels": { "app": "p" } }, "spec": { "args": [shared] } },
+            },
+        })
+    }
+
+    const PLUGIN: &str = "k8s/apps/DaemonSet/kube-system/intel-gpu-plugin";
+
+    #[test]
+    fn a_machine_compiles_its_own_expect_without_claims_and_the_agent_only_where_it_runs() {
+        let config: Config = toml::from_str(
+            "[agent]\nnode = \"a\"\n[addons.vlm]\ndevice = \"auto\"\n[[claims]]\nname = \"c\"\n[expect]\nvendors = [\"intel\"]\n",
+        )
+        .expect("the case is a config");
+        let expect = crate::config::Expect { vendors: vec![Vendor::Nvidia], ..Default::default() };
+        // (hosts the agent, has [agent], add-ons)
+        const CASES: &[(bool, bool, usize)] = &[(true, true, 1), (false, false, 0)];
+        for (hosts, agent, addons) in CASES {
+            let one = machine_config(&config, &expect, *hosts);
+            assert_eq!((one.agent.is_some(), one.addons.len()), (*agent, *addons), "hosts_agent={hosts}");
+            assert!(one.claims.is_empty(), "hosts_agent={hosts}");
+            assert_eq!(one.expect, expect, "hosts_agent={hosts}");
+        }
+        // Without an [agent], the add-ons stay for the agent check to refuse them once.
+        let no_agent = Config { agent: None, ..config };
+        assert_eq!(machine_config(&no_agent, &expect, false).addons.len(), 1);
+    }
+
+    #[test]
+    fn a_nodes_error_names_the_node() {
+        // (code, key, message, key after, element after)
+        const CASES: &[(&str, &[&str], &str, &[&str], Option<usize>)] = &[
+            ("bad-pci-id", &["sharing", "allow_ids"], "node n1: x", &["sharing", "allow_ids"], None),
+            ("expect-vendor", &["expect", "vendors"], "node n1: x", &["nodes"], Some(3)),
+            ("addons-without-agent", &["addons"], "x", &["addons"], None),
+        ];
+        for (code, key, message, key_after, element) in CASES {
+            let e = node_error(&CompileError::new(code, key, "x", None), "n1", 3);
+            assert_eq!((e.message.as_str(), e.key.as_slice(), e.element), (*message, *key_after, *element), "{code}");
+        }
+    }
+
+    #[test]
+    fn fleet_warnings_name_their_nodes_unless_said_everywhere() {
+        let w = |code: &str| Warning { code: code.into(), text: "t".into(), key: None };
+        // (code, nodes it was said on, of 3: the text, or None when dropped)
+        const CASES: &[(&str, &[&str], Option<&str>)] = &[
+            ("agent-not-battlemage", &["c", "a"], Some("t (node a, c)")),
+            ("agent-not-battlemage", &["a", "b", "c"], Some("t")),
+            ("sharing-without-intel", &["a"], None),
+            ("sharing-without-intel", &["a", "b", "c"], Some("t")),
+            ("image-unlocked", &["b"], Some("t")),
+        ];
+        for (code, on, want) in CASES {
+            let got = fleet_warnings(BTreeMap::from([(w(code), on.to_vec())]), 3);
+            assert_eq!(got.first().map(|w| w.text.as_str()), *want, "{code} on {on:?}");
+            assert!(got.iter().all(|g| warning_nodes(g).is_none_or(|n| n.len() == on.len())), "{code}");
+        }
+    }
+
+    #[test]
+    fn nodes_fall_into_one_variant_per_distinct_workloads() {
+        let (igpu, dgpu) = (object(PLUGIN, "p", plugin("8")), object(PLUGIN, "p", plugin("1")));
+        let ns = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace" }));
+        let ns_other = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace", "other": 1 }));
+        // (case, node → (compile key, resources), variants as (suffixed, nodes))
+        let cases: Vec<(&str, Vec<(&str, &str, Vec<&Resource>)>, Vec<(bool, Vec<&str>)>)> = vec![
+            ("one node", vec![("a", "k1", vec![&igpu])], vec![(false, vec!["a"])]),
+            ("alike", vec![("a", "k1", vec![&igpu]), ("b", "k2", vec![&igpu])], vec![(false, vec!["a", "b"])]),
+            (
+                "differ",
+                vec![("a", "k1", vec![&igpu]), ("b", "k2", vec![&dgpu])],
+                vec![(true, vec!["a"]), (true, vec!["b"])],
+            ),
+            // Only workloads make variants: a differing Namespace is shared_object's to refuse.
+            (
+                "not workloads",
+                vec![("a", "k1", vec![&ns]), ("b", "k2", vec![&ns_other])],
+                vec![(false, vec!["a", "b"])],
+            ),
+            // One digest per compile: a node of an already-seen compile joins its group.
+            ("one compile", vec![("a", "k1", vec![&igpu]), ("b", "k1", vec![&dgpu])], vec![(false, vec!["a", "b"])]),
+        ];
+        for (name, nodes, want) in cases {
+            let by_node: BTreeMap<&str, Vec<&Resource>> = nodes.iter().map(|(n, _, rs)| (*n, rs.clone())).collect();
+            let key_of: BTreeMap<&str, &str> = nodes.iter().map(|(n, k, _)| (*n, *k)).collect();
+            let got = variants(&by_node, &key_of);
+            let mut got: Vec<(bool, Vec<&str>)> = got.iter().map(|(s, n)| (s.is_some(), n.clone())).collect();
+            got.sort_by(|a, b| a.1.cmp(&b.1));
+            assert_eq!(got, want, "{name}");
+        }
+        let by_node = BTreeMap::from([("a", vec![&igpu]), ("b", vec![&dgpu])]);
+        let got = variants(&by_node, &BTreeMap::from([("a", "k1"), ("b", "k2")]));
+        assert!(got.iter().all(|(s, _)| s.as_ref().is_some_and(|s| s.len() == 8)), "{got:?}");
+    }
+
+    #[test]
+    fn the_component_label_says_true_or_the_variant() {
+        const CASES: &[(&str, Option<&str>, &str)] = &[("p", None, "true"), ("p", Some("0123abcd"), "0123abcd")];
+        for (component, suffix, value) in CASES {
+            let r = component_label("node-1", component, *suffix);
+            assert_eq!(r.id, format!("node-label/node-1/{COMPONENT_NODE_LABEL}{component}"), "{suffix:?}");
+            assert_eq!(r.spec["value"], *value, "{suffix:?}");
+            assert_eq!(r.kind, ResourceKind::NodeLabel);
+        }
+    }
+
+    #[test]
+    fn a_variant_workload_gets_its_name_selector_and_nodes() {
+        let (igpu, dgpu) = (object(PLUGIN, "p", plugin("8")), object(PLUGIN, "p", plugin("1")));
+        let copies = [("a", &igpu), ("b", &dgpu), ("c", &igpu)];
+        // (case, variants of the nodes, (id, nodes) per object)
+        let cases: Vec<(&str, Vec<(&str, Option<&str>)>, Vec<(&str, Vec<&str>)>)> = vec![
+            ("single", vec![("a", None), ("b", None), ("c", None)], vec![(PLUGIN, vec!["a", "b", "c"])]),
+            (
+                "two",
+                vec![("a", Some("1111aaaa")), ("b", Some("2222bbbb")), ("c", Some("1111aaaa"))],
+                vec![
+                    ("k8s/apps/DaemonSet/kube-system/intel-gpu-plugin-1111aaaa", vec!["a", "c"]),
+                    ("k8s/apps/DaemonSet/kube-system/intel-gpu-plugin-2222bbbb", vec!["b"]),
+                ],
+            ),
+        ];
+        for (name, variant_of, want) in cases {
+            let variant_of: BTreeMap<&str, Option<String>> =
+                variant_of.into_iter().map(|(n, s)| (n, s.map(str::to_string))).collect();
+            let got = workload_variants("p", &copies, &variant_of);
+            let ids: Vec<(&str, Vec<&str>)> = got.iter().map(|(r, n)| (r.id.as_str(), n.clone())).collect();
+            assert_eq!(ids, want, "{name}");
+            for (r, _) in &got {
+                let selector = &r.spec["spec"]["template"]["spec"]["nodeSelector"][format!("{COMPONENT_NODE_LABEL}p")];
+                let variant = r.spec["metadata"]["labels"].get(VARIANT_LABEL);
+                assert_eq!(selector.as_str() == Some("true"), variant.is_none(), "{name}: {}", r.id);
+            }
+        }
+    }
+
+    #[test]
+    fn a_shared_object_must_come_out_alike_on_every_compile() {
+        let ns = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace" }));
+        let other = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace", "labels": 1 }));
+        // (case, copies as (node, compile key, object), Ok(nodes) / Err(code))
+        let cases: Vec<(&str, Vec<(&str, &str, &Resource)>, Result<Vec<&str>, &str>)> = vec![
+            ("alike", vec![("a", "k1", &ns), ("b", "k2", &ns)], Ok(vec!["a", "b"])),
+            ("differ", vec![("a", "k1", &ns), ("b", "k2", &other)], Err("fleet-object-differs")),
+        ];
+        for (name, copies, want) in cases {
+            let key_of: BTreeMap<&str, &str> = copies.iter().map(|(n, k, _)| (*n, *k)).collect();
+            let copies: Vec<(&str, &Resource)> = copies.iter().map(|(n, _, r)| (*n, *r)).collect();
+            let got = shared_object("k8s/core/Namespace/x", &copies, &key_of).map(|(_, n)| n).map_err(|e| e.code);
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn checks_follow_their_node_and_variant() {
+        let check = |spec: Value, id: &str, deps: &[&str]| Resource {
+            id: id.into(),
+            kind: ResourceKind::Verify,
+            change: Change::InPlace,
+            component: None,
+            spec,
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        };
+        let renamed: Renamed = BTreeMap::from([(
+            PLUGIN.to_string(),
+            BTreeMap::from([("a", format!("{PLUGIN}-1111aaaa")), ("b", PLUGIN.to_string())]),
+        )]);
+        let rollout = check(
+            json!({ "check": "rollout", "kind": "DaemonSet", "namespace": "kube-system", "name": "intel-gpu-plugin" }),
+            "verify/rollout/DaemonSet/kube-system/intel-gpu-plugin",
+            &[PLUGIN],
+        );
+        let allocatable = check(
+            json!({ "check": "allocatable", "resource": "gpu.intel.com/i915" }),
+            "verify/allocatable/gpu.intel.com/i915",
+            &[],
+        );
+        let slices = check(json!({ "check": "resourceslices" }), "verify/resourceslices", &[]);
+        // (case, check, node, merged id)
+        let cases: Vec<(&str, &Resource, &str, &str)> = vec![
+            ("a split rollout", &rollout, "a", "verify/rollout/DaemonSet/kube-system/intel-gpu-plugin-1111aaaa"),
+            ("an unsplit rollout", &rollout, "b", "verify/rollout/DaemonSet/kube-system/intel-gpu-plugin"),
+            ("a node not renamed", &rollout, "z", "verify/rollout/DaemonSet/kube-system/intel-gpu-plugin"),
+            ("allocatable names the node", &allocatable, "a", "verify/allocatable/a/gpu.intel.com/i915"),
+            ("others as they are", &slices, "a", "verify/resourceslices"),
+        ];
+        for (name, r, node, want) in cases {
+            let got = check_for_node(r, node, &renamed);
+            assert_eq!(got.id, want, "{name}");
+            if r.spec["check"] == "allocatable" {
+                assert_eq!(got.spec["node"], node, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn merged_dependencies_are_in_merged_ids() {
+        let renamed: Renamed =
+            BTreeMap::from([(PLUGIN.to_string(), BTreeMap::from([("a", format!("{PLUGIN}-1111aaaa"))]))]);
+        let labels_of: LabelsOf = BTreeMap::from([("a", BTreeSet::from(["gpu.intel.com/xmx".to_string()]))]);
+        let mut workload = object("k8s/apps/Deployment/x/agent", "agent", plugin("1"));
+        workload.depends_on = vec![ROOT.into(), "node-label/gpu.intel.com/xmx".into(), PLUGIN.into()];
+        let mut shared = object("k8s/core/ConfigMap/x/c", "agent", json!({ "kind": "ConfigMap" }));
+        shared.depends_on = vec![ROOT.into(), "k8s/core/Namespace/x".into(), "k8s/core/ConfigMap/x/c".into()];
+        let agent_label = format!("node-label/a/{COMPONENT_NODE_LABEL}agent");
+        // (case, resource, nodes, dependencies)
+        let cases: Vec<(&str, &Resource, Vec<&str>, Vec<String>)> = vec![
+            (
+                "a workload on a",
+                &workload,
+                vec!["a"],
+                vec![format!("{PLUGIN}-1111aaaa"), agent_label.clone(), "node-label/a/gpu.intel.com/xmx".into()],
+            ),
+            (
+                "a workload on b: no such label there, the plugin unsplit",
+                &workload,
+                vec!["b"],
+                vec![PLUGIN.into(), format!("node-label/b/{COMPONENT_NODE_LABEL}agent")],
+            ),
+            (
+                "not a workload: no component label, never itself",
+                &shared,
+                vec!["a", "b"],
+                vec!["k8s/core/Namespace/x".into()],
+            ),
+        ];
+        for (name, r, nodes, mut want) in cases {
+            want.sort();
+            assert_eq!(merged_dependencies(r, &nodes, &renamed, &labels_of), want, "{name}");
         }
     }
 }

@@ -209,6 +209,9 @@ fn placement_tries_the_rules_in_the_references_order() {
     }
 }
 
+const UNKNOWN_TAIL: &str = ", so auto does not serve the model on it; set device = \"cuda\" to use it, or capture the \
+     host with `k3d-gpu facts capture` where nvidia-smi runs";
+
 #[test]
 fn unknown_nvidia_memory_names_the_boards_sizes() {
     let board = |id: Option<u32>| crate::facts::NvidiaGpu {
@@ -228,7 +231,8 @@ fn unknown_nvidia_memory_names_the_boards_sizes() {
         ),
     ];
     for (name, gpus, want) in cases {
-        assert_eq!(cuda_memory_unknown(&gpus), want, "{name}");
+        let got = cuda_memory_unknown(&gpus);
+        assert_eq!(got.strip_suffix(UNKNOWN_TAIL), Some(want), "{name}: {got}");
     }
 }
 
@@ -560,4 +564,51 @@ fn add_ons_request_the_gpus_resource_or_the_npus() {
         assert_eq!(addon_resource(device, &xe).as_deref(), *want, "{device}");
     }
     assert_eq!(addon_resource("GPU", &None), None);
+}
+
+#[test]
+fn only_video_takes_a_source() {
+    let with = |name: AddonName, source: &str| (name, Addon { device: AddonDevice::Auto, source: Some(source.into()) });
+    // (add-ons, error codes in order)
+    let cases: Vec<(Vec<(AddonName, Addon)>, &[&str])> = vec![
+        (vec![], &[]),
+        (vec![with(AddonName::Video, "rtsp://cam/s")], &[]),
+        (vec![with(AddonName::Video, "/clip.mp4")], &["video-source-local"]),
+        (vec![with(AddonName::Vlm, "rtsp://cam/s")], &["addon-source"]),
+        (
+            vec![with(AddonName::Stt, "x"), with(AddonName::Video, "ftp://h/c"), with(AddonName::Vlm, "y")],
+            &["video-source", "addon-source", "addon-source"],
+        ),
+    ];
+    for (addons, want) in cases {
+        let addons: BTreeMap<AddonName, Addon> = addons.into_iter().collect();
+        let got: Vec<&str> = source_errors(&addons).iter().map(|e| e.code).collect();
+        assert_eq!(got, want, "{:?}", addons.keys().collect::<Vec<_>>());
+    }
+}
+
+#[test]
+fn the_server_opens_render_nodes_or_the_npus() {
+    let node =
+        |path: &str| crate::facts::DeviceNode { path: path.into(), mode: "0660".into(), uid: 0, gid: 44, group: None };
+    let mut g = gpu("0000:00:02.0", 0xa780, true);
+    g.device_nodes = vec![node("/dev/dri/card0"), node("/dev/dri/renderD128")];
+    let npu = crate::facts::Npu {
+        accel: Some("accel0".into()),
+        pci_address: "0000:00:0b.0".into(),
+        device_id: 0x7d1d,
+        driver: Some("intel_vpu".into()),
+        generation: None,
+        device_node: Some(node("/dev/accel/accel0")),
+        firmware: None,
+    };
+    let unbound = crate::facts::Npu { device_node: None, ..npu.clone() };
+    let npus = [npu, unbound];
+    // (device, paths)
+    const CASES: &[(&str, &[&str])] =
+        &[("GPU", &["/dev/dri/renderD128"]), ("NPU", &["/dev/accel/accel0"]), ("CPU", &[]), ("CUDA", &[])];
+    for (device, want) in CASES {
+        let got = device_nodes(device, &[&g], &npus);
+        assert_eq!(got.iter().map(|n| n.path.as_str()).collect::<Vec<_>>(), *want, "{device}");
+    }
 }
