@@ -475,7 +475,8 @@ mod tests {
         let args = "/spec/template/spec/containers/0/args";
         let env = "/spec/template/spec/containers/0/env";
         // (case, hook, intel plan, nvidia plan, pointer, expected at it)
-        let cases: Vec<(&str, Configure, IntelPlan, &NvidiaPlan, &str, Option<Value>)> = vec![
+        type Case<'a> = (&'a str, Configure, IntelPlan, &'a NvidiaPlan, &'a str, Option<Value>);
+        let cases: Vec<Case> = vec![
             (
                 "intel args",
                 hook(INTEL_GPU_PLUGIN_ARGS),
@@ -524,7 +525,8 @@ mod tests {
         let p = Providers::of(&objects, &[label]);
 
         // (case, object, namespace dep Ok / Err(code))
-        let cases: Vec<(&str, Value, Result<Option<&str>, &str>)> = vec![
+        type Case<'a> = (&'a str, Value, Result<Option<&'a str>, &'a str>);
+        let cases: Vec<Case> = vec![
             ("created by a component", daemonset("gpu"), Ok(Some("k8s/core/Namespace/gpu"))),
             ("built in", daemonset("kube-system"), Ok(None)),
             ("cluster-scoped", json!({ "kind": "ClusterRole", "metadata": { "name": "r" } }), Ok(None)),

@@ -674,7 +674,8 @@ mod tests {
     #[test]
     fn a_nodes_error_names_the_node() {
         // (code, key, message, key after, element after)
-        const CASES: &[(&str, &[&str], &str, &[&str], Option<usize>)] = &[
+        type Case = (&'static str, &'static [&'static str], &'static str, &'static [&'static str], Option<usize>);
+        const CASES: &[Case] = &[
             ("bad-pci-id", &["sharing", "allow_ids"], "node n1: x", &["sharing", "allow_ids"], None),
             ("expect-vendor", &["expect", "vendors"], "node n1: x", &["nodes"], Some(3)),
             ("addons-without-agent", &["addons"], "x", &["addons"], None),
@@ -709,7 +710,8 @@ mod tests {
         let ns = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace" }));
         let ns_other = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace", "other": 1 }));
         // (case, node → (compile key, resources), variants as (suffixed, nodes))
-        let cases: Vec<(&str, Vec<(&str, &str, Vec<&Resource>)>, Vec<(bool, Vec<&str>)>)> = vec![
+        type Case<'a> = (&'a str, Vec<(&'a str, &'a str, Vec<&'a Resource>)>, Vec<(bool, Vec<&'a str>)>);
+        let cases: Vec<Case> = vec![
             ("one node", vec![("a", "k1", vec![&igpu])], vec![(false, vec!["a"])]),
             ("alike", vec![("a", "k1", vec![&igpu]), ("b", "k2", vec![&igpu])], vec![(false, vec!["a", "b"])]),
             (
@@ -755,7 +757,8 @@ mod tests {
         let (igpu, dgpu) = (object(PLUGIN, "p", plugin("8")), object(PLUGIN, "p", plugin("1")));
         let copies = [("a", &igpu), ("b", &dgpu), ("c", &igpu)];
         // (case, variants of the nodes, (id, nodes) per object)
-        let cases: Vec<(&str, Vec<(&str, Option<&str>)>, Vec<(&str, Vec<&str>)>)> = vec![
+        type Case<'a> = (&'a str, Vec<(&'a str, Option<&'a str>)>, Vec<(&'a str, Vec<&'a str>)>);
+        let cases: Vec<Case> = vec![
             ("single", vec![("a", None), ("b", None), ("c", None)], vec![(PLUGIN, vec!["a", "b", "c"])]),
             (
                 "two",
@@ -785,7 +788,8 @@ mod tests {
         let ns = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace" }));
         let other = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace", "labels": 1 }));
         // (case, copies as (node, compile key, object), Ok(nodes) / Err(code))
-        let cases: Vec<(&str, Vec<(&str, &str, &Resource)>, Result<Vec<&str>, &str>)> = vec![
+        type Case<'a> = (&'a str, Vec<(&'a str, &'a str, &'a Resource)>, Result<Vec<&'a str>, &'a str>);
+        let cases: Vec<Case> = vec![
             ("alike", vec![("a", "k1", &ns), ("b", "k2", &ns)], Ok(vec!["a", "b"])),
             ("differ", vec![("a", "k1", &ns), ("b", "k2", &other)], Err("fleet-object-differs")),
         ];

@@ -385,7 +385,8 @@ pub(super) mod tests {
         type Rule = fn(IntelGpuMode, &[&str]) -> Vec<Warning>;
         let dra: Rule = |_, keys| ignored_in_dra(keys);
         const KEYS: &[&str] = &["sharing.shared", "sharing.gpus"];
-        let cases: [(&str, Rule, IntelGpuMode, &[&str], &[(&str, &str)]); 5] = [
+        type Case<'a> = (&'a str, Rule, IntelGpuMode, &'a [&'a str], &'a [(&'a str, &'a str)]);
+        let cases: [Case; 5] = [
             ("no intel, nothing set", without_intel, IntelGpuMode::Plugin, &[], &[]),
             (
                 "no intel, keys set",
@@ -435,7 +436,8 @@ pub(super) mod tests {
     fn id_lists_are_checked_against_the_host() {
         let have = strings(&["a780", "e20b"]);
         // (list, good ids, errors as (code, element))
-        const CASES: &[(&[&str], &[&str], &[(&str, usize)])] = &[
+        type Case = (&'static [&'static str], &'static [&'static str], &'static [(&'static str, usize)]);
+        const CASES: &[Case] = &[
             (&[], &[], &[]),
             (&["0xE20B", "8086:a780"], &["e20b", "a780"], &[]),
             (&["e20b", "nope", "zz"], &["e20b"], &[("bad-pci-id", 1)]),
@@ -459,7 +461,8 @@ pub(super) mod tests {
         let (igpu, dgpu) = (gpu("0000:00:02.0", 0xa780, true), gpu("0000:03:00.0", 0xe20b, false));
         let usable = [&igpu, &dgpu];
         // (set, allow, deny, selected addresses, the key blamed when empty)
-        const CASES: &[(GpuSet, &[&str], &[&str], &[&str], &str)] = &[
+        type Case = (GpuSet, &'static [&'static str], &'static [&'static str], &'static [&'static str], &'static str);
+        const CASES: &[Case] = &[
             (GpuSet::All, &[], &[], &["0000:00:02.0", "0000:03:00.0"], ""),
             (GpuSet::Discrete, &[], &[], &["0000:03:00.0"], ""),
             (GpuSet::Integrated, &["e20b"], &[], &[], "allow_ids"),
@@ -512,7 +515,8 @@ pub(super) mod tests {
 
     #[test]
     fn sharing_flags_and_the_policy_without_sharing() {
-        const CASES: &[(Option<u32>, Option<Allocation>, Result<&[&str], &str>)] = &[
+        type Case = (Option<u32>, Option<Allocation>, Result<&'static [&'static str], &'static str>);
+        const CASES: &[Case] = &[
             (Some(8), None, Ok(&["-shared-dev-num=8", "-allocation-policy=balanced"])),
             (Some(2), Some(Allocation::Packed), Ok(&["-shared-dev-num=2", "-allocation-policy=packed"])),
             (Some(2), Some(Allocation::None), Ok(&["-shared-dev-num=2", "-allocation-policy=none"])),

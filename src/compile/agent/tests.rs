@@ -82,7 +82,8 @@ fn named_accelerators_are_placed_or_refused() {
     let gaudi = Offer { gaudi: true, ..roomy_nvidia() };
     let (roomy, npu) = (roomy_nvidia(), Offer { npu: true, ..Default::default() });
     // (case, device, backend, offer, Ok(device) / Err(message start); None: not decided here)
-    let cases: Vec<(&str, D, &str, &Offer, Option<Result<&str, &str>>)> = vec![
+    type Case<'a> = (&'a str, D, &'a str, &'a Offer, Option<Result<&'a str, &'a str>>);
+    let cases: Vec<Case> = vec![
         ("cuda forced", D::Cuda, "vllm", &unknown_nvidia, Some(Ok("CUDA"))),
         ("cuda without nvidia", D::Cuda, "vllm", &npu_refused, Some(Err("device = \"cuda\""))),
         ("auto on a roomy GPU", D::Auto, "vllm", &roomy, Some(Ok("CUDA"))),
@@ -126,7 +127,8 @@ fn a_wanted_intel_gpu_is_the_first_usable_or_says_why_not() {
     };
     let dra = Offer { intel_active: true, dra: true, ..Default::default() };
     // (case, device, backend, offer, Ok(reason) / Err((key, message start, fix)))
-    let cases: Vec<(&str, D, &str, Offer, Result<&str, (&str, &str, &str)>)> = vec![
+    type Case<'a> = (&'a str, D, &'a str, Offer, Result<&'a str, (&'a str, &'a str, &'a str)>);
+    let cases: Vec<Case> = vec![
         ("forced", D::Gpu, "ovms", intel_offer(Xmx::No), Ok("forced: any allocatable Intel GPU, XMX or not")),
         ("vllm's GPU", D::Auto, "vllm", intel_offer(Xmx::Yes), Ok("vllm runs on the Intel GPU")),
         (
@@ -187,7 +189,8 @@ fn the_cpu_says_why_it_was_chosen() {
 fn placement_tries_the_rules_in_the_references_order() {
     use AgentDevice as D;
     // (case, device, backend, offer, device placed or the refusal's key)
-    let cases: Vec<(&str, D, &str, Offer, Result<&str, &str>)> = vec![
+    type Case<'a> = (&'a str, D, &'a str, Offer, Result<&'a str, &'a str>);
+    let cases: Vec<Case> = vec![
         ("a refused pairing before anything", D::Cpu, "vllm", intel_offer(Xmx::Yes), Err("device")),
         ("an XMX GPU for OVMS", D::Auto, "ovms", intel_offer(Xmx::Yes), Ok("GPU")),
         ("no XMX: OVMS on the CPU", D::Auto, "ovms", intel_offer(Xmx::No), Ok("CPU")),
@@ -387,7 +390,8 @@ fn api_and_memory_follow_the_server() {
 #[test]
 fn agent_inputs_are_refused_before_they_reach_an_argv() {
     use crate::config::Agent;
-    let cases: Vec<(&str, Agent, &[(&str, &str)])> = vec![
+    type Case<'a> = (&'a str, Agent, &'a [(&'a str, &'a str)]);
+    let cases: Vec<Case> = vec![
         ("defaults", Agent::default(), &[]),
         ("a flag as model", Agent { model: Some("-rf".into()), ..Default::default() }, &[("agent-model", "model")]),
         (
@@ -476,7 +480,8 @@ fn explicit_requests_and_embeddings_go_first() {
     };
     use AddonDevice as D;
     use AddonName as N;
-    let cases: Vec<(Vec<(N, D)>, Vec<(N, &str)>)> = vec![
+    type Case<'a> = (Vec<(N, D)>, Vec<(N, &'a str)>);
+    let cases: Vec<Case> = vec![
         (vec![(N::Vlm, D::Auto), (N::Stt, D::Auto)], vec![]),
         (vec![(N::Embeddings, D::Auto)], vec![(N::Embeddings, "NPU")]),
         (vec![(N::Embeddings, D::Cpu)], vec![(N::Embeddings, "CPU")]),
@@ -570,7 +575,8 @@ fn add_ons_request_the_gpus_resource_or_the_npus() {
 fn only_video_takes_a_source() {
     let with = |name: AddonName, source: &str| (name, Addon { device: AddonDevice::Auto, source: Some(source.into()) });
     // (add-ons, error codes in order)
-    let cases: Vec<(Vec<(AddonName, Addon)>, &[&str])> = vec![
+    type Case<'a> = (Vec<(AddonName, Addon)>, &'a [&'a str]);
+    let cases: Vec<Case> = vec![
         (vec![], &[]),
         (vec![with(AddonName::Video, "rtsp://cam/s")], &[]),
         (vec![with(AddonName::Video, "/clip.mp4")], &["video-source-local"]),
