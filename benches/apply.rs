@@ -8,13 +8,14 @@ use std::future::Future;
 use std::pin::Pin;
 use std::time::{Duration, Instant};
 
+use k3d_gpu::apply::error::ApplyError;
 use k3d_gpu::apply::executor::{DEFAULT_PARALLEL, Runner, execute};
 use k3d_gpu::plan::{Action, ActionKind, Reason};
 
 struct Sleep(Duration);
 
 impl Runner for Sleep {
-    fn run<'a>(&'a self, _: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+    fn run<'a>(&'a self, _: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), ApplyError>> + Send + 'a>> {
         Box::pin(async move {
             tokio::time::sleep(self.0).await;
             Ok(())

@@ -517,6 +517,12 @@ pub struct ReportArgs {
     /// Do not read Docker or the cluster: the plan is against nothing, the cluster unobserved.
     #[arg(long)]
     pub offline: bool,
+
+    /// Add the result of a smoke test saved with `k3d-gpu test --json > FILE`: each
+    /// accelerator resource's verdict (usable from a pod or not) with its cause and fix. It
+    /// must be of the config's cluster.
+    #[arg(long, value_name = "FILE")]
+    pub test: Option<PathBuf>,
 }
 
 #[derive(Debug, Args)]
@@ -627,6 +633,12 @@ pub struct ApplyArgs {
     /// Seconds each verify check may take.
     #[arg(long, value_name = "SECONDS", default_value_t = crate::apply::verify::DEFAULT_TIMEOUT.as_secs())]
     pub verify_timeout: u64,
+
+    /// After an apply that succeeded, run `k3d-gpu test` (its default timeout and images):
+    /// each accelerator resource proved usable from a pod. Exits 1 if one is not. With
+    /// --json its k3d-gpu.test/v1 document is one `{"event": "test"}` line on stderr.
+    #[arg(long)]
+    pub test: bool,
 }
 
 /// `show`: a saved plan, nothing else.

@@ -5,9 +5,10 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
+use support::K3dGpu;
 use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
 use support::{hosts_dir, repo};
 
@@ -30,15 +31,13 @@ fn status(server: &FakeApiServer, dir: &tempfile::TempDir, config: &str, extra: 
     std::fs::write(&path, config).unwrap();
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, kubeconfig_text(&server.url, "gpu")).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    K3dGpu::new()
         .args(["agent", "status"])
         .args(extra)
         .args(["-c", path.to_str().unwrap(), "--root", hosts_dir().join(HOST).to_str().unwrap()])
         .env("KUBECONFIG", &kubeconfig)
-        .env("NO_COLOR", "1")
-        .current_dir(repo())
+        .cwd(repo())
         .output()
-        .unwrap()
 }
 
 fn text(out: &Output) -> String {
@@ -124,11 +123,10 @@ fn agent_status_of_a_server_that_does_not_answer_exits_1_and_says_why() {
     // No cluster to ask: exit 2 with what to check.
     let dead = dir.path().join("dead-kubeconfig");
     std::fs::write(&dead, kubeconfig_text("http://127.0.0.1:9", "gpu")).unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    let out = K3dGpu::new()
         .args(["agent", "status", "-c", dir.path().join("k3dgpu.toml").to_str().unwrap()])
         .args(["--root", hosts_dir().join(HOST).to_str().unwrap()])
         .env("KUBECONFIG", &dead)
-        .output()
-        .unwrap();
+        .output();
     assert_ne!(out.status.code(), Some(0), "{}", text(&out));
 }

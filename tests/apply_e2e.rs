@@ -14,6 +14,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::json;
+use support::K3dGpu;
 use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
 use support::{docker_ready, hosts_dir, import_image, import_image_lacking, repo};
 
@@ -116,19 +117,16 @@ impl World {
     /// `k3d-gpu ARGS` against this world's state, fake API server and k3d stub, without -c
     /// or --root.
     fn command_bare(&self, args: &[&str]) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
-        command
+        K3dGpu::new()
+            .docker()
             .args(args)
-            .env_remove("K3D_GPU_CONFIG")
-            .env_remove("K3D_GPU_ROOT")
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
             .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
             .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&self.server.url, &self.cluster))
             .env("XDG_STATE_HOME", self.dir.path().join("state"))
             // The default host model store (compile/models.rs) is made under it, never in $HOME.
             .env("XDG_DATA_HOME", self.dir.path().join("data"))
-            .env("NO_COLOR", "1");
-        command
+            .command()
     }
 
     fn path(&self, name: &str) -> String {

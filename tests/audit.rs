@@ -6,7 +6,7 @@ mod support;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::{Value, json};
 use support::fake_apiserver::{FakeApiServer, State, k3s_node};
@@ -28,6 +28,10 @@ fn write_config(dir: &Path, cluster: &str) -> std::path::PathBuf {
 
 fn k3d_gpu(dir: &Path, args: &[&str]) -> Output {
     support::k3d_gpu_in(dir, args)
+}
+
+fn k3d_gpu_docker(dir: &Path, args: &[&str]) -> Output {
+    support::k3d_gpu_docker_in(dir, args)
 }
 
 fn failed_rules(out: &Output) -> Vec<String> {
@@ -129,11 +133,11 @@ fn every_rule_passes_on_a_clean_cluster_and_fails_on_its_own_fault() {
     let kubeconfig = server.kubeconfig(&cluster, dir.path());
     std::fs::set_permissions(&kubeconfig, std::fs::Permissions::from_mode(0o600)).unwrap();
 
-    let clean = k3d_gpu(dir.path(), &["--json", "audit"]);
+    let clean = k3d_gpu_docker(dir.path(), &["--json", "audit"]);
     let report = String::from_utf8_lossy(&clean.stderr).to_string();
     assert_eq!(failed_rules(&clean), Vec::<String>::new(), "{report}");
     assert_eq!(clean.status.code(), Some(0), "{report}");
-    let text = k3d_gpu(dir.path(), &["audit"]);
+    let text = k3d_gpu_docker(dir.path(), &["audit"]);
     assert!(String::from_utf8_lossy(&text.stdout).contains("audit passed"));
 
     // Each fault, one per rule.
@@ -144,22 +148,22 @@ fn every_rule_passes_on_a_clean_cluster_and_fails_on_its_own_fault() {
         s.objects[1]["spec"]["containers"][0]["env"][0]["value"] = json!("False");
     });
     std::fs::set_permissions(&kubeconfig, std::fs::Permissions::from_mode(0o644)).unwrap();
-    let dirty = k3d_gpu(dir.path(), &["--json", "audit"]);
+    let dirty = k3d_gpu_docker(dir.path(), &["--json", "audit"]);
     let mut rules = failed_rules(&dirty);
     rules.sort();
     assert_eq!(rules, ["image-digest", "kubeconfig-mode", "listener", "open-webui-auth", "runtime-pull"]);
     assert_eq!(dirty.status.code(), Some(1));
-    let text = String::from_utf8_lossy(&k3d_gpu(dir.path(), &["audit"]).stdout).to_string();
+    let text = String::from_utf8_lossy(&k3d_gpu_docker(dir.path(), &["audit"]).stdout).to_string();
     assert!(
         text.contains("fix: chmod 600") && text.contains("80/tcp") && text.contains("example.org/stray:2.0"),
         "{text}"
     );
 
     // What was read, saved, audits the same offline.
-    let saved = k3d_gpu(dir.path(), &["audit", "--observe"]);
+    let saved = k3d_gpu_docker(dir.path(), &["audit", "--observe"]);
     assert_eq!(saved.status.code(), Some(0));
     std::fs::write(dir.path().join("observed.json"), &saved.stdout).unwrap();
-    let offline = k3d_gpu(dir.path(), &["--json", "audit", "--observed", "observed.json"]);
+    let offline = k3d_gpu_docker(dir.path(), &["--json", "audit", "--observed", "observed.json"]);
     assert_eq!(offline.stdout, dirty.stdout);
 
     let rm = bollard::query_parameters::RemoveContainerOptions { force: true, ..Default::default() };
@@ -201,12 +205,11 @@ fn a_saved_observation_is_audited_without_a_cluster_and_bad_input_exits_2() {
 fn no_engine_is_bad_input_not_a_pass() {
     let dir = tempfile::tempdir().unwrap();
     write_config(dir.path(), "lab");
-    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    let out = support::K3dGpu::new()
         .args(["audit"])
-        .current_dir(dir.path())
+        .cwd(dir.path())
         .env("DOCKER_HOST", format!("unix://{}/none.sock", dir.path().display()))
         .env("KUBECONFIG", dir.path().join("kubeconfig"))
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

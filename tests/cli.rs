@@ -5,18 +5,10 @@ mod support;
 
 use std::process::{Command, Output};
 
-use support::{copy_host, hosts_dir, repo};
+use support::{K3dGpu, copy_host, hosts_dir, repo};
 
 fn k3d_gpu(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args(args)
-        .env_remove("K3D_GPU_VENDORS")
-        .env_remove("K3D_GPU_ROOT")
-        // Hermetic: no test here reaches a Docker engine by accident.
-        .env("DOCKER_HOST", "unix:///nonexistent/k3d-gpu-test.sock")
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
+    K3dGpu::new().args(args).output()
 }
 
 fn host(name: &str) -> String {
@@ -154,8 +146,7 @@ fn a_global_option_the_command_ignores_is_refused() {
         assert!(help.contains("Usage:") && !help.contains(absent), "{command} --help lists {absent}:\n{help}");
     }
     // From the environment, a variable is meant for every command: not refused.
-    let out =
-        Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).arg("schema").env("K3D_GPU_ROOT", "/nonexistent").output().unwrap();
+    let out = K3dGpu::new().arg("schema").env("K3D_GPU_ROOT", "/nonexistent").output();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
 }
 
@@ -192,12 +183,11 @@ fn validate_takes_roots_and_facts_together() {
 
 #[test]
 fn a_reference_launcher_variable_names_the_key_that_replaces_it() {
-    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    let out = K3dGpu::new()
         .args(["detect", "--root", &host("lunar-lake-npu")])
         .env("K3D_GPU_CLUSTER", "secret-cluster-name")
         .env("K3D_GPU_INTEL_SHARED", "4")
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stderr(&out);
     assert!(
@@ -438,8 +428,10 @@ fn graph_prints_dot_or_json_and_render_writes_a_kustomization() {
     assert_eq!(dot.status.code(), Some(0), "{}", stderr(&dot));
     assert!(stdout(&dot).starts_with("digraph k3d_gpu {"));
     let json = k3d_gpu(&[&["graph", "--json"][..], &args[..]].concat());
-    let golden = std::fs::read(repo().join("tests/golden/graph/lunar-lake-npu--lunar-lake-npu.json")).unwrap();
-    if let Some(diff) = support::first_difference(&String::from_utf8_lossy(&golden), &stdout(&json)) {
+    let golden = std::fs::read_to_string(repo().join("tests/golden/graph/lunar-lake-npu--lunar-lake-npu.txt")).unwrap();
+    let printed: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    if let Some(diff) = support::first_difference(&golden, &support::graph_golden::render(&printed, &catalog)) {
         panic!("graph --json is not the golden graph: {diff}");
     }
 

@@ -6,23 +6,16 @@
 mod support;
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
+use support::K3dGpu;
 use support::copy_host;
 
 const HOST: &str = "plain-laptop-amd";
 const PASSWORD: &str = "hunter2-do-not-print";
 
 fn k3d_gpu(dir: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args(args)
-        .current_dir(dir)
-        .env_remove("K3D_GPU_VENDORS")
-        .env_remove("K3D_GPU_ROOT")
-        .env("DOCKER_HOST", "unix:///nonexistent/k3d-gpu-test.sock")
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
+    K3dGpu::new().args(args).cwd(dir).output()
 }
 
 fn all(out: &Output) -> String {

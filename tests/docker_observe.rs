@@ -7,12 +7,11 @@
 
 mod support;
 
-use std::process::Command;
-
 use bollard::Docker;
 use bollard::models::{ContainerCreateBody, DeviceRequest, HostConfig};
 use bollard::query_parameters::{CreateContainerOptions, RemoveContainerOptions, StartContainerOptions};
 use k3d_gpu::observe::docker::{Endpoint, connect, endpoint, observe_cluster};
+use support::K3dGpu;
 use support::{docker_ready, import_image};
 
 fn engine() -> Option<(Docker, Endpoint)> {
@@ -152,7 +151,7 @@ fn plan_observes_the_live_engine_and_finds_no_cluster() {
         let mut args =
             vec!["plan", "--json", "-c", "examples/wsl2-intel.toml", "--root", "tests/fixtures/hosts/wsl2-intel"];
         args.extend_from_slice(extra);
-        Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).args(&args).current_dir(repo).output().unwrap()
+        K3dGpu::new().docker().args(&args).cwd(repo).output()
     };
     let live = run(&[]);
     assert_eq!(live.status.code(), Some(0), "{}", String::from_utf8_lossy(&live.stderr));
@@ -176,11 +175,8 @@ fn plan_observes_the_live_engine_and_finds_no_cluster() {
             assert_eq!(l, o);
         }
     }
-    let observe = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args(["observe", "--json", "-c", "examples/wsl2-intel.toml"])
-        .current_dir(repo)
-        .output()
-        .unwrap();
+    let observe =
+        K3dGpu::new().docker().args(["observe", "--json", "-c", "examples/wsl2-intel.toml"]).cwd(repo).output();
     let doc: serde_json::Value = serde_json::from_slice(&observe.stdout).unwrap();
     assert_eq!(doc["schema"], "k3d-gpu.observed/v1");
     assert!(doc["cluster"].is_null());

@@ -19,8 +19,8 @@
 mod support;
 
 use std::path::Path;
-use std::process::Command;
 
+use support::K3dGpu;
 use support::repo;
 
 /// The documents whose blocks are checked.
@@ -50,14 +50,7 @@ fn parse_marker(text: &str) -> Marker {
 
 /// What the command prints, cut as the marker says.
 fn run(marker: &Marker, dir: &Path) -> Vec<String> {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
-    cmd.args(&marker.args).current_dir(dir).env("NO_COLOR", "1").env("HOME", dir);
-    for (key, _) in std::env::vars_os() {
-        if key.to_string_lossy().starts_with("K3D_GPU_") {
-            cmd.env_remove(key);
-        }
-    }
-    let out = cmd.output().unwrap();
+    let out = K3dGpu::new().args(&marker.args).cwd(dir).env("HOME", dir).output();
     let mut text = String::from_utf8(out.stdout).unwrap();
     if marker.stderr {
         text.push_str(&String::from_utf8(out.stderr).unwrap());

@@ -8,11 +8,12 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
+use support::K3dGpu;
 use support::fake_apiserver::{FakeApiServer, State, k3s_node};
 use support::repo;
 
@@ -125,16 +126,13 @@ impl Fleet {
     }
 
     fn run(&self, args: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        K3dGpu::new()
             .args(args)
             .args(["-c", self.config().to_str().unwrap()])
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
             .env("K3D_GPU_K3D", self.dir.path().join("no-k3d-here"))
-            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
             .env("XDG_STATE_HOME", self.dir.path().join("state"))
-            .env("NO_COLOR", "1")
             .output()
-            .unwrap()
     }
 
     fn node(&self, name: &str) -> Value {
@@ -504,7 +502,13 @@ fn logs_and_audit_refuse_a_cluster_they_cannot_read() {
     // Both read a k3d cluster (its containers, context k3d-<name>): on an existing cluster
     // they would read another one, so they refuse and say what to run instead.
     let f = fleet();
-    for (args, instead) in [(&["logs"][..], "kubectl --context homelab"), (&["audit"][..], "--observed FILE")] {
+    let hash = format!("sha256:{}", "0".repeat(64));
+    for (args, instead) in [
+        (&["logs"][..], "kubectl --context homelab"),
+        (&["audit"][..], "--observed FILE"),
+        // `apply --test` would apply, then find no k3d cluster to test: refused before either.
+        (&["apply", "--test", "--plan-hash", &hash][..], "apply without --test"),
+    ] {
         let out = f.run(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
         let said = text(&out);
@@ -566,11 +570,10 @@ fn validate_puts_a_warning_about_several_nodes_on_each_of_their_rows() {
     }
     std::fs::write(&config, toml).unwrap();
     // The small test catalog has no DSA/IAA/QAT plugin: each Xeon gets a warning about it.
-    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    let out = K3dGpu::new()
         .args(["validate", "--json", "-c", config.to_str().unwrap()])
         .args(["--stdlib", repo().join("tests/fixtures/catalog").to_str().unwrap()])
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(0), "{}", text(&out));
     let v: Value = serde_json::from_slice(&out.stdout).unwrap();
     let codes = |host: &str| -> Vec<String> {

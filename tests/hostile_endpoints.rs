@@ -2,13 +2,16 @@
 //! by a client that never reads its output stays bounded (it stops reading); Docker and the
 //! API server answering without end are cut while reading, and the cut is said.
 
+mod support;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 use serde_json::json;
+use support::K3dGpu;
 
 /// VmRSS of `pid` in KiB.
 fn rss_kib(pid: u32) -> Option<u64> {
@@ -22,15 +25,7 @@ fn rss_kib(pid: u32) -> Option<u64> {
 #[test]
 fn an_mcp_client_that_never_reads_cannot_grow_the_server() {
     const CALLS: usize = 20_000;
-    let mut child = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .arg("mcp")
-        .env_remove("DOCKER_HOST")
-        .env("HOME", "/nonexistent")
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut child = K3dGpu::new().arg("mcp").stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn();
     let pid = child.id();
     // Held, never read: the server's answers fill this pipe and then wait.
     let _stdout = child.stdout.take().unwrap();
@@ -149,14 +144,12 @@ fn a_docker_engine_that_never_ends_its_answer_is_cut_while_read() {
     });
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("k3dgpu.toml"), "").unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .current_dir(dir.path())
+    let out = K3dGpu::new()
+        .cwd(dir.path())
         .args(["images", "lock"])
         .env("DOCKER_HOST", format!("tcp://user:hunter2@127.0.0.1:{port}"))
         .env("HOME", dir.path())
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
+        .output();
     let stderr = String::from_utf8_lossy(&out.stderr);
     let taken = taken.load(Ordering::SeqCst);
     eprintln!("the engine's answer: {} MiB taken; {stderr}", taken >> 20);
@@ -265,12 +258,10 @@ fn logs_against(port: u16) -> std::process::Output {
         ),
     )
     .unwrap();
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .current_dir(dir.path())
+    K3dGpu::new()
+        .cwd(dir.path())
         .args(["logs", "intel-gpu-plugin"])
         .env("KUBECONFIG", &kubeconfig)
         .env("HOME", dir.path())
-        .env("NO_COLOR", "1")
         .output()
-        .unwrap()
 }

@@ -5,6 +5,10 @@
 //! (`support::docker_ready()` is false), so a plain `cargo test` would report it as passed
 //! although it checked nothing; ignored, it is listed as ignored, and `.ci/run` runs it with
 //! `--include-ignored` and `K3D_GPU_TEST_DOCKER=1`, which fails it when no engine answers.
+//!
+//! Tests run the binary only through `support::K3dGpu` (tests/support/run.rs), which clears
+//! the environment: a test that spawned it itself would inherit the developer's `K3D_GPU_*`,
+//! `KUBECONFIG` or `DOCKER_HOST`, and pass or fail by the shell it was run from.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -235,4 +239,57 @@ fn the_import_reader_sees_paths_groups_and_skips_comments() {
     let table = import_table(doc, &modules);
     assert_eq!(table["a"], BTreeSet::from(["c".to_string()]));
     assert_eq!(table["c"], modules);
+}
+
+/// Where a test file names the binary's path (the `env!` cargo sets for it) itself, bypassing
+/// the hermetic runner: `file:line` for each.
+fn binary_outside_the_runner(tests: &Path) -> Vec<String> {
+    // Spelled in two halves so this file does not name it.
+    let needle = concat!("CARGO_BIN", "_EXE_");
+    let runner = tests.join("support/run.rs");
+    let mut files = Vec::new();
+    test_sources(tests, &mut files);
+    let mut found = Vec::new();
+    for path in files.iter().filter(|p| **p != runner) {
+        let source = std::fs::read_to_string(path).unwrap();
+        for (i, _) in source.lines().enumerate().filter(|(_, l)| l.contains(needle)) {
+            found.push(format!("{}:{}", path.strip_prefix(tests).unwrap().display(), i + 1));
+        }
+    }
+    found
+}
+
+/// The `.rs` files under `dir`, without following links or entering fixtures (the fixture
+/// hosts hold links that loop, as a real /sys does).
+fn test_sources(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let entry = entry.unwrap();
+        let kind = entry.file_type().unwrap();
+        let path = entry.path();
+        if kind.is_dir() && entry.file_name() != "fixtures" && entry.file_name() != "golden" {
+            test_sources(&path, out);
+        } else if kind.is_file() && path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn only_the_hermetic_runner_starts_the_binary() {
+    let tests = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let runner = std::fs::read_to_string(tests.join("support/run.rs")).unwrap();
+    assert!(runner.contains(".env_clear()"), "the runner no longer clears the environment");
+    let offenders = binary_outside_the_runner(&tests);
+    assert!(offenders.is_empty(), "run the binary through support::K3dGpu, not directly: {offenders:#?}");
+}
+
+#[test]
+fn the_runner_rule_sees_a_test_that_starts_the_binary_itself() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("support")).unwrap();
+    let direct = format!("fn run() {{ Command::new(env!(\"{}k3d-gpu\")).output(); }}\n", concat!("CARGO_BIN", "_EXE_"));
+    std::fs::write(dir.path().join("support/run.rs"), &direct).unwrap();
+    std::fs::write(dir.path().join("fine.rs"), "fn run() { K3dGpu::new().output(); }\n").unwrap();
+    std::fs::write(dir.path().join("direct.rs"), format!("\n{direct}")).unwrap();
+    assert_eq!(binary_outside_the_runner(dir.path()), ["direct.rs:2"]);
 }

@@ -122,12 +122,10 @@ fn relocking_to_a_new_digest_changes_the_plan_and_updates_the_daemonset() {
 
 fn k3d_gpu(dir: &std::path::Path, host: &str, args: &[&str]) -> std::process::Output {
     let root = support::repo().join("tests/fixtures/hosts").join(host);
-    std::process::Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    support::K3dGpu::new()
         .args(["-c", dir.join("k3dgpu.toml").to_str().unwrap(), "--root", root.to_str().unwrap()])
         .args(args)
-        .env("NO_COLOR", "1")
         .output()
-        .unwrap()
 }
 
 /// The CLI reads images.lock beside the config: plan and render carry the digests, and

@@ -7,10 +7,11 @@ mod support;
 use std::collections::BTreeSet;
 use std::process::{Command, Output};
 
+use support::K3dGpu;
 use support::repo;
 
 fn k3d_gpu(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).args(args).env("NO_COLOR", "1").output().unwrap()
+    K3dGpu::new().args(args).output()
 }
 
 /// Every subcommand path of the CLI, from its own `--help`: ["detect", "facts capture", …].
@@ -314,19 +315,12 @@ fn run_recipe(machines: &str) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let list = dir.path().join("k3dgpu-machines.txt");
     std::fs::write(&list, machines).unwrap();
-    let bin_dir = std::path::Path::new(env!("CARGO_BIN_EXE_k3d-gpu")).parent().unwrap();
-    let path = format!("{}:{}", bin_dir.display(), std::env::var("PATH").unwrap_or_default());
-    Command::new("bash")
+    K3dGpu::program("bash")
+        .binary_on_path()
         .args(["--noprofile", "--norc", "-eo", "pipefail", "-c", step.run.as_deref().unwrap()])
-        .current_dir(repo())
-        .env("PATH", path)
+        .cwd(repo())
         .env("K3D_GPU_MACHINES", &list)
-        .env("NO_COLOR", "1")
-        .env_remove("K3D_GPU_VENDORS")
-        .env_remove("K3D_GPU_ROOT")
-        .env_remove("K3D_GPU_CONFIG")
         .output()
-        .unwrap()
 }
 
 /// The example's config in a directory of its own, with an images.lock beside it that pins
@@ -335,14 +329,12 @@ fn locked_copy(example: &str, host: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("k3dgpu.toml");
     std::fs::copy(repo().join(format!("examples/{example}.toml")), &config).unwrap();
-    let listed = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    let listed = K3dGpu::new()
         .args(["images", "--json", "-c"])
         .arg(&config)
         .arg("--root")
         .arg(repo().join(format!("tests/fixtures/hosts/{host}")))
-        .env_remove("K3D_GPU_VENDORS")
-        .output()
-        .unwrap();
+        .output();
     assert!(listed.status.success(), "{}", String::from_utf8_lossy(&listed.stderr));
     let images: serde_json::Value = serde_json::from_slice(&listed.stdout).unwrap();
     let mut lock = String::from("schema = \"k3d-gpu.images/v1\"\n");

@@ -299,7 +299,8 @@ fn verify_names_a_missing_runtime_class() {
     let spec = json!({"check": "runtimeclass", "name": "nvidia"});
     let err = runtime
         .block_on(k3d_gpu::apply::verify::wait_for(&client, &spec, "t", std::time::Duration::from_millis(800)))
-        .unwrap_err();
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("RuntimeClass nvidia does not exist") && err.contains("--disable=runtimes"), "{err}");
 }
 
@@ -472,10 +473,13 @@ fn the_agent_warm_up_posts_a_chat_completion_and_reads_the_reply() {
     });
     let (c, s, n) = (client.clone(), spec.clone(), name.clone());
     let warming = runtime.spawn(async move {
-        k3d_gpu::apply::verify::wait_for(&c, &s, &n, std::time::Duration::from_secs(20)).await?;
+        k3d_gpu::apply::verify::wait_for(&c, &s, &n, std::time::Duration::from_secs(20))
+            .await
+            .map_err(|e| e.to_string())?;
         tokio::time::timeout(std::time::Duration::from_secs(30), k3d_gpu::apply::verify::warm_up(&c, &s))
             .await
             .map_err(|_| "no reply".to_string())?
+            .map_err(|e| e.to_string())
     });
     // Asked while loading, then answered.
     let posted = || server.requests().into_iter().filter(|r| r.starts_with("POST") && r.contains("/proxy")).count();

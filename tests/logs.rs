@@ -15,6 +15,10 @@ fn k3d_gpu(dir: &Path, args: &[&str]) -> Output {
     support::k3d_gpu_in(dir, args)
 }
 
+fn k3d_gpu_docker(dir: &Path, args: &[&str]) -> Output {
+    support::k3d_gpu_docker_in(dir, args)
+}
+
 fn config(dir: &Path, cluster: &str) {
     std::fs::write(dir.join("k3dgpu.toml"), format!("[cluster]\nname = \"{cluster}\"\n")).unwrap();
 }
@@ -107,7 +111,7 @@ fn the_server_nodes_log_comes_from_docker() {
     });
     let dir = tempfile::tempdir().unwrap();
     config(dir.path(), &cluster);
-    let out = k3d_gpu(dir.path(), &["logs"]);
+    let out = k3d_gpu_docker(dir.path(), &["logs"]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     assert!(text.contains("k3s is up") && text.contains("bad \\x1b[31m") && !text.contains('\u{1b}'), "{text}");
@@ -118,5 +122,5 @@ fn the_server_nodes_log_comes_from_docker() {
     // No server node: bad input, not an empty success.
     let dir = tempfile::tempdir().unwrap();
     config(dir.path(), "nosuchcluster");
-    assert_eq!(k3d_gpu(dir.path(), &["logs"]).status.code(), Some(2));
+    assert_eq!(k3d_gpu_docker(dir.path(), &["logs"]).status.code(), Some(2));
 }

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
+use support::K3dGpu;
 use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
 use support::{docker_ready, hosts_dir, import_image, repo};
 
@@ -31,12 +32,11 @@ impl Session {
 
     /// `k3d-gpu mcp ARGS`, with Docker at `docker` (none by default).
     fn start_with(args: &[&str], docker: Option<&str>) -> Session {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
-        command.arg("mcp").args(args).env_remove("DOCKER_HOST").env("HOME", "/nonexistent");
+        let mut command = K3dGpu::new().arg("mcp").args(args);
         if let Some(host) = docker {
-            command.env("DOCKER_HOST", host);
+            command = command.env("DOCKER_HOST", host);
         }
-        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn().unwrap();
+        let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn();
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
         Session { child, stdin, stdout }
@@ -109,10 +109,7 @@ fn framing_in_the_initialize_era() {
     let config = repo().join("examples/lunar-lake-npu.toml").display().to_string();
     let args = json!({ "config": config, "root": root(), "offline": true });
     let plan = s.call(4, "tools/call", json!({ "name": "plan", "arguments": args }));
-    let cli = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args(["plan", "--json", "--offline", "-c", &config, "--root", &root()])
-        .output()
-        .unwrap();
+    let cli = K3dGpu::new().args(["plan", "--json", "--offline", "-c", &config, "--root", &root()]).output();
     assert_eq!(plan["result"]["content"][0]["text"].as_str().unwrap().as_bytes(), &cli.stdout[..]);
     let hash = plan["result"]["content"][1]["text"].as_str().unwrap();
     assert_eq!(plan["result"]["_meta"]["k3d-gpu.io/planHash"], hash);
@@ -155,6 +152,69 @@ fn framing_in_the_initialize_era() {
     let still = s.call(11, "tools/list", json!({}));
     assert!(still["result"]["tools"].is_array(), "{still}");
     assert!(s.close().success(), "the server exits cleanly when the client closes stdin");
+}
+
+/// Each tool's arguments are its command's options: the schema the server lists names each
+/// option as its flag does, with the flag's help; docs/mcp.md's table says the same; and a call
+/// the CLI would refuse (two hosts at once) is refused as the CLI refuses it, exit code 2.
+#[test]
+fn tool_arguments_are_the_cli_options() {
+    let mut s = Session::start();
+    s.call(
+        1,
+        "initialize",
+        json!({ "protocolVersion": "2025-11-25", "capabilities": {}, "clientInfo": { "name": "t", "version": "0" } }),
+    );
+    s.send(json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }));
+    let list = s.call(2, "tools/list", json!({}));
+    let tools = list["result"]["tools"].as_array().unwrap();
+
+    let docs = std::fs::read_to_string(repo().join("docs/mcp.md")).unwrap();
+    for tool in tools {
+        let name = tool["name"].as_str().unwrap();
+        let props = tool["inputSchema"]["properties"].as_object().unwrap();
+        let listed: Vec<String> = props
+            .iter()
+            .map(|(p, schema)| if schema["type"] == "array" { format!("`{p}` []") } else { format!("`{p}`") })
+            .collect();
+        let row = docs
+            .lines()
+            .find(|l| l.starts_with(&format!("| `{name}` |")))
+            .unwrap_or_else(|| panic!("docs/mcp.md has no row for the {name} tool"));
+        let cell = row.split('|').nth(2).unwrap().trim();
+        let mut documented: Vec<&str> = cell.split(", ").collect();
+        let mut listed_sorted: Vec<&str> = listed.iter().map(String::as_str).collect();
+        documented.sort_unstable();
+        listed_sorted.sort_unstable();
+        assert_eq!(documented, listed_sorted, "docs/mcp.md's arguments of {name}");
+
+        // The description is the flag's own help, as `k3d-gpu COMMAND --help` prints it.
+        let help = K3dGpu::new().args([name, "--help"]).output();
+        let help = String::from_utf8(help.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
+        for (p, schema) in props {
+            let flag = format!("--{}", p.replace('_', "-"));
+            assert!(help.contains(&flag), "{name} --help has no {flag}");
+            let first_words: String =
+                schema["description"].as_str().unwrap().split_whitespace().take(6).collect::<Vec<_>>().join(" ");
+            assert!(help.contains(&first_words), "{name} {flag}: {first_words:?} is not its help");
+        }
+    }
+
+    // validate's --root repeats: an array, each a host.
+    let two = json!({ "root": [root(), hosts_dir().join("desktop-rpl-nvidia").display().to_string()] });
+    let validate = s.call(3, "tools/call", json!({ "name": "validate", "arguments": two }));
+    assert_eq!(validate["result"]["structuredContent"]["hosts"].as_array().map(Vec::len), Some(2), "{validate}");
+    // Two hosts for plan: clap's conflict, as `plan --root A --facts B` exits 2.
+    let both = json!({ "root": root(), "facts": "f.json", "offline": true });
+    let plan = s.call(4, "tools/call", json!({ "name": "plan", "arguments": both }));
+    assert_eq!(plan["result"]["isError"], true, "{plan}");
+    assert_eq!(plan["result"]["structuredContent"]["exit_code"], 2, "{plan}");
+    let error = plan["result"]["structuredContent"]["error"].as_str().unwrap();
+    assert!(error.contains("cannot be used with"), "{error}");
+    // A wrong JSON type is a malformed call.
+    let typed = s.call(5, "tools/call", json!({ "name": "plan", "arguments": { "offline": "yes" } }));
+    assert_eq!(typed["error"]["code"], -32602, "{typed}");
+    assert!(s.close().success());
 }
 
 #[test]
@@ -205,8 +265,7 @@ fn the_servers_options_are_every_calls_defaults() {
         "{command}"
     );
     // A global option mcp does not use is refused, as for every command.
-    let json =
-        Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).args(["mcp", "--json"]).stdin(Stdio::null()).output().unwrap();
+    let json = K3dGpu::new().args(["mcp", "--json"]).stdin(Stdio::null()).output();
     assert_eq!(json.status.code(), Some(2));
 }
 
@@ -376,18 +435,18 @@ fn python_client() {
     );
     let w = world("mcp-py");
     let state = w.dir.path().join("state");
-    let out = Command::new(&python)
+    let out = K3dGpu::program(&python)
+        .docker()
         .arg(repo().join("tests/mcp/test_mcp.py"))
-        .env("MCP_TEST_BIN", env!("CARGO_BIN_EXE_k3d-gpu"))
+        .env_binary("MCP_TEST_BIN")
         .env("MCP_TEST_ROOT", root())
         .env("MCP_TEST_CONFIG", w.dir.path().join("k3dgpu.toml"))
         .env("KUBECONFIG", w.dir.path().join("kubeconfig"))
         .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
         .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&w.server.url, &w.cluster))
         .env("XDG_STATE_HOME", &state)
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap();
+        .env("XDG_DATA_HOME", w.dir.path().join("data"))
+        .output();
     let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
     eprintln!("{text}");
     assert!(out.status.success(), "{text}");

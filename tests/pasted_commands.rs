@@ -10,24 +10,16 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::{Value, json};
-use support::hosts_dir;
+use support::{K3dGpu, hosts_dir};
 
 fn k3d_gpu_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
-    command
-        .current_dir(dir)
+    K3dGpu::new()
+        .cwd(dir)
         .args(args)
-        .env_remove("K3D_GPU_VENDORS")
-        .env_remove("K3D_GPU_ROOT")
-        .env_remove("K3D_GPU_CONFIG")
         .env("KUBECONFIG", dir.join("no-kubeconfig"))
         .env("HOME", dir)
-        .env("DOCKER_HOST", "unix:///nonexistent/k3d-gpu-test.sock")
-        .env("NO_COLOR", "1");
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    command.output().unwrap()
+        .envs(env.iter().copied())
+        .output()
 }
 
 fn text(out: &Output) -> String {

@@ -8,9 +8,10 @@ use std::path::Path;
 use std::process::{Command, Output};
 
 use serde_json::Value;
+use support::K3dGpu;
 
 fn k3d_gpu(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu")).args(args).env("NO_COLOR", "1").output().unwrap()
+    K3dGpu::new().args(args).output()
 }
 
 /// Every file, link and directory under `dir` with its bytes, link target and mode.

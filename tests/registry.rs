@@ -7,6 +7,7 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
+use support::K3dGpu;
 use support::{docker_ready, repo};
 
 /// The registry's address, or `None` (the test skips) when the environment has none.
@@ -78,13 +79,11 @@ fn config_dir(images: &[String]) -> tempfile::TempDir {
 fn k3d_gpu(dir: &Path, args: &[&str]) -> Output {
     let config = dir.join("k3dgpu.toml");
     let root = repo().join("tests/fixtures/hosts/plain-laptop-amd");
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    K3dGpu::new()
         .args(["-c", config.to_str().unwrap(), "--root", root.to_str().unwrap()])
         .args(["--stdlib", dir.join("empty-catalog").to_str().unwrap()])
         .args(args)
-        .env("NO_COLOR", "1")
         .output()
-        .unwrap()
 }
 
 fn text(out: &Output) -> String {
@@ -277,13 +276,14 @@ fn lock_sends_the_users_registry_login() {
 
     let config = config_dir(std::slice::from_ref(&image));
     let lock = |docker_config: &Path| {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
-        cmd.args(["-c", config.path().join("k3dgpu.toml").to_str().unwrap()])
+        K3dGpu::new()
+            .docker()
+            .args(["-c", config.path().join("k3dgpu.toml").to_str().unwrap()])
             .args(["--root", repo().join("tests/fixtures/hosts/plain-laptop-amd").to_str().unwrap()])
             .args(["--stdlib", config.path().join("empty-catalog").to_str().unwrap()])
             .args(["images", "lock"])
-            .env("DOCKER_CONFIG", docker_config);
-        cmd.output().unwrap()
+            .env("DOCKER_CONFIG", docker_config)
+            .output()
     };
     // Without the login the registry refuses, and the error names the image, not the secret.
     let nobody = tempfile::tempdir().unwrap();

@@ -3,19 +3,18 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
+use support::K3dGpu;
 use support::repo;
 
 fn report(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .current_dir(repo())
+    K3dGpu::new()
+        .cwd(repo())
         .args(["--config", "examples/arc-homelab-dra.toml", "--root", "tests/fixtures/hosts/arc-b580-xe-rpl-igpu"])
         .args(["report", "--offline"])
         .args(args)
-        .env_remove("K3D_GPU_CONFIG")
         .output()
-        .unwrap()
 }
 
 #[test]
@@ -46,12 +45,11 @@ fn without_a_directory_the_text_goes_to_stdout_and_the_plan_hash_matches_plan() 
     let out = report(&[]);
     let text = String::from_utf8_lossy(&out.stdout).to_string();
     assert_eq!(out.status.code(), Some(0));
-    let hash = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .current_dir(repo())
+    let hash = K3dGpu::new()
+        .cwd(repo())
         .args(["--config", "examples/arc-homelab-dra.toml", "--root", "tests/fixtures/hosts/arc-b580-xe-rpl-igpu"])
         .args(["plan", "--offline", "--hash"])
-        .output()
-        .unwrap();
+        .output();
     let hash = String::from_utf8_lossy(&hash.stdout).trim().to_string();
     assert!(text.contains(&format!("plan {hash}")), "{hash}\n{text}");
     assert!(text.contains("cluster: not observed (--offline)"), "{text}");

@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
+use support::K3dGpu;
 use support::fake_apiserver::{FakeApiServer, State, k3s_node};
 
 const HOST: &str = "desktop-rpl-nvidia";
@@ -116,16 +117,24 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
 
 impl Cluster {
     fn test(&self, extra: &[&str]) -> Output {
-        Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        K3dGpu::new()
             .arg("test")
             .args(["-c", self.dir.path().join("k3dgpu.toml").to_str().unwrap()])
             .args(["--root", repo().join("tests/fixtures/hosts").join(HOST).to_str().unwrap()])
             .args(["--timeout", "60"])
             .args(extra)
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
-            .env("NO_COLOR", "1")
             .output()
-            .unwrap()
+    }
+
+    /// `report --offline --test SAVED` with the config CONFIG in the cluster's directory.
+    fn report(&self, saved: &Path, config: &str) -> Output {
+        K3dGpu::new()
+            .arg("report")
+            .args(["-c", self.dir.path().join(config).to_str().unwrap()])
+            .args(["--root", repo().join("tests/fixtures/hosts").join(HOST).to_str().unwrap()])
+            .args(["--offline", "--test", saved.to_str().unwrap()])
+            .output()
     }
 
     fn pods_left(&self) -> usize {
@@ -211,6 +220,22 @@ fn a_pod_that_cannot_use_its_device_fails_with_the_cause_and_fix() {
         "{doc:#}"
     );
     assert_eq!(c.pods_left(), 0);
+
+    // The saved result goes into the report: each verdict with its cause and fix.
+    let saved = c.dir.path().join("test.json");
+    std::fs::write(&saved, &out.stdout).unwrap();
+    let report = c.report(&saved, "k3dgpu.toml");
+    let text = String::from_utf8_lossy(&report.stdout);
+    assert_eq!(report.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&report.stderr));
+    assert!(text.contains("test: FAILED, 2 pod(s), 3 failure(s)"), "{text}");
+    assert!(text.contains("FAIL gpu.intel.com/i915 on k3d-gpu-server-0: 0 of 1 usable"), "{text}");
+    assert!(text.contains("the cluster has no RuntimeClass nvidia"), "{text}");
+    assert!(text.contains("advertises 1 nvidia.com/gpu, the host's facts hold 2"), "{text}");
+    // A result of another cluster is refused, not shown as this one's.
+    std::fs::write(c.dir.path().join("other.toml"), "[cluster]\nname = \"other\"\n").unwrap();
+    let other = c.report(&saved, "other.toml");
+    assert_eq!(other.status.code(), Some(2), "{}", String::from_utf8_lossy(&other.stderr));
+    assert!(String::from_utf8_lossy(&other.stderr).contains("is a test of cluster \"gpu\", not of \"other\""));
 }
 
 #[test]
@@ -237,11 +262,10 @@ fn a_cluster_that_cannot_be_reached_is_exit_2() {
         support::fake_apiserver::kubeconfig_text("http://127.0.0.1:9", "gpu"),
     )
     .unwrap();
-    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    let out = K3dGpu::new()
         .args(["test", "-c", dir.path().join("k3dgpu.toml").to_str().unwrap()])
         .args(["--root", repo().join("tests/fixtures/hosts").join(HOST).to_str().unwrap()])
         .env("KUBECONFIG", dir.path().join("kubeconfig"))
-        .output()
-        .unwrap();
+        .output();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }

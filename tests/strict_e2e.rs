@@ -15,11 +15,12 @@
 mod support;
 
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
+use support::K3dGpu;
 use support::fake_apiserver::{FakeApiServer, State, k3s_node};
 use support::repo;
 
@@ -93,16 +94,13 @@ impl World {
 
     fn run(&self, args: &[&str]) -> Output {
         let config: PathBuf = self.dir.path().join("k3dgpu.toml");
-        Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+        K3dGpu::new()
             .args(args)
             .args(["-c", config.to_str().unwrap()])
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
             .env("K3D_GPU_K3D", self.dir.path().join("no-k3d-here"))
-            .env("DOCKER_HOST", "unix:///nonexistent/docker.sock")
             .env("XDG_STATE_HOME", self.dir.path().join("state"))
-            .env("NO_COLOR", "1")
             .output()
-            .unwrap()
     }
 
     /// `plan`, then `apply --plan-hash` of it; asserts both succeed.

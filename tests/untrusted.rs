@@ -6,22 +6,10 @@ mod support;
 use std::path::Path;
 use std::process::{Command, Output};
 
-use support::hosts_dir;
+use support::{K3dGpu, hosts_dir};
 
 fn k3d_gpu_in(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"));
-    command
-        .current_dir(dir)
-        .args(args)
-        .env_remove("K3D_GPU_VENDORS")
-        .env_remove("K3D_GPU_ROOT")
-        .env_remove("KUBECONFIG")
-        .env("DOCKER_HOST", "unix:///nonexistent/k3d-gpu-test.sock")
-        .env("NO_COLOR", "1");
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    command.output().unwrap()
+    K3dGpu::new().cwd(dir).args(args).envs(env.iter().copied()).output()
 }
 
 fn k3d_gpu(args: &[&str]) -> Output {
@@ -122,11 +110,10 @@ fn a_huge_value_gives_a_short_diagnostic() {
     let huge = "v".repeat(30 << 20);
     let (_repo, config) =
         repo_with_config(&format!("[cluster]\nnode_labels = {{ x = 1, y = \"{huge}\" }}\nbogus = 1\n"));
-    let start = std::time::Instant::now();
+    // How long a 30 MB config takes is the benches' to show; this proves the diagnostic stays short.
     let out = k3d_gpu(&["validate", "-c", &config, "--root", &host("plain-laptop-amd")]);
     assert_eq!(out.status.code(), Some(1), "{}", &stderr(&out)[..2000.min(out.stderr.len())]);
     assert!(out.stderr.len() < 16 << 10, "{} bytes of diagnostics", out.stderr.len());
-    assert!(start.elapsed() < std::time::Duration::from_secs(30));
 }
 
 #[test]
@@ -370,14 +357,11 @@ fn destroy_of_a_cluster_that_does_not_exist_says_so() {
 #[test]
 fn the_apply_lock_is_never_in_the_working_directory_and_io_errors_say_so() {
     let (repo, config) = repo_with_config("");
-    let out = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .current_dir(repo.path())
+    let out = K3dGpu::new()
+        .cwd(repo.path())
         .args(["apply", "-c", &config, "--root", &host("plain-laptop-amd")])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap())
-        .env("DOCKER_HOST", "unix:///nonexistent/k3d-gpu-test.sock")
-        .output()
-        .unwrap();
+        .env_remove("HOME")
+        .output();
     assert_ne!(out.status.code(), Some(0));
     assert!(!repo.path().join(".local").exists(), "HOME unset put the lock in the working directory");
     // A lock directory that cannot be made: said as such, not "wait for the other apply".
@@ -439,13 +423,11 @@ fn a_written_document_keeps_the_users_umask() {
     use std::os::unix::fs::PermissionsExt;
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("facts.json");
-    let script = format!(
-        "umask 077; exec '{}' facts --root '{}' --out '{}'",
-        env!("CARGO_BIN_EXE_k3d-gpu"),
-        host("plain-laptop-amd"),
-        out.display()
-    );
-    let status = Command::new("sh").args(["-c", &script]).status().unwrap();
-    assert!(status.success());
+    let made = K3dGpu::program("sh")
+        .binary_on_path()
+        .args(["-c", "umask 077; exec k3d-gpu \"$@\"", "sh", "facts", "--root", &host("plain-laptop-amd"), "--out"])
+        .arg(&out)
+        .output();
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     assert_eq!(std::fs::metadata(&out).unwrap().permissions().mode() & 0o777, 0o600);
 }

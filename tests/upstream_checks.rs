@@ -33,6 +33,8 @@ fn cases() -> Vec<(String, DesiredGraph)> {
         ("[sharing]\ndeny_ids = [\"0xA780\"]\nmonitoring = true\n", "arc-b580-xe-rpl-igpu"),
         ("[cluster]\nagents = 2\napi_port = 6443\n", "desktop-rpl-nvidia"),
         ("[cluster]\nagents = 1\napi_host_ip = \"0.0.0.0\"\n", "meteor-lake-old-npu-fw"),
+        // The balloons policy with this host's CPU hints (favoured CPUs, OVERRIDE_SYS_ATOM_CPUS).
+        ("", "arrow-lake-h"),
         ("[cluster]\nagents = 1\naccelerator_node = \"agent:0\"\n", "xeon-2s-snc2"),
         ("[sharing.nvidia]\nreplicas = 2\nfail_requests_greater_than_one = false\n", "wsl2-nvidia"),
         ("[sharing]\nmonitoring = true\n[telemetry]\n", "desktop-rpl-nvidia"),
@@ -1003,4 +1005,58 @@ fn every_custom_resource_we_emit_is_valid_against_upstreams_crd() {
     let mut bad = rule.clone();
     bad["spec"]["rules"] = serde_json::json!("not a list");
     assert!(!custom_resource_errors(&schemas, &bad).unwrap().is_empty(), "a wrong type");
+}
+
+/// The custom resources of the example directories (KServe's InferenceService, KubeRay's
+/// RayCluster) against the OpenAPI v3 schema of upstream's own CRD at the release each
+/// example names, vendored in tests/upstream/ (descriptions left out; tests/upstream/README.md),
+/// strict as the API server prunes.
+#[test]
+fn example_custom_resources_are_valid_against_upstreams_crds() {
+    fn strict(schema: &mut Value) {
+        if let Value::Object(map) = schema {
+            let preserve = map.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true));
+            if map.contains_key("properties") && !map.contains_key("additionalProperties") && !preserve {
+                map.insert("additionalProperties".into(), Value::Bool(false));
+            }
+            map.values_mut().for_each(strict);
+        } else if let Value::Array(items) = schema {
+            items.iter_mut().for_each(strict);
+        }
+    }
+    let vendored = [
+        ("serving.kserve.io", "InferenceService", "v1beta1", "kserve-v0.20.0-inferenceservice-v1beta1.schema.json"),
+        ("ray.io", "RayCluster", "v1", "kuberay-v1.7.0-raycluster-v1.schema.json"),
+    ];
+    let mut validators = BTreeMap::new();
+    for (group, kind, version, file) in vendored {
+        let text = std::fs::read_to_string(support::repo().join("tests/upstream").join(file)).unwrap();
+        let mut schema: Value = serde_json::from_str(&text).unwrap();
+        strict(&mut schema);
+        validators.insert(
+            (group.to_string(), kind.to_string(), version.to_string()),
+            jsonschema::validator_for(&schema).unwrap(),
+        );
+    }
+    let mut checked = Vec::new();
+    for (example, file) in [("kserve-ovms-igpu", "inferenceservice.yaml"), ("kuberay-hybrid", "raycluster.yaml")] {
+        let text = std::fs::read_to_string(support::repo().join("examples").join(example).join(file)).unwrap();
+        for object in k3d_gpu::catalog::parse_manifest(file, &text).unwrap() {
+            let errors = custom_resource_errors(&validators, &object)
+                .unwrap_or_else(|| panic!("{example}/{file}: no vendored CRD for {}", object["kind"]));
+            assert!(errors.is_empty(), "{example}/{file}: {errors:#?}");
+            checked.push(object["kind"].as_str().unwrap().to_string());
+        }
+    }
+    assert_eq!(checked, ["InferenceService", "RayCluster"]);
+
+    // The schemas are strict where upstream's are: a misspelt field and a wrong type fail.
+    let mut bad: Value = serde_json::json!({
+        "apiVersion": "ray.io/v1", "kind": "RayCluster", "metadata": {"name": "x"},
+        "spec": {"headGroupSpec": {"rayStartParams": {}, "template": {"spec": {"containers": []}}},
+                 "workerGroupSpecs": [{"groupName": "w", "replica": 1, "template": {}}]}
+    });
+    assert!(!custom_resource_errors(&validators, &bad).unwrap().is_empty(), "replica (for replicas)");
+    bad["spec"]["workerGroupSpecs"][0] = serde_json::json!({"groupName": "w", "replicas": "two", "template": {}});
+    assert!(!custom_resource_errors(&validators, &bad).unwrap().is_empty(), "replicas as a string");
 }

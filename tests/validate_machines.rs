@@ -4,27 +4,17 @@
 
 mod support;
 
-use std::process::{Command, Output};
+use std::process::Output;
 
 use serde_json::Value;
+use support::K3dGpu;
 use support::repo;
 
 fn validate_machines(list: &str, extra: &[&str]) -> Output {
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("k3dgpu-machines.txt");
     std::fs::write(&file, list).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .arg("validate")
-        .arg("--machines")
-        .arg(&file)
-        .args(extra)
-        .current_dir(repo())
-        .env_remove("K3D_GPU_VENDORS")
-        .env_remove("K3D_GPU_ROOT")
-        .env_remove("K3D_GPU_CONFIG")
-        .env("NO_COLOR", "1")
-        .output()
-        .unwrap()
+    K3dGpu::new().arg("validate").arg("--machines").arg(&file).args(extra).cwd(repo()).output()
 }
 
 fn text(out: &Output) -> (String, String) {
@@ -75,12 +65,7 @@ fn the_same_verdicts_as_one_validate_per_pair() {
     assert_eq!(rows.len(), pairs.len());
     let mut worst = 0;
     for (i, (config, host)) in pairs.iter().enumerate() {
-        let one = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-            .args(["validate", "--json", "-c", config, "--root", host])
-            .current_dir(repo())
-            .env_remove("K3D_GPU_VENDORS")
-            .output()
-            .unwrap();
+        let one = K3dGpu::new().args(["validate", "--json", "-c", config, "--root", host]).cwd(repo()).output();
         worst = worst.max(one.status.code().unwrap());
         let single = json(&one);
         let row = rows.iter().find(|r| r["line"] == i + 1).unwrap();
@@ -154,22 +139,17 @@ fn an_existing_clusters_config_stands_alone_and_a_k3d_config_needs_its_host() {
 fn a_facts_file_stands_for_a_host_and_machines_excludes_single_host_options() {
     let dir = tempfile::tempdir().unwrap();
     let facts = dir.path().join("wsl2.json");
-    let made = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
+    let made = K3dGpu::new()
         .args(["facts", "--root", "tests/fixtures/hosts/wsl2-intel", "--out"])
         .arg(&facts)
-        .current_dir(repo())
-        .output()
-        .unwrap();
+        .cwd(repo())
+        .output();
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
     let out = validate_machines(&format!("examples/wsl2-intel.toml {}\n", facts.display()), &[]);
     assert_eq!(out.status.code(), Some(0), "{:?}", text(&out));
     let out = validate_machines("examples/wsl2-intel.toml tests/fixtures/hosts/wsl2-intel\n", &["-c", "x.toml"]);
     assert_eq!(out.status.code(), Some(2), "clap refuses --machines with -c");
-    let missing = Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args(["validate", "--machines", "no-such-list.txt"])
-        .current_dir(repo())
-        .output()
-        .unwrap();
+    let missing = K3dGpu::new().args(["validate", "--machines", "no-such-list.txt"]).cwd(repo()).output();
     assert_eq!(missing.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&missing.stderr).contains("cannot read machines file"));
 }

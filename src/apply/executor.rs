@@ -12,15 +12,18 @@ use futures_util::stream::FuturesUnordered;
 
 use serde::Serialize;
 
+use super::error::ApplyError;
 use crate::plan::Action;
 
 /// How many actions run at once by default: enough for a plan of device plugins to go out
 /// together, few enough not to flood a small API server.
 pub const DEFAULT_PARALLEL: usize = 16;
 
-/// Runs one action. Providers implement it; tests use fakes.
+/// Runs one action. Providers implement it; tests use fakes. The error becomes text here,
+/// in the outcome and its events: what it is has been decided by then (the providers retry
+/// what can heal).
 pub trait Runner: Sync {
-    fn run<'a>(&'a self, action: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>>;
+    fn run<'a>(&'a self, action: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), ApplyError>> + Send + 'a>>;
 }
 
 /// Progress events, in the order they happen.
@@ -127,6 +130,7 @@ pub async fn execute_until(
                 report(&Event::Done { id: id.to_string(), elapsed_ms });
             }
             Err(error) => {
+                let error = error.to_string();
                 report(&Event::Failed { id: id.to_string(), elapsed_ms, error: error.clone() });
                 failed.insert(id, error);
             }
@@ -171,7 +175,7 @@ mod tests {
     }
 
     impl Runner for Fake {
-        fn run<'a>(&'a self, action: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+        fn run<'a>(&'a self, action: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), ApplyError>> + Send + 'a>> {
             Box::pin(async move {
                 use std::sync::atomic::Ordering::SeqCst;
                 let now = self.live.fetch_add(1, SeqCst) + 1;

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
+use super::error::ApplyError;
 use crate::observe::CLUSTER_SPEC_LABEL;
 
 /// How long `k3d cluster create` may take: pulling the node image on a slow line is minutes.
@@ -109,20 +110,21 @@ pub fn data_home(env: &dyn Fn(&str) -> Option<String>) -> Option<PathBuf> {
 
 /// A model store path as the graph writes it (`compile::models::short`: absolute, or under
 /// `$XDG_DATA_HOME/`) on this machine.
-pub fn model_store_path(short: &str, data_home: Option<&Path>) -> Result<PathBuf, String> {
+pub fn model_store_path(short: &str, data_home: Option<&Path>) -> Result<PathBuf, ApplyError> {
     match short.strip_prefix("$XDG_DATA_HOME/") {
-        Some(rest) => data_home
-            .map(|d| d.join(rest))
-            .ok_or_else(|| "the default model store needs XDG_DATA_HOME or HOME; or set [agent] model_dir".to_string()),
+        Some(rest) => data_home.map(|d| d.join(rest)).ok_or(ApplyError::NoDataHome),
         None if short.starts_with('/') => Ok(PathBuf::from(short)),
-        None => Err(format!("model store {short:?} is not an absolute path")),
+        None => Err(ApplyError::RelativeModelStore(short.to_string())),
     }
 }
 
 /// Makes a model store directory (and its parents) if missing: Docker would otherwise make a
 /// bind source root-owned, and a local PersistentVolume's path must exist.
-pub fn make_model_dir(dir: &Path) -> Result<(), String> {
-    std::fs::create_dir_all(dir).map_err(|e| format!("cannot make the model store {}: {e}", dir.display()))
+pub fn make_model_dir(dir: &Path) -> Result<(), ApplyError> {
+    std::fs::create_dir_all(dir).map_err(|e| ApplyError::File {
+        what: format!("cannot make the model store {}", dir.display()),
+        reason: e.to_string(),
+    })
 }
 
 /// Adds the cluster spec's model store to a SimpleConfig: `host` (resolved) mounted on every
@@ -169,7 +171,8 @@ pub fn with_credentials(mut config: Value, spec: &Value, credentials: &super::re
     config
 }
 
-/// Runs `k3d` with a deadline; its last lines become the error. `lock`: the apply lock's
+/// Runs `k3d` with a deadline; its exit status and last lines (escaped: k3d echoes names
+/// and registry replies) become the error. `lock`: the apply lock's
 /// descriptor ([`super::lock::Lock::for_child`]), given to k3d as its stdin (k3d reads none),
 /// so the lock is held while k3d runs even if k3d-gpu dies first; without it, stdin is empty.
 pub async fn run_k3d(
@@ -177,15 +180,15 @@ pub async fn run_k3d(
     args: &[&str],
     timeout: Duration,
     lock: Option<std::fs::File>,
-) -> Result<(), String> {
+) -> Result<(), ApplyError> {
     let mut command = tokio::process::Command::new(binary);
     let stdin = lock.map_or_else(std::process::Stdio::null, std::process::Stdio::from);
     command.args(args).stdin(stdin).kill_on_drop(true);
     let output = match tokio::time::timeout(timeout, command.output()).await {
-        Err(_) => return Err(format!("`k3d {}` did not finish within {}s", args.join(" "), timeout.as_secs())),
-        Ok(Err(e)) => {
-            return Err(format!("cannot run {}: {e} (is k3d installed? `k3d-gpu doctor` checks)", binary.display()));
+        Err(_) => {
+            return Err(ApplyError::TimedOut { what: format!("`k3d {}`", args.join(" ")), secs: timeout.as_secs() });
         }
+        Ok(Err(e)) => return Err(ApplyError::K3dNotRun { binary: binary.to_path_buf(), reason: e.to_string() }),
         Ok(Ok(output)) => output,
     };
     if output.status.success() {
@@ -193,7 +196,12 @@ pub async fn run_k3d(
     }
     let text = String::from_utf8_lossy(&output.stderr).into_owned() + &String::from_utf8_lossy(&output.stdout);
     let tail: Vec<&str> = text.lines().filter(|l| !l.trim().is_empty()).rev().take(5).collect();
-    Err(format!("`k3d {}` failed: {}", args.join(" "), tail.into_iter().rev().collect::<Vec<_>>().join(" | ")))
+    let tail = tail.into_iter().rev().map(|l| crate::escape::one_line(l.trim_end()).into_owned()).collect::<Vec<_>>();
+    Err(ApplyError::K3dFailed {
+        args: args.join(" "),
+        status: output.status.to_string(),
+        tail: crate::escape::capped(tail.join(" | ")),
+    })
 }
 
 /// The k3d binary: `K3D_GPU_K3D` if set, else `k3d` on PATH.
@@ -236,6 +244,24 @@ mod tests {
     }
 
     #[test]
+    fn a_failed_k3d_names_its_exit_status_and_its_last_lines_escaped() {
+        // A shell plays k3d (no script file: one just written can be busy when exec'd).
+        let script = "for i in 1 2 3 4 5; do echo \"line $i\"; done; printf 'FATA \\033[31mred\\n'; exit 3";
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let error = rt.block_on(run_k3d(Path::new("/bin/sh"), &["-c", script], CREATE_TIMEOUT, None)).unwrap_err();
+        let ApplyError::K3dFailed { args, status, tail } = &error else { panic!("{error:?}") };
+        assert!(args.starts_with("-c for i in"), "{args}");
+        assert!(status.contains('3'), "{status}");
+        assert!(!tail.contains('\u{1b}') && tail.ends_with("line 5 | FATA \\x1b[31mred"), "{tail}");
+        assert!(tail.starts_with("line 2 | ") && !tail.contains("line 1"), "the last five lines: {tail}");
+        assert!(!error.is_retryable());
+        let missing =
+            rt.block_on(run_k3d(Path::new("/nonexistent/k3d"), &["version"], CREATE_TIMEOUT, None)).unwrap_err();
+        assert!(matches!(missing, ApplyError::K3dNotRun { .. }), "{missing:?}");
+        assert!(missing.to_string().contains("is k3d installed?"), "{missing}");
+    }
+
+    #[test]
     fn the_model_store_is_resolved_and_mounted_on_every_node() {
         let home = |k: &str| (k == "HOME").then(|| "/home/me".to_string());
         let data = data_home(&home);
@@ -252,7 +278,7 @@ mod tests {
             model_store_path(short, data.as_deref()).unwrap(),
             PathBuf::from("/home/me/.local/share/k3d-gpu/models/gpu")
         );
-        assert!(model_store_path(short, None).unwrap_err().contains("model_dir"));
+        assert!(model_store_path(short, None).unwrap_err().to_string().contains("model_dir"));
         assert_eq!(model_store_path("/srv/m/vllm", None).unwrap(), PathBuf::from("/srv/m/vllm"));
         let spec =
             json!({ "name": "gpu", "volumes": [], "model_store": { "dir": null, "node": "/var/lib/k3d-gpu/models" } });

@@ -10,6 +10,7 @@ use kube::Client;
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
 use serde_json::{Value, json};
 
+use super::error::{ApplyError, KubeError};
 use crate::compile::MANAGED_BY;
 use crate::observe::MANAGED_LABELS_ANNOTATION;
 use crate::observe::resources::CrdPlurals;
@@ -25,13 +26,13 @@ async fn api_for(
     client: &Client,
     object: &Value,
     crds: &CrdPlurals,
-) -> Result<(Option<Api<DynamicObject>>, String), String> {
+) -> Result<(Option<Api<DynamicObject>>, String), ApplyError> {
     let api_version = object["apiVersion"].as_str().ok_or("object without apiVersion")?;
     let kind = object["kind"].as_str().ok_or("object without kind")?;
     let name = object["metadata"]["name"].as_str().ok_or("object without metadata.name")?.to_string();
     let resource = patient(|| crate::observe::resources::resource(client, api_version, kind, crds))
         .await
-        .map_err(|e| format!("discovery of {kind}: {e}"))?;
+        .map_err(|e| ApplyError::kube(format!("discovery of {kind}"), e))?;
     let api = resource.map(|resource| match object["metadata"]["namespace"].as_str() {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
@@ -39,8 +40,10 @@ async fn api_for(
     Ok((api, name))
 }
 
-/// Retries calls that fail because the API server is not up yet (a cluster just created).
-async fn patient<T, F, Fut>(mut call: F) -> Result<T, kube::Error>
+/// Retries calls that fail because the API server is not up yet (a cluster just created) or
+/// is busy: only what [`KubeError::is_retryable`] says can heal. Refused credentials, a
+/// failed TLS handshake or a request the server rejects return at once.
+async fn patient<T, F, Fut>(mut call: F) -> Result<T, KubeError>
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Result<T, kube::Error>>,
@@ -48,9 +51,8 @@ where
     let start = Instant::now();
     let mut wait = Duration::from_millis(200);
     loop {
-        match call().await {
-            Err(kube::Error::Api(status)) => return Err(kube::Error::Api(status)),
-            Err(_) if start.elapsed() < API_READY => {
+        match call().await.map_err(KubeError::from) {
+            Err(e) if e.is_retryable() && start.elapsed() < API_READY => {
                 tokio::time::sleep(wait).await;
                 wait = (wait * 2).min(Duration::from_secs(5));
             }
@@ -65,7 +67,7 @@ const KIND_READY: Duration = Duration::from_secs(60);
 /// Server-side apply of one object, forcing ownership of the fields we set. A `create` never
 /// takes over an object someone else made: if one exists without our label, it fails.
 /// `crds`: the plurals of the CRDs this apply has seen, besides the built-in kinds.
-pub async fn apply(client: &Client, object: &Value, create: bool, crds: &CrdPlurals) -> Result<(), String> {
+pub async fn apply(client: &Client, object: &Value, create: bool, crds: &CrdPlurals) -> Result<(), ApplyError> {
     let start = Instant::now();
     let (api, name) = loop {
         match api_for(client, object, crds).await? {
@@ -73,11 +75,11 @@ pub async fn apply(client: &Client, object: &Value, create: bool, crds: &CrdPlur
             // The kind is not served yet: its CRD was applied a moment ago.
             (None, _) if start.elapsed() < KIND_READY => tokio::time::sleep(Duration::from_millis(500)).await,
             (None, name) => {
-                return Err(format!(
-                    "server-side apply of {name}: the API server does not serve {} {} (is its CRD installed?)",
-                    object["apiVersion"].as_str().unwrap_or_default(),
-                    object["kind"].as_str().unwrap_or_default()
-                ));
+                return Err(ApplyError::NotServed {
+                    name,
+                    api_version: object["apiVersion"].as_str().unwrap_or_default().to_string(),
+                    kind: object["kind"].as_str().unwrap_or_default().to_string(),
+                });
             }
         }
     };
@@ -87,10 +89,7 @@ pub async fn apply(client: &Client, object: &Value, create: bool, crds: &CrdPlur
                 if existing.metadata.labels.as_ref().and_then(|l| l.get(MANAGED_BY.0)).map(String::as_str)
                     != Some(MANAGED_BY.1) =>
             {
-                return Err(format!(
-                    "{name} already exists and is not managed by k3d-gpu; remove it, or label it {}={} to hand it over",
-                    MANAGED_BY.0, MANAGED_BY.1
-                ));
+                return Err(ApplyError::NotOurs { name });
             }
             _ => {}
         }
@@ -101,19 +100,19 @@ pub async fn apply(client: &Client, object: &Value, create: bool, crds: &CrdPlur
         match patient(|| api.patch(&name, &params, &patch)).await {
             Ok(_) => return Ok(()),
             // The kind is not served yet: its CRD was applied a moment ago.
-            Err(kube::Error::Api(status)) if status.code == 404 && start.elapsed() < KIND_READY => {
+            Err(e) if e.code() == Some(404) && start.elapsed() < KIND_READY => {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
-            Err(e) => return Err(format!("server-side apply of {name}: {e}")),
+            Err(e) => return Err(ApplyError::kube(format!("server-side apply of {name}"), e)),
         }
     }
 }
 
 /// Deletes an object — only if what we observed carries our managed-by label, and only that
 /// very object (its uid), not one recreated under the same name since.
-pub async fn delete(client: &Client, observed: &Value, crds: &CrdPlurals) -> Result<(), String> {
+pub async fn delete(client: &Client, observed: &Value, crds: &CrdPlurals) -> Result<(), ApplyError> {
     if observed["metadata"]["labels"][MANAGED_BY.0] != MANAGED_BY.1 {
-        return Err("refusing to delete an object that k3d-gpu does not manage".into());
+        return Err(ApplyError::NotManaged);
     }
     // A kind the server no longer serves has no objects left to delete.
     let (Some(api), name) = api_for(client, observed, crds).await? else { return Ok(()) };
@@ -123,10 +122,13 @@ pub async fn delete(client: &Client, observed: &Value, crds: &CrdPlurals) -> Res
     }
     match patient(|| api.delete(&name, &params)).await {
         Ok(_) => Ok(()),
-        Err(kube::Error::Api(status)) if status.code == 404 => Ok(()),
-        Err(e) => Err(format!("delete {name}: {e}")),
+        Err(e) if e.code() == Some(404) => Ok(()),
+        Err(e) => Err(ApplyError::kube(format!("delete {name}"), e)),
     }
 }
+
+/// How many times a node's patch is computed again after a conflict.
+const ATTEMPTS: usize = 5;
 
 /// One change of a node's metadata: a label (or annotation) set to a value or removed, and
 /// whether k3d-gpu claims a label it creates (records it as its own).
@@ -144,7 +146,7 @@ pub struct NodeChange {
 /// with a conflict and it is computed again rather than losing an entry. A label is claimed
 /// only when the node still lacks it at patch time: one someone set between plan and apply
 /// stays theirs. A label is removed only where it is recorded as ours.
-pub async fn node_changes(client: &Client, node: &str, changes: &[NodeChange]) -> Result<(), String> {
+pub async fn node_changes(client: &Client, node: &str, changes: &[NodeChange]) -> Result<(), ApplyError> {
     node_changes_from(client, node, changes, None).await
 }
 
@@ -156,14 +158,14 @@ async fn node_changes_from(
     node: &str,
     changes: &[NodeChange],
     mut listed: Option<Node>,
-) -> Result<(), String> {
+) -> Result<(), ApplyError> {
     let nodes: Api<Node> = Api::all(client.clone());
-    for _attempt in 0..5 {
+    for _attempt in 0..ATTEMPTS {
         let current = match listed.take() {
             Some(current) => current,
-            None => patient(|| nodes.get(node)).await.map_err(|e| match e {
-                kube::Error::Api(status) if status.code == 404 => format!("node {node} is not in the cluster"),
-                e => format!("get node {node}: {e}"),
+            None => patient(|| nodes.get(node)).await.map_err(|e| match e.code() {
+                Some(404) => ApplyError::NoSuchNode(Some(node.to_string())),
+                _ => ApplyError::kube(format!("get node {node}"), e),
             })?,
         };
         let labels = current.metadata.labels.clone().unwrap_or_default();
@@ -196,11 +198,11 @@ async fn node_changes_from(
         let merge = Patch::Merge(&patch);
         match patient(|| nodes.patch(node, &params, &merge)).await {
             Ok(_) => return Ok(()),
-            Err(kube::Error::Api(status)) if status.code == 409 => continue,
-            Err(e) => return Err(format!("patch node {node}: {e}")),
+            Err(e) if e.code() == Some(409) => continue,
+            Err(e) => return Err(ApplyError::kube(format!("patch node {node}"), e)),
         }
     }
-    Err(format!("patch node {node}: it kept changing under us (5 conflicts); apply again"))
+    Err(ApplyError::NodeKeptChanging { node: node.to_string(), attempts: ATTEMPTS })
 }
 
 /// Sets (`Some`) or removes (`None`) a label or annotation on every node of a k3d cluster
@@ -214,18 +216,15 @@ pub async fn node_metadata(
     value: Option<&str>,
     claim: bool,
     only: Option<&str>,
-) -> Result<(), String> {
+) -> Result<(), ApplyError> {
     let nodes: Api<Node> = Api::all(client.clone());
     let all = match only {
         Some(name) => ListParams::default().fields(&format!("metadata.name={name}")),
         None => ListParams::default(),
     };
-    let list = patient(|| nodes.list(&all)).await.map_err(|e| format!("list nodes: {e}"))?;
+    let list = patient(|| nodes.list(&all)).await.map_err(|e| ApplyError::kube("list nodes", e))?;
     if list.items.is_empty() {
-        return Err(match only {
-            Some(name) => format!("node {name} is not in the cluster"),
-            None => "the cluster has no nodes yet".into(),
-        });
+        return Err(ApplyError::NoSuchNode(only.map(str::to_string)));
     }
     let change = NodeChange { label, key: key.to_string(), value: value.map(str::to_string), claim };
     for node in list.items {

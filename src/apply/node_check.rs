@@ -6,6 +6,7 @@
 use bollard::Docker;
 use futures_util::StreamExt;
 
+use super::error::ApplyError;
 use crate::node_check::{Required, Verdict, probe_command, verdict};
 
 /// The probe lists a dozen paths; a minute is far past a slow disk.
@@ -17,18 +18,19 @@ pub const CHECK_LABEL: &str = "k3d-gpu.io/node-image-check";
 /// Runs the probe in `image` and returns what it found. An error means the probe could not
 /// run at all (no such image, no `/bin/sh`, the engine refused): that image cannot be a k3d
 /// node either, and the error says why.
-pub async fn check(docker: &Docker, image: &str, required: &[Required]) -> Result<Verdict, String> {
+pub async fn check(docker: &Docker, image: &str, required: &[Required]) -> Result<Verdict, ApplyError> {
     let work = run_probe(docker, image, required);
     let output = match tokio::time::timeout(CHECK_TIMEOUT, work).await {
         Ok(result) => result?,
         Err(_) => {
-            return Err(format!("the check of node image {image} did not finish within {}s", CHECK_TIMEOUT.as_secs()));
+            let what = format!("the check of node image {image}");
+            return Err(ApplyError::TimedOut { what, secs: CHECK_TIMEOUT.as_secs() });
         }
     };
     Ok(verdict(required, &output))
 }
 
-async fn run_probe(docker: &Docker, image: &str, required: &[Required]) -> Result<String, String> {
+async fn run_probe(docker: &Docker, image: &str, required: &[Required]) -> Result<String, ApplyError> {
     let (entrypoint, cmd) = probe_command(required);
     let body = bollard::models::ContainerCreateBody {
         image: Some(image.to_string()),
@@ -43,7 +45,7 @@ async fn run_probe(docker: &Docker, image: &str, required: &[Required]) -> Resul
     let created = docker
         .create_container(None::<bollard::query_parameters::CreateContainerOptions>, body)
         .await
-        .map_err(|e| format!("cannot run node image {image} for its check: {}", clean(&e.to_string())))?;
+        .map_err(|e| docker_error(format!("cannot run node image {image} for its check"), &e))?;
     let id = created.id;
     let result = start_and_read(docker, &id, image).await;
     // Removed by us once read, whatever happened: the probe's output is read from its log
@@ -55,9 +57,9 @@ async fn run_probe(docker: &Docker, image: &str, required: &[Required]) -> Resul
 }
 
 /// Starts the probe, waits for it to exit, and reads what it wrote to stdout.
-async fn start_and_read(docker: &Docker, id: &str, image: &str) -> Result<String, String> {
+async fn start_and_read(docker: &Docker, id: &str, image: &str) -> Result<String, ApplyError> {
     docker.start_container(id, None::<bollard::query_parameters::StartContainerOptions>).await.map_err(|e| {
-        format!("node image {image} cannot run /bin/sh, which k3d's node entrypoint needs: {}", clean(&e.to_string()))
+        docker_error(format!("node image {image} cannot run /bin/sh, which k3d's node entrypoint needs"), &e)
     })?;
     let options = bollard::query_parameters::WaitContainerOptions { condition: "not-running".into() };
     let mut waited = docker.wait_container(id, Some(options));
@@ -66,7 +68,7 @@ async fn start_and_read(docker: &Docker, id: &str, image: &str) -> Result<String
         if let Err(e) = item
             && !matches!(e, bollard::errors::Error::DockerContainerWaitError { .. })
         {
-            return Err(format!("waiting for the check of node image {image}: {}", clean(&e.to_string())));
+            return Err(docker_error(format!("waiting for the check of node image {image}"), &e));
         }
     }
     let options = bollard::query_parameters::LogsOptions { stdout: true, stderr: false, ..Default::default() };
@@ -78,7 +80,7 @@ async fn start_and_read(docker: &Docker, id: &str, image: &str) -> Result<String
                 stdout.push_str(&String::from_utf8_lossy(&message))
             }
             Ok(_) => {}
-            Err(e) => return Err(format!("reading the check of node image {image}: {}", clean(&e.to_string()))),
+            Err(e) => return Err(docker_error(format!("reading the check of node image {image}"), &e)),
         }
         // The probe writes a line per name; more than this is not the probe.
         if stdout.len() > 64 * 1024 {
@@ -86,6 +88,11 @@ async fn start_and_read(docker: &Docker, id: &str, image: &str) -> Result<String
         }
     }
     Ok(stdout)
+}
+
+/// The engine's error, escaped (an image's name and the engine's text reach it).
+fn docker_error(doing: String, e: &bollard::errors::Error) -> ApplyError {
+    ApplyError::Docker { doing, message: clean(&e.to_string()) }
 }
 
 fn clean(text: &str) -> String {

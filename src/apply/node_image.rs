@@ -8,6 +8,7 @@ use bollard::Docker;
 use futures_util::StreamExt;
 use serde_json::Value;
 
+use super::error::ApplyError;
 use crate::node_image::{INPUTS_LABEL, Source, TreeFile};
 
 /// A build or pull has no natural deadline; an hour is far past a slow network.
@@ -15,23 +16,23 @@ pub const BUILD_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(36
 
 /// Builds or pulls what `spec` (the graph's node-image spec) says. `say` prints one line of
 /// progress.
-pub async fn run(docker: &Docker, spec: &Value, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
+pub async fn run(docker: &Docker, spec: &Value, say: &(dyn Fn(&str) + Sync)) -> Result<(), ApplyError> {
     let reference = spec["reference"].as_str().ok_or("no image reference")?;
     let work = async {
         match spec["source"].as_str() {
             Some("build") => build(docker, spec, reference, say).await,
             Some("pull") => pull(docker, reference, say).await,
-            other => Err(format!("unknown node image source {other:?}")),
+            other => Err(ApplyError::Malformed(format!("unknown node image source {other:?}"))),
         }
     };
-    tokio::time::timeout(BUILD_TIMEOUT, work)
-        .await
-        .unwrap_or_else(|_| Err(format!("{reference}: not done within {}s", BUILD_TIMEOUT.as_secs())))
+    tokio::time::timeout(BUILD_TIMEOUT, work).await.unwrap_or_else(|_| {
+        Err(ApplyError::TimedOut { what: format!("the build or pull of {reference}"), secs: BUILD_TIMEOUT.as_secs() })
+    })
 }
 
 /// The context's files, read again and checked against the digest the plan recorded: what is
 /// built is what was planned.
-fn context_files(spec: &Value, args: &BTreeMap<String, String>) -> Result<BTreeMap<String, TreeFile>, String> {
+fn context_files(spec: &Value, args: &BTreeMap<String, String>) -> Result<BTreeMap<String, TreeFile>, ApplyError> {
     let context = spec["context"].as_str().ok_or("no build context")?;
     let files = match context {
         "shipped" => match Source::shipped() {
@@ -39,18 +40,20 @@ fn context_files(spec: &Value, args: &BTreeMap<String, String>) -> Result<BTreeM
             Source::Prebuilt { .. } => unreachable!("the shipped source is a build"),
         },
         dir => crate::input_file::read_tree(std::path::Path::new(dir), crate::node_image::CONTEXT_LIMITS)
-            .and_then(crate::node_image::check_context)?,
+            .and_then(crate::node_image::check_context)
+            .map_err(|reason| ApplyError::File { what: format!("the build context {dir}"), reason })?,
     };
     let digest = crate::canonical::digest(&crate::node_image::build_inputs(&files, args));
     if Some(digest.as_str()) != spec["digest"].as_str() {
-        return Err(format!("the build context {context} changed since the plan; re-plan"));
+        return Err(ApplyError::ChangedSincePlan { what: format!("the build context {context}") });
     }
     Ok(files)
 }
 
 /// A tar of the files, in path order, with fixed metadata (the execute bit kept) so the same
 /// files give the same bytes.
-pub fn tar(files: &BTreeMap<String, TreeFile>) -> Result<Vec<u8>, String> {
+pub fn tar(files: &BTreeMap<String, TreeFile>) -> Result<Vec<u8>, ApplyError> {
+    let failed = |what: String, e: std::io::Error| ApplyError::File { what, reason: e.to_string() };
     let mut archive = tar::Builder::new(Vec::new());
     for (path, file) in files {
         let mut header = tar::Header::new_gnu();
@@ -58,12 +61,13 @@ pub fn tar(files: &BTreeMap<String, TreeFile>) -> Result<Vec<u8>, String> {
         header.set_mode(crate::node_image::tar_mode(file));
         header.set_mtime(0);
         header.set_entry_type(tar::EntryType::Regular);
-        archive.append_data(&mut header, path, file.bytes.as_slice()).map_err(|e| format!("tar {path}: {e}"))?;
+        archive.append_data(&mut header, path, file.bytes.as_slice()).map_err(|e| failed(format!("tar {path}"), e))?;
     }
-    archive.into_inner().map_err(|e| format!("tar: {e}"))
+    archive.into_inner().map_err(|e| failed("tar".into(), e))
 }
 
-async fn build(docker: &Docker, spec: &Value, reference: &str, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
+async fn build(docker: &Docker, spec: &Value, reference: &str, say: &(dyn Fn(&str) + Sync)) -> Result<(), ApplyError> {
+    let failed = |message: String| ApplyError::Docker { doing: format!("build {reference}"), message };
     let args: BTreeMap<String, String> = serde_json::from_value(spec["build_args"].clone()).unwrap_or_default();
     // Reading up to 256 MiB and building its tar are blocking work: on the blocking pool, so
     // the other actions and the progress output go on meanwhile.
@@ -71,7 +75,7 @@ async fn build(docker: &Docker, spec: &Value, reference: &str, say: &(dyn Fn(&st
         let (spec, args) = (spec.clone(), args.clone());
         tokio::task::spawn_blocking(move || tar(&context_files(&spec, &args)?))
             .await
-            .map_err(|e| format!("build {reference}: reading the context failed: {e}"))??
+            .map_err(|e| failed(format!("reading the context failed: {e}")))??
     };
     let tag = reference.rsplit_once(':').map_or("", |(_, t)| t);
     let labels = HashMap::from([
@@ -89,9 +93,9 @@ async fn build(docker: &Docker, spec: &Value, reference: &str, say: &(dyn Fn(&st
     };
     let mut stream = docker.build_image(options, None, Some(bollard::body_full(body.into())));
     while let Some(item) = stream.next().await {
-        let info = item.map_err(|e| format!("build {reference}: {e}"))?;
+        let info = item.map_err(|e| failed(clean(&e.to_string())))?;
         if let Some(detail) = info.error_detail {
-            return Err(format!("build {reference}: {}", clean(&detail.message.unwrap_or_default())));
+            return Err(failed(clean(&detail.message.unwrap_or_default())));
         }
         if let Some(text) = info.stream.or(info.status) {
             for line in text.lines().map(clean).filter(|l| !l.trim().is_empty()) {
@@ -102,15 +106,16 @@ async fn build(docker: &Docker, spec: &Value, reference: &str, say: &(dyn Fn(&st
     Ok(())
 }
 
-async fn pull(docker: &Docker, reference: &str, say: &(dyn Fn(&str) + Sync)) -> Result<(), String> {
+async fn pull(docker: &Docker, reference: &str, say: &(dyn Fn(&str) + Sync)) -> Result<(), ApplyError> {
+    let failed = |message: String| ApplyError::Docker { doing: format!("pull {reference}"), message };
     let options =
         bollard::query_parameters::CreateImageOptions { from_image: Some(reference.to_string()), ..Default::default() };
     let mut stream = docker.create_image(Some(options), None, None);
     let mut last = String::new();
     while let Some(item) = stream.next().await {
-        let info = item.map_err(|e| format!("pull {reference}: {}", clean(&e.to_string())))?;
+        let info = item.map_err(|e| failed(clean(&e.to_string())))?;
         if let Some(detail) = info.error_detail {
-            return Err(format!("pull {reference}: {}", clean(&detail.message.unwrap_or_default())));
+            return Err(failed(clean(&detail.message.unwrap_or_default())));
         }
         // Per-layer byte counts would flood the log: one line per change of status.
         if let Some(status) = info.status {

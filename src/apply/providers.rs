@@ -10,6 +10,7 @@ use kube::Client;
 use serde_json::Value;
 use tokio::sync::{Mutex, OnceCell};
 
+use super::error::ApplyError;
 use super::executor::Runner;
 use super::{k3d, kubernetes};
 use crate::plan::{Action, ActionKind};
@@ -29,7 +30,7 @@ pub struct Providers {
     /// An existing cluster's node changes, by node: the first action of a node applies all of
     /// them in one patch (`batch_nodes`), the others answer with its result.
     node_batches: std::sync::Mutex<BTreeMap<String, Vec<kubernetes::NodeChange>>>,
-    node_results: std::sync::Mutex<BTreeMap<String, Result<(), String>>>,
+    node_results: std::sync::Mutex<BTreeMap<String, Result<(), std::sync::Arc<ApplyError>>>>,
     /// The Docker engine the node image is built or pulled in.
     pub docker: crate::observe::docker::Endpoint,
     /// Progress lines as JSON events (`--json`) rather than text.
@@ -68,32 +69,36 @@ impl Providers {
     }
 
     /// The cluster's client, made on first use (after k3d wrote the kubeconfig).
-    pub async fn client(&self) -> Result<&Client, String> {
+    pub async fn client(&self) -> Result<&Client, ApplyError> {
         self.client
             .get_or_try_init(|| async {
                 match &self.context {
                     Some(context) => crate::observe::kubernetes::context_client(&self.kubeconfig, context).await,
                     None => crate::observe::kubernetes::client(&self.kubeconfig, &self.cluster).await,
                 }
-                .map_err(|e| e.to_string())
+                .map_err(ApplyError::from)
             })
             .await
     }
 
     /// A client for verify's watches, which may be quiet for longer than a read deadline.
-    pub async fn watch_client(&self) -> Result<Client, String> {
+    pub async fn watch_client(&self) -> Result<Client, ApplyError> {
         match &self.context {
             Some(context) => crate::observe::kubernetes::context_watch_client(&self.kubeconfig, context).await,
             None => crate::observe::kubernetes::watch_client(&self.kubeconfig, &self.cluster).await,
         }
-        .map_err(|e| e.to_string())
+        .map_err(ApplyError::from)
     }
 
-    async fn cluster(&self, action: &Action) -> Result<(), String> {
+    async fn cluster(&self, action: &Action) -> Result<(), ApplyError> {
         let name = self.cluster.as_str();
         let lock = || self.lock.as_ref().and_then(|f| f.try_clone().ok());
-        let create = |spec: &Value| -> Result<PathBuf, String> {
-            std::fs::create_dir_all(&self.workdir).map_err(|e| format!("{}: {e}", self.workdir.display()))?;
+        let file_error = |path: &std::path::Path, e: std::io::Error| ApplyError::File {
+            what: path.display().to_string(),
+            reason: e.to_string(),
+        };
+        let create = |spec: &Value| -> Result<PathBuf, ApplyError> {
+            std::fs::create_dir_all(&self.workdir).map_err(|e| file_error(&self.workdir, e))?;
             let file = self.workdir.join(format!("{name}.k3d.json"));
             user_volume_sources(spec)?;
             let mut config = match registry_credentials(spec, &self.config_dir)? {
@@ -111,7 +116,7 @@ impl Providers {
             // It can hold a k3s token or datastore credentials: readable by its owner only,
             // and never written through a link left in the state directory.
             crate::output_file::write(&file, text.as_bytes(), crate::output_file::PRIVATE)
-                .map_err(|e| format!("{}: {e}", file.display()))?;
+                .map_err(|e| file_error(&file, e))?;
             Ok(file)
         };
         match action.action {
@@ -119,7 +124,7 @@ impl Providers {
                 let spec = action.after.as_ref().ok_or("no desired spec")?;
                 // Before k3d deletes the old cluster or creates one: a node image that cannot
                 // start k3s stops here, with nothing changed.
-                self.check_node_image(spec).await.map_err(|e| format!("{e}; {}", crate::node_check::FIX))?;
+                self.check_node_image(spec).await.map_err(|e| ApplyError::NodeImageUnfit { source: Box::new(e) })?;
                 let file = create(spec)?;
                 if action.action == ActionKind::Replace {
                     k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT, lock()).await?;
@@ -142,25 +147,21 @@ impl Providers {
     }
 
     /// The node image's self-check (`node_check`) on the image a cluster spec names.
-    pub async fn check_node_image(&self, spec: &Value) -> Result<(), String> {
+    pub async fn check_node_image(&self, spec: &Value) -> Result<(), ApplyError> {
         let image = spec["image"].as_str().ok_or("the cluster spec names no node image")?;
         let required = crate::node_check::required(crate::node_check::nvidia_in(spec));
-        let docker = crate::observe::docker::connect(&self.docker)
-            .map_err(|e| e.to_string())?
-            .with_timeout(super::node_check::CHECK_TIMEOUT);
+        let docker = crate::observe::docker::connect(&self.docker)?.with_timeout(super::node_check::CHECK_TIMEOUT);
         let verdict = super::node_check::check(&docker, image, &required).await?;
         if verdict.ok() {
             return Ok(());
         }
-        Err(verdict.refusal(image))
+        Err(ApplyError::NodeImageRefused(verdict.refusal(image)))
     }
 
-    async fn node_image(&self, action: &Action) -> Result<(), String> {
+    async fn node_image(&self, action: &Action) -> Result<(), ApplyError> {
         let spec = action.after.as_ref().ok_or("no desired node image")?;
         // Observe's per-request deadline is seconds; a build or pull streams for minutes.
-        let docker = crate::observe::docker::connect(&self.docker)
-            .map_err(|e| e.to_string())?
-            .with_timeout(super::node_image::BUILD_TIMEOUT);
+        let docker = crate::observe::docker::connect(&self.docker)?.with_timeout(super::node_image::BUILD_TIMEOUT);
         let id = action.id.as_str();
         let say = |line: &str| {
             if self.json {
@@ -197,19 +198,19 @@ impl Providers {
         }
     }
 
-    async fn node_metadata(&self, action: &Action, label: bool) -> Result<(), String> {
+    async fn node_metadata(&self, action: &Action, label: bool) -> Result<(), ApplyError> {
         let client = self.client().await?;
         let _one_at_a_time = self.nodes.lock().await;
         let node = action.after.as_ref().or(action.before.as_ref()).and_then(|s| s["node"].as_str());
         if let Some(node) = node {
             if let Some(done) = self.node_results.lock().unwrap_or_else(|p| p.into_inner()).get(node) {
-                return done.clone();
+                return done.clone().map_err(ApplyError::Shared);
             }
             let batch = self.node_batches.lock().unwrap_or_else(|p| p.into_inner()).remove(node);
             if let Some(changes) = batch {
-                let result = kubernetes::node_changes(client, node, &changes).await;
+                let result = kubernetes::node_changes(client, node, &changes).await.map_err(std::sync::Arc::new);
                 self.node_results.lock().unwrap_or_else(|p| p.into_inner()).insert(node.to_string(), result.clone());
-                return result;
+                return result.map_err(ApplyError::Shared);
             }
         }
         let spec = action.after.as_ref().or(action.before.as_ref()).ok_or("no key")?;
@@ -223,7 +224,7 @@ impl Providers {
         kubernetes::node_metadata(client, label, key, value, action.action == ActionKind::Create, only).await
     }
 
-    async fn object(&self, action: &Action) -> Result<(), String> {
+    async fn object(&self, action: &Action) -> Result<(), ApplyError> {
         let client = self.client().await?;
         // A CRD runs before the custom resources that depend on it: learn its plural first.
         let learned = action.after.as_ref().or(action.before.as_ref()).and_then(crate::observe::resources::crd_plural);
@@ -252,7 +253,7 @@ impl Providers {
 }
 
 impl Runner for Providers {
-    fn run<'a>(&'a self, action: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), String>> + Send + 'a>> {
+    fn run<'a>(&'a self, action: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), ApplyError>> + Send + 'a>> {
         Box::pin(async move {
             let id = action.id.as_str();
             if id == crate::compile::NODE_IMAGE_ID {
@@ -266,7 +267,7 @@ impl Runner for Providers {
             } else if id.starts_with("k8s/") {
                 self.object(action).await
             } else {
-                Err(format!("no provider for {id}"))
+                Err(ApplyError::Malformed(format!("no provider for {id}")))
             }
         })
     }
@@ -274,14 +275,11 @@ impl Runner for Providers {
 
 /// `[cluster] volumes` sources, checked again right before k3d runs: one removed since the
 /// plan would be created by Docker as an empty directory owned by root.
-fn user_volume_sources(spec: &Value) -> Result<(), String> {
+fn user_volume_sources(spec: &Value) -> Result<(), ApplyError> {
     for volume in spec["user_volumes"].as_array().into_iter().flatten() {
         let host = volume["host"].as_str().unwrap_or_default();
         if std::fs::metadata(host).is_err() {
-            return Err(format!(
-                "volume source {} does not exist (any more): Docker would create it as an empty directory owned by root; create it, or drop it from [cluster] volumes and plan again",
-                crate::escape::quoted(host)
-            ));
+            return Err(ApplyError::VolumeSourceMissing { host: host.to_string() });
         }
     }
     Ok(())
@@ -292,18 +290,16 @@ fn user_volume_sources(spec: &Value) -> Result<(), String> {
 fn registry_credentials(
     spec: &Value,
     config_dir: &std::path::Path,
-) -> Result<Option<super::registries::Credentials>, String> {
+) -> Result<Option<super::registries::Credentials>, ApplyError> {
     let named = &spec["registries"]["credentials"];
     let Some(file) = named["file"].as_str() else { return Ok(None) };
     let path = config_dir.join(file);
-    let text = crate::input_file::read_text(&path).map_err(|e| format!("credentials file {}: {e}", path.display()))?;
-    let credentials = super::registries::Credentials::parse(&text)
-        .map_err(|e| format!("credentials file {}: {e}", path.display()))?;
+    let what = || format!("credentials file {}", path.display());
+    let unusable = |reason: String| ApplyError::File { what: what(), reason };
+    let text = crate::input_file::read_text(&path).map_err(unusable)?;
+    let credentials = super::registries::Credentials::parse(&text).map_err(|e| unusable(e.to_string()))?;
     if Some(credentials.digest().as_str()) != named["digest"].as_str() {
-        return Err(format!(
-            "credentials file {} changed since the plan was made: plan again and review it",
-            path.display()
-        ));
+        return Err(ApplyError::ChangedSincePlan { what: what() });
     }
     Ok(Some(credentials))
 }

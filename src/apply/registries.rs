@@ -60,15 +60,26 @@ pub struct Credentials {
 /// What the file's problem is, in words that quote none of it.
 pub const FORMAT: &str = "is not a k3s registries.yaml with only `configs:` (per registry: auth with username, password, auth or identity_token; tls with ca_file, cert_file, key_file or insecure_skip_verify)";
 
+/// Why a credentials file is refused; none of them quotes the file (it holds passwords).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CredentialsError {
+    #[error("{FORMAT}")]
+    Format,
+    #[error("configures no registry (`configs:` is empty)")]
+    NoRegistry,
+    #[error("names a registry that is empty or holds a space or control character")]
+    BadRegistryName,
+}
+
 impl Credentials {
     /// Parses the file's text. The parser's own message is dropped: it can quote a value.
-    pub fn parse(text: &str) -> Result<Credentials, String> {
-        let parsed: Credentials = serde_saphyr::from_str(text).map_err(|_| FORMAT.to_string())?;
+    pub fn parse(text: &str) -> Result<Credentials, CredentialsError> {
+        let parsed: Credentials = serde_saphyr::from_str(text).map_err(|_| CredentialsError::Format)?;
         if parsed.configs.is_empty() {
-            return Err("configures no registry (`configs:` is empty)".into());
+            return Err(CredentialsError::NoRegistry);
         }
         if parsed.configs.keys().any(|k| k.is_empty() || k.chars().any(|c| c.is_control() || c.is_whitespace())) {
-            return Err("names a registry that is empty or holds a space or control character".into());
+            return Err(CredentialsError::BadRegistryName);
         }
         Ok(parsed)
     }
@@ -128,7 +139,7 @@ mod tests {
             "configs: {}\n",
             "- hunter2\n",
         ] {
-            let e = Credentials::parse(bad).unwrap_err();
+            let e = Credentials::parse(bad).unwrap_err().to_string();
             assert!(!e.contains("hunter2") && !e.contains("passwrd"), "{e}");
         }
     }

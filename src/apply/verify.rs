@@ -27,6 +27,8 @@ use kube::runtime::wait::await_condition;
 use kube::runtime::watcher::{self, DefaultBackoff, Event};
 use serde_json::Value;
 
+use super::error::ApplyError;
+
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Whether `spec` (a verify resource's spec) holds for one object.
@@ -157,7 +159,7 @@ pub fn diagnosis_in(spec: &Value, context: &str, k3d: Option<&str>) -> String {
 }
 
 /// Watches until `spec` holds or `timeout` passes.
-pub async fn wait_for(client: &Client, spec: &Value, cluster: &str, timeout: Duration) -> Result<(), String> {
+pub async fn wait_for(client: &Client, spec: &Value, cluster: &str, timeout: Duration) -> Result<(), ApplyError> {
     wait_for_in(client, spec, &crate::observe::kubernetes::context_name(cluster), Some(cluster), timeout).await
 }
 
@@ -168,25 +170,25 @@ pub async fn wait_for_in(
     context: &str,
     k3d: Option<&str>,
     timeout: Duration,
-) -> Result<(), String> {
+) -> Result<(), ApplyError> {
     // A check may need longer than the default (a model download): its own floor wins.
     let timeout = timeout.max(Duration::from_secs(spec["timeout_s"].as_u64().unwrap_or(0)));
     let last_error = Mutex::new(None);
     match tokio::time::timeout(timeout, watch_until(client, spec, &last_error)).await {
         Ok(Ok(())) => Ok(()),
-        Ok(Err(e)) => Err(format!("{e}; {}", diagnosis_in(spec, context, k3d))),
-        Err(_) => {
-            let last = last_error.lock().unwrap_or_else(|p| p.into_inner()).take();
-            let watch = last.map(|e| format!(" (the watch's last error: {e})")).unwrap_or_default();
-            Err(format!("not true after {}s{watch}: {}", timeout.as_secs(), diagnosis_in(spec, context, k3d)))
-        }
+        Ok(Err(e)) => Err(ApplyError::CheckFailed { source: Box::new(e), diagnosis: diagnosis_in(spec, context, k3d) }),
+        Err(_) => Err(ApplyError::NotTrue {
+            secs: timeout.as_secs(),
+            last_error: last_error.lock().unwrap_or_else(|p| p.into_inner()).take(),
+            diagnosis: diagnosis_in(spec, context, k3d),
+        }),
     }
 }
 
 /// The last watch error of a check, kept for its timeout message.
 type LastError = Mutex<Option<String>>;
 
-async fn watch_until(client: &Client, spec: &Value, last_error: &LastError) -> Result<(), String> {
+async fn watch_until(client: &Client, spec: &Value, last_error: &LastError) -> Result<(), ApplyError> {
     let check = spec["check"].as_str().unwrap_or_default();
     let named = |key: &str| spec[key].as_str().unwrap_or_default().to_string();
     match check {
@@ -208,8 +210,9 @@ async fn watch_until(client: &Client, spec: &Value, last_error: &LastError) -> R
         }
         "rollout" => {
             let kind = named("kind");
-            let plural = crate::observe::resources::built_in("apps/v1", &kind)
-                .ok_or_else(|| format!("a rollout of {kind} is not something verify can watch"))?;
+            let plural = crate::observe::resources::built_in("apps/v1", &kind).ok_or_else(|| {
+                ApplyError::Malformed(format!("a rollout of {kind} is not something verify can watch"))
+            })?;
             let ar = ApiResource::from_gvk_with_plural(&GroupVersionKind::gvk("apps", "v1", &kind), plural);
             let api = Api::namespaced_with(client.clone(), &named("namespace"), &ar);
             until_named(api, &named("name"), spec, last_error).await
@@ -221,7 +224,7 @@ async fn watch_until(client: &Client, spec: &Value, last_error: &LastError) -> R
             );
             until_named(Api::all_with(client.clone(), &ar), &named("name"), spec, last_error).await
         }
-        other => Err(format!("unknown check {other}")),
+        other => Err(ApplyError::Malformed(format!("unknown check {other}"))),
     }
 }
 
@@ -232,7 +235,12 @@ fn to_value(object: &DynamicObject) -> Value {
 /// Waits until `spec` holds for the object `name`, through kube-runtime's `await_condition`
 /// (one watcher on that name: its state first, then its changes). A watch error ends one
 /// `await_condition`; the next starts after a backoff.
-async fn until_named(api: Api<DynamicObject>, name: &str, spec: &Value, last_error: &LastError) -> Result<(), String> {
+async fn until_named(
+    api: Api<DynamicObject>,
+    name: &str,
+    spec: &Value,
+    last_error: &LastError,
+) -> Result<(), ApplyError> {
     let mut backoff = DefaultBackoff::default();
     loop {
         let condition = |o: Option<&DynamicObject>| o.is_some_and(|o| holds(spec, &to_value(o)));
@@ -255,7 +263,7 @@ async fn until_all(
     config: watcher::Config,
     last_error: &LastError,
     mut holds: impl FnMut(&BTreeMap<String, Value>) -> bool,
-) -> Result<(), String> {
+) -> Result<(), ApplyError> {
     let key = |o: &DynamicObject| {
         format!("{}/{}", o.metadata.namespace.as_deref().unwrap_or(""), o.metadata.name.as_deref().unwrap_or(""))
     };
@@ -284,7 +292,7 @@ async fn until_all(
             return Ok(());
         }
     }
-    Err("the watch ended".into())
+    Err(ApplyError::WatchEnded)
 }
 
 /// The API server's service proxy path for an `endpoint` check:
@@ -321,10 +329,10 @@ const POLL: Duration = Duration::from_secs(5);
 /// GETs the models endpoint through the service proxy until it lists a model. Errors (503
 /// while no pod is ready, a 404 while the model loads) mean "not yet"; the caller's deadline
 /// ends the wait.
-async fn poll_endpoint(client: &Client, spec: &Value) -> Result<(), String> {
+async fn poll_endpoint(client: &Client, spec: &Value) -> Result<(), ApplyError> {
     let path = proxy_path(spec);
     loop {
-        let request = http::Request::get(&path).body(Vec::new()).map_err(|e| e.to_string())?;
+        let request = http::Request::get(&path).body(Vec::new()).map_err(|e| bad_request(&path, e))?;
         if let Ok(body) = client.request_text(request).await
             && ready(spec, &body)
         {
@@ -381,14 +389,15 @@ pub fn first_words(body: &str) -> Option<String> {
 
 /// POSTs the warm-up chat completion until a reply with text comes back (a model still
 /// loading answers 503 or an error); the caller's deadline ends the wait.
-pub async fn warm_up(client: &Client, spec: &Value) -> Result<Reply, String> {
+pub async fn warm_up(client: &Client, spec: &Value) -> Result<Reply, ApplyError> {
     let Some((path, body)) = chat_request(spec) else { return Err("the check has no chat request".into()) };
-    let bytes = serde_json::to_vec(&body).map_err(|e| e.to_string())?;
+    // A JSON value always serialises.
+    let bytes = serde_json::to_vec(&body).unwrap_or_default();
     loop {
         let request = http::Request::post(&path)
             .header("Content-Type", "application/json")
             .body(bytes.clone())
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| bad_request(&path, e))?;
         let began = std::time::Instant::now();
         if let Ok(text) = client.request_text(request).await
             && let Some(first_words) = first_words(&text)
@@ -397,6 +406,12 @@ pub async fn warm_up(client: &Client, spec: &Value) -> Result<Reply, String> {
         }
         tokio::time::sleep(POLL).await;
     }
+}
+
+/// A request to `path` that cannot be built (a service or path from the catalog that is not
+/// a URI path).
+fn bad_request(path: &str, e: http::Error) -> ApplyError {
+    ApplyError::Malformed(format!("{}: {e}", crate::escape::quoted(path)))
 }
 
 /// What apply says after the warm-up: the server, the first words of its reply and the time.
@@ -410,7 +425,7 @@ pub fn warm_up_note(spec: &Value, reply: &Reply) -> String {
 }
 
 /// DRA: enough devices of the driver across ResourceSlices.
-async fn watch_slices(client: &Client, spec: &Value, last_error: &LastError) -> Result<(), String> {
+async fn watch_slices(client: &Client, spec: &Value, last_error: &LastError) -> Result<(), ApplyError> {
     let ar = ApiResource::from_gvk_with_plural(
         &GroupVersionKind::gvk("resource.k8s.io", "v1", "ResourceSlice"),
         "resourceslices",

@@ -131,8 +131,13 @@ pub const NVIDIA_PLUGIN_CONFIG: &str = "nvidia-plugin-config";
 /// without it dcgm-exporter 4.5.3-4.8.2 maps a shared GPU to one pod).
 pub const NVIDIA_VIRTUAL_GPUS: &str = "nvidia-virtual-gpus";
 
+/// The hook that writes the host's CPU hints into the NRI balloons policy: the CPPC-favoured
+/// CPUs on the `latency` balloon type, and `OVERRIDE_SYS_ATOM_CPUS` on container C where the
+/// kernel lists low-power E-cores apart from `cpu_atom` (Arrow Lake-H).
+pub const BALLOONS_HOST_HINTS: &str = "balloons-host-hints";
+
 /// Names hooks may have; a component naming another is an error.
-pub const HOOKS: &[&str] = &[INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG, NVIDIA_VIRTUAL_GPUS];
+pub const HOOKS: &[&str] = &[INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG, NVIDIA_VIRTUAL_GPUS, BALLOONS_HOST_HINTS];
 
 impl Catalog {
     /// The catalog built into the binary. Its manifests were parsed at build time; none is

@@ -194,7 +194,7 @@ pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
                             millis: reply.millis,
                         })
                     }
-                    Ok(Err(e)) => status.problems.push(e),
+                    Ok(Err(e)) => status.problems.push(e.to_string()),
                     Err(_) => status.problems.push(format!("svc/{service} gave no reply within {}s", args.timeout)),
                 }
             }

@@ -406,8 +406,9 @@ impl Applied {
 
 pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
     if let (None, Some(wanted)) = (&args.plan_file, &args.plan_hash) {
+        test_possible(global, args)?;
         let applied = apply_hash(global, args, wanted, &Signals::default(), interactive())?;
-        return Ok(if applied.ok() { EXIT_OK } else { EXIT_FAILED });
+        return then_test(global, args, &applied);
     }
     // A plan file that is not a plan is unreadable input, and an offline plan can never pass
     // the gate: both are said before anything is observed. The options the plan was made
@@ -437,6 +438,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         None => None,
     };
     let global = &filled;
+    test_possible(global, args)?;
     let locked = locked_plan(global)?;
     let plan = &locked.computed.plan;
     let bytes = plan.to_bytes();
@@ -478,7 +480,41 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         }
     }
     let applied = execute(global, args, locked, &Signals::default(), interactive())?;
-    Ok(if applied.ok() { EXIT_OK } else { EXIT_FAILED })
+    then_test(global, args, &applied)
+}
+
+/// `--test` runs smoke pods on a k3d cluster: said before anything is applied, not after.
+fn test_possible(global: &Global, args: &ApplyArgs) -> Result<()> {
+    if !args.test {
+        return Ok(());
+    }
+    let inputs = super::load_config(global)?;
+    super::fleet::k3d_only(
+        &inputs,
+        "apply --test",
+        "apply without --test, then run a pod that requests the resource with `kubectl --context {context} run …`",
+    )
+}
+
+/// The exit code of an apply, after `--test`'s smoke pods when it asked for them and the
+/// apply succeeded (a failed apply says why already; its devices are not worth probing).
+fn then_test(global: &Global, args: &ApplyArgs, applied: &Applied) -> Result<u8> {
+    if !applied.ok() {
+        return Ok(EXIT_FAILED);
+    }
+    if !args.test {
+        return Ok(EXIT_OK);
+    }
+    note(global.json, "apply --test: a smoke pod for each accelerator resource the cluster advertises");
+    let test_args = crate::cli::TestArgs { timeout: 300, nvidia_image: None, device_image: None };
+    let report = super::test::smoke_test(global, &test_args)?;
+    if global.json {
+        let doc: serde_json::Value = serde_json::from_slice(&crate::canonical::to_bytes(&report)).unwrap_or_default();
+        eprintln!("{}", serde_json::json!({ "event": "test", "result": doc }));
+    } else {
+        super::print_bytes(crate::escape::for_terminal(&crate::smoke::text(&report)).as_bytes());
+    }
+    if report.passed { Ok(EXIT_OK) } else { Err(Error::CheckFailed("a smoke test after apply failed".into())) }
 }
 
 /// A note on stderr (a JSON line with --json).
@@ -604,9 +640,10 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
             if signals.stopped() {
                 return cut_short();
             }
+            // The checks' errors become text here, the edge: each is printed and reported.
             let client = &match providers.watch_client().await {
                 Ok(c) => c,
-                Err(e) => return plan.verify.iter().map(|id| (id.clone(), Err(e.clone()))).collect(),
+                Err(e) => return plan.verify.iter().map(|id| (id.clone(), Err(e.to_string()))).collect(),
             };
             let reporter = &reporter;
             let context = computed.inputs.config.cluster.context.as_deref();
@@ -619,7 +656,8 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
                         // An existing cluster: its own context, and no node containers to look in.
                         Some(context) => verify::wait_for_in(client, &spec, context, None, timeout).await,
                         None => verify::wait_for(client, &spec, name, timeout).await,
-                    };
+                    }
+                    .map_err(|e| e.to_string());
                     if result.is_ok() && verify::chat_request(&spec).is_some() {
                         // The model is listed: one short chat completion, and its reply shown.
                         let deadline =
@@ -630,7 +668,7 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
                                 reporter.note(&verify::warm_up_note(&spec, &reply));
                                 Ok(())
                             }
-                            Ok(Err(e)) => Err(e),
+                            Ok(Err(e)) => Err(e.to_string()),
                             Err(_) => Err(format!(
                                 "svc/{} lists its model but gave no reply to a chat completion within {}s",
                                 spec["service"].as_str().unwrap_or_default(),

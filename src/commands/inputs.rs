@@ -93,7 +93,7 @@ fn read_registry_credentials(config: &mut Config, dir: &Path) {
         return; // compile says why
     }
     let read = crate::input_file::read_text(&dir.join(file))
-        .and_then(|text| crate::apply::registries::Credentials::parse(&text))
+        .and_then(|text| crate::apply::registries::Credentials::parse(&text).map_err(|e| e.to_string()))
         .map(|c| crate::config::CredentialsRead { digest: c.digest(), registries: c.registries() });
     registries.credentials_read = Some(read);
 }

@@ -1,6 +1,6 @@
 //! `k3d-gpu report [DIR]`: the host, its findings, the plan and the graph, and the cluster
 //! when there is one. Without DIR: text (or JSON with --json) on stdout. With DIR: report.txt,
-//! report.json and report.html written there.
+//! report.json and report.html written there. `--test FILE` adds a saved `k3d-gpu test` result.
 
 use crate::cli::{Global, ReportArgs};
 use crate::error::{EXIT_OK, Error, Result};
@@ -15,6 +15,7 @@ pub fn run(global: &Global, args: &ReportArgs) -> Result<u8> {
     }
     let inputs = super::load_config(global)?;
     let cluster = inputs.config.cluster.name.clone();
+    let test = args.test.as_deref().map(|path| read_test(path, &cluster)).transpose()?;
     // Read and compiled once: the facts the report shows are the ones the plan was made from.
     let compiled = super::inputs::compile(global, &inputs)?;
     let facts = compiled.facts.clone();
@@ -35,7 +36,8 @@ pub fn run(global: &Global, args: &ReportArgs) -> Result<u8> {
         super::plan::compute_compiled(inputs, compiled, super::plan::Observation::Saved(Box::new(saved)))?;
     // The hash it shows is `plan --hash`'s with the same options.
     computed.plan.inputs.made_from = super::made_from::record(global);
-    let report = crate::report::build(&cluster, &facts, &computed.plan, &computed.graph, observed.as_ref(), note);
+    let mut report = crate::report::build(&cluster, &facts, &computed.plan, &computed.graph, observed.as_ref(), note);
+    report.test = test;
     let json = crate::canonical::to_bytes(&report);
     let text = crate::report::text(&report);
     let Some(dir) = &args.dir else {
@@ -56,4 +58,22 @@ pub fn run(global: &Global, args: &ReportArgs) -> Result<u8> {
     }
     eprintln!("wrote report.txt, report.json and report.html to {}", dir.display());
     Ok(EXIT_OK)
+}
+
+/// `--test FILE`: a k3d-gpu.test/v1 document of this config's cluster.
+fn read_test(path: &std::path::Path, cluster: &str) -> Result<crate::report::TestResult> {
+    let help = "save one with `k3d-gpu test --json > FILE`";
+    let result: crate::report::TestResult = super::read_document(path, "test result", crate::smoke::SCHEMA, help)?;
+    if result.cluster != cluster {
+        return Err(Error::Usage {
+            message: format!(
+                "{} is a test of cluster {}, not of {}, which this config names",
+                path.display(),
+                crate::escape::quoted(&result.cluster),
+                crate::escape::quoted(cluster)
+            ),
+            help: Some("run `k3d-gpu test --json` with the same config".into()),
+        });
+    }
+    Ok(result)
 }

@@ -11,6 +11,17 @@ use crate::images::{ImageRef, Source};
 use crate::smoke::{self, Hints, PodResult, Probe};
 
 pub fn run(global: &Global, args: &TestArgs) -> Result<u8> {
+    let report = smoke_test(global, args)?;
+    if global.json {
+        super::print_bytes(&crate::canonical::to_bytes(&report));
+    } else {
+        super::print_bytes(crate::escape::for_terminal(&smoke::text(&report)).as_bytes());
+    }
+    if report.passed { Ok(EXIT_OK) } else { Err(Error::CheckFailed("a smoke test failed".into())) }
+}
+
+/// The smoke pods run and judged: what `test` prints, and what `apply --test` reports.
+pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
     let inputs = super::load_config(global)?;
     super::fleet::k3d_only(
         &inputs,
@@ -93,10 +104,5 @@ pub fn run(global: &Global, args: &TestArgs) -> Result<u8> {
             Ok::<_, crate::observe::ObserveError>(smoke::Report::new(&cluster, results, counts, problems))
         })
         .map_err(super::observe_failed)?;
-    if global.json {
-        super::print_bytes(&crate::canonical::to_bytes(&report));
-    } else {
-        super::print_bytes(crate::escape::for_terminal(&smoke::text(&report)).as_bytes());
-    }
-    if report.passed { Ok(EXIT_OK) } else { Err(Error::CheckFailed("a smoke test failed".into())) }
+    Ok(report)
 }

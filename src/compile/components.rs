@@ -10,7 +10,9 @@ use super::experimental::FeaturePlan;
 use super::intel::IntelPlan;
 use super::nvidia::NvidiaPlan;
 use super::{Change, CompileError, Context, Resource, ResourceKind};
-use crate::catalog::{Component, INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG, NVIDIA_VIRTUAL_GPUS};
+use crate::catalog::{
+    BALLOONS_HOST_HINTS, Component, INTEL_GPU_PLUGIN_ARGS, NVIDIA_PLUGIN_CONFIG, NVIDIA_VIRTUAL_GPUS,
+};
 
 pub const MANAGED_BY: (&str, &str) = ("app.kubernetes.io/managed-by", "k3d-gpu");
 pub const COMPONENT_LABEL: &str = "k3d-gpu.io/component";
@@ -126,6 +128,7 @@ fn deployed_objects<'a>(
     nvidia: &NvidiaPlan,
 ) -> Vec<(String, &'a Component, Value)> {
     let mut objects = Vec::new();
+    let hints = super::balloons::HostHints::of(cx.config, &cx.facts.host.cpu);
     for c in wanted {
         let manifest = match c.objects.get() {
             Ok(objects) => objects,
@@ -143,7 +146,7 @@ fn deployed_objects<'a>(
             // One node advertises the accelerators (cluster::accelerator_node): the components
             // that advertise devices run only where k3s set the label.
             let mut object = labelled(object, &c.name, one_node && advertises(c));
-            configure(&mut object, &c.configure, intel, nvidia);
+            configure(&mut object, &c.configure, intel, nvidia, &hints);
             crate::images::pin_object(&mut object, &cx.catalog.images, &mut cx.images);
             objects.push((object_id(&object), *c, object));
         }
@@ -210,8 +213,14 @@ fn labelled(object: &Value, component: &str, accelerator_node: bool) -> Value {
 }
 
 /// The component's `configure` hooks: the Intel plugin's args, the NVIDIA plugin's config
-/// file, and its virtual-GPU switch when NVIDIA sharing is on.
-fn configure(object: &mut Value, hooks: &[crate::catalog::Configure], intel: &IntelPlan, nvidia: &NvidiaPlan) {
+/// file, its virtual-GPU switch when NVIDIA sharing is on, and the balloons policy's host hints.
+fn configure(
+    object: &mut Value,
+    hooks: &[crate::catalog::Configure],
+    intel: &IntelPlan,
+    nvidia: &NvidiaPlan,
+    hints: &super::balloons::HostHints,
+) {
     for hook in hooks {
         if hook.hook == INTEL_GPU_PLUGIN_ARGS && !intel.plugin_args.is_empty() {
             append_args(object, &hook.container, &intel.plugin_args);
@@ -221,6 +230,9 @@ fn configure(object: &mut Value, hooks: &[crate::catalog::Configure], intel: &In
         }
         if hook.hook == NVIDIA_VIRTUAL_GPUS && nvidia.config.is_some() {
             set_env(object, &hook.container, "KUBERNETES_VIRTUAL_GPUS", "true");
+        }
+        if hook.hook == BALLOONS_HOST_HINTS {
+            hints.apply(object, &hook.container, set_env);
         }
     }
 }
@@ -506,7 +518,7 @@ mod tests {
         ];
         for (name, hook, intel, nvidia, pointer, want) in cases {
             let mut object = daemonset("kube-system");
-            configure(&mut object, &[hook], &intel, nvidia);
+            configure(&mut object, &[hook], &intel, nvidia, &super::super::balloons::HostHints::default());
             assert_eq!(object.pointer(pointer).cloned(), want, "{name}");
         }
     }

@@ -4,6 +4,7 @@
 //! Errors name the config key they are about; the command edge turns that into a span.
 
 pub mod agent;
+mod balloons;
 mod claims;
 mod cluster;
 mod components;

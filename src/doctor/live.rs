@@ -201,7 +201,7 @@ pub async fn node_image_findings(
     }
     let docker = docker.with_timeout(crate::apply::node_check::CHECK_TIMEOUT);
     let required = crate::node_check::required(nvidia);
-    let checked = crate::apply::node_check::check(&docker, image, &required).await;
+    let checked = crate::apply::node_check::check(&docker, image, &required).await.map_err(|e| e.to_string());
     vec![node_image_files(image, &checked)]
 }
 

@@ -24,10 +24,10 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
-use super::server::{Server, arguments, failed, refused_result, structured};
+use super::server::{Server, call_arguments, failed, refused_result, structured};
 use super::tools;
 use crate::error::EXIT_FAILED;
 
@@ -37,8 +37,9 @@ pub const FORM_KEY: &str = "confirm";
 /// The most of the plan's text the form shows; the rest is one `k3d-gpu plan` away.
 const MAX_FORM_TEXT: usize = 16 << 10;
 
-#[derive(Debug, Clone, Deserialize, Serialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
+/// The call's options (parsed by the CLI's `apply` definition, `arguments::APPLY`): what the
+/// person's confirmation is bound to.
+#[derive(Debug, Clone, Serialize)]
 pub struct ApplyArgs {
     /// The hash the plan tool gave (`sha256:` and 64 lowercase hex digits).
     pub plan_hash: String,
@@ -54,11 +55,26 @@ pub struct ApplyArgs {
     pub vendors: Option<String>,
     /// Consent to a plan that recreates the cluster, which deletes its state (the person is
     /// still asked).
-    #[serde(default)]
     pub allow_replace: bool,
 }
 
 impl ApplyArgs {
+    /// The tool's options out of the parsed `apply` command; `None` for another command.
+    fn of(command: crate::cli::Command) -> Option<ApplyArgs> {
+        let global = command.global();
+        let crate::cli::Command::Apply(apply) = command else { return None };
+        Some(ApplyArgs {
+            // Required by the tool's schema and checked before parsing.
+            plan_hash: apply.args.plan_hash?,
+            config: global.config,
+            root: global.root.into_iter().next(),
+            facts: global.facts.into_iter().next(),
+            stdlib: global.stdlib,
+            vendors: global.vendors,
+            allow_replace: apply.args.allow_replace,
+        })
+    }
+
     fn given(&self) -> tools::Given {
         tools::Given {
             config: self.config.clone(),
@@ -94,16 +110,13 @@ pub async fn call(
     request: CallToolRequestParams,
     context: RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, ErrorData> {
-    let args: ApplyArgs = arguments(&request)?;
+    let command = match call_arguments(&super::arguments::APPLY, &request)? {
+        Ok(command) => command,
+        Err(refused) => return Ok(refused.into()),
+    };
+    let Some(args) = ApplyArgs::of(command) else { unreachable!("the apply tool parses `apply` with its hash") };
     let defaults = &server.inner.defaults;
     let global = defaults.global(args.given());
-    if let Err(why) = crate::cli::plan_hash(&args.plan_hash) {
-        let error = crate::error::Error::Usage {
-            message: format!("plan_hash: {why}"),
-            help: Some("pass the hash the plan tool returned".into()),
-        };
-        return Ok(failed(&error).into());
-    }
     // The person's yes is for this hash with exactly these arguments.
     let binding = crate::canonical::digest(&args);
     let command = tools::apply_command(&global, &args.plan_hash, args.allow_replace);
@@ -301,6 +314,7 @@ async fn run(
         allow_replace: args.allow_replace,
         parallel: crate::apply::executor::DEFAULT_PARALLEL,
         verify_timeout: crate::apply::verify::DEFAULT_TIMEOUT.as_secs(),
+        test: false,
     };
     let wanted = args.plan_hash.clone();
     let mut task = tokio::task::spawn_blocking(move || {

@@ -3,6 +3,8 @@
 //!
 //! - `server.rs`: the protocol wiring (rmcp): the tool list, dispatch, per-call timeouts,
 //!   cancellation, and errors as tool results that carry the fix.
+//! - `arguments.rs`: each tool's arguments as options of a CLI command: its input schema
+//!   generated from the clap definitions, a call parsed by clap itself.
 //! - `tools.rs`: the read-only tools. Each takes the CLI's inputs and calls the commands'
 //!   own cores (`commands::*`), so a tool and its command cannot disagree.
 //! - `apply.rs`: the one tool that writes: the plan hash checked, the person asked through
@@ -15,6 +17,7 @@
 //! stdout is the protocol: nothing here prints to it (progress and notes go to stderr).
 
 mod apply;
+mod arguments;
 pub mod backpressure;
 mod confirm;
 mod server;

@@ -9,7 +9,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use rmcp::handler::server::common::{schema_for_output, schema_for_type};
+use rmcp::handler::server::common::schema_for_output;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult, MetaObject,
     PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool, ToolAnnotations,
@@ -18,11 +18,11 @@ use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServerHandler};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde::de::DeserializeOwned;
 
+use super::arguments::{self, Refusal, ToolArgs};
 use super::confirm;
 use super::tools::{self, Defaults};
-use crate::cli::{Global, McpArgs};
+use crate::cli::{Command, Global, McpArgs};
 use crate::commands::apply::Signals;
 
 /// The key under which a plan's hash is in a result's `_meta`.
@@ -94,14 +94,15 @@ impl Server {
     }
 }
 
-fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
+fn tool<O: JsonSchema + 'static>(
     name: &'static str,
+    args: &ToolArgs,
     title: &str,
     description: &'static str,
     read_only: bool,
 ) -> Tool {
     let annotations = ToolAnnotations::with_title(title).read_only(read_only).destructive(!read_only);
-    Tool::new(name, description, schema_for_type::<A>())
+    Tool::new(name, description, arguments::input_schema(args))
         .with_title(title)
         .with_raw_output_schema(schema_for_output::<O>())
         .with_annotations(annotations)
@@ -110,22 +111,25 @@ fn tool<A: JsonSchema + 'static, O: JsonSchema + 'static>(
 /// Every tool, in the order a person would use them.
 pub fn tools() -> Vec<Tool> {
     vec![
-        tool::<tools::FactsArgs, tools::FactsOut>(
+        tool::<tools::FactsOut>(
             "facts",
+            &arguments::FACTS,
             "Host accelerators",
             "The host's accelerators: active vendors with the Kubernetes resources they become and how many \
 devices, inactive vendors and why, and the whole facts/v1 document (`k3d-gpu facts`). Read-only.",
             true,
         ),
-        tool::<tools::ValidateArgs, tools::ValidateOut>(
+        tool::<tools::ValidateOut>(
             "validate",
+            &arguments::VALIDATE,
             "Check the config",
             "Compile k3dgpu.toml for one or more hosts (fixture roots or saved facts; this machine when none is \
 given): per host, ok or the errors with their fixes, and warnings (`k3d-gpu validate`). No Docker, no cluster.",
             true,
         ),
-        tool::<tools::PlanArgs, tools::PlanOut>(
+        tool::<tools::PlanOut>(
             "plan",
+            &arguments::PLAN,
             "Plan the cluster",
             "What `apply` would do to make the cluster match the config: each action with its reason and diff. The \
 first text item is the exact plan/v1 bytes `k3d-gpu plan --json` prints, the second the plan hash (sha256 of those \
@@ -133,31 +137,35 @@ bytes), also in _meta[\"k3d-gpu.io/planHash\"]. Compares against the live cluste
 given; only a live plan's hash can be applied. Read-only.",
             true,
         ),
-        tool::<tools::ClusterArgs, tools::ObserveOut>(
+        tool::<tools::ObserveOut>(
             "observe",
+            &arguments::OBSERVE,
             "Observe the cluster",
             "The cluster the config names as it is now: its node containers (Docker) and its nodes and managed \
 objects (Kubernetes), secrets masked (`k3d-gpu observe --json`). Read-only.",
             true,
         ),
-        tool::<tools::ConfigArgs, tools::AgentOut>(
+        tool::<tools::AgentOut>(
             "agent",
+            &arguments::AGENT,
             "Agent placement and endpoint",
             "Where the agent (the LLM server) runs on this host and why: backend, device, resource, node \
 placement, add-ons; and its OpenAI-compatible endpoint: the in-cluster URL, a port-forward command and the local \
 URL (`k3d-gpu agent`). Read-only.",
             true,
         ),
-        tool::<tools::AuditArgs, tools::AuditOut>(
+        tool::<tools::AuditOut>(
             "audit",
+            &arguments::AUDIT,
             "Audit the cluster",
             "Safety rules for the running cluster (or a saved audit observation): ports published off loopback, \
 images not pinned by digest, runtime pulls, a kubeconfig others can read; each finding with its fix \
 (`k3d-gpu audit`). Read-only.",
             true,
         ),
-        tool::<super::apply::ApplyArgs, super::apply::ApplyOut>(
+        tool::<super::apply::ApplyOut>(
             "apply",
+            &arguments::APPLY,
             "Apply a confirmed plan",
             "The only tool that writes. Runs the plan only if the inputs still plan to plan_hash (from the plan \
 tool) and the person confirms that hash in the client (a form). Without a client that can ask the person, or \
@@ -168,15 +176,29 @@ The CLI's gate, lock and verify apply.",
     ]
 }
 
-/// A tool's arguments, or a JSON-RPC "invalid params" error saying what does not fit.
-pub(super) fn arguments<A: DeserializeOwned>(request: &CallToolRequestParams) -> Result<A, ErrorData> {
-    let value = serde_json::Value::Object(request.arguments.clone().unwrap_or_default());
-    serde_json::from_value(value).map_err(|e| {
-        ErrorData::invalid_params(
-            crate::escape::capped(format!("arguments of {}: {e}", crate::escape::one_line(&request.name))),
+/// A call's arguments, parsed as the CLI parses the same options (`arguments.rs`). Arguments
+/// that do not fit the schema are a JSON-RPC "invalid params" error; ones the CLI refuses (a
+/// conflict, a malformed hash) are a usage failure the agent reads and corrects (`Err`).
+pub(super) fn call_arguments(
+    tool: &ToolArgs,
+    request: &CallToolRequestParams,
+) -> Result<Result<Command, CallToolResult>, ErrorData> {
+    match arguments::parse(tool, request.arguments.as_ref()) {
+        Ok(command) => Ok(Ok(command)),
+        Err(Refusal::Malformed(why)) => Err(ErrorData::invalid_params(
+            crate::escape::capped(format!("arguments of {}: {why}", crate::escape::one_line(&request.name))),
             None,
-        )
-    })
+        )),
+        Err(Refusal::Usage(why)) => Ok(Err(failed(&crate::error::Error::Usage {
+            message: format!("arguments of {}: {why}", crate::escape::one_line(&request.name)),
+            help: Some("the arguments are the CLI's options of the same name: see the tool's input schema".into()),
+        }))),
+    }
+}
+
+/// The call's options with the server's defaults for those it leaves out.
+fn with_defaults(defaults: &Defaults, command: &Command) -> Global {
+    defaults.global(tools::Given::from(&command.global()))
 }
 
 /// A successful result: the structured content, and as text the same JSON (for clients that
@@ -296,44 +318,47 @@ in the client (or runs the printed command in a terminal).",
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let defaults = self.inner.defaults.clone();
+        macro_rules! parsed {
+            ($tool:expr) => {
+                match call_arguments(&$tool, &request)? {
+                    Ok(command) => command,
+                    Err(refused) => return Ok(refused.into()),
+                }
+            };
+        }
         match request.name.as_ref() {
             "facts" => {
-                let global = defaults.global(arguments::<tools::FactsArgs>(&request)?.given());
+                let command = parsed!(arguments::FACTS);
+                let global = with_defaults(&defaults, &command);
                 self.read_only(&context, move || tools::facts(&global), plain).await
             }
             "validate" => {
-                let global = defaults.global(arguments::<tools::ValidateArgs>(&request)?.given());
+                let command = parsed!(arguments::VALIDATE);
+                let global = with_defaults(&defaults, &command);
                 self.read_only(&context, move || tools::validate(&global), plain).await
             }
             "plan" => {
-                let args = arguments::<tools::PlanArgs>(&request)?;
-                let (offline, observed) = (args.offline, args.observed.clone());
-                let given = tools::ConfigArgs {
-                    config: args.config,
-                    root: args.root,
-                    facts: args.facts,
-                    stdlib: args.stdlib,
-                    vendors: args.vendors,
-                }
-                .given();
-                let global = defaults.global(given);
+                let command = parsed!(arguments::PLAN);
+                let global = with_defaults(&defaults, &command);
+                let Command::Plan(plan) = command else { unreachable!("the plan tool parses `plan`") };
+                let (offline, observed) = (plan.args.offline, plan.args.observed);
                 self.read_only(&context, move || tools::plan(&global, offline, observed), |p| plan_result(&p)).await
             }
             "observe" => {
-                let args = arguments::<tools::ClusterArgs>(&request)?;
-                let global =
-                    defaults.global(tools::Given { config: args.config, stdlib: args.stdlib, ..Default::default() });
+                let command = parsed!(arguments::OBSERVE);
+                let global = with_defaults(&defaults, &command);
                 self.read_only(&context, move || tools::observe(&global), plain).await
             }
             "agent" => {
-                let global = defaults.global(arguments::<tools::ConfigArgs>(&request)?.given());
+                let command = parsed!(arguments::AGENT);
+                let global = with_defaults(&defaults, &command);
                 self.read_only(&context, move || tools::agent(&global), plain).await
             }
             "audit" => {
-                let args = arguments::<tools::AuditArgs>(&request)?;
-                let observed = args.observed;
-                let global =
-                    defaults.global(tools::Given { config: args.config, stdlib: args.stdlib, ..Default::default() });
+                let command = parsed!(arguments::AUDIT);
+                let global = with_defaults(&defaults, &command);
+                let Command::Audit(audit) = command else { unreachable!("the audit tool parses `audit`") };
+                let observed = audit.args.observed;
                 self.read_only(&context, move || tools::audit(&global, observed), plain).await
             }
             "apply" => super::apply::call(self, request, context).await,

@@ -1,12 +1,13 @@
-//! The read-only tools: their arguments (the CLI's inputs), their structured results, and
-//! each one's work, done by the same functions the commands use. Blocking: the server runs
-//! them off its event loop, under a deadline.
+//! The read-only tools: the options a call gives merged with the server's defaults, their
+//! structured results, and each one's work, done by the same functions the commands use.
+//! Blocking: the server runs them off its event loop, under a deadline. What a call may give
+//! is the CLI's definition (`arguments.rs`).
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use schemars::JsonSchema;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use crate::cli::Global;
@@ -25,19 +26,25 @@ pub struct Given {
     pub vendors: Option<String>,
 }
 
+impl From<&Global> for Given {
+    fn from(global: &Global) -> Given {
+        Given {
+            config: global.config.clone(),
+            root: global.root.clone(),
+            facts: global.facts.clone(),
+            stdlib: global.stdlib.clone(),
+            vendors: global.vendors.clone(),
+        }
+    }
+}
+
 /// The server's defaults, copied out of its `Global` once.
 #[derive(Debug, Clone, Default)]
 pub struct Defaults(pub Given);
 
 impl Defaults {
     pub fn of(global: &Global) -> Defaults {
-        Defaults(Given {
-            config: global.config.clone(),
-            root: global.root.clone(),
-            facts: global.facts.clone(),
-            stdlib: global.stdlib.clone(),
-            vendors: global.vendors.clone(),
-        })
+        Defaults(Given::from(global))
     }
 
     /// The options one call runs with. A host given in the call (root or facts) replaces both
@@ -55,123 +62,6 @@ impl Defaults {
             vendors: call.vendors.or_else(|| d.vendors.clone()),
         }
     }
-}
-
-fn one(path: Option<PathBuf>) -> Vec<PathBuf> {
-    path.into_iter().collect()
-}
-
-/// `facts`: the host.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct FactsArgs {
-    /// A fixture host directory to read instead of `/` (the server's --root by default).
-    pub root: Option<PathBuf>,
-    /// A saved facts/v1 document instead of reading a host.
-    pub facts: Option<PathBuf>,
-    /// `auto` or a comma list of vendors that may be active (nvidia, intel, npu, gaudi, ...).
-    pub vendors: Option<String>,
-}
-
-impl FactsArgs {
-    pub fn given(self) -> Given {
-        Given { root: one(self.root), facts: one(self.facts), vendors: self.vendors, ..Given::default() }
-    }
-}
-
-/// The config and the host it is compiled for: `agent`, and the base of `plan` and `apply`.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ConfigArgs {
-    /// The config file (k3dgpu.toml); the server's -c by default, else ./k3dgpu.toml, else the defaults.
-    pub config: Option<PathBuf>,
-    /// A fixture host directory to read instead of `/`.
-    pub root: Option<PathBuf>,
-    /// A saved facts/v1 document instead of reading a host.
-    pub facts: Option<PathBuf>,
-    /// A component catalog directory instead of the built-in one.
-    pub stdlib: Option<PathBuf>,
-    /// `auto` or a comma list of vendors that may be active.
-    pub vendors: Option<String>,
-}
-
-impl ConfigArgs {
-    pub fn given(self) -> Given {
-        Given {
-            config: self.config,
-            root: one(self.root),
-            facts: one(self.facts),
-            stdlib: self.stdlib,
-            vendors: self.vendors,
-        }
-    }
-}
-
-/// `validate`: the config against one or more hosts.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ValidateArgs {
-    /// The config file (k3dgpu.toml).
-    pub config: Option<PathBuf>,
-    /// Fixture host directories to check against.
-    #[serde(default)]
-    pub roots: Vec<PathBuf>,
-    /// Saved facts/v1 documents to check against.
-    #[serde(default)]
-    pub facts: Vec<PathBuf>,
-    /// A component catalog directory instead of the built-in one.
-    pub stdlib: Option<PathBuf>,
-    /// `auto` or a comma list of vendors that may be active.
-    pub vendors: Option<String>,
-}
-
-impl ValidateArgs {
-    pub fn given(self) -> Given {
-        Given { config: self.config, root: self.roots, facts: self.facts, stdlib: self.stdlib, vendors: self.vendors }
-    }
-}
-
-/// `plan`: what apply would do.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PlanArgs {
-    /// The config file (k3dgpu.toml).
-    pub config: Option<PathBuf>,
-    /// A fixture host directory to read instead of `/`.
-    pub root: Option<PathBuf>,
-    /// A saved facts/v1 document instead of reading a host.
-    pub facts: Option<PathBuf>,
-    /// A component catalog directory instead of the built-in one.
-    pub stdlib: Option<PathBuf>,
-    /// `auto` or a comma list of vendors that may be active.
-    pub vendors: Option<String>,
-    /// Plan as if nothing exists (no Docker, no cluster). Its hash is not what `apply` accepts.
-    #[serde(default)]
-    pub offline: bool,
-    /// Compare against a saved observed/v1 document instead of the live cluster.
-    pub observed: Option<PathBuf>,
-}
-
-/// `observe` and `audit`: the cluster the config names.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct ClusterArgs {
-    /// The config file (k3dgpu.toml): it names the cluster.
-    pub config: Option<PathBuf>,
-    /// A component catalog directory instead of the built-in one.
-    pub stdlib: Option<PathBuf>,
-}
-
-/// `audit`.
-#[derive(Debug, Default, Deserialize, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct AuditArgs {
-    /// The config file (k3dgpu.toml): it names the cluster.
-    pub config: Option<PathBuf>,
-    /// A component catalog directory instead of the built-in one (its locks say what is pinned).
-    pub stdlib: Option<PathBuf>,
-    /// Audit a saved document (`k3d-gpu audit --observe`) instead of the live cluster.
-    pub observed: Option<PathBuf>,
 }
 
 /// An active vendor and what the cluster advertises for it.

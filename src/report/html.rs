@@ -10,7 +10,7 @@ use layout::core::style::StyleAttr;
 use layout::std_shapes::shapes::{Arrow, Element, ShapeKind};
 use layout::topo::layout::VisualGraph;
 
-use super::{GraphNode, Report};
+use super::{GraphNode, Report, TestResult};
 
 /// The page's policy: nothing may load; only the page's own inline styles apply (the SVG's
 /// `<style>` and the `style` attributes), which `default-src 'none'` alone would also block.
@@ -137,6 +137,36 @@ pub fn html(r: &Report) -> String {
         (Some(_), _) => o.push_str("does not exist"),
         (None, note) => o.push_str(&format!("not observed ({})", esc(note.as_deref().unwrap_or("offline")))),
     }
-    o.push_str("</p>\n</body>\n</html>\n");
+    o.push_str("</p>\n");
+    if let Some(t) = &r.test {
+        test_section(&mut o, t);
+    }
+    o.push_str("</body>\n</html>\n");
     o
+}
+
+/// `report --test FILE`: each smoke pod's verdict, with the cause and fix of a failure.
+fn test_section(o: &mut String, t: &TestResult) {
+    let verdict = if t.passed { "passed" } else { "FAILED" };
+    o.push_str(&format!("<h2>Test: {verdict} ({} pod(s))</h2>\n<ul>\n", t.pods.len()));
+    for p in &t.pods {
+        let word = if p.verdict.passed { "pass" } else { "FAIL" };
+        o.push_str(&format!(
+            "<li>{word} <code>{}</code> on <code>{}</code>: {} of {} usable",
+            esc(&p.resource),
+            esc(&p.node),
+            p.verdict.seen,
+            p.expected
+        ));
+        for (label, line) in [("cause", &p.verdict.cause), ("fix", &p.verdict.fix)] {
+            if let Some(line) = line {
+                o.push_str(&format!("<br>{label}: <code>{}</code>", esc(line)));
+            }
+        }
+        o.push_str("</li>\n");
+    }
+    for p in &t.problems {
+        o.push_str(&format!("<li>FAIL {}<br>fix: <code>{}</code></li>\n", esc(&p.text), esc(&p.fix)));
+    }
+    o.push_str("</ul>\n");
 }

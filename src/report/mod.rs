@@ -5,7 +5,7 @@
 mod html;
 pub mod layout;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::compile::DesiredGraph;
 use crate::facts::{Facts, Finding};
@@ -30,6 +30,45 @@ pub struct Report {
     pub state: Option<ClusterState>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub observed_note: Option<String>,
+    /// A `k3d-gpu test --json` result given with `report --test FILE`: whether each
+    /// accelerator resource was usable from inside a pod.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub test: Option<TestResult>,
+}
+
+/// What the report shows of a k3d-gpu.test/v1 document: the verdict per pod and the counts
+/// that did not hold. Read from the saved document, so only these fields are taken from it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestResult {
+    pub cluster: String,
+    pub passed: bool,
+    pub pods: Vec<TestPod>,
+    #[serde(default)]
+    pub problems: Vec<TestProblem>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestPod {
+    pub resource: String,
+    pub node: String,
+    pub expected: u32,
+    pub verdict: TestVerdict,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestVerdict {
+    pub passed: bool,
+    pub seen: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestProblem {
+    pub text: String,
+    pub fix: String,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -137,6 +176,7 @@ pub fn build(
         graph: graph.resources().map(|r| GraphNode { id: r.id.clone(), depends_on: r.depends_on.clone() }).collect(),
         state,
         observed_note: note,
+        test: None,
     }
 }
 
@@ -176,6 +216,36 @@ pub fn text(r: &Report) -> String {
         }
         (Some(_), _) => out.push_str("does not exist\n"),
         (None, note) => out.push_str(&format!("not observed ({})\n", e(note.as_deref().unwrap_or("offline")))),
+    }
+    if let Some(t) = &r.test {
+        out.push_str(&test_text(t));
+    }
+    out
+}
+
+/// The test section: one line per pod, its cause and fix when it failed.
+fn test_text(t: &TestResult) -> String {
+    use crate::escape::one_line as e;
+    let failed = t.pods.iter().filter(|p| !p.verdict.passed).count() + t.problems.len();
+    let verdict = if t.passed { "passed" } else { "FAILED" };
+    let mut out = format!("\ntest: {verdict}, {} pod(s), {failed} failure(s)\n", t.pods.len());
+    for p in &t.pods {
+        let word = if p.verdict.passed { "pass" } else { "FAIL" };
+        out.push_str(&format!(
+            "  {word} {} on {}: {} of {} usable\n",
+            e(&p.resource),
+            e(&p.node),
+            p.verdict.seen,
+            p.expected
+        ));
+        for (label, line) in [("cause", &p.verdict.cause), ("fix", &p.verdict.fix)] {
+            if let Some(line) = line {
+                out.push_str(&format!("       {label}: {}\n", e(line)));
+            }
+        }
+    }
+    for p in &t.problems {
+        out.push_str(&format!("  FAIL {}\n       fix: {}\n", e(&p.text), e(&p.fix)));
     }
     out
 }

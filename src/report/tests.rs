@@ -31,6 +31,7 @@ fn report() -> Report {
         ],
         state: None,
         observed_note: Some("offline".into()),
+        test: None,
     }
 }
 
@@ -155,4 +156,63 @@ fn a_graph_that_does_not_group_is_laid_out_in_columns() {
         layout::Box { label: "b".into(), count: 1, depends_on: vec![0] },
     ];
     assert_eq!(layout::columns(&cycle).len(), 2);
+}
+
+/// A saved `k3d-gpu test --json` document, as `smoke` writes it, is what `report --test` reads.
+fn saved_test_result(passed: bool) -> TestResult {
+    use crate::smoke::{Count, Outcome, PodResult, Probe, Report as TestReport, SmokePod, Verdict};
+    let pod = SmokePod {
+        resource: "gpu.intel.com/xe".into(),
+        node: "k3d-lab-server-0".into(),
+        pod: "k3d-gpu-test-xe-0".into(),
+        image: "busybox:1.37".into(),
+        probe: Probe::Devices,
+        requested: 1,
+        expected: 1,
+        groups: vec![],
+    };
+    let verdict = Verdict {
+        passed,
+        seen: u32::from(passed),
+        evidence: vec!["/dev/dri/renderD128 opened".into()],
+        cause: (!passed).then(|| "the device node is not in the pod \u{1b}[2J".into()),
+        fix: (!passed).then(|| "k3d-gpu logs intel-gpu-plugin".into()),
+    };
+    let counts = vec![Count { resource: pod.resource.clone(), node: pod.node.clone(), facts: Some(1), allocatable: 1 }];
+    let pods = vec![PodResult { pod, outcome: Outcome::default(), verdict }];
+    let saved = crate::canonical::to_bytes(&TestReport::new("lab", pods, counts, vec![]));
+    serde_json::from_slice(&saved).expect("report reads what test writes")
+}
+
+#[test]
+fn a_saved_test_result_is_in_each_form() {
+    let mut r = report();
+    r.test = Some(saved_test_result(true));
+    let text = text(&r);
+    assert!(text.contains("test: passed, 1 pod(s), 0 failure(s)"), "{text}");
+    assert!(text.contains("pass gpu.intel.com/xe on k3d-lab-server-0: 1 of 1 usable"), "{text}");
+    let json: serde_json::Value = serde_json::from_slice(&crate::canonical::to_bytes(&r)).unwrap();
+    assert_eq!(json["test"]["pods"][0]["verdict"]["passed"], true);
+    assert!(html(&r).contains("<h2>Test: passed (1 pod(s))</h2>"));
+    // Without one, no section and no key.
+    assert!(!super::text(&report()).contains("test:"));
+    assert!(json_of(&report()).get("test").is_none());
+}
+
+#[test]
+fn a_failed_test_shows_its_cause_and_fix_escaped() {
+    let mut r = report();
+    r.test = Some(saved_test_result(false));
+    let text = text(&r);
+    assert!(text.contains("test: FAILED, 1 pod(s), 1 failure(s)"), "{text}");
+    assert!(text.contains("FAIL gpu.intel.com/xe on k3d-lab-server-0: 0 of 1 usable"), "{text}");
+    assert!(text.contains("fix: k3d-gpu logs intel-gpu-plugin"), "{text}");
+    let page = html(&r);
+    for shown in [&text, &page] {
+        assert!(!shown.contains('\u{1b}'), "a raw escape: {shown}");
+    }
+}
+
+fn json_of(r: &Report) -> serde_json::Value {
+    serde_json::from_slice(&crate::canonical::to_bytes(r)).unwrap()
 }

@@ -91,7 +91,7 @@ async def read_only(mode):
         check("npu" in active and "intel" in active, f"[{mode}] facts: active vendors {active}")
         check(facts.structured_content["document"]["schema"] == "k3d-gpu.facts/v1", f"[{mode}] facts/v1 inside")
 
-        validate = await client.call_tool("validate", {"config": CONFIG, "roots": [ROOT]})
+        validate = await client.call_tool("validate", {"config": CONFIG, "root": [ROOT]})
         check(validate.structured_content["passed"] is True, f"[{mode}] validate passed")
 
         agent = await client.call_tool("agent", {"config": CONFIG, "root": ROOT})

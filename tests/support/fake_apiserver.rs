@@ -65,6 +65,10 @@ pub struct State {
     pub version: u64,
     /// Object names whose next PATCH fails with 500 (an API server hiccup, a killed apply).
     pub fail_once: Vec<String>,
+    /// Answers to come for requests naming an object, any method: each entry answers the
+    /// next request for that name with that status (a Status body), then is used up. 401 and
+    /// 403 play refused credentials, 503 a server still starting.
+    pub answer_next: Vec<(String, u16)>,
     /// Milliseconds every PATCH takes (a slow API server, to kill an apply half-way).
     pub patch_delay_ms: u64,
     /// Delayed PATCHes received and not yet applied: a test waits for 0 before it re-plans,
@@ -986,6 +990,19 @@ fn respond(
     }
     if let Err(message) = selection.check() {
         return Reply::Once(400, status(400, "BadRequest", message).1);
+    }
+    if let Some(name) = &t.name
+        && let Some(i) = state.answer_next.iter().position(|(n, _)| n == name)
+    {
+        let (_, code) = state.answer_next.remove(i);
+        let reason = match code {
+            401 => "Unauthorized",
+            403 => "Forbidden",
+            429 => "TooManyRequests",
+            503 => "ServiceUnavailable",
+            _ => "InternalError",
+        };
+        return Reply::Once(code, status(code, reason, format!("injected {code} for {name}")).1);
     }
     let watch = matches!(param("watch").as_str(), "1" | "true");
     match (method, &t.name) {

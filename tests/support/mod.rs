@@ -2,12 +2,15 @@
 #![allow(dead_code)]
 
 pub mod fake_apiserver;
+pub mod graph_golden;
+pub mod run;
 pub mod ssa;
 
 use std::path::{Path, PathBuf};
 
 use k3d_gpu::facts::{Facts, VendorFilter};
 use k3d_gpu::host::HostRoot;
+pub use run::K3dGpu;
 
 pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
@@ -326,18 +329,17 @@ pub fn placeholder_inputs() -> k3d_gpu::plan::Inputs {
     }
 }
 
-/// The real binary, run in `dir` with that directory as HOME and `dir/kubeconfig` as the
-/// kubeconfig, so nothing of the user's is read.
+/// The real binary, run hermetically ([`run`]) in `dir` with that directory as HOME and
+/// `dir/kubeconfig` as the kubeconfig, so nothing of the user's is read.
 #[allow(dead_code)]
 pub fn k3d_gpu_in(dir: &Path, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_k3d-gpu"))
-        .args(args)
-        .current_dir(dir)
-        .env("KUBECONFIG", dir.join("kubeconfig"))
-        .env("HOME", dir)
-        .env_remove("K3D_GPU_CONFIG")
-        .output()
-        .unwrap()
+    K3dGpu::new().args(args).cwd(dir).env("KUBECONFIG", dir.join("kubeconfig")).env("HOME", dir).output()
+}
+
+/// [`k3d_gpu_in`] with the test process's Docker engine, for the Docker tests.
+#[allow(dead_code)]
+pub fn k3d_gpu_docker_in(dir: &Path, args: &[&str]) -> std::process::Output {
+    K3dGpu::new().docker().args(args).cwd(dir).env("KUBECONFIG", dir.join("kubeconfig")).env("HOME", dir).output()
 }
 
 /// Creates and starts a container shaped like k3d's server node of `cluster` (k3d's labels,
