@@ -99,16 +99,7 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
         let hosts_agent = runs_agent(config, node.name);
         let key = crate::canonical::digest(&(node.facts, node.expect, hosts_agent));
         seen.entry(key.clone()).or_insert_with(|| {
-            let mut one = config.clone();
-            one.expect = node.expect.clone();
-            // Claims are compiled once, against every node they may land on (below).
-            one.claims.clear();
-            if !hosts_agent && one.agent.is_some() {
-                // The agent and its add-ons are placed on [agent] node's facts alone.
-                one.agent = None;
-                one.addons.clear();
-            }
-            super::parts(&one, node.facts, catalog, None)
+            super::parts(&machine_config(config, node.expect, hosts_agent), node.facts, catalog, None)
         });
         keys.push(key);
     }
@@ -125,34 +116,17 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
                     images.extend(parts.images.iter().map(|(k, v)| (k.clone(), v.clone())));
                 }
                 if runs_agent(config, node.name) {
-                    // What `k3d-gpu agent` shows: the label its pods select (added in the
-                    // merge) and whose facts decided it.
-                    agent = parts.agent.clone().map(|mut plan| {
-                        plan.node_selector
-                            .insert(format!("{COMPONENT_NODE_LABEL}{}", super::workloads::COMPONENT), "true".into());
-                        plan.reason = format!("{} (node {})", plan.reason, node.name);
-                        plan
-                    });
+                    agent = parts.agent.clone().map(|plan| agent_on_node(plan, node.name));
                 }
                 compiled.push(Compiled { node: node.name, key, resources: &parts.resources });
             }
             Err(es) => {
                 for e in es {
-                    let mut e = e.clone();
-                    if e.code == "addons-without-agent" {
-                        // About the config, not a node: said once.
-                        if !errors.iter().any(|x: &CompileError| x.code == e.code) {
-                            errors.push(e);
-                        }
-                        continue;
+                    // About the config, not a node: said once.
+                    let once = e.code == "addons-without-agent";
+                    if !(once && errors.iter().any(|x: &CompileError| x.code == e.code)) {
+                        errors.push(node_error(e, node.name, i));
                     }
-                    e.message = format!("node {}: {}", node.name, e.message);
-                    if e.key.first() == Some(&"expect") {
-                        // Per node, [expect] is that node's [nodes.expect].
-                        e.key = vec!["nodes"];
-                        e.element = Some(i);
-                    }
-                    errors.push(e);
                 }
             }
         }
@@ -166,26 +140,68 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
         return Err(errors);
     }
     stamp(&config.cluster.name, nodes, &mut resources);
-    let all = nodes.len();
-    let warnings = warnings
+    let warnings = fleet_warnings(warnings, nodes.len());
+    let mut graph = DesiredGraph::build(resources, warnings, agent)
+        .map_err(|text| vec![CompileError::new("graph", &["nodes"], text, None)])?;
+    graph.images = images;
+    Ok(graph)
+}
+
+/// The config one machine of the fleet compiles: its own `[expect]`, no claims (compiled
+/// once, against every node they may land on), and the agent and its add-ons only on the node
+/// `[agent] node` names (they are placed on its facts alone).
+fn machine_config(config: &Config, expect: &crate::config::Expect, hosts_agent: bool) -> Config {
+    let mut one = config.clone();
+    one.expect = expect.clone();
+    one.claims.clear();
+    if !hosts_agent && one.agent.is_some() {
+        one.agent = None;
+        one.addons.clear();
+    }
+    one
+}
+
+/// A node's compile error, named for the fleet: the node's name first, and `[expect]` (per
+/// node, its `[nodes.expect]`) underlined at the node's entry. `addons-without-agent` is
+/// about the config and kept as it is.
+fn node_error(e: &CompileError, node: &str, index: usize) -> CompileError {
+    let mut e = e.clone();
+    if e.code == "addons-without-agent" {
+        return e;
+    }
+    e.message = format!("node {node}: {}", e.message);
+    if e.key.first() == Some(&"expect") {
+        e.key = vec!["nodes"];
+        e.element = Some(index);
+    }
+    e
+}
+
+/// What `k3d-gpu agent` shows on a fleet: the label its pods select (added in the merge) and
+/// whose facts decided it.
+fn agent_on_node(mut plan: super::agent::AgentPlan, node: &str) -> super::agent::AgentPlan {
+    plan.node_selector.insert(format!("{COMPONENT_NODE_LABEL}{}", super::workloads::COMPONENT), "true".into());
+    plan.reason = format!("{} (node {node})", plan.reason);
+    plan
+}
+
+/// The nodes' warnings for the fleet: one said on some nodes names them (sorted, whatever
+/// order the config lists them in); "this setting does nothing here" is news only when it
+/// does nothing on any node; an image is deployed once for the fleet, whichever nodes pulled
+/// it in.
+fn fleet_warnings(warnings: BTreeMap<Warning, Vec<&str>>, all: usize) -> Vec<Warning> {
+    warnings
         .into_iter()
-        // "This setting does nothing here" is news only when it does nothing on any node.
         .filter(|(w, on)| on.len() == all || !NOWHERE_ELSE.contains(&w.code.as_str()))
         .map(|(w, mut on)| {
-            // The same words whatever order the config lists its nodes in.
             on.sort_unstable();
-            // An image is deployed once for the fleet, whichever nodes pulled it in.
             if on.len() == all || w.code.starts_with("image-") {
                 w
             } else {
                 Warning { text: format!("{} {NODES_OPEN}{}{NODES_CLOSE}", w.text, on.join(", ")), ..w }
             }
         })
-        .collect();
-    let mut graph = DesiredGraph::build(resources, warnings, agent)
-        .map_err(|text| vec![CompileError::new("graph", &["nodes"], text, None)])?;
-    graph.images = images;
-    Ok(graph)
+        .collect()
 }
 
 /// Marks what this config owns: each object's labels, and each listed node by an annotation
@@ -216,11 +232,64 @@ fn runs_agent(config: &Config, node: &str) -> bool {
     config.agent.as_ref().and_then(|a| a.node.as_deref()) == Some(node)
 }
 
+/// Original object id → (node → id in the merged graph).
+type Renamed<'a> = BTreeMap<String, BTreeMap<&'a str, String>>;
+
+/// Which node-label keys each node has, to map a `node-label/<key>` dependency.
+type LabelsOf<'a> = BTreeMap<&'a str, BTreeSet<String>>;
+
 /// The merge: labels per node, components per variant, shared objects once, checks per node.
 fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource> {
-    let mut out: Vec<Resource> = Vec::new();
-    // Which node-label keys each node has, to map a `node-label/<key>` dependency.
-    let mut labels_of: BTreeMap<&str, BTreeSet<String>> = BTreeMap::new();
+    let (mut out, mut labels_of) = node_metadata(compiled);
+    let key_of: BTreeMap<&str, &str> = compiled.iter().map(|c| (c.node, c.key)).collect();
+    // Each component's objects, per node.
+    let mut components: BTreeMap<&str, BTreeMap<&str, Vec<&Resource>>> = BTreeMap::new();
+    for c in compiled {
+        for r in c.resources.iter().filter(|r| r.kind == ResourceKind::Object) {
+            let component = r.component.as_deref().unwrap_or_default();
+            components.entry(component).or_default().entry(c.node).or_default().push(r);
+        }
+    }
+    let mut renamed: Renamed = BTreeMap::new();
+    let mut objects: Vec<(Resource, Vec<&str>)> = Vec::new();
+    for (component, by_node) in &components {
+        // node → variant suffix (`None`: the single variant, plain names).
+        let mut variant_of: BTreeMap<&str, Option<String>> = BTreeMap::new();
+        for (suffix, nodes) in variants(by_node, &key_of) {
+            for node in nodes {
+                // The objects without a component (claims' namespaces, the npu-turbo ConfigMap)
+                // select no nodes and need no label.
+                if !component.is_empty() {
+                    let label = component_label(node, component, suffix.as_deref());
+                    labels_of.entry(node).or_default().insert(label.spec["key"].as_str().unwrap_or_default().into());
+                    out.push(label);
+                }
+                variant_of.insert(node, suffix.clone());
+            }
+        }
+        component_objects(component, by_node, &variant_of, &key_of, &mut renamed, &mut objects, errors);
+    }
+    let checks = merged_checks(compiled, &renamed, &labels_of);
+
+    // Dependencies in merged ids: the root is gone, a node label is that node's, a split
+    // object is the variant of the same nodes.
+    for (mut r, nodes) in objects {
+        r.depends_on = merged_dependencies(&r, &nodes, &renamed, &labels_of);
+        out.push(r);
+    }
+    for (_, (mut r, _)) in checks {
+        r.depends_on.sort();
+        r.depends_on.dedup();
+        out.push(r);
+    }
+    out
+}
+
+/// The node labels and annotations each node's compile sets, under that node's ids, and the
+/// label keys of each node.
+fn node_metadata<'a>(compiled: &[Compiled<'a>]) -> (Vec<Resource>, LabelsOf<'a>) {
+    let mut out = Vec::new();
+    let mut labels_of: LabelsOf = BTreeMap::new();
     for c in compiled {
         for r in c.resources {
             let prefix = match r.kind {
@@ -242,132 +311,137 @@ fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource>
             });
         }
     }
+    (out, labels_of)
+}
 
-    // Each component's variants: nodes grouped by the digest of the component's workloads.
-    let mut components: BTreeMap<&str, BTreeMap<&str, Vec<&Resource>>> = BTreeMap::new();
-    let key_of: BTreeMap<&str, &str> = compiled.iter().map(|c| (c.node, c.key)).collect();
-    for c in compiled {
-        for r in c.resources.iter().filter(|r| r.kind == ResourceKind::Object) {
-            let component = r.component.as_deref().unwrap_or_default();
-            components.entry(component).or_default().entry(c.node).or_default().push(r);
-        }
+/// A component's variants: its nodes grouped by the digest of the component's workloads, in
+/// digest order, each with its suffix (8 hex digits of the digest; `None` when there is one).
+fn variants<'n>(
+    by_node: &BTreeMap<&'n str, Vec<&Resource>>,
+    key_of: &BTreeMap<&str, &str>,
+) -> Vec<(Option<String>, Vec<&'n str>)> {
+    let digest_of = |rs: &[&Resource]| {
+        let workloads: Vec<(&str, &Value)> =
+            rs.iter().filter(|r| workload(&r.spec)).map(|r| (r.id.as_str(), &r.spec)).collect();
+        crate::canonical::digest(&workloads)
+    };
+    let mut groups: BTreeMap<String, Vec<&str>> = BTreeMap::new();
+    // Nodes compiled alike have the same workloads: one digest per compile.
+    let mut digests: BTreeMap<&str, String> = BTreeMap::new();
+    for (node, rs) in by_node {
+        let digest = digests.entry(key_of[node]).or_insert_with(|| digest_of(rs)).clone();
+        groups.entry(digest).or_default().push(node);
     }
-    // (component, node) → variant suffix (`None`: the single variant, plain names).
-    let mut variant_of: BTreeMap<(&str, &str), Option<String>> = BTreeMap::new();
-    // Original object id → (node → id in the merged graph).
-    let mut renamed: BTreeMap<String, BTreeMap<&str, String>> = BTreeMap::new();
-    let mut objects: Vec<(Resource, Vec<&str>)> = Vec::new();
-    for (component, by_node) in &components {
-        let digest_of = |rs: &[&Resource]| {
-            let workloads: Vec<(&str, &Value)> =
-                rs.iter().filter(|r| workload(&r.spec)).map(|r| (r.id.as_str(), &r.spec)).collect();
-            crate::canonical::digest(&workloads)
-        };
-        let mut groups: BTreeMap<String, Vec<&str>> = BTreeMap::new();
-        // Nodes compiled alike have the same workloads: one digest per compile.
-        let mut digests: BTreeMap<&str, String> = BTreeMap::new();
-        for (node, rs) in by_node {
-            let digest = digests.entry(key_of[node]).or_insert_with(|| digest_of(rs)).clone();
-            groups.entry(digest).or_default().push(node);
-        }
-        let single = groups.len() == 1;
-        for (digest, nodes) in &groups {
+    let single = groups.len() == 1;
+    groups
+        .into_iter()
+        .map(|(digest, nodes)| {
             let suffix = (!single).then(|| digest.trim_start_matches("sha256:").chars().take(8).collect::<String>());
-            for node in nodes {
-                variant_of.insert((component, node), suffix.clone());
-                // The objects without a component (claims' namespaces, the npu-turbo ConfigMap)
-                // select no nodes and need no label.
-                if !component.is_empty() {
-                    let key = format!("{COMPONENT_NODE_LABEL}{component}");
-                    labels_of.entry(node).or_default().insert(key.clone());
-                    out.push(Resource {
-                        id: node_metadata_id("node-label", node, &key),
-                        kind: ResourceKind::NodeLabel,
-                        change: Change::InPlace,
-                        component: None,
-                        spec: json!({ "node": node, "key": key, "value": suffix.clone().unwrap_or_else(|| "true".into()) }),
-                        depends_on: Vec::new(),
-                    });
-                }
-            }
+            (suffix, nodes)
+        })
+        .collect()
+}
+
+/// The label `component.k3d-gpu.io/<component>` on a node: `"true"`, or its variant's suffix.
+fn component_label(node: &str, component: &str, suffix: Option<&str>) -> Resource {
+    let key = format!("{COMPONENT_NODE_LABEL}{component}");
+    Resource {
+        id: node_metadata_id("node-label", node, &key),
+        kind: ResourceKind::NodeLabel,
+        change: Change::InPlace,
+        component: None,
+        spec: json!({ "node": node, "key": key, "value": suffix.unwrap_or("true") }),
+        depends_on: Vec::new(),
+    }
+}
+
+/// Every object id of the component, merged: a workload once per variant (recorded in
+/// `renamed`), any other object once, when every distinct compile made it alike.
+fn component_objects<'a>(
+    component: &str,
+    by_node: &BTreeMap<&'a str, Vec<&'a Resource>>,
+    variant_of: &BTreeMap<&str, Option<String>>,
+    key_of: &BTreeMap<&str, &str>,
+    renamed: &mut Renamed<'a>,
+    objects: &mut Vec<(Resource, Vec<&'a str>)>,
+    errors: &mut Vec<CompileError>,
+) {
+    let mut by_id: BTreeMap<&str, Vec<(&str, &Resource)>> = BTreeMap::new();
+    for (node, rs) in by_node {
+        for r in rs {
+            by_id.entry(r.id.as_str()).or_default().push((node, r));
         }
-        // Every object id of the component, with the specs each node compiled it to.
-        let mut by_id: BTreeMap<&str, Vec<(&str, &Resource)>> = BTreeMap::new();
-        for (node, rs) in by_node {
-            for r in rs {
-                by_id.entry(r.id.as_str()).or_default().push((node, r));
+    }
+    for (id, copies) in by_id {
+        if workload(&copies[0].1.spec) && !component.is_empty() {
+            for (r, nodes) in workload_variants(component, &copies, variant_of) {
+                for n in &nodes {
+                    renamed.entry(id.to_string()).or_default().insert(n, r.id.clone());
+                }
+                objects.push((r, nodes));
             }
-        }
-        for (id, copies) in by_id {
-            let first = copies[0].1;
-            if workload(&first.spec) && !component.is_empty() {
-                // One object per variant, selecting that variant's nodes.
-                let mut per_variant: BTreeMap<Option<String>, Vec<(&str, &Resource)>> = BTreeMap::new();
-                for (node, r) in &copies {
-                    per_variant.entry(variant_of[&(*component, *node)].clone()).or_default().push((node, r));
-                }
-                for (suffix, members) in per_variant {
-                    let mut spec = members[0].1.spec.clone();
-                    select(&mut spec, component, suffix.as_deref());
-                    let new_id = super::object_id(&spec);
-                    let nodes: Vec<&str> = members.iter().map(|(n, _)| *n).collect();
-                    for n in &nodes {
-                        renamed.entry(id.to_string()).or_default().insert(n, new_id.clone());
-                    }
-                    objects.push((Resource { id: new_id, spec, ..members[0].1.clone() }, nodes));
-                }
-            } else {
-                // One copy per distinct compile: nodes compiled alike hold the same object.
-                let by_compile: BTreeMap<&str, &Resource> = copies.iter().map(|(n, r)| (key_of[n], *r)).collect();
-                let distinct: BTreeSet<String> =
-                    by_compile.values().map(|r| crate::canonical::digest(&r.spec)).collect();
-                if distinct.len() > 1 {
-                    let nodes: Vec<&str> = copies.iter().map(|(n, _)| *n).collect();
-                    errors.push(CompileError::new(
-                        "fleet-object-differs",
-                        &["nodes"],
-                        format!(
-                            "{id} comes out differently on nodes {}, and only workloads can have variants",
-                            nodes.join(", ")
-                        ),
-                        Some(
-                            "a component's shared objects (namespaces, RBAC, config) must not depend on the host"
-                                .into(),
-                        ),
-                    ));
-                    continue;
-                }
-                let nodes: Vec<&str> = copies.iter().map(|(n, _)| *n).collect();
-                objects.push((first.clone(), nodes));
+        } else {
+            match shared_object(id, &copies, key_of) {
+                Ok(object) => objects.push(object),
+                Err(e) => errors.push(e),
             }
         }
     }
+}
 
-    // Checks: rollouts per variant, allocatable per node, ResourceSlices summed.
+/// One workload per variant, selecting that variant's nodes, with the nodes it runs on.
+fn workload_variants<'a>(
+    component: &str,
+    copies: &[(&'a str, &Resource)],
+    variant_of: &BTreeMap<&str, Option<String>>,
+) -> Vec<(Resource, Vec<&'a str>)> {
+    let mut per_variant: BTreeMap<Option<String>, Vec<(&str, &Resource)>> = BTreeMap::new();
+    for (node, r) in copies {
+        per_variant.entry(variant_of[node].clone()).or_default().push((node, r));
+    }
+    per_variant
+        .into_iter()
+        .map(|(suffix, members)| {
+            let mut spec = members[0].1.spec.clone();
+            select(&mut spec, component, suffix.as_deref());
+            let nodes: Vec<&str> = members.iter().map(|(n, _)| *n).collect();
+            (Resource { id: super::object_id(&spec), spec, ..members[0].1.clone() }, nodes)
+        })
+        .collect()
+}
+
+/// An object that is not a workload is shared: one copy per distinct compile (nodes compiled
+/// alike hold the same object), and an error when the compiles disagree.
+fn shared_object<'a>(
+    id: &str,
+    copies: &[(&'a str, &Resource)],
+    key_of: &BTreeMap<&str, &str>,
+) -> Result<(Resource, Vec<&'a str>), CompileError> {
+    let by_compile: BTreeMap<&str, &Resource> = copies.iter().map(|(n, r)| (key_of[n], *r)).collect();
+    let distinct: BTreeSet<String> = by_compile.values().map(|r| crate::canonical::digest(&r.spec)).collect();
+    let nodes: Vec<&str> = copies.iter().map(|(n, _)| *n).collect();
+    if distinct.len() > 1 {
+        return Err(CompileError::new(
+            "fleet-object-differs",
+            &["nodes"],
+            format!("{id} comes out differently on nodes {}, and only workloads can have variants", nodes.join(", ")),
+            Some("a component's shared objects (namespaces, RBAC, config) must not depend on the host".into()),
+        ));
+    }
+    Ok((copies[0].1.clone(), nodes))
+}
+
+/// Checks: rollouts per variant, allocatable per node, ResourceSlices summed; each with the
+/// nodes whose compile has it.
+fn merged_checks<'a>(
+    compiled: &[Compiled<'a>],
+    renamed: &Renamed,
+    labels_of: &LabelsOf,
+) -> BTreeMap<String, (Resource, Vec<&'a str>)> {
     let mut checks: BTreeMap<String, (Resource, Vec<&str>)> = BTreeMap::new();
     for c in compiled {
         for r in c.resources.iter().filter(|r| r.kind == ResourceKind::Verify) {
-            let mut r = r.clone();
-            match r.spec["check"].as_str() {
-                Some("rollout") => {
-                    let object = r.depends_on.first().cloned().unwrap_or_default();
-                    if let Some(new) = renamed.get(&object).and_then(|m| m.get(c.node)).filter(|n| **n != object) {
-                        let name = new.rsplit('/').next().unwrap_or_default().to_string();
-                        r.spec["name"] = json!(name);
-                        r.id = format!(
-                            "verify/rollout/{}/{}/{name}",
-                            r.spec["kind"].as_str().unwrap_or_default(),
-                            r.spec["namespace"].as_str().unwrap_or_default()
-                        );
-                    }
-                }
-                Some("allocatable") => {
-                    let resource = r.spec["resource"].as_str().unwrap_or_default().to_string();
-                    r.id = format!("verify/allocatable/{}/{resource}", c.node);
-                    r.spec["node"] = json!(c.node);
-                }
-                _ => {}
-            }
+            let r = check_for_node(r, c.node, renamed);
             let entry = checks.entry(r.id.clone()).or_insert_with(|| (r.clone(), Vec::new()));
             if entry.1.is_empty() {
                 entry.0.depends_on.clear();
@@ -377,42 +451,60 @@ fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource>
                 entry.0.spec["min_devices"] = json!(sum);
             }
             entry.1.push(c.node);
-            let deps = r.depends_on.iter().flat_map(|d| map_dep(d, c.node, &renamed, &labels_of)).collect::<Vec<_>>();
+            let deps = r.depends_on.iter().flat_map(|d| map_dep(d, c.node, renamed, labels_of)).collect::<Vec<_>>();
             entry.0.depends_on.extend(deps);
         }
     }
+    checks
+}
 
-    // Dependencies in merged ids: the root is gone, a node label is that node's, a split
-    // object is the variant of the same nodes.
-    for (mut r, nodes) in objects {
-        let deps: Vec<String> = nodes
-            .iter()
-            .flat_map(|n| r.depends_on.iter().flat_map(|d| map_dep(d, n, &renamed, &labels_of)).collect::<Vec<_>>())
-            .collect();
-        let component_label = r.component.as_deref().filter(|_| workload(&r.spec)).map(|c| {
-            let key = format!("{COMPONENT_NODE_LABEL}{c}");
-            nodes.iter().map(|n| node_metadata_id("node-label", n, &key)).collect::<Vec<_>>()
-        });
-        r.depends_on = deps.into_iter().chain(component_label.into_iter().flatten()).filter(|d| *d != r.id).collect();
-        r.depends_on.sort();
-        r.depends_on.dedup();
-        out.push(r);
+/// A node's check under its merged id: a rollout follows its workload's variant, an
+/// allocatable check names its node; others are the fleet's as they are.
+fn check_for_node(r: &Resource, node: &str, renamed: &Renamed) -> Resource {
+    let mut r = r.clone();
+    match r.spec["check"].as_str() {
+        Some("rollout") => {
+            let object = r.depends_on.first().cloned().unwrap_or_default();
+            if let Some(new) = renamed.get(&object).and_then(|m| m.get(node)).filter(|n| **n != object) {
+                let name = new.rsplit('/').next().unwrap_or_default().to_string();
+                r.spec["name"] = json!(name);
+                r.id = format!(
+                    "verify/rollout/{}/{}/{name}",
+                    r.spec["kind"].as_str().unwrap_or_default(),
+                    r.spec["namespace"].as_str().unwrap_or_default()
+                );
+            }
+        }
+        Some("allocatable") => {
+            let resource = r.spec["resource"].as_str().unwrap_or_default().to_string();
+            r.id = format!("verify/allocatable/{node}/{resource}");
+            r.spec["node"] = json!(node);
+        }
+        _ => {}
     }
-    for (_, (mut r, _)) in checks {
-        r.depends_on.sort();
-        r.depends_on.dedup();
-        out.push(r);
-    }
-    out
+    r
+}
+
+/// A merged object's dependencies: each of its nodes' dependencies in merged ids, and a
+/// workload's component label on each of its nodes; sorted, once each, never itself.
+fn merged_dependencies(r: &Resource, nodes: &[&str], renamed: &Renamed, labels_of: &LabelsOf) -> Vec<String> {
+    let deps: Vec<String> = nodes
+        .iter()
+        .flat_map(|n| r.depends_on.iter().flat_map(|d| map_dep(d, n, renamed, labels_of)).collect::<Vec<_>>())
+        .collect();
+    let component_label = r.component.as_deref().filter(|_| workload(&r.spec)).map(|c| {
+        let key = format!("{COMPONENT_NODE_LABEL}{c}");
+        nodes.iter().map(|n| node_metadata_id("node-label", n, &key)).collect::<Vec<_>>()
+    });
+    let mut deps: Vec<String> =
+        deps.into_iter().chain(component_label.into_iter().flatten()).filter(|d| *d != r.id).collect();
+    deps.sort();
+    deps.dedup();
+    deps
 }
 
 /// A dependency of a node's resource, in the merged graph's ids.
-fn map_dep(
-    dep: &str,
-    node: &str,
-    renamed: &BTreeMap<String, BTreeMap<&str, String>>,
-    labels_of: &BTreeMap<&str, BTreeSet<String>>,
-) -> Vec<String> {
+fn map_dep(dep: &str, node: &str, renamed: &Renamed, labels_of: &LabelsOf) -> Vec<String> {
     if dep == ROOT {
         return Vec::new();
     }
@@ -527,6 +619,264 @@ fn claims(
         r.depends_on.retain(|d| d != ROOT);
         if !have.contains(&r.id) {
             out.push(r);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(id: &str, component: &str, spec: Value) -> Resource {
+        Resource {
+            id: id.into(),
+            kind: ResourceKind::Object,
+            change: Change::InPlace,
+            component: Some(component.into()),
+            spec,
+            depends_on: vec![ROOT.into()],
+        }
+    }
+
+    fn plugin(shared: &str) -> Value {
+        json!({
+            "apiVersion": "apps/v1", "kind": "DaemonSet",
+            "metadata": { "name": "intel-gpu-plugin", "namespace": "kube-system", "labels": { "app": "p" } },
+            "spec": {
+                "selector": { "matchLabels": { "app": "p" } },
+                "template": { "metadata": { "labels": { "app": "p" } }, "spec": { "args": [shared] } },
+            },
+        })
+    }
+
+    const PLUGIN: &str = "k8s/apps/DaemonSet/kube-system/intel-gpu-plugin";
+
+    #[test]
+    fn a_machine_compiles_its_own_expect_without_claims_and_the_agent_only_where_it_runs() {
+        let config: Config = toml::from_str(
+            "[agent]\nnode = \"a\"\n[addons.vlm]\ndevice = \"auto\"\n[[claims]]\nname = \"c\"\n[expect]\nvendors = [\"intel\"]\n",
+        )
+        .expect("the case is a config");
+        let expect = crate::config::Expect { vendors: vec![Vendor::Nvidia], ..Default::default() };
+        // (hosts the agent, has [agent], add-ons)
+        const CASES: &[(bool, bool, usize)] = &[(true, true, 1), (false, false, 0)];
+        for (hosts, agent, addons) in CASES {
+            let one = machine_config(&config, &expect, *hosts);
+            assert_eq!((one.agent.is_some(), one.addons.len()), (*agent, *addons), "hosts_agent={hosts}");
+            assert!(one.claims.is_empty(), "hosts_agent={hosts}");
+            assert_eq!(one.expect, expect, "hosts_agent={hosts}");
+        }
+        // Without an [agent], the add-ons stay for the agent check to refuse them once.
+        let no_agent = Config { agent: None, ..config };
+        assert_eq!(machine_config(&no_agent, &expect, false).addons.len(), 1);
+    }
+
+    #[test]
+    fn a_nodes_error_names_the_node() {
+        // (code, key, message, key after, element after)
+        type Case = (&'static str, &'static [&'static str], &'static str, &'static [&'static str], Option<usize>);
+        const CASES: &[Case] = &[
+            ("bad-pci-id", &["sharing", "allow_ids"], "node n1: x", &["sharing", "allow_ids"], None),
+            ("expect-vendor", &["expect", "vendors"], "node n1: x", &["nodes"], Some(3)),
+            ("addons-without-agent", &["addons"], "x", &["addons"], None),
+        ];
+        for (code, key, message, key_after, element) in CASES {
+            let e = node_error(&CompileError::new(code, key, "x", None), "n1", 3);
+            assert_eq!((e.message.as_str(), e.key.as_slice(), e.element), (*message, *key_after, *element), "{code}");
+        }
+    }
+
+    #[test]
+    fn fleet_warnings_name_their_nodes_unless_said_everywhere() {
+        let w = |code: &str| Warning { code: code.into(), text: "t".into(), key: None };
+        // (code, nodes it was said on, of 3: the text, or None when dropped)
+        const CASES: &[(&str, &[&str], Option<&str>)] = &[
+            ("agent-not-battlemage", &["c", "a"], Some("t (node a, c)")),
+            ("agent-not-battlemage", &["a", "b", "c"], Some("t")),
+            ("sharing-without-intel", &["a"], None),
+            ("sharing-without-intel", &["a", "b", "c"], Some("t")),
+            ("image-unlocked", &["b"], Some("t")),
+        ];
+        for (code, on, want) in CASES {
+            let got = fleet_warnings(BTreeMap::from([(w(code), on.to_vec())]), 3);
+            assert_eq!(got.first().map(|w| w.text.as_str()), *want, "{code} on {on:?}");
+            assert!(got.iter().all(|g| warning_nodes(g).is_none_or(|n| n.len() == on.len())), "{code}");
+        }
+    }
+
+    #[test]
+    fn nodes_fall_into_one_variant_per_distinct_workloads() {
+        let (igpu, dgpu) = (object(PLUGIN, "p", plugin("8")), object(PLUGIN, "p", plugin("1")));
+        let ns = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace" }));
+        let ns_other = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace", "other": 1 }));
+        // (case, node → (compile key, resources), variants as (suffixed, nodes))
+        type Case<'a> = (&'a str, Vec<(&'a str, &'a str, Vec<&'a Resource>)>, Vec<(bool, Vec<&'a str>)>);
+        let cases: Vec<Case> = vec![
+            ("one node", vec![("a", "k1", vec![&igpu])], vec![(false, vec!["a"])]),
+            ("alike", vec![("a", "k1", vec![&igpu]), ("b", "k2", vec![&igpu])], vec![(false, vec!["a", "b"])]),
+            (
+                "differ",
+                vec![("a", "k1", vec![&igpu]), ("b", "k2", vec![&dgpu])],
+                vec![(true, vec!["a"]), (true, vec!["b"])],
+            ),
+            // Only workloads make variants: a differing Namespace is shared_object's to refuse.
+            (
+                "not workloads",
+                vec![("a", "k1", vec![&ns]), ("b", "k2", vec![&ns_other])],
+                vec![(false, vec!["a", "b"])],
+            ),
+            // One digest per compile: a node of an already-seen compile joins its group.
+            ("one compile", vec![("a", "k1", vec![&igpu]), ("b", "k1", vec![&dgpu])], vec![(false, vec!["a", "b"])]),
+        ];
+        for (name, nodes, want) in cases {
+            let by_node: BTreeMap<&str, Vec<&Resource>> = nodes.iter().map(|(n, _, rs)| (*n, rs.clone())).collect();
+            let key_of: BTreeMap<&str, &str> = nodes.iter().map(|(n, k, _)| (*n, *k)).collect();
+            let got = variants(&by_node, &key_of);
+            let mut got: Vec<(bool, Vec<&str>)> = got.iter().map(|(s, n)| (s.is_some(), n.clone())).collect();
+            got.sort_by(|a, b| a.1.cmp(&b.1));
+            assert_eq!(got, want, "{name}");
+        }
+        let by_node = BTreeMap::from([("a", vec![&igpu]), ("b", vec![&dgpu])]);
+        let got = variants(&by_node, &BTreeMap::from([("a", "k1"), ("b", "k2")]));
+        assert!(got.iter().all(|(s, _)| s.as_ref().is_some_and(|s| s.len() == 8)), "{got:?}");
+    }
+
+    #[test]
+    fn the_component_label_says_true_or_the_variant() {
+        const CASES: &[(&str, Option<&str>, &str)] = &[("p", None, "true"), ("p", Some("0123abcd"), "0123abcd")];
+        for (component, suffix, value) in CASES {
+            let r = component_label("node-1", component, *suffix);
+            assert_eq!(r.id, format!("node-label/node-1/{COMPONENT_NODE_LABEL}{component}"), "{suffix:?}");
+            assert_eq!(r.spec["value"], *value, "{suffix:?}");
+            assert_eq!(r.kind, ResourceKind::NodeLabel);
+        }
+    }
+
+    #[test]
+    fn a_variant_workload_gets_its_name_selector_and_nodes() {
+        let (igpu, dgpu) = (object(PLUGIN, "p", plugin("8")), object(PLUGIN, "p", plugin("1")));
+        let copies = [("a", &igpu), ("b", &dgpu), ("c", &igpu)];
+        // (case, variants of the nodes, (id, nodes) per object)
+        type Case<'a> = (&'a str, Vec<(&'a str, Option<&'a str>)>, Vec<(&'a str, Vec<&'a str>)>);
+        let cases: Vec<Case> = vec![
+            ("single", vec![("a", None), ("b", None), ("c", None)], vec![(PLUGIN, vec!["a", "b", "c"])]),
+            (
+                "two",
+                vec![("a", Some("1111aaaa")), ("b", Some("2222bbbb")), ("c", Some("1111aaaa"))],
+                vec![
+                    ("k8s/apps/DaemonSet/kube-system/intel-gpu-plugin-1111aaaa", vec!["a", "c"]),
+                    ("k8s/apps/DaemonSet/kube-system/intel-gpu-plugin-2222bbbb", vec!["b"]),
+                ],
+            ),
+        ];
+        for (name, variant_of, want) in cases {
+            let variant_of: BTreeMap<&str, Option<String>> =
+                variant_of.into_iter().map(|(n, s)| (n, s.map(str::to_string))).collect();
+            let got = workload_variants("p", &copies, &variant_of);
+            let ids: Vec<(&str, Vec<&str>)> = got.iter().map(|(r, n)| (r.id.as_str(), n.clone())).collect();
+            assert_eq!(ids, want, "{name}");
+            for (r, _) in &got {
+                let selector = &r.spec["spec"]["template"]["spec"]["nodeSelector"][format!("{COMPONENT_NODE_LABEL}p")];
+                let variant = r.spec["metadata"]["labels"].get(VARIANT_LABEL);
+                assert_eq!(selector.as_str() == Some("true"), variant.is_none(), "{name}: {}", r.id);
+            }
+        }
+    }
+
+    #[test]
+    fn a_shared_object_must_come_out_alike_on_every_compile() {
+        let ns = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace" }));
+        let other = object("k8s/core/Namespace/x", "p", json!({ "kind": "Namespace", "labels": 1 }));
+        // (case, copies as (node, compile key, object), Ok(nodes) / Err(code))
+        type Case<'a> = (&'a str, Vec<(&'a str, &'a str, &'a Resource)>, Result<Vec<&'a str>, &'a str>);
+        let cases: Vec<Case> = vec![
+            ("alike", vec![("a", "k1", &ns), ("b", "k2", &ns)], Ok(vec!["a", "b"])),
+            ("differ", vec![("a", "k1", &ns), ("b", "k2", &other)], Err("fleet-object-differs")),
+        ];
+        for (name, copies, want) in cases {
+            let key_of: BTreeMap<&str, &str> = copies.iter().map(|(n, k, _)| (*n, *k)).collect();
+            let copies: Vec<(&str, &Resource)> = copies.iter().map(|(n, _, r)| (*n, *r)).collect();
+            let got = shared_object("k8s/core/Namespace/x", &copies, &key_of).map(|(_, n)| n).map_err(|e| e.code);
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn checks_follow_their_node_and_variant() {
+        let check = |spec: Value, id: &str, deps: &[&str]| Resource {
+            id: id.into(),
+            kind: ResourceKind::Verify,
+            change: Change::InPlace,
+            component: None,
+            spec,
+            depends_on: deps.iter().map(|d| d.to_string()).collect(),
+        };
+        let renamed: Renamed = BTreeMap::from([(
+            PLUGIN.to_string(),
+            BTreeMap::from([("a", format!("{PLUGIN}-1111aaaa")), ("b", PLUGIN.to_string())]),
+        )]);
+        let rollout = check(
+            json!({ "check": "rollout", "kind": "DaemonSet", "namespace": "kube-system", "name": "intel-gpu-plugin" }),
+            "verify/rollout/DaemonSet/kube-system/intel-gpu-plugin",
+            &[PLUGIN],
+        );
+        let allocatable = check(
+            json!({ "check": "allocatable", "resource": "gpu.intel.com/i915" }),
+            "verify/allocatable/gpu.intel.com/i915",
+            &[],
+        );
+        let slices = check(json!({ "check": "resourceslices" }), "verify/resourceslices", &[]);
+        // (case, check, node, merged id)
+        let cases: Vec<(&str, &Resource, &str, &str)> = vec![
+            ("a split rollout", &rollout, "a", "verify/rollout/DaemonSet/kube-system/intel-gpu-plugin-1111aaaa"),
+            ("an unsplit rollout", &rollout, "b", "verify/rollout/DaemonSet/kube-system/intel-gpu-plugin"),
+            ("a node not renamed", &rollout, "z", "verify/rollout/DaemonSet/kube-system/intel-gpu-plugin"),
+            ("allocatable names the node", &allocatable, "a", "verify/allocatable/a/gpu.intel.com/i915"),
+            ("others as they are", &slices, "a", "verify/resourceslices"),
+        ];
+        for (name, r, node, want) in cases {
+            let got = check_for_node(r, node, &renamed);
+            assert_eq!(got.id, want, "{name}");
+            if r.spec["check"] == "allocatable" {
+                assert_eq!(got.spec["node"], node, "{name}");
+            }
+        }
+    }
+
+    #[test]
+    fn merged_dependencies_are_in_merged_ids() {
+        let renamed: Renamed =
+            BTreeMap::from([(PLUGIN.to_string(), BTreeMap::from([("a", format!("{PLUGIN}-1111aaaa"))]))]);
+        let labels_of: LabelsOf = BTreeMap::from([("a", BTreeSet::from(["gpu.intel.com/xmx".to_string()]))]);
+        let mut workload = object("k8s/apps/Deployment/x/agent", "agent", plugin("1"));
+        workload.depends_on = vec![ROOT.into(), "node-label/gpu.intel.com/xmx".into(), PLUGIN.into()];
+        let mut shared = object("k8s/core/ConfigMap/x/c", "agent", json!({ "kind": "ConfigMap" }));
+        shared.depends_on = vec![ROOT.into(), "k8s/core/Namespace/x".into(), "k8s/core/ConfigMap/x/c".into()];
+        let agent_label = format!("node-label/a/{COMPONENT_NODE_LABEL}agent");
+        // (case, resource, nodes, dependencies)
+        let cases: Vec<(&str, &Resource, Vec<&str>, Vec<String>)> = vec![
+            (
+                "a workload on a",
+                &workload,
+                vec!["a"],
+                vec![format!("{PLUGIN}-1111aaaa"), agent_label.clone(), "node-label/a/gpu.intel.com/xmx".into()],
+            ),
+            (
+                "a workload on b: no such label there, the plugin unsplit",
+                &workload,
+                vec!["b"],
+                vec![PLUGIN.into(), format!("node-label/b/{COMPONENT_NODE_LABEL}agent")],
+            ),
+            (
+                "not a workload: no component label, never itself",
+                &shared,
+                vec!["a", "b"],
+                vec!["k8s/core/Namespace/x".into()],
+            ),
+        ];
+        for (name, r, nodes, mut want) in cases {
+            want.sort();
+            assert_eq!(merged_dependencies(r, &nodes, &renamed, &labels_of), want, "{name}");
         }
     }
 }
