@@ -79,7 +79,9 @@ fn config_dir(images: &[String]) -> tempfile::TempDir {
 fn k3d_gpu(dir: &Path, args: &[&str]) -> Output {
     let config = dir.join("k3dgpu.toml");
     let root = repo().join("tests/fixtures/hosts/plain-laptop-amd");
+    // Every test here resolves tags through the private engine .ci/run starts.
     K3dGpu::new()
+        .docker()
         .args(["-c", config.to_str().unwrap(), "--root", root.to_str().unwrap()])
         .args(["--stdlib", dir.join("empty-catalog").to_str().unwrap()])
         .args(args)
