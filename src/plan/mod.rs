@@ -215,7 +215,7 @@ fn reason(code: &str, text: impl Into<String>) -> Reason {
 /// Computes the plan.
 pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
     let objects = observed.kubernetes.as_ref().map_or(&[][..], |k| &k.objects[..]);
-    plan_with(graph, observed, objects, inputs, |object| digest::without_volatile(object))
+    plan_with(graph, observed, objects, inputs, digest::without_volatile)
 }
 
 /// [`plan`] of an observation the caller no longer needs: each deleted object's `before`
