@@ -8,7 +8,7 @@ use k3d_gpu::catalog::Catalog;
 use k3d_gpu::compile::{DesiredGraph, compile};
 use k3d_gpu::observe::Observed;
 use k3d_gpu::plan::render::{Style, text};
-use k3d_gpu::plan::{ActionKind, Inputs, Plan, plan};
+use k3d_gpu::plan::{ActionKind, Inputs, Plan, plan, plan_owned};
 use serde_json::json;
 use support::{EXAMPLES, check_golden, converged, example_config, facts_of, repo};
 
@@ -84,6 +84,48 @@ fn golden_plans_for_every_example_and_state() {
         }
     }
     assert!(stale.is_empty(), "{}", stale.join("\n\n"));
+}
+
+/// `plan_owned` (what the commands use: the observation is moved into the deletes' befores)
+/// gives the bytes `plan` does, in every state, with a deleted Secret masked and a deleted
+/// namespace ordered after what is in it.
+#[test]
+fn a_plan_of_an_owned_observation_is_the_same_plan() {
+    let ours = json!({"app.kubernetes.io/managed-by": "k3d-gpu"});
+    for (example, host) in EXAMPLES {
+        let graph = graph_of(example, host);
+        let mut deletes = drifted(&graph);
+        let k8s = deletes.kubernetes.as_mut().unwrap();
+        k8s.objects.push(json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": "gone", "labels": ours, "resourceVersion": "7"}}));
+        k8s.objects.push(json!({"apiVersion": "v1", "kind": "Secret",
+            "metadata": {"name": "token", "namespace": "gone", "labels": ours}, "data": {"token": "c2VjcmV0"}}));
+        for (state, observed) in [
+            ("empty", Observed::nothing()),
+            ("converged", converged(&graph)),
+            ("drifted", drifted(&graph)),
+            ("deletes", deletes),
+        ] {
+            let borrowed = plan(&graph, &observed, inputs());
+            let owned = plan_owned(&graph, observed, inputs());
+            assert_eq!(
+                String::from_utf8(owned.to_bytes()).unwrap(),
+                String::from_utf8(borrowed.to_bytes()).unwrap(),
+                "{example} {state}"
+            );
+            if state == "deletes" {
+                let secret = owned.actions.iter().find(|a| a.id == "k8s/core/Secret/gone/token").unwrap();
+                let shown = secret.before.as_ref().unwrap().to_string();
+                assert!(
+                    !shown.contains("c2VjcmV0") && secret.before.as_ref().unwrap()["data"]["token"].is_string(),
+                    "{shown}"
+                );
+                let namespace = owned.actions.iter().find(|a| a.id == "k8s/core/Namespace/gone").unwrap();
+                assert_eq!(namespace.depends_on, ["k8s/core/Secret/gone/token"], "{example}");
+                assert!(namespace.before.as_ref().unwrap()["metadata"].get("resourceVersion").is_none());
+            }
+        }
+    }
 }
 
 #[test]

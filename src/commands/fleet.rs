@@ -168,8 +168,8 @@ pub fn compute(
         &compiled.graph,
     );
     let digests = crate::plan::Inputs { owner: Some(inputs.config.cluster.name.clone()), ..digests };
-    let mut plan = crate::plan::plan(&compiled.graph, &observed, digests);
     let notes = crate::plan::fleet::unlisted_nodes(&names, &observed);
+    let mut plan = crate::plan::plan_owned(&compiled.graph, observed, digests);
     if !notes.is_empty() {
         plan.warnings.extend(notes);
         plan.warnings.sort();

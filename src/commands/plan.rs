@@ -58,7 +58,7 @@ pub fn compute_compiled(
         }
     }
     let digests = Inputs::new(&inputs.config, &facts, &observed, catalog.digest(), &graph);
-    let plan = plan::plan(&graph, &observed, digests);
+    let plan = plan::plan_owned(&graph, observed, digests);
     Ok(Computed { plan, graph, inputs })
 }
 

@@ -23,6 +23,7 @@
 
 use std::collections::BTreeSet;
 
+use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::compile::{DesiredGraph, ResourceKind};
@@ -36,8 +37,10 @@ pub fn observed_digest(graph: Option<&DesiredGraph>, observed: &Observed) -> Str
     crate::canonical::digest(&project(graph, observed))
 }
 
-/// The observed state cut down to what the plan reads (see the module's doc).
-pub fn project(graph: Option<&DesiredGraph>, observed: &Observed) -> Value {
+/// The observed state cut down to what the plan reads (see the module's doc), as a value that
+/// serialises to it. Each object's projection is made as it is written, so a digest of 100k
+/// objects streams them through the hasher instead of building a second tree of them.
+pub fn project<'a>(graph: Option<&DesiredGraph>, observed: &'a Observed) -> Projection<'a> {
     let desired_keys: BTreeSet<&str> = graph
         .into_iter()
         .flat_map(|g| g.resources())
@@ -62,15 +65,38 @@ pub fn project(graph: Option<&DesiredGraph>, observed: &Observed) -> Value {
                 json!({ "name": n.name, "labels": pick(&n.labels), "annotations": pick(&n.annotations) })
             })
             .collect();
-        let objects: Vec<Value> = k.objects.iter().map(object).collect();
-        json!({ "nodes": nodes, "objects": objects })
+        KubernetesProjection { nodes, objects: Objects(&k.objects) }
     });
-    json!({
-        "schema": observed.schema,
-        "cluster": observed.cluster,
-        "node_image": observed.node_image,
-        "kubernetes": kubernetes,
-    })
+    Projection { schema: &observed.schema, cluster: &observed.cluster, node_image: &observed.node_image, kubernetes }
+}
+
+/// What [`project`] gives: the fields in the order their names sort, as canonical JSON has them.
+#[derive(Serialize)]
+pub struct Projection<'a> {
+    cluster: &'a Option<crate::observe::ObservedCluster>,
+    kubernetes: Option<KubernetesProjection<'a>>,
+    node_image: &'a Option<crate::observe::ObservedImage>,
+    schema: &'a str,
+}
+
+#[derive(Serialize)]
+pub struct KubernetesProjection<'a> {
+    nodes: Vec<Value>,
+    objects: Objects<'a>,
+}
+
+/// The managed objects, each projected by [`object`] only while it is serialised.
+pub struct Objects<'a>(&'a [Value]);
+
+impl Serialize for Objects<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeSeq;
+        let mut seq = serializer.serialize_seq(Some(self.0.len()))?;
+        for o in self.0 {
+            seq.serialize_element(&object(o))?;
+        }
+        seq.end()
+    }
 }
 
 /// One managed object as the plan reads it.
@@ -106,7 +132,11 @@ fn object(o: &Value) -> Value {
 
 /// The object less what the API server changes by itself: status and the volatile metadata.
 pub fn without_volatile(o: &Value) -> Value {
-    let mut o = o.clone();
+    strip_volatile(o.clone())
+}
+
+/// [`without_volatile`] of an object the caller gives up.
+pub fn strip_volatile(mut o: Value) -> Value {
     if let Some(map) = o.as_object_mut() {
         map.remove("status");
     }
