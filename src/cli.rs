@@ -494,7 +494,7 @@ pub struct TestCmd {
 #[derive(Debug, Args)]
 pub struct TestArgs {
     /// Seconds each smoke pod may take, pulling its image included.
-    #[arg(long, value_name = "SECONDS", default_value_t = 300)]
+    #[arg(long, value_name = "SECONDS", default_value_t = crate::smoke::DEFAULT_TIMEOUT_S)]
     pub timeout: u64,
 
     /// The NVIDIA pod's image instead of the default CUDA base image (one your driver

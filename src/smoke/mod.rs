@@ -26,6 +26,8 @@ use crate::facts::{Facts, Vendor};
 pub const SCHEMA: &str = "k3d-gpu.test/v1";
 /// Where the smoke pods run: a namespace every cluster has, so the test creates nothing else.
 pub const NAMESPACE: &str = "default";
+/// Seconds a smoke pod may take, its image pull included, unless `test --timeout` says otherwise.
+pub const DEFAULT_TIMEOUT_S: u64 = 300;
 /// On every smoke pod, its own name as the value: what the test watches and what it may
 /// delete (never a pod without it). Not the managed-by label: a plan must never own them.
 pub const LABEL: &str = "k3d-gpu.io/smoke-test";
