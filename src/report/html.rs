@@ -147,21 +147,16 @@ pub fn html(r: &Report) -> String {
 
 /// `report --test FILE`: each smoke pod's verdict, with the cause and fix of a failure.
 fn test_section(o: &mut String, t: &TestResult) {
-    let verdict = if t.passed { "passed" } else { "FAILED" };
-    o.push_str(&format!("<h2>Test: {verdict} ({} pod(s))</h2>\n<ul>\n", t.pods.len()));
+    o.push_str(&format!("<h2>Test: {} ({} pod(s))</h2>\n<ul>\n", t.verdict(), t.pods.len()));
     for p in &t.pods {
-        let word = if p.verdict.passed { "pass" } else { "FAIL" };
+        let (seen, expected) = (p.verdict.seen, p.expected);
+        let (resource, node) = (esc(&p.resource), esc(&p.node));
         o.push_str(&format!(
-            "<li>{word} <code>{}</code> on <code>{}</code>: {} of {} usable",
-            esc(&p.resource),
-            esc(&p.node),
-            p.verdict.seen,
-            p.expected
+            "<li>{} <code>{resource}</code> on <code>{node}</code>: {seen} of {expected} usable",
+            p.word()
         ));
-        for (label, line) in [("cause", &p.verdict.cause), ("fix", &p.verdict.fix)] {
-            if let Some(line) = line {
-                o.push_str(&format!("<br>{label}: <code>{}</code>", esc(line)));
-            }
+        for (label, line) in p.notes() {
+            o.push_str(&format!("<br>{label}: <code>{}</code>", esc(line)));
         }
         o.push_str("</li>\n");
     }

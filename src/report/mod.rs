@@ -71,6 +71,31 @@ pub struct TestProblem {
     pub fix: String,
 }
 
+impl TestResult {
+    /// `passed` or `FAILED`, as the text and the page both say it.
+    fn verdict(&self) -> &'static str {
+        if self.passed { "passed" } else { "FAILED" }
+    }
+
+    /// Pods that failed and counts that did not hold.
+    fn failures(&self) -> usize {
+        self.pods.iter().filter(|p| !p.verdict.passed).count() + self.problems.len()
+    }
+}
+
+impl TestPod {
+    fn word(&self) -> &'static str {
+        if self.verdict.passed { "pass" } else { "FAIL" }
+    }
+
+    /// The cause and the fix a failed pod's verdict gave, labelled, those it has.
+    fn notes(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [("cause", &self.verdict.cause), ("fix", &self.verdict.fix)]
+            .into_iter()
+            .filter_map(|(label, line)| line.as_deref().map(|l| (label, l)))
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Host {
     pub fingerprint: String,
@@ -226,22 +251,12 @@ pub fn text(r: &Report) -> String {
 /// The test section: one line per pod, its cause and fix when it failed.
 fn test_text(t: &TestResult) -> String {
     use crate::escape::one_line as e;
-    let failed = t.pods.iter().filter(|p| !p.verdict.passed).count() + t.problems.len();
-    let verdict = if t.passed { "passed" } else { "FAILED" };
-    let mut out = format!("\ntest: {verdict}, {} pod(s), {failed} failure(s)\n", t.pods.len());
+    let mut out = format!("\ntest: {}, {} pod(s), {} failure(s)\n", t.verdict(), t.pods.len(), t.failures());
     for p in &t.pods {
-        let word = if p.verdict.passed { "pass" } else { "FAIL" };
-        out.push_str(&format!(
-            "  {word} {} on {}: {} of {} usable\n",
-            e(&p.resource),
-            e(&p.node),
-            p.verdict.seen,
-            p.expected
-        ));
-        for (label, line) in [("cause", &p.verdict.cause), ("fix", &p.verdict.fix)] {
-            if let Some(line) = line {
-                out.push_str(&format!("       {label}: {}\n", e(line)));
-            }
+        let (seen, expected) = (p.verdict.seen, p.expected);
+        out.push_str(&format!("  {} {} on {}: {seen} of {expected} usable\n", p.word(), e(&p.resource), e(&p.node)));
+        for (label, line) in p.notes() {
+            out.push_str(&format!("       {label}: {}\n", e(line)));
         }
     }
     for p in &t.problems {
