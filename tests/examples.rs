@@ -268,21 +268,7 @@ fn dir_example(example: &str, host: &str) -> k3d_gpu::compile::DesiredGraph {
 
 /// The YAML objects of an example directory, with their file names.
 fn dir_manifests(example: &str) -> Vec<(String, serde_json::Value)> {
-    let dir = repo().join(format!("examples/{example}"));
-    let mut names: Vec<String> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".yaml"))
-        .collect();
-    names.sort();
-    let mut out = Vec::new();
-    for name in names {
-        let text = std::fs::read_to_string(dir.join(&name)).unwrap();
-        for o in k3d_gpu::catalog::parse_manifest(&name, &text).unwrap() {
-            out.push((name.clone(), o));
-        }
-    }
-    out
+    support::manifests_in(&format!("examples/{example}"), ".yaml")
 }
 
 #[test]

@@ -907,21 +907,7 @@ fn shipped_crd_schemas() -> BTreeMap<(String, String, String), Value> {
 
 /// Every object of every manifest in share/, with its file name.
 fn share_objects() -> Vec<(String, Value)> {
-    let dir = support::repo().join("share");
-    let mut names: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .filter_map(|e| e.ok()?.file_name().into_string().ok())
-        .filter(|n| n.ends_with(".yml"))
-        .collect();
-    names.sort();
-    let mut out = Vec::new();
-    for name in names {
-        let text = std::fs::read_to_string(dir.join(&name)).unwrap();
-        for o in k3d_gpu::catalog::parse_manifest(&name, &text).unwrap() {
-            out.push((name.clone(), o));
-        }
-    }
-    out
+    support::manifests_in("share", ".yml")
 }
 
 /// The errors of `object` against the CRD schema of its group, kind and version; `None` when

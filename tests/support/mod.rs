@@ -16,6 +16,26 @@ pub fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// Every object of every manifest in `dir` (relative to the repo) whose name ends in `ext`,
+/// with its file name, files in name order.
+pub fn manifests_in(dir: &str, ext: &str) -> Vec<(String, serde_json::Value)> {
+    let dir = repo().join(dir);
+    let mut names: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(|e| e.ok()?.file_name().into_string().ok())
+        .filter(|n| n.ends_with(ext))
+        .collect();
+    names.sort();
+    let mut out = Vec::new();
+    for name in names {
+        let text = std::fs::read_to_string(dir.join(&name)).unwrap();
+        for o in k3d_gpu::catalog::parse_manifest(&name, &text).unwrap() {
+            out.push((name.clone(), o));
+        }
+    }
+    out
+}
+
 pub fn hosts_dir() -> PathBuf {
     repo().join("tests/fixtures/hosts")
 }
