@@ -17,6 +17,16 @@ pub const PUBLIC: u32 = 0o644;
 
 /// Writes `bytes` to `path` with `mode`, atomically and without following a link at `path`.
 pub fn write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
+    write_with(path, mode, |file| file.write_all(bytes))
+}
+
+/// [`write`] of what `fill` writes into the file (a document streamed as it is made), giving
+/// what `fill` gives.
+pub fn write_with<T>(
+    path: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<T>,
+) -> std::io::Result<T> {
     let dir = match path.parent() {
         Some(d) if !d.as_os_str().is_empty() => d.to_path_buf(),
         _ => PathBuf::from("."),
@@ -35,11 +45,12 @@ pub fn write(path: &Path, bytes: &[u8], mode: u32) -> std::io::Result<()> {
         }
     };
     let written = (|| {
-        file.write_all(bytes)?;
+        let filled = fill(&mut file)?;
         // No chmod after: the umask only ever narrows `mode` (a private file stays private), and
         // a user whose umask is 077 wants a public document private too.
         file.sync_all()?;
-        std::fs::rename(&temp, path)
+        std::fs::rename(&temp, path)?;
+        Ok(filled)
     })();
     if written.is_err() {
         let _ = std::fs::remove_file(&temp);

@@ -86,6 +86,36 @@ fn golden_plans_for_every_example_and_state() {
     assert!(stale.is_empty(), "{}", stale.join("\n\n"));
 }
 
+/// An object listed twice (a hand-made document) is planned once, from its later copy; a
+/// deleted CRD goes after the objects of its kind, which depend on nothing.
+#[test]
+fn deletes_are_listed_once_and_ordered_by_what_they_hold() {
+    let ours = json!({"app.kubernetes.io/managed-by": "k3d-gpu"});
+    let (example, host) = EXAMPLES[0];
+    let graph = graph_of(example, host);
+    let mut observed = converged(&graph);
+    let k8s = observed.kubernetes.as_mut().unwrap();
+    for copy in ["first", "second"] {
+        k8s.objects.push(json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "twice", "namespace": "default", "labels": ours}, "data": {"copy": copy}}));
+    }
+    k8s.objects.push(json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.com", "labels": ours},
+        "spec": {"group": "example.com", "names": {"kind": "Widget"}}}));
+    k8s.objects.push(json!({"apiVersion": "example.com/v1", "kind": "Widget",
+        "metadata": {"name": "w", "namespace": "default", "labels": ours}}));
+    for p in [plan(&graph, &observed, inputs()), plan_owned(&graph, observed.clone(), inputs())] {
+        let find = |id: &str| p.actions.iter().find(|a| a.id == id).unwrap_or_else(|| panic!("{id} not planned"));
+        let twice: Vec<_> = p.actions.iter().filter(|a| a.id == "k8s/core/ConfigMap/default/twice").collect();
+        assert_eq!(twice.len(), 1);
+        assert_eq!(twice[0].before.as_ref().unwrap()["data"]["copy"], "second");
+        let crd = find("k8s/apiextensions.k8s.io/CustomResourceDefinition/widgets.example.com");
+        assert_eq!(crd.depends_on, ["k8s/example.com/Widget/default/w"]);
+        assert!(find("k8s/example.com/Widget/default/w").depends_on.is_empty());
+        assert_eq!(p.summary.delete, 3, "{:?}", p.actions.iter().map(|a| &a.id).collect::<Vec<_>>());
+    }
+}
+
 /// `plan_owned` (what the commands use: the observation is moved into the deletes' befores)
 /// gives the bytes `plan` does, in every state, with a deleted Secret masked and a deleted
 /// namespace ordered after what is in it.

@@ -61,6 +61,61 @@ pub fn digest<T: Serialize + ?Sized>(value: &T) -> String {
     hex(&hashing.0.finalize())
 }
 
+/// Writes `value` as serde_json prints it pretty, and a newline, into `out`, and gives the
+/// `sha256:` of those bytes: the document is never whole in memory, and nothing is sorted.
+/// They are the canonical bytes only for a value whose maps are sorted (`BTreeMap`, a
+/// `serde_json::Value`) and whose structs declare their fields in sorted order; a type
+/// written this way has a test saying so (the plan's `plan_bytes_are_canonical`, the
+/// observed digest's `projection_bytes_are_canonical`).
+pub fn write_presorted<W: std::io::Write, T: Serialize + ?Sized>(out: W, value: &T) -> std::io::Result<String> {
+    let hash = presorted(out, Some(Sha256::new()), value)?.expect("a hasher was given");
+    Ok(hex(&hash.finalize()))
+}
+
+/// [`write_presorted`] without the hash, for bytes only printed.
+pub fn print_presorted<W: std::io::Write, T: Serialize + ?Sized>(out: W, value: &T) -> std::io::Result<()> {
+    presorted(out, None, value).map(drop)
+}
+
+/// `sha256:` of [`write_presorted`]'s bytes (the same as [`digest`] for a value it fits).
+pub fn digest_presorted<T: Serialize + ?Sized>(value: &T) -> String {
+    write_presorted(std::io::sink(), value).expect("k3d-gpu documents serialise to JSON")
+}
+
+fn presorted<W: std::io::Write, T: Serialize + ?Sized>(
+    out: W,
+    hash: Option<Sha256>,
+    value: &T,
+) -> std::io::Result<Option<Sha256>> {
+    use std::io::Write;
+    // serde_json writes a few bytes at a time: gathered here before they reach `out`.
+    let mut buffered = std::io::BufWriter::with_capacity(1 << 16, Tee { out, hash });
+    serde_json::to_writer_pretty(&mut buffered, value).map_err(std::io::Error::other)?;
+    buffered.write_all(b"\n")?;
+    let mut tee = buffered.into_inner().map_err(std::io::IntoInnerError::into_error)?;
+    tee.out.flush()?;
+    Ok(tee.hash)
+}
+
+/// A writer that passes its bytes on, and hashes them if it has a hasher.
+struct Tee<W> {
+    out: W,
+    hash: Option<Sha256>,
+}
+
+impl<W: std::io::Write> std::io::Write for Tee<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.out.write_all(buf)?;
+        if let Some(hash) = &mut self.hash {
+            hash.update(buf);
+        }
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.out.flush()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -274,6 +274,23 @@ pub fn write_out(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
         .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })
 }
 
+/// [`write_out`] of what `fill` writes, giving what it gives.
+pub fn write_out_with<T>(
+    path: &Path,
+    mode: u32,
+    fill: impl FnOnce(&mut std::fs::File) -> std::io::Result<T>,
+) -> Result<T> {
+    crate::output_file::write_with(path, mode, fill)
+        .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })
+}
+
+/// What `write` writes to stdout, as it is made, ignoring a closed pipe like [`print_bytes`].
+pub fn print_with<T>(write: impl FnOnce(&mut std::io::StdoutLock<'static>) -> std::io::Result<T>) {
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    let _ = write(&mut out).and_then(|_| out.flush());
+}
+
 /// Writes bytes to stdout, ignoring a closed pipe (`k3d-gpu facts | head`).
 pub fn print_bytes(bytes: &[u8]) {
     use std::io::Write;

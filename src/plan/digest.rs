@@ -21,7 +21,7 @@
 //! Not digested: node allocatable and readiness (verify reads them after apply), ResourceSlices,
 //! other managers' fields.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -34,12 +34,15 @@ const VOLATILE_METADATA: &[&str] = &["resourceVersion", "generation", "creationT
 
 /// `sha256:` of [`project`].
 pub fn observed_digest(graph: Option<&DesiredGraph>, observed: &Observed) -> String {
-    crate::canonical::digest(&project(graph, observed))
+    crate::canonical::digest_presorted(&project(graph, observed))
 }
 
 /// The observed state cut down to what the plan reads (see the module's doc), as a value that
-/// serialises to it. Each object's projection is made as it is written, so a digest of 100k
-/// objects streams them through the hasher instead of building a second tree of them.
+/// serialises to it. Each object's projection is a view of the observed object, made as it is
+/// written and borrowing what it shows, so a digest of 100k objects streams them through the
+/// hasher without building (or freeing) a second tree of them. Every field and map of it is
+/// in sorted order, so serde_json's own bytes are the canonical ones
+/// (`projection_bytes_are_canonical`).
 pub fn project<'a>(graph: Option<&DesiredGraph>, observed: &'a Observed) -> Projection<'a> {
     let desired_keys: BTreeSet<&str> = graph
         .into_iter()
@@ -67,15 +70,22 @@ pub fn project<'a>(graph: Option<&DesiredGraph>, observed: &'a Observed) -> Proj
             .collect();
         KubernetesProjection { nodes, objects: Objects(&k.objects) }
     });
-    Projection { schema: &observed.schema, cluster: &observed.cluster, node_image: &observed.node_image, kubernetes }
+    // The small parts as trees: their structs declare fields in their own order, a tree sorts.
+    let tree = |v: Result<Value, serde_json::Error>| v.expect("observed/v1 serialises");
+    Projection {
+        schema: &observed.schema,
+        cluster: tree(serde_json::to_value(&observed.cluster)),
+        node_image: tree(serde_json::to_value(&observed.node_image)),
+        kubernetes,
+    }
 }
 
 /// What [`project`] gives: the fields in the order their names sort, as canonical JSON has them.
 #[derive(Serialize)]
 pub struct Projection<'a> {
-    cluster: &'a Option<crate::observe::ObservedCluster>,
+    cluster: Value,
     kubernetes: Option<KubernetesProjection<'a>>,
-    node_image: &'a Option<crate::observe::ObservedImage>,
+    node_image: Value,
     schema: &'a str,
 }
 
@@ -99,35 +109,90 @@ impl Serialize for Objects<'_> {
     }
 }
 
-/// One managed object as the plan reads it.
-fn object(o: &Value) -> Value {
+/// One managed object as the plan reads it; fields sorted by name (`annotations` <
+/// `apiVersion`: byte order).
+#[derive(Serialize)]
+struct ObjectView<'a> {
+    annotations: BTreeMap<&'a str, &'a Value>,
+    #[serde(rename = "apiVersion")]
+    api_version: &'a Value,
+    kind: &'a Value,
+    labels: BTreeMap<&'a str, &'a Value>,
+    managed_fields: Value,
+    name: &'a Value,
+    namespace: &'a Value,
+    owned: Owned<'a>,
+    uid: &'a Value,
+}
+
+/// An object's values at our managed fields, or (no entry of ours) the object less its
+/// volatile parts.
+enum Owned<'a> {
+    AtFields(Value),
+    Whole(WithoutVolatile<'a>),
+}
+
+impl Serialize for Owned<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            Owned::AtFields(values) => values.serialize(serializer),
+            Owned::Whole(view) => view.serialize(serializer),
+        }
+    }
+}
+
+fn object(o: &Value) -> ObjectView<'_> {
     let meta = &o["metadata"];
-    let pick = |field: &str, keys: &[&str]| -> Map<String, Value> {
-        keys.iter().filter_map(|k| meta[field].get(*k).map(|v| (k.to_string(), v.clone()))).collect()
+    let pick = |field: &str, keys: &[&'static str]| -> BTreeMap<&'static str, &Value> {
+        keys.iter().filter_map(|k| meta[field].get(*k).map(|v| (*k, v))).collect()
     };
     let labels = pick(
         "labels",
         &[crate::compile::MANAGED_BY.0, crate::compile::fleet::CONFIG_LABEL, crate::compile::KEEP_LABEL],
     );
     let annotations = pick("annotations", &[crate::compile::DATA_ANNOTATION]);
-    let (fields, values) = match managed::owned_set(o) {
+    let (managed_fields, owned) = match managed::owned_set(o) {
         Some(set) => {
             let values = managed::owned_values(o, &set);
-            (set, values)
+            (set, Owned::AtFields(values))
         }
-        None => (Value::Null, without_volatile(o)),
+        None => (Value::Null, Owned::Whole(WithoutVolatile(o))),
     };
-    json!({
-        "apiVersion": o["apiVersion"],
-        "kind": o["kind"],
-        "namespace": meta["namespace"],
-        "name": meta["name"],
-        "uid": meta["uid"],
-        "labels": labels,
-        "annotations": annotations,
-        "managed_fields": fields,
-        "owned": values,
-    })
+    ObjectView {
+        annotations,
+        api_version: &o["apiVersion"],
+        kind: &o["kind"],
+        labels,
+        managed_fields,
+        name: &meta["name"],
+        namespace: &meta["namespace"],
+        owned,
+        uid: &meta["uid"],
+    }
+}
+
+/// [`without_volatile`] as a view: the object serialised less status and the volatile
+/// metadata, nothing copied.
+struct WithoutVolatile<'a>(&'a Value);
+
+impl Serialize for WithoutVolatile<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let Value::Object(map) = self.0 else { return self.0.serialize(serializer) };
+        let kept = |(key, _): &(&String, &Value)| key.as_str() != "status";
+        let mut out = serializer.serialize_map(Some(map.iter().filter(kept).count()))?;
+        for (key, value) in map.iter().filter(kept) {
+            match value {
+                Value::Object(meta) if key == "metadata" => {
+                    let meta: BTreeMap<&String, &Value> =
+                        meta.iter().filter(|(k, _)| !VOLATILE_METADATA.contains(&k.as_str())).collect();
+                    out.serialize_entry(key, &meta)?;
+                }
+                _ => out.serialize_entry(key, value)?,
+            }
+        }
+        out.end()
+    }
 }
 
 /// The object less what the API server changes by itself: status and the volatile metadata.
@@ -177,6 +242,37 @@ mod tests {
                         "f:spec": {"f:template": {"f:spec": {"f:containers": {"k:{\"name\":\"p\"}": {".": {}, "f:name": {}, "f:args": {}}}}}}}}]},
             "spec": {"revisionHistoryLimit": 10, "template": {"spec": {"containers": [{"name": "p", "args": ["-v=2"], "terminationMessagePath": "/dev/termination-log"}]}}},
             "status": {"numberReady": 0}})
+    }
+
+    /// The digest's bytes are serde_json's own (nothing sorted while hashing): they must be
+    /// the canonical bytes of the projection, for every shape an object can take.
+    #[test]
+    fn projection_bytes_are_canonical() {
+        let mut bare = daemonset();
+        bare["metadata"].as_object_mut().unwrap().remove("managedFields");
+        bare["metadata"]["annotations"] = json!({"k3d-gpu.io/data": "a model", "other": "x"});
+        let odd = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": "not a map", "status": 1});
+        let mut o = observed(daemonset(), vec![]);
+        o.kubernetes.as_mut().unwrap().objects.extend([bare.clone(), odd.clone(), json!([1, 2]), json!("x")]);
+        o.node_image = Some(crate::observe::ObservedImage {
+            reference: "k3d-gpu/node:1".into(),
+            present: true,
+            id: Some("sha256:1".into()),
+            build_inputs: None,
+            k3s_version: Some("v1.33.1+k3s1".into()),
+        });
+        let projection = project(None, &o);
+        assert_eq!(crate::canonical::digest_presorted(&projection), crate::canonical::digest(&projection));
+        let mut bytes = Vec::new();
+        crate::canonical::write_presorted(&mut bytes, &projection).unwrap();
+        assert_eq!(bytes, crate::canonical::to_bytes(&projection));
+        // The view of an object less its volatile parts shows what the copy less them holds.
+        for object in [bare, odd, daemonset(), json!(null)] {
+            assert_eq!(
+                crate::canonical::to_bytes(&WithoutVolatile(&object)),
+                crate::canonical::to_bytes(&without_volatile(&object))
+            );
+        }
     }
 
     #[test]

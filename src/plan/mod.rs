@@ -163,6 +163,19 @@ fn sorted_warnings<S: serde::Serializer>(warnings: &[Warning], s: S) -> Result<S
     tree.serialize(s)
 }
 
+/// Bytes written as a list of the pieces given (each a buffer's worth, 64 KiB).
+struct Pieces(Vec<Vec<u8>>);
+
+impl std::io::Write for Pieces {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.push(buf.to_vec());
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 impl Action {
     /// An action with no paths and no dependencies yet (the plan adds those at the end).
     fn new(id: String, action: ActionKind, reason: Reason, before: Option<Value>, after: Option<Value>) -> Action {
@@ -182,14 +195,76 @@ impl Action {
 impl Plan {
     /// The canonical bytes (`canonical::to_bytes` gives the same; see the field order above).
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut bytes = serde_json::to_vec_pretty(self).expect("a plan always serialises");
-        bytes.push(b'\n');
+        let mut bytes = Vec::new();
+        self.write_to(&mut bytes).expect("a plan always serialises");
         bytes
+    }
+
+    /// Writes the canonical bytes into `out` as they are made, giving their `sha256:`: a
+    /// plan of 100k deletes is 67 MB of JSON never held whole.
+    pub fn write_to(&self, out: impl std::io::Write) -> std::io::Result<String> {
+        crate::canonical::write_presorted(out, self)
+    }
+
+    /// [`Plan::write_to`] without the hash: bytes only printed.
+    pub fn print_to(&self, out: impl std::io::Write) -> std::io::Result<()> {
+        crate::canonical::print_presorted(out, self)
     }
 
     /// `sha256:` of the canonical bytes.
     pub fn hash(&self) -> String {
-        crate::canonical::sha256(&self.to_bytes())
+        crate::canonical::digest_presorted(self)
+    }
+
+    /// [`Plan::to_bytes`] of a plan no longer needed: each action is freed once it is
+    /// written, so the bytes grow as the plan shrinks and the two are never both whole in
+    /// memory (the MCP server's answer holds the bytes; a plan of 20k deletes is ten times
+    /// their size as a tree).
+    pub fn into_bytes(self) -> Vec<u8> {
+        // Every field named: a field added to `Plan` and not here does not compile.
+        let Plan { actions, inputs, schema, summary, verify, warnings } = self;
+        #[derive(Serialize)]
+        struct Written<'a> {
+            actions: Draining,
+            inputs: &'a Inputs,
+            schema: &'a str,
+            summary: &'a Summary,
+            verify: &'a [String],
+            #[serde(serialize_with = "sorted_warnings")]
+            warnings: &'a [Warning],
+        }
+        /// The actions, each dropped once serialised (serialising takes `&self`, hence the cell).
+        struct Draining(std::cell::RefCell<std::vec::IntoIter<Action>>);
+        impl Serialize for Draining {
+            fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+                use serde::ser::SerializeSeq;
+                let mut actions = self.0.borrow_mut();
+                let mut seq = serializer.serialize_seq(Some(actions.len()))?;
+                for action in actions.by_ref() {
+                    seq.serialize_element(&action)?;
+                }
+                seq.end()
+            }
+        }
+        let written = Written {
+            actions: Draining(std::cell::RefCell::new(actions.into_iter())),
+            inputs: &inputs,
+            schema: &schema,
+            summary: &summary,
+            verify: &verify,
+            warnings: &warnings,
+        };
+        // Gathered in pieces the size of what is freed, which the allocator hands out again
+        // from the plan's own freed memory; one contiguous buffer would be fresh pages while
+        // the freed ones stay resident.
+        let mut pieces = Pieces(Vec::new());
+        crate::canonical::print_presorted(&mut pieces, &written).expect("a plan always serialises");
+        drop(written);
+        let mut bytes = Vec::with_capacity(pieces.0.iter().map(Vec::len).sum());
+        for piece in pieces.0 {
+            bytes.extend_from_slice(&piece);
+        }
+        bytes
     }
 
     pub fn is_empty(&self) -> bool {
@@ -215,48 +290,66 @@ fn reason(code: &str, text: impl Into<String>) -> Reason {
 /// Computes the plan.
 pub fn plan(graph: &DesiredGraph, observed: &Observed, inputs: Inputs) -> Plan {
     let objects = observed.kubernetes.as_ref().map_or(&[][..], |k| &k.objects[..]);
-    plan_with(graph, observed, objects, inputs, digest::without_volatile)
+    plan_with(graph, observed, objects, inputs).finish(|i| digest::without_volatile(&objects[i]))
 }
 
 /// [`plan`] of an observation the caller no longer needs: each deleted object's `before`
 /// is the observed object itself, moved, rather than a copy (an observation of 100k objects
 /// to delete would otherwise be in memory twice, as a tree).
 pub fn plan_owned(graph: &DesiredGraph, mut observed: Observed, inputs: Inputs) -> Plan {
-    let objects = observed.kubernetes.as_mut().map(|k| std::mem::take(&mut k.objects)).unwrap_or_default();
-    let mut plan = plan_with(graph, &observed, &objects, inputs, |_| Value::Null);
-    let mut deleted: BTreeMap<String, Value> = BTreeMap::new();
-    let wanted: BTreeSet<&str> =
-        plan.actions.iter().filter(|a| a.action == ActionKind::Delete).map(|a| a.id.as_str()).collect();
-    for object in objects {
-        let id = crate::compile::object_id(&object);
-        if wanted.contains(id.as_str()) {
-            deleted.insert(id, digest::strip_volatile(object));
-        }
-    }
-    for action in &mut plan.actions {
-        if action.action == ActionKind::Delete
-            && let Some(object) = deleted.remove(&action.id)
-        {
-            // As `assemble` masks every other before: a deleted Secret's data is never shown.
-            action.before = Some(object);
-            crate::secrets::mask_pair(&mut action.before, &mut action.after);
-        }
-    }
-    plan
+    let mut objects = observed.kubernetes.as_mut().map(|k| std::mem::take(&mut k.objects)).unwrap_or_default();
+    let draft = plan_with(graph, &observed, &objects, inputs);
+    draft.finish(|i| digest::strip_volatile(std::mem::take(&mut objects[i])))
 }
 
-/// The plan of `objects` (the observed objects, which `observed` may no longer hold), with
-/// `before_of` making each deleted object's `before` from its observed copy.
-fn plan_with(
-    graph: &DesiredGraph,
-    observed: &Observed,
-    objects: &[Value],
+/// A plan before its deleted objects' `before`s are filled in: made while the observed
+/// objects are read, finished once they can be moved.
+struct Draft {
     inputs: Inputs,
-    before_of: impl Fn(&Value) -> Value,
-) -> Plan {
+    /// Every action but the deletes of observed objects.
+    actions: BTreeMap<String, Action>,
+    /// The deletes of observed objects, in id order, each with its object's index.
+    deletes: Vec<(Action, usize)>,
+    verify: Vec<String>,
+    warnings: Vec<Warning>,
+}
+
+impl Draft {
+    /// The plan, each deleted object's `before` given by `before_of` its index: the object
+    /// less what the server changes by itself (a rollout of what is being deleted does not
+    /// change the plan). The two sorted lists of actions are merged, not re-sorted.
+    fn finish(self, mut before_of: impl FnMut(usize) -> Value) -> Plan {
+        let mut deletes = self
+            .deletes
+            .into_iter()
+            .map(|(mut action, index)| {
+                action.before = Some(before_of(index));
+                action
+            })
+            .peekable();
+        let mut actions = Vec::with_capacity(self.actions.len() + deletes.len());
+        for action in self.actions.into_values() {
+            while let Some(delete) = deletes.next_if(|d| d.id < action.id) {
+                actions.push(delete);
+            }
+            // One id twice: the delete stands, as the last word (it never happens: an object
+            // deleted is one the graph does not have).
+            match deletes.next_if(|d| d.id == action.id) {
+                Some(delete) => actions.push(delete),
+                None => actions.push(action),
+            }
+        }
+        actions.extend(deletes);
+        assemble(self.inputs, actions, self.verify, self.warnings)
+    }
+}
+
+/// The plan of `objects` (the observed objects, which `observed` may no longer hold).
+fn plan_with(graph: &DesiredGraph, observed: &Observed, objects: &[Value], inputs: Inputs) -> Draft {
     let owner = inputs.owner.clone();
     let mut warnings = graph.warnings.clone();
     let mut actions: BTreeMap<String, Action> = BTreeMap::new();
+    let mut deletes = Vec::new();
     if let Some(image) = graph.resources().find(|r| r.kind == ResourceKind::NodeImage)
         && let Some(a) = node_image_action(image, observed)
     {
@@ -289,15 +382,16 @@ fn plan_with(
         } else {
             node_metadata_actions(graph, observed, &mut actions);
         }
-        object_actions(graph, objects, owner.as_deref(), &before_of, &mut actions, &mut warnings);
+        deletes = object_actions(graph, objects, owner.as_deref(), &mut actions, &mut warnings);
     }
 
-    // Dependencies between actions: the nearest ancestors that also change.
-    let changed: BTreeSet<String> = actions.keys().cloned().collect();
+    // Dependencies between actions: the nearest ancestors that also change (an action of
+    // something not in the graph, an observed object to delete, has none).
+    let changed: BTreeSet<String> = actions.keys().filter(|id| graph.get(id).is_some()).cloned().collect();
     for action in actions.values_mut() {
         action.depends_on = nearest_changed(graph, &action.id, &changed);
     }
-    order_deletes(&mut actions, objects);
+    order_deletes(&mut deletes, objects);
 
     let verify: Vec<String> = graph
         .resources()
@@ -306,7 +400,7 @@ fn plan_with(
         .map(|r| r.id.clone())
         .collect();
 
-    assemble(inputs, actions.into_values().collect(), verify, warnings)
+    Draft { inputs, actions, deletes, verify, warnings }
 }
 
 /// `destroy` will not delete a cluster whose nodes carry no recorded spec: k3d-gpu did not
@@ -621,22 +715,22 @@ fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mu
 }
 
 /// Kubernetes objects: create what is missing, update what drifted on owned fields, delete
-/// what k3d-gpu manages but no longer wants.
+/// what k3d-gpu manages but no longer wants. Gives the deletes, in id order, each with its
+/// object's index (its `before` is filled in by [`Draft::finish`]).
 fn object_actions(
     graph: &DesiredGraph,
     objects: &[Value],
     owner: Option<&str>,
-    before_of: &dyn Fn(&Value) -> Value,
     actions: &mut BTreeMap<String, Action>,
     warnings: &mut Vec<Warning>,
-) {
-    let mut live: BTreeMap<String, &Value> = objects.iter().map(|o| (crate::compile::object_id(o), o)).collect();
+) -> Vec<(Action, usize)> {
+    let mut live = Live::new(objects);
     // On an existing cluster, another config's objects are neither updated nor deleted: the
     // two configs would undo each other on every apply.
     let mut others = BTreeSet::new();
     if let Some(owner) = owner {
-        live.retain(|id, object| {
-            let stamp = object["metadata"]["labels"][crate::compile::fleet::CONFIG_LABEL].as_str();
+        live.entries.retain(|(id, index)| {
+            let stamp = objects[*index]["metadata"]["labels"][crate::compile::fleet::CONFIG_LABEL].as_str();
             let Some(warning) = fleet::other_config(id, stamp, owner, None) else { return true };
             warnings.push(warning);
             others.insert(id.clone());
@@ -644,7 +738,7 @@ fn object_actions(
         });
     }
     for r in graph.resources().filter(|r| r.kind == ResourceKind::Object && !others.contains(&r.id)) {
-        match live.get(&r.id) {
+        match live.get(&r.id, objects) {
             None => {
                 actions.insert(r.id.clone(), create(r, reason("absent", "does not exist")));
             }
@@ -668,13 +762,14 @@ fn object_actions(
     // On a cluster k3d-gpu did not create, deleting a Namespace deletes every object in it,
     // and deleting a CRD every object of its kind: users' objects among them. Those stay.
     let cascades = fleet::is_fleet(graph);
-    for (id, object) in &live {
-        let ours = object["metadata"]["labels"][crate::compile::MANAGED_BY.0] == crate::compile::MANAGED_BY.1;
-        if graph.get(id).is_none()
-            && ours
-            && cascades
-            && matches!(object["kind"].as_str(), Some("Namespace" | "CustomResourceDefinition"))
-        {
+    let mut deletes = Vec::new();
+    for (id, index) in live.entries {
+        let object = &objects[index];
+        let meta = &object["metadata"];
+        if graph.get(&id).is_some() || meta["labels"][crate::compile::MANAGED_BY.0] != crate::compile::MANAGED_BY.1 {
+            continue;
+        }
+        if cascades && matches!(object["kind"].as_str(), Some("Namespace" | "CustomResourceDefinition")) {
             warnings.push(Warning {
                 code: "cascade-kept".into(),
                 text: format!(
@@ -685,50 +780,78 @@ fn object_actions(
             });
             continue;
         }
-        if graph.get(id).is_none() && ours {
-            // Data (a model download, its compile cache) outlives the workload that wrote it,
-            // unless the config let it go when it was created: the plan says which.
-            // What the data is, as the compiler described it (`k3d-gpu.io/data`); the live copy
-            // is the cluster's word, so it is cut short and kept on one line.
-            let what: String = object["metadata"]["annotations"][crate::compile::DATA_ANNOTATION]
+        // Data (a model download, its compile cache) outlives the workload that wrote it,
+        // unless the config let it go when it was created: the plan says which.
+        // What the data is, as the compiler described it (`k3d-gpu.io/data`); the live copy
+        // is the cluster's word, so it is cut short and kept on one line.
+        let what = || -> String {
+            meta["annotations"][crate::compile::DATA_ANNOTATION]
                 .as_str()
-                .map_or_else(|| "a downloaded model".into(), |t| crate::escape::one_line(t).chars().take(80).collect());
-            let store = object["metadata"]["annotations"][crate::compile::models::HOST_DIR_ANNOTATION]
-                .as_str()
-                .map(|d| crate::escape::one_line(d).chars().take(200).collect::<String>());
-            if object["metadata"]["labels"][crate::compile::KEEP_LABEL] == "true" {
-                let files = store.as_ref().map(|d| format!("; its files are on the host in {d}")).unwrap_or_default();
-                warnings.push(Warning {
-                    code: "data-kept".into(),
-                    text: format!(
-                        "{id} is no longer in the config and is kept: it holds data ({what}). \
-                         Delete it yourself when it is no longer needed (`kubectl delete`){files}"
-                    ),
-                    key: None,
-                });
-                continue;
-            }
-            let why = if let Some(dir) = &store {
-                // The files are on the host (models.rs): deleting the PVC or its PV leaves them.
-                reason(
-                    "no-longer-wanted",
-                    format!(
-                        "managed by k3d-gpu and no longer in the config; its files stay on the host in {dir}: delete that directory when they are no longer needed"
-                    ),
-                )
-            } else if object["kind"] == "PersistentVolumeClaim" {
-                reason(
-                    "no-longer-wanted",
-                    format!("managed by k3d-gpu and no longer in the config; its data ({what}) is lost"),
-                )
-            } else {
-                reason("no-longer-wanted", "managed by k3d-gpu and no longer in the config")
-            };
-            // Without status and the server's counters: a rollout of what is being deleted
-            // does not change the plan.
-            let before = before_of(object);
-            actions.insert(id.clone(), Action::new(id.clone(), ActionKind::Delete, why, Some(before), None));
+                .map_or_else(|| "a downloaded model".into(), |t| crate::escape::one_line(t).chars().take(80).collect())
+        };
+        let store = meta["annotations"][crate::compile::models::HOST_DIR_ANNOTATION]
+            .as_str()
+            .map(|d| crate::escape::one_line(d).chars().take(200).collect::<String>());
+        if meta["labels"][crate::compile::KEEP_LABEL] == "true" {
+            let files = store.as_ref().map(|d| format!("; its files are on the host in {d}")).unwrap_or_default();
+            warnings.push(Warning {
+                code: "data-kept".into(),
+                text: format!(
+                    "{id} is no longer in the config and is kept: it holds data ({}). \
+                     Delete it yourself when it is no longer needed (`kubectl delete`){files}",
+                    what()
+                ),
+                key: None,
+            });
+            continue;
         }
+        let why = if let Some(dir) = &store {
+            // The files are on the host (models.rs): deleting the PVC or its PV leaves them.
+            reason(
+                "no-longer-wanted",
+                format!(
+                    "managed by k3d-gpu and no longer in the config; its files stay on the host in {dir}: delete that directory when they are no longer needed"
+                ),
+            )
+        } else if object["kind"] == "PersistentVolumeClaim" {
+            reason(
+                "no-longer-wanted",
+                format!("managed by k3d-gpu and no longer in the config; its data ({}) is lost", what()),
+            )
+        } else {
+            reason("no-longer-wanted", "managed by k3d-gpu and no longer in the config")
+        };
+        deletes.push((Action::new(id, ActionKind::Delete, why, None, None), index));
+    }
+    deletes
+}
+
+/// The observed objects by id, sorted (of two with one id, the later one, as the API's list
+/// has no duplicates and a hand-made document's last word wins). A sorted list, not a map: a
+/// hundred thousand ids are sorted once rather than inserted one by one.
+struct Live {
+    entries: Vec<(String, usize)>,
+}
+
+impl Live {
+    fn new(objects: &[Value]) -> Live {
+        let mut entries: Vec<(String, usize)> =
+            objects.iter().enumerate().map(|(i, o)| (crate::compile::object_id(o), i)).collect();
+        // Stable: among equal ids the later index stays last, and is the one kept.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut kept: Vec<(String, usize)> = Vec::with_capacity(entries.len());
+        for entry in entries {
+            match kept.last_mut() {
+                Some(last) if last.0 == entry.0 => *last = entry,
+                _ => kept.push(entry),
+            }
+        }
+        Live { entries: kept }
+    }
+
+    fn get<'a>(&self, id: &str, objects: &'a [Value]) -> Option<&'a Value> {
+        let i = self.entries.binary_search_by(|(e, _)| e.as_str().cmp(id)).ok()?;
+        Some(&objects[self.entries[i].1])
     }
 }
 
@@ -754,50 +877,52 @@ fn nearest_changed(graph: &DesiredGraph, id: &str, changed: &BTreeSet<String>) -
 /// Deletes run in reverse: a namespace after what lives in it, a CRD after its objects.
 /// Linear in the deletes: each is indexed once by its namespace and by (API group, kind),
 /// and a namespace or CRD looks its dependents up there (comparing every pair was quadratic:
-/// 10,000 observed objects took seconds).
-/// The objects are read as observed (a delete's `before` may not be filled in yet).
-fn order_deletes(actions: &mut BTreeMap<String, Action>, objects: &[Value]) {
-    let ids: Vec<String> = objects.iter().map(crate::compile::object_id).collect();
-    let deletes: Vec<(&String, &Value)> = ids
-        .iter()
-        .zip(objects)
-        .filter(|(id, _)| actions.get(*id).is_some_and(|a| a.action == ActionKind::Delete && a.id.starts_with("k8s/")))
-        .collect();
-    let mut in_namespace: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
-    let mut of_kind: BTreeMap<(&str, &str), Vec<&String>> = BTreeMap::new();
-    for (id, object) in &deletes {
+/// 10,000 observed objects took seconds). Without a namespace or CRD among them, nothing is
+/// indexed. The objects are read as observed (a delete's `before` is not filled in yet).
+fn order_deletes(deletes: &mut [(Action, usize)], objects: &[Value]) {
+    let cascading =
+        |index: usize| matches!(objects[index]["kind"].as_str(), Some("Namespace" | "CustomResourceDefinition"));
+    if !deletes.iter().any(|(_, index)| cascading(*index)) {
+        return;
+    }
+    let mut in_namespace: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
+    let mut of_kind: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
+    for (action, index) in deletes.iter() {
+        let object = &objects[*index];
         if let Some(namespace) = object["metadata"]["namespace"].as_str() {
-            in_namespace.entry(namespace).or_default().push(id);
+            in_namespace.entry(namespace).or_default().push(&action.id);
         }
         // `group/version`; the core group ("v1") has no CRDs.
         if let (Some((group, _)), Some(kind)) =
             (object["apiVersion"].as_str().and_then(|a| a.split_once('/')), object["kind"].as_str())
         {
-            of_kind.entry((group, kind)).or_default().push(id);
+            of_kind.entry((group, kind)).or_default().push(&action.id);
         }
     }
-    let mut ordered: Vec<(String, Vec<String>)> = Vec::new();
-    for (id, object) in &deletes {
-        let kind = object["kind"].as_str().unwrap_or_default();
-        let mut deps: BTreeSet<&String> = BTreeSet::new();
-        if kind == "Namespace"
-            && let Some(name) = object["metadata"]["name"].as_str()
-        {
-            deps.extend(in_namespace.get(name).into_iter().flatten());
+    let mut ordered: Vec<(usize, Vec<String>)> = Vec::new();
+    for (at, (action, index)) in deletes.iter().enumerate() {
+        let object = &objects[*index];
+        let mut deps: BTreeSet<&str> = BTreeSet::new();
+        match object["kind"].as_str() {
+            Some("Namespace") => {
+                if let Some(name) = object["metadata"]["name"].as_str() {
+                    deps.extend(in_namespace.get(name).into_iter().flatten());
+                }
+            }
+            Some("CustomResourceDefinition") => {
+                if let (Some(group), Some(names_kind)) =
+                    (object["spec"]["group"].as_str(), object["spec"]["names"]["kind"].as_str())
+                {
+                    deps.extend(of_kind.get(&(group, names_kind)).into_iter().flatten());
+                }
+            }
+            _ => continue,
         }
-        if kind == "CustomResourceDefinition"
-            && let (Some(group), Some(names_kind)) =
-                (object["spec"]["group"].as_str(), object["spec"]["names"]["kind"].as_str())
-        {
-            deps.extend(of_kind.get(&(group, names_kind)).into_iter().flatten());
-        }
-        deps.remove(*id);
-        ordered.push(((*id).clone(), deps.into_iter().cloned().collect()));
+        deps.remove(action.id.as_str());
+        ordered.push((at, deps.into_iter().map(str::to_string).collect()));
     }
-    for (id, deps) in ordered {
-        if let Some(a) = actions.get_mut(&id) {
-            a.depends_on = deps;
-        }
+    for (at, deps) in ordered {
+        deletes[at].0.depends_on = deps;
     }
 }
 
@@ -838,5 +963,6 @@ mod tests {
         };
         let plan = assemble(inputs, vec![action], vec!["verify/x".into()], vec![warning]);
         assert_eq!(plan.to_bytes(), crate::canonical::to_bytes(&plan));
+        assert_eq!(plan.clone().into_bytes(), plan.to_bytes(), "the bytes written as the plan is freed");
     }
 }

@@ -85,11 +85,14 @@ fn walk(value: &mut Value, other: Option<&Value>, replace: Replace) {
 }
 
 fn walk_object(map: &mut Map<String, Value>, other: Option<&Value>, replace: Replace) {
-    let secret_kind = map.get("kind").and_then(Value::as_str) == Some("Secret");
+    let kind = map.get("kind").and_then(Value::as_str);
+    let secret_kind = kind == Some("Secret");
     // A ConfigMap is not meant for secrets, but a key named like one (`HF_TOKEN`) holds one.
-    let config_map = map.get("kind").and_then(Value::as_str) == Some("ConfigMap");
-    // An env entry, wherever it is (containers, initContainers, ephemeral containers).
-    let env_entry = map.get("name").and_then(Value::as_str).is_some_and(is_sensitive_name);
+    let config_map = kind == Some("ConfigMap");
+    // An env entry, wherever it is (containers, initContainers, ephemeral containers). Only a
+    // map with a value can be one: the name is not looked at otherwise (a plan walks every
+    // object's metadata, and each has a name).
+    let env_entry = map.contains_key("value") && map.get("name").and_then(Value::as_str).is_some_and(is_sensitive_name);
     for (key, child) in map.iter_mut() {
         let other_child = other.and_then(|o| o.get(key));
         if (secret_kind && (key == "data" || key == "stringData"))
