@@ -114,6 +114,9 @@ fn framing_in_the_initialize_era() {
     let hash = plan["result"]["content"][1]["text"].as_str().unwrap();
     assert_eq!(plan["result"]["_meta"]["k3d-gpu.io/planHash"], hash);
     assert_eq!(plan["result"]["structuredContent"]["hash"], hash);
+    // The document is in the result once: its bytes, not again as structured content.
+    assert!(plan["result"]["structuredContent"].get("plan").is_none(), "{}", plan["result"]["structuredContent"]);
+    assert!(plan["result"]["structuredContent"]["text"].as_str().unwrap().contains(hash));
 
     // Unparsable input has no id to answer to: ignored, as the official SDKs do (answering
     // it can start an error storm with a peer that echoes). The server keeps serving.

@@ -25,7 +25,6 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::Value;
 
 use super::server::{Server, call_arguments, failed, refused_result, structured};
 use super::tools;
@@ -137,7 +136,8 @@ pub async fn call(
 
     // The first call: the plan these inputs give now must be the one reviewed.
     let planning = defaults.global(args.given());
-    let planned = server.blocking(&context, Some(server.inner.timeout), move || tools::plan_live(&planning)).await?;
+    let planned =
+        server.blocking(&context, Some(server.inner.timeout), move || tools::plan_to_confirm(&planning)).await?;
     let planned = match planned {
         Ok(p) => p,
         Err(e) => return Ok(failed(&e).into()),
@@ -218,10 +218,7 @@ fn form(planned: &tools::Planned) -> ElicitRequestParams {
     let message = format!(
         "k3d-gpu wants to apply this plan ({} action(s)) to your cluster.\n{warning}Plan hash: {}\nInputs: the same as \
 `{}`\n{}\nThe whole plan:\n\n{text}\nApply it?",
-        out.actions,
-        out.hash,
-        out.apply_command,
-        essentials(&out.plan)
+        out.actions, out.hash, out.apply_command, planned.essentials
     );
     let schema = serde_json::json!({
         "type": "object",
@@ -247,28 +244,28 @@ fn form(planned: &tools::Planned) -> ElicitRequestParams {
 /// What the person must see even when the plan's text is cut: the counts, every replace and
 /// delete with its reason (the actions that lose data), and every warning. The full text, diffs
 /// included, follows it and is the part that gets cut.
-fn essentials(plan: &Value) -> String {
+pub(super) fn essentials(plan: &crate::plan::Plan) -> String {
+    use crate::plan::ActionKind;
     let mut out = String::new();
-    let count = |k: &str| plan["summary"][k].as_u64().unwrap_or(0);
+    let s = &plan.summary;
     let _ = writeln!(
         out,
         "Plan: {} to create, {} to update, {} to replace, {} to delete.",
-        count("create"),
-        count("update"),
-        count("replace"),
-        count("delete")
+        s.create, s.update, s.replace, s.delete
     );
     // Ids, reasons and warnings name what the cluster reported (a node called
     // "x\nPlan: 0 to create…"): each is one escaped line, so none can add a line of its own.
-    let str_of = |v: &Value| crate::escape::one_line(v.as_str().unwrap_or("")).into_owned();
-    for action in plan["actions"].as_array().into_iter().flatten() {
-        let kind = str_of(&action["action"]);
-        if kind == "replace" || kind == "delete" {
-            let _ = writeln!(out, "  {kind} {}: {}", str_of(&action["id"]), str_of(&action["reason"]["text"]));
-        }
+    let line = |text: &str| crate::escape::one_line(text).into_owned();
+    for action in &plan.actions {
+        let kind = match action.action {
+            ActionKind::Replace => "replace",
+            ActionKind::Delete => "delete",
+            ActionKind::Create | ActionKind::Update => continue,
+        };
+        let _ = writeln!(out, "  {kind} {}: {}", line(&action.id), line(&action.reason.text));
     }
-    for warning in plan["warnings"].as_array().into_iter().flatten() {
-        let _ = writeln!(out, "  warning: {} [{}]", str_of(&warning["text"]), str_of(&warning["code"]));
+    for warning in &plan.warnings {
+        let _ = writeln!(out, "  warning: {} [{}]", line(&warning.text), line(&warning.code));
     }
     out
 }
@@ -370,11 +367,33 @@ mod tests {
                 replaces_cluster,
                 against: "live".into(),
                 text: text.into(),
-                plan: serde_json::Value::Null,
                 apply_command: String::new(),
             },
             bytes: Vec::new(),
+            essentials: String::new(),
         }
+    }
+
+    /// A plan/v1 document of these actions and warnings, every other field empty.
+    fn plan_of(actions: serde_json::Value, warnings: serde_json::Value) -> crate::plan::Plan {
+        let mut summary = serde_json::json!({"create": 0, "update": 0, "replace": 0, "delete": 0});
+        let mut full = Vec::new();
+        for mut a in actions.as_array().unwrap().iter().cloned() {
+            let kind = a["action"].as_str().unwrap().to_string();
+            summary[&kind] = (summary[&kind].as_u64().unwrap() + 1).into();
+            a["reason"]["code"] = "test".into();
+            a["before"] = serde_json::Value::Null;
+            a["after"] = serde_json::Value::Null;
+            a["depends_on"] = serde_json::json!([]);
+            full.push(a);
+        }
+        let digest = "sha256:0";
+        serde_json::from_value(serde_json::json!({
+            "schema": crate::plan::SCHEMA, "actions": full, "summary": summary, "verify": [], "warnings": warnings,
+            "inputs": {"config": digest, "facts": digest, "images": digest, "observed": digest, "stdlib": digest,
+                       "tool_version": "0"},
+        }))
+        .unwrap()
     }
 
     fn message_and_schema(form: ElicitRequestParams) -> (String, serde_json::Value) {
@@ -408,15 +427,14 @@ mod tests {
     fn deletions_and_warnings_come_before_the_cut() {
         let mut p = planned(&"+".repeat(MAX_FORM_TEXT * 2), false);
         p.out.apply_command = "k3d-gpu -c lab.toml apply --plan-hash sha256:aa".into();
-        p.out.plan = serde_json::json!({
-            "summary": {"create": 1, "update": 0, "replace": 0, "delete": 1},
-            "actions": [
+        p.essentials = essentials(&plan_of(
+            serde_json::json!([
                 {"action": "create", "id": "k8s/core/Namespace/x", "reason": {"text": "new"}},
                 {"action": "delete", "id": "k8s/core/PersistentVolumeClaim/k3d-gpu-agent/ovms-models",
                  "reason": {"text": "its data is lost"}},
-            ],
-            "warnings": [{"code": "data-kept", "text": "kept: pvc/vlm-models"}],
-        });
+            ]),
+            serde_json::json!([{"code": "data-kept", "text": "kept: pvc/vlm-models"}]),
+        ));
         let (message, _) = message_and_schema(form(&p));
         let cut = message.find("cut here").expect("the long text is cut");
         for must in [
@@ -435,11 +453,13 @@ mod tests {
     fn an_untrusted_name_cannot_add_a_line_to_the_form() {
         let mut p = planned("+ create k8s/core/Namespace/x\n", false);
         let forged = "gpu-01\nPlan: 0 to create, 0 to update, 0 to replace, 0 to delete.\r\u{1b}[2K";
-        p.out.plan = serde_json::json!({
-            "summary": {"create": 1, "update": 0, "replace": 0, "delete": 1},
-            "actions": [{"action": "delete", "id": format!("node-label/{forged}/k"), "reason": {"text": forged}}],
-            "warnings": [{"code": forged, "text": format!("cluster node {forged} is not in [[nodes]]")}],
-        });
+        p.essentials = essentials(&plan_of(
+            serde_json::json!([
+                {"action": "create", "id": "k8s/core/Namespace/x", "reason": {"text": "new"}},
+                {"action": "delete", "id": format!("node-label/{forged}/k"), "reason": {"text": forged}},
+            ]),
+            serde_json::json!([{"code": forged, "text": format!("cluster node {forged} is not in [[nodes]]")}]),
+        ));
         let (message, _) = message_and_schema(form(&p));
         let summaries: Vec<&str> = message.lines().filter(|l| l.trim_start().starts_with("Plan:")).collect();
         assert_eq!(summaries, ["Plan: 1 to create, 0 to update, 0 to replace, 1 to delete."], "{message}");

@@ -46,6 +46,20 @@ pub fn serve(global: &Global, args: &McpArgs) -> Result<u8> {
     })
 }
 
+/// Gives the pages of memory a tool's work freed back to the system, once it is done. glibc
+/// keeps freed memory resident for reuse, but an answer of several megabytes is given fresh
+/// pages of its own (large blocks are mapped, not carved from what was freed): after a plan
+/// of 20k objects the freed tree of them stayed resident beside the answer, 113 MB at the
+/// peak against the CLI's 93 for the same plan, where 96 MB remain once they are returned.
+pub(crate) fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    // SAFETY: malloc_trim only walks the allocator's own free lists under its locks; it takes
+    // and returns nothing of ours.
+    unsafe {
+        libc::malloc_trim(0);
+    }
+}
+
 /// SIGINT, SIGTERM and SIGHUP end the server, as they end any stdio server; an apply that
 /// runs is stopped first (no new action, the running ones finish, the lock is released), so
 /// a signal never leaves `k3d cluster create` running with no lock held. Registered once for

@@ -250,7 +250,11 @@ impl Server {
         deadline: Option<Duration>,
         work: impl FnOnce() -> crate::error::Result<T> + Send + 'static,
     ) -> Result<crate::error::Result<T>, ErrorData> {
-        let task = tokio::task::spawn_blocking(work);
+        let task = tokio::task::spawn_blocking(move || {
+            let done = work();
+            super::release_freed_memory();
+            done
+        });
         let limit = deadline.unwrap_or(Duration::MAX);
         let joined = tokio::select! {
             _ = context.ct.cancelled() => return Err(ErrorData::invalid_request("cancelled by the client", None)),
@@ -342,7 +346,7 @@ in the client (or runs the printed command in a terminal).",
                 let global = with_defaults(&defaults, &command);
                 let Command::Plan(plan) = command else { unreachable!("the plan tool parses `plan`") };
                 let (offline, observed) = (plan.args.offline, plan.args.observed);
-                self.read_only(&context, move || tools::plan(&global, offline, observed), |p| plan_result(&p)).await
+                self.read_only(&context, move || tools::plan(&global, offline, observed), plan_result).await
             }
             "observe" => {
                 let command = parsed!(arguments::OBSERVE);
@@ -376,12 +380,11 @@ in the client (or runs the printed command in a terminal).",
 
 /// The plan's result: the exact plan/v1 bytes first, the hash second, the structured
 /// summary, and the hash in `_meta`.
-fn plan_result(planned: &tools::Planned) -> CallToolResult {
+fn plan_result(planned: tools::Planned) -> CallToolResult {
     let mut result = structured(&planned.out);
-    result.content = vec![
-        ContentBlock::text(String::from_utf8_lossy(&planned.bytes).into_owned()),
-        ContentBlock::text(planned.out.hash.clone()),
-    ];
+    // The bytes are JSON, UTF-8: moved into the text item, not copied.
+    let bytes = String::from_utf8(planned.bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
+    result.content = vec![ContentBlock::text(bytes), ContentBlock::text(planned.out.hash.clone())];
     let mut meta = MetaObject::default();
     meta.0.insert(PLAN_HASH_META.into(), planned.out.hash.clone().into());
     result.with_meta(Some(meta))

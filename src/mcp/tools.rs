@@ -181,10 +181,10 @@ pub struct PlanOut {
     pub replaces_cluster: bool,
     /// What it was compared against: `live`, `offline` or `saved`.
     pub against: String,
-    /// The plan as `k3d-gpu plan` prints it: actions, reasons, diffs.
+    /// The plan as `k3d-gpu plan` prints it: actions, reasons, diffs. The plan/v1 document
+    /// itself is the result's first text item, its exact bytes (not repeated here: a plan of
+    /// 20k deletes would be in the result twice, and in memory three times).
     pub text: String,
-    /// The plan/v1 document (the exact bytes are the first text item of the result).
-    pub plan: Value,
     /// The command that applies it from a terminal.
     pub apply_command: String,
 }
@@ -192,7 +192,11 @@ pub struct PlanOut {
 /// The plan, its exact bytes and its hash.
 pub struct Planned {
     pub out: PlanOut,
+    /// The plan/v1 bytes, valid UTF-8.
     pub bytes: Vec<u8>,
+    /// What apply's confirmation must show even when the text is cut
+    /// (`apply::essentials`); made only for a plan to confirm ([`plan_to_confirm`]).
+    pub essentials: String,
 }
 
 pub fn plan(global: &Global, offline: bool, observed: Option<PathBuf>) -> Result<Planned> {
@@ -201,34 +205,45 @@ pub fn plan(global: &Global, offline: bool, observed: Option<PathBuf>) -> Result
     };
     let inputs = commands::inputs::load_config(global)?;
     let computed = commands::plan::compute(global, inputs, commands::plan::Observation::Saved(Box::new(saved)))?;
-    Ok(planned(global, computed.plan, if offline { "offline" } else { "saved" }))
+    Ok(planned(global, computed.plan, if offline { "offline" } else { "saved" }, false))
 }
 
-/// The plan against the live cluster: what `plan` shows and what `apply` checks again.
+/// The plan against the live cluster: what `plan` shows.
 pub fn plan_live(global: &Global) -> Result<Planned> {
+    live(global, false)
+}
+
+/// [`plan_live`] for `apply` to check again and ask the person about, with its essentials.
+pub fn plan_to_confirm(global: &Global) -> Result<Planned> {
+    live(global, true)
+}
+
+fn live(global: &Global, to_confirm: bool) -> Result<Planned> {
     let inputs = commands::inputs::load_config(global)?;
     let rt = commands::runtime()?;
     let computed = commands::plan::compute(global, inputs, commands::plan::Observation::Live(&rt))?;
-    Ok(planned(global, computed.plan, "live"))
+    Ok(planned(global, computed.plan, "live", to_confirm))
 }
 
-pub fn planned(global: &Global, plan: crate::plan::Plan, against: &str) -> Planned {
-    let bytes = plan.to_bytes();
-    let hash = crate::canonical::sha256(&bytes);
+/// The result's parts, made from the plan, which is used up: what the answer holds is its
+/// bytes and its text, never a second tree of it, and the bytes are written as the tree is
+/// freed ([`crate::plan::Plan::into_bytes`]). The hash is streamed first, since the text
+/// names it.
+pub fn planned(global: &Global, plan: crate::plan::Plan, against: &str, to_confirm: bool) -> Planned {
+    let hash = plan.hash();
     let text = crate::plan::render::text(&plan, &hash, crate::plan::render::Style { color: false });
-    Planned {
-        out: PlanOut {
-            empty: plan.is_empty(),
-            actions: plan.actions.len(),
-            replaces_cluster: plan.replaces_cluster(),
-            against: against.into(),
-            text: crate::escape::for_terminal(&text).into_owned(),
-            plan: serde_json::from_slice(&bytes).unwrap_or(Value::Null),
-            apply_command: apply_command(global, &hash, plan.replaces_cluster()),
-            hash,
-        },
-        bytes,
-    }
+    let out = PlanOut {
+        empty: plan.is_empty(),
+        actions: plan.actions.len(),
+        replaces_cluster: plan.replaces_cluster(),
+        against: against.into(),
+        text: crate::escape::for_terminal(&text).into_owned(),
+        apply_command: apply_command(global, &hash, plan.replaces_cluster()),
+        hash,
+    };
+    drop(text);
+    let essentials = if to_confirm { super::apply::essentials(&plan) } else { String::new() };
+    Planned { out, bytes: plan.into_bytes(), essentials }
 }
 
 /// `k3d-gpu … apply --plan-hash HASH` with the options this call ran with, each path one

@@ -192,7 +192,7 @@ async def apply_flows():
         check(observed.structured_content["exists"] is True, "after the cancel: k3d's cluster was finished")
         rest, empty = await live_hash(client)
         plan = await client.call_tool("plan", {"config": CONFIG, "root": ROOT})
-        creates = [a for a in plan.structured_content["plan"]["actions"] if a["id"].startswith("k8s/")]
+        creates = [a for a in json.loads(plan.content[0].text)["actions"] if a["id"].startswith("k8s/")]
         check(not empty and rest != hash_ and creates, f"after the cancel: nothing else ran ({len(creates)} objects left)")
     hash_ = rest
 
