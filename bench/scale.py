@@ -244,11 +244,16 @@ def existing_targets():
         proc = subprocess.run(["cargo", "bench", "--quiet", "--bench", bench], cwd=REPO,
                               env=dict(os.environ, CARGO_BUILD_JOBS=os.environ.get("CARGO_BUILD_JOBS", "1")),
                               capture_output=True, text=True)
+        # The first line naming the figure with a number after it (a later "target: ratio <=
+        # 1.1x" line names it too).
         figure = None
         for line in proc.stdout.splitlines():
             words = line.replace(",", " ").split()
-            if pick in words:
-                figure = float(words[words.index(pick) + 1].rstrip("x"))
+            if pick in words and figure is None:
+                try:
+                    figure = float(words[words.index(pick) + 1].rstrip("x"))
+                except (IndexError, ValueError):
+                    continue
         if figure is None:
             sys.stderr.write(f"  ! cargo bench --bench {bench}: {proc.stdout[-300:]}{proc.stderr[-300:]}\n")
             continue
