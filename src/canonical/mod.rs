@@ -26,19 +26,6 @@ pub fn write<W: std::io::Write, T: Serialize + ?Sized>(out: &mut W, value: &T) -
     out.write_all(b"\n")
 }
 
-/// A writer that hashes what it is given.
-struct Hashing(Sha256);
-
-impl std::io::Write for Hashing {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.update(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 /// `sha256:<hex>` of `bytes`.
 pub fn sha256(bytes: &[u8]) -> String {
     hex(&Sha256::digest(bytes))
@@ -55,10 +42,9 @@ fn hex(digest: &[u8]) -> String {
 
 /// `sha256:` digest of the canonical bytes of `value`.
 pub fn digest<T: Serialize + ?Sized>(value: &T) -> String {
-    let mut hashing = Hashing(Sha256::new());
-    stream::write(&mut hashing, value).expect("k3d-gpu documents serialise to JSON");
-    hashing.0.update(b"\n");
-    hex(&hashing.0.finalize())
+    let mut hashing = Tee { out: std::io::sink(), hash: Some(Sha256::new()) };
+    write(&mut hashing, value).expect("k3d-gpu documents serialise to JSON");
+    hex(&hashing.hash.expect("a hasher was given").finalize())
 }
 
 /// Writes `value` as serde_json prints it pretty, and a newline, into `out`, and gives the

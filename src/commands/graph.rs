@@ -90,9 +90,10 @@ pub fn agent(global: &Global) -> Result<u8> {
 pub fn run(global: &Global) -> Result<u8> {
     let graph = compiled(global)?;
     if global.json {
-        let mut out = std::io::BufWriter::new(std::io::stdout().lock());
-        // A closed pipe ends the output, as print_bytes does.
-        let _ = crate::canonical::write(&mut out, &masked(&graph)).and_then(|()| std::io::Write::flush(&mut out));
+        super::print_with(|out| {
+            let mut out = std::io::BufWriter::new(out);
+            crate::canonical::write(&mut out, &masked(&graph)).and_then(|()| std::io::Write::flush(&mut out))
+        });
     } else {
         super::print_bytes(graph.to_dot().as_bytes());
     }

@@ -270,8 +270,7 @@ pub fn check_out_file(path: &Path) -> Result<()> {
 /// Writes a file the user named, through `output_file` (atomic, never through a link), with
 /// a failure as the user-facing output error.
 pub fn write_out(path: &Path, bytes: &[u8], mode: u32) -> Result<()> {
-    crate::output_file::write(path, bytes, mode)
-        .map_err(|e| Error::Output { path: path.display().to_string(), reason: e.to_string() })
+    write_out_with(path, mode, |file| std::io::Write::write_all(file, bytes))
 }
 
 /// [`write_out`] of what `fill` writes, giving what it gives.

@@ -369,7 +369,7 @@ mod tests {
                 text: text.into(),
                 apply_command: String::new(),
             },
-            bytes: Vec::new(),
+            bytes: String::new(),
             essentials: String::new(),
         }
     }

@@ -382,9 +382,8 @@ in the client (or runs the printed command in a terminal).",
 /// summary, and the hash in `_meta`.
 fn plan_result(planned: tools::Planned) -> CallToolResult {
     let mut result = structured(&planned.out);
-    // The bytes are JSON, UTF-8: moved into the text item, not copied.
-    let bytes = String::from_utf8(planned.bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned());
-    result.content = vec![ContentBlock::text(bytes), ContentBlock::text(planned.out.hash.clone())];
+    // The bytes are moved into the text item, not copied.
+    result.content = vec![ContentBlock::text(planned.bytes), ContentBlock::text(planned.out.hash.clone())];
     let mut meta = MetaObject::default();
     meta.0.insert(PLAN_HASH_META.into(), planned.out.hash.clone().into());
     result.with_meta(Some(meta))

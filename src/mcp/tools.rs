@@ -192,8 +192,8 @@ pub struct PlanOut {
 /// The plan, its exact bytes and its hash.
 pub struct Planned {
     pub out: PlanOut,
-    /// The plan/v1 bytes, valid UTF-8.
-    pub bytes: Vec<u8>,
+    /// The plan/v1 bytes.
+    pub bytes: String,
     /// What apply's confirmation must show even when the text is cut
     /// (`apply::essentials`); made only for a plan to confirm ([`plan_to_confirm`]).
     pub essentials: String,
@@ -243,7 +243,8 @@ pub fn planned(global: &Global, plan: crate::plan::Plan, against: &str, to_confi
     };
     drop(text);
     let essentials = if to_confirm { super::apply::essentials(&plan) } else { String::new() };
-    Planned { out, bytes: plan.into_bytes(), essentials }
+    let bytes = String::from_utf8(plan.into_bytes()).expect("serde_json writes UTF-8");
+    Planned { out, bytes, essentials }
 }
 
 /// `k3d-gpu … apply --plan-hash HASH` with the options this call ran with, each path one

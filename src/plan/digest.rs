@@ -71,11 +71,10 @@ pub fn project<'a>(graph: Option<&DesiredGraph>, observed: &'a Observed) -> Proj
         KubernetesProjection { nodes, objects: Objects(&k.objects) }
     });
     // The small parts as trees: their structs declare fields in their own order, a tree sorts.
-    let tree = |v: Result<Value, serde_json::Error>| v.expect("observed/v1 serialises");
     Projection {
         schema: &observed.schema,
-        cluster: tree(serde_json::to_value(&observed.cluster)),
-        node_image: tree(serde_json::to_value(&observed.node_image)),
+        cluster: serde_json::to_value(&observed.cluster).expect("observed/v1 serialises"),
+        node_image: serde_json::to_value(&observed.node_image).expect("observed/v1 serialises"),
         kubernetes,
     }
 }
@@ -126,19 +125,12 @@ struct ObjectView<'a> {
 }
 
 /// An object's values at our managed fields, or (no entry of ours) the object less its
-/// volatile parts.
+/// volatile parts; either written as it is.
+#[derive(Serialize)]
+#[serde(untagged)]
 enum Owned<'a> {
     AtFields(Value),
     Whole(WithoutVolatile<'a>),
-}
-
-impl Serialize for Owned<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        match self {
-            Owned::AtFields(values) => values.serialize(serializer),
-            Owned::Whole(view) => view.serialize(serializer),
-        }
-    }
 }
 
 fn object(o: &Value) -> ObjectView<'_> {

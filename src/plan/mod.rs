@@ -196,7 +196,7 @@ impl Plan {
     /// The canonical bytes (`canonical::to_bytes` gives the same; see the field order above).
     pub fn to_bytes(&self) -> Vec<u8> {
         let mut bytes = Vec::new();
-        self.write_to(&mut bytes).expect("a plan always serialises");
+        self.print_to(&mut bytes).expect("a plan always serialises");
         bytes
     }
 
@@ -837,16 +837,10 @@ impl Live {
     fn new(objects: &[Value]) -> Live {
         let mut entries: Vec<(String, usize)> =
             objects.iter().enumerate().map(|(i, o)| (crate::compile::object_id(o), i)).collect();
-        // Stable: among equal ids the later index stays last, and is the one kept.
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let mut kept: Vec<(String, usize)> = Vec::with_capacity(entries.len());
-        for entry in entries {
-            match kept.last_mut() {
-                Some(last) if last.0 == entry.0 => *last = entry,
-                _ => kept.push(entry),
-            }
-        }
-        Live { entries: kept }
+        // Among equal ids the later index first, so that dedup (which keeps the first) keeps it.
+        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
+        entries.dedup_by(|a, b| a.0 == b.0);
+        Live { entries }
     }
 
     fn get<'a>(&self, id: &str, objects: &'a [Value]) -> Option<&'a Value> {
@@ -964,5 +958,34 @@ mod tests {
         let plan = assemble(inputs, vec![action], vec!["verify/x".into()], vec![warning]);
         assert_eq!(plan.to_bytes(), crate::canonical::to_bytes(&plan));
         assert_eq!(plan.clone().into_bytes(), plan.to_bytes(), "the bytes written as the plan is freed");
+        assert_eq!(plan.hash(), crate::canonical::sha256(&plan.to_bytes()));
+        let mut written = Vec::new();
+        assert_eq!(plan.write_to(&mut written).unwrap(), plan.hash());
+        assert_eq!(written, plan.to_bytes());
+    }
+
+    /// A plan far over the writer's 64 KiB buffer, with strings that need escaping and
+    /// characters of several bytes, comes out whole through every writer.
+    #[test]
+    fn a_large_plan_is_written_whole() {
+        let actions: Vec<Action> = (0..3000)
+            .map(|i| {
+                let before = json!({"data": {"k": format!("é\"\u{1}{i}"), "n": i}, "kind": "ConfigMap"});
+                Action::new(
+                    format!("k8s/core/ConfigMap/ns/cm-{i:05}"),
+                    ActionKind::Delete,
+                    reason("gone", "x"),
+                    Some(before),
+                    None,
+                )
+            })
+            .collect();
+        let inputs = Inputs::for_destroy(&crate::config::Config::default(), &Observed::nothing());
+        let plan = assemble(inputs, actions, Vec::new(), Vec::new());
+        let bytes = plan.to_bytes();
+        assert!(bytes.len() > 4 * (1 << 16), "{}", bytes.len());
+        assert_eq!(bytes, crate::canonical::to_bytes(&plan));
+        assert_eq!(plan.hash(), crate::canonical::sha256(&bytes));
+        assert_eq!(plan.into_bytes(), bytes);
     }
 }
