@@ -72,10 +72,14 @@ fn the_plans_pin_what_the_reference_pins() {
     let commands = |doc: &serde_json::Value| -> Vec<String> {
         doc["steps"].as_array().unwrap().iter().map(|s| s["command"].as_str().unwrap().to_string()).collect()
     };
+    // Issue 35: the host gets the toolkit the node image pins, read from the Dockerfile.
+    let dockerfile = k3d_gpu::node_image::SHIPPED_DOCKERFILE;
+    let pin = k3d_gpu::node_image::arg_defaults(dockerfile)["NVIDIA_CONTAINER_TOOLKIT_VERSION"].clone();
+    assert_eq!(pin, "1.20.0-1", "the newest toolkit release (share/README.md)");
     let ubuntu = commands(&plan("nvidia", "ubuntu-24.04"));
-    assert!(ubuntu.iter().any(|c| c.contains("nvidia-container-toolkit=1.20.1-1")), "{ubuntu:?}");
+    assert!(ubuntu.iter().any(|c| c.contains(&format!("nvidia-container-toolkit={pin}"))), "{ubuntu:?}");
     let fedora = commands(&plan("nvidia", "fedora"));
-    assert!(fedora.iter().any(|c| c.contains("nvidia-container-toolkit-1.20.1-1")), "{fedora:?}");
+    assert!(fedora.iter().any(|c| c.contains(&format!("nvidia-container-toolkit-{pin}"))), "{fedora:?}");
     let arch = commands(&plan("nvidia", "arch"));
     assert!(arch.iter().any(|c| c.starts_with("sudo pacman -Syu --needed")), "{arch:?}");
     assert!(arch.iter().any(|c| c.contains("nvidia-ctk cdi generate")), "{arch:?}");

@@ -22,8 +22,10 @@ pub const NPU_DRIVER: &str = "v1.38.0";
 /// The PPA's media driver and libva versions (Ubuntu).
 pub const MEDIA_DRIVER: &str = "26.3.2";
 pub const LIBVA: &str = "2.24.1";
-/// NVIDIA container toolkit package version.
-pub const NVIDIA_TOOLKIT: &str = "1.20.1-1";
+/// NVIDIA container toolkit package version: the node image's pin, defined once (the
+/// Dockerfile's `NVIDIA_CONTAINER_TOOLKIT_VERSION`, which a test holds to this constant), so
+/// the host and its nodes run the same toolkit.
+pub const NVIDIA_TOOLKIT: &str = crate::node_image::NVIDIA_CONTAINER_TOOLKIT_VERSION;
 /// Intel Gaudi software release of the baked device plugin.
 pub const GAUDI_SOFTWARE: &str = "1.24.2";
 
@@ -111,7 +113,7 @@ fn toolkit_configure(distro: Distro) -> Vec<Step> {
             .why("register the nvidia runtime with Docker (for --gpus)"),
         sudo(&["systemctl", "restart", "docker"]).why("restart Docker so it reads the runtime"),
     ];
-    // nvidia-cdi-refresh ships with 1.20.1-1 (pinned on Ubuntu and Fedora); Arch's repo
+    // nvidia-cdi-refresh ships with the toolkit since 1.18.0 (pinned on Ubuntu and Fedora); Arch's repo
     // version is whatever it serves, and `cdi generate` works with any.
     steps.push(match distro {
         Distro::Arch => sudo(&["nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml"])
