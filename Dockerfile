@@ -17,10 +17,19 @@ FROM rancher/k3s:${K3S_TAG}${K3S_DIGEST:+@}${K3S_DIGEST} AS k3s
 FROM ubuntu:${UBUNTU_TAG}${UBUNTU_DIGEST:+@}${UBUNTU_DIGEST}
 ARG K3S_TAG
 ARG NVIDIA_CONTAINER_TOOLKIT_VERSION=1.20.0-1
+# `install` (the default) or `skip`: an image for a host with no NVIDIA GPU needs no toolkit,
+# and the CI test that builds this file on stand-in bases has no network to fetch it.
+ARG NVIDIA_CONTAINER_TOOLKIT=install
 SHELL ["/bin/bash", "-o", "pipefail", "-c"]
 
 # The toolkit from NVIDIA's apt repository, every package of it at the pinned version.
-RUN apt-get update \
+RUN mkdir -p /etc/cdi /var/run/cdi \
+ && case "${NVIDIA_CONTAINER_TOOLKIT}" in \
+      install) ;; \
+      skip) exit 0 ;; \
+      *) echo "NVIDIA_CONTAINER_TOOLKIT is install or skip, not ${NVIDIA_CONTAINER_TOOLKIT}" >&2; exit 1 ;; \
+    esac \
+ && apt-get update \
  && apt-get install -y --no-install-recommends ca-certificates curl gnupg \
  && curl -fsSL https://nvidia.github.io/libnvidia-container/gpgkey \
     | gpg --dearmor -o /usr/share/keyrings/nvidia-container-toolkit-keyring.gpg \
@@ -35,22 +44,22 @@ RUN apt-get update \
     "libnvidia-container1=${NVIDIA_CONTAINER_TOOLKIT_VERSION}" \
  && apt-get purge -y curl gnupg \
  && apt-get autoremove -y \
- && rm -rf /var/lib/apt/lists/* \
- && mkdir -p /etc/cdi /var/run/cdi
+ && rm -rf /var/lib/apt/lists/*
 
-# k3s as rancher/k3s lays it out (k3s-io/k3s scripts/build-*.sh and scripts/package-cli: the
-# data tarball unpacked at /, tests/upstream/k3s-package-bin.txt): /bin/k3s is the server
-# build, which unpacks no data dir, so the agent finds containerd, its runc shim, runc and the
-# CNI plugins on PATH. Each is copied here (a source that is a link upstream, e.g. containerd
-# -> k3s in a multicall build, arrives as the file it names), the helpers in /bin/aux, and
-# the links made as upstream makes them. /bin is /usr/bin on Ubuntu, so k3d's entrypoint
-# finds /bin/k3s. k3s finds /usr/bin/nvidia-container-runtime at start and adds the nvidia
-# runtime to its containerd config; the cluster's --default-runtime=nvidia makes it the
-# default. `k3d-gpu apply` checks the built image for these files before any cluster.
-COPY --from=k3s /bin/k3s /bin/containerd /bin/containerd-shim-runc-v2 /bin/runc /bin/cni /bin/check-config /usr/bin/
-COPY --from=k3s /bin/aux /usr/bin/aux
-RUN for l in k3s-agent k3s-server k3s-token k3s-etcd-snapshot k3s-secrets-encrypt k3s-certificate k3s-completion kubectl crictl ctr; do ln -s k3s "/usr/bin/$l"; done \
- && for l in bandwidth bridge firewall flannel host-local loopback portmap; do ln -s cni "/usr/bin/$l"; done
+# All of rancher/k3s's /bin over Ubuntu's, as k3d's CUDA guide does
+# (docs/usage/advanced/cuda/Dockerfile): k3s and its links, containerd, the runc shim, runc,
+# the CNI plugins (tests/upstream/k3s-package-bin.txt) and k3s-root's tools
+# (tests/upstream/k3s-root-bin.txt). Above all its busybox /bin/sh: k3d runs every node
+# through its own #!/bin/sh entrypoint under errexit, with `trap … SIGTERM …`, which Ubuntu's
+# dash rejects, so a node on dash exits at once. k3s-root's ipset is what k3s's network
+# policy controller needs (without it no NetworkPolicy is enforced), and aux/mount and
+# aux/modprobe are links to its busybox. /bin is /usr/bin on Ubuntu, so k3d's entrypoint
+# finds /bin/k3s. Nothing runs after this line: RUN's bash and the toolkit are Ubuntu's and
+# NVIDIA's, and k3s's busybox applets now stand where some of Ubuntu's tools stood. k3s finds
+# /usr/bin/nvidia-container-runtime at start and adds the nvidia runtime to its containerd
+# config; the cluster's --default-runtime=nvidia makes it the default. `k3d-gpu apply` runs
+# the built image under its own /bin/sh before any cluster (src/node_check.rs).
+COPY --from=k3s /bin/ /usr/bin/
 
 VOLUME /var/lib/kubelet
 VOLUME /var/lib/rancher/k3s
@@ -60,6 +69,7 @@ ENV PATH="$PATH:/bin/aux"
 ENV CRI_CONFIG_FILE="/var/lib/rancher/k3s/agent/etc/crictl.yaml"
 
 LABEL io.k3d-gpu.k3s-version="${K3S_TAG}" \
+      io.k3d-gpu.nvidia-container-toolkit="${NVIDIA_CONTAINER_TOOLKIT}" \
       io.k3d-gpu.nvidia-container-toolkit-version="${NVIDIA_CONTAINER_TOOLKIT_VERSION}"
 
 ENTRYPOINT ["/bin/k3s"]

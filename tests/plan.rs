@@ -409,3 +409,43 @@ fn colour_on_a_terminal_paints_markers_and_diff_lines_and_changes_nothing_else()
     assert_eq!(stripped, plain, "colour adds escape codes and nothing else");
     assert!(!plain.contains('\x1b'));
 }
+
+/// Issue 35, point 5: the cluster spec records the device nodes and drivers its nodes were
+/// made with. A cluster made before the Arc B580's xe driver was loaded (the natural "apply,
+/// then fix drivers" order) is replaced once the host has renderD129, with that reason and
+/// the models kept; the same host plans nothing; a cluster an older k3d-gpu made, which
+/// recorded no devices, is not replaced on a guess but warned about.
+#[test]
+fn a_driver_loaded_after_the_cluster_was_made_replaces_the_cluster_with_that_reason() {
+    let config = k3d_gpu::config::load_str("k3dgpu.toml", "[cluster]\nname = \"arc\"\n").unwrap();
+    let catalog = Catalog::embedded().unwrap();
+    let before = compile(&config, &facts_of("arc-b580-xe-not-loaded"), &catalog).unwrap();
+    let after = compile(&config, &facts_of("arc-b580-xe-rpl-igpu"), &catalog).unwrap();
+    let cluster = |g: &DesiredGraph| g.resources().find(|r| r.id == "k3d/cluster/arc").unwrap().spec.clone();
+    assert_eq!(
+        cluster(&before)["devices"]["intel"],
+        json!({"drivers": ["i915"], "nodes": ["/dev/dri/card0", "/dev/dri/renderD128"]})
+    );
+
+    let made_before = converged(&before);
+    let p = plan(&after, &made_before, inputs());
+    let replace = p.actions.iter().find(|a| a.id == "k3d/cluster/arc").expect("the cluster is planned");
+    assert_eq!(replace.action, ActionKind::Replace, "{:?}", replace.reason);
+    assert_eq!(replace.replace_paths, ["devices"]);
+    let why = &replace.reason.text;
+    assert!(
+        why.contains("intel +/dev/dri/card1 +/dev/dri/renderD129 driver i915 → i915,xe"),
+        "the reason names what appeared: {why}"
+    );
+    assert!(why.contains("host model store"), "the models are kept, and the plan says so: {why}");
+    assert!(render(&p).contains("+/dev/dri/renderD129"), "{}", render(&p));
+
+    let same = plan(&after, &converged(&after), inputs());
+    assert!(same.actions.iter().all(|a| a.id != "k3d/cluster/arc"), "{:?}", same.actions);
+
+    let mut older = converged(&before);
+    older.cluster.as_mut().unwrap().nodes[0].recorded_spec.as_mut().unwrap().as_object_mut().unwrap().remove("devices");
+    let p = plan(&after, &older, inputs());
+    assert!(p.actions.iter().all(|a| a.id != "k3d/cluster/arc"), "no replace on a guess: {:?}", p.actions);
+    assert!(p.warnings.iter().any(|w| w.code == "node-devices-unrecorded"), "{:?}", p.warnings);
+}

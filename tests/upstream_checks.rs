@@ -723,61 +723,111 @@ fn k3s_package() -> Vec<(String, String, Option<String>)> {
         .collect()
 }
 
-/// What a Dockerfile takes from its `k3s` stage: the basenames its `COPY --from=k3s` lines copy,
-/// and the links its `for l in …; do ln -s TARGET …` loops make (name → target).
-fn dockerfile_k3s_layout(dockerfile: &str) -> (BTreeMap<String, ()>, BTreeMap<String, String>) {
-    let joined = dockerfile.replace("\\\n", " ");
-    let mut copied = BTreeMap::new();
-    let mut links = BTreeMap::new();
-    for line in joined.lines().map(str::trim) {
-        if let Some(rest) = line.strip_prefix("COPY --from=k3s ") {
-            let words: Vec<&str> = rest.split_whitespace().collect();
-            for source in &words[..words.len().saturating_sub(1)] {
-                copied.insert(source.rsplit('/').next().unwrap().to_string(), ());
-            }
-        }
-        for part in line.split("for l in ").skip(1) {
-            let Some((names, rest)) = part.split_once("; do ln -s ") else { continue };
-            let target = rest.split_whitespace().next().unwrap_or_default();
-            for name in names.split_whitespace() {
-                links.insert(name.to_string(), target.to_string());
-            }
-        }
-    }
-    (copied, links)
+/// k3s-root's part of rancher/k3s's /bin, `tests/upstream/k3s-root-bin.txt`: (kind, name,
+/// whether the node image check runs it).
+fn k3s_root_bin() -> Vec<(String, String, bool)> {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/k3s-root-bin.txt")).unwrap();
+    text.lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            let name = words[1].rsplit('/').next().unwrap().to_string();
+            (words[0].to_string(), name, l.ends_with("# run"))
+        })
+        .collect()
 }
 
-/// Issue 22, deviation 1: every file, directory and link of k3s's package is in the shipped
-/// node image (copied from the k3s stage, or linked as upstream links it); and everything the
-/// node image check requires is part of that package (or the NVIDIA toolkit).
+/// The sources of a Dockerfile's `COPY --from=k3s` lines, with their destination.
+fn copies_from_k3s(dockerfile: &str) -> Vec<(Vec<String>, String)> {
+    let joined = dockerfile.replace("\\\n", " ");
+    joined
+        .lines()
+        .filter_map(|line| line.trim().strip_prefix("COPY --from=k3s "))
+        .map(|rest| {
+            let mut words: Vec<String> = rest.split_whitespace().map(String::from).collect();
+            let dest = words.pop().unwrap_or_default();
+            (words, dest)
+        })
+        .collect()
+}
+
+/// Issue 35: the shipped node image takes all of rancher/k3s's /bin (k3s's package and
+/// k3s-root's tools, busybox's `sh` among them), as k3d's CUDA guide does, not a list of
+/// files; and what the node image check runs is exactly what those lists hold (plus the
+/// NVIDIA toolkit's runtime). That the image then runs is tests/node_start.rs's to show.
 #[test]
-fn the_node_image_has_every_file_of_k3s_package() {
+fn the_node_image_takes_all_of_k3s_bin_and_the_check_runs_upstreams_tools() {
+    let whole_bin = |copies: &[(Vec<String>, String)]| {
+        copies.iter().any(|(sources, dest)| {
+            sources.len() == 1
+                && matches!(sources[0].as_str(), "/bin" | "/bin/")
+                && matches!(dest.as_str(), "/usr/bin/" | "/usr/bin" | "/bin" | "/bin/")
+        })
+    };
+    let copies = copies_from_k3s(k3d_gpu::node_image::SHIPPED_DOCKERFILE);
+    assert!(whole_bin(&copies), "the Dockerfile does not copy k3s's whole /bin: {copies:?}");
+    // The old layout (named files, then aux/) is caught.
+    let old = "COPY --from=k3s /bin/k3s /bin/containerd /usr/bin/\nCOPY --from=k3s /bin/aux /usr/bin/aux\n";
+    assert!(!whole_bin(&copies_from_k3s(old)));
+
     let package = k3s_package();
-    assert!(package.iter().any(|(_, n, _)| n == "containerd"), "the list was read");
-    let (copied, links) = dockerfile_k3s_layout(k3d_gpu::node_image::SHIPPED_DOCKERFILE);
-    let mut missing = Vec::new();
-    for (kind, name, target) in &package {
-        let ok = match kind.as_str() {
-            "file" | "dir" => copied.contains_key(name),
-            "link" => links.get(name) == target.as_ref() || copied.contains_key(name),
-            other => panic!("unknown entry kind {other}"),
-        };
-        if !ok {
-            missing.push(format!("{kind} {name}"));
-        }
-    }
-    assert!(missing.is_empty(), "the Dockerfile leaves out {missing:?} of k3s's package");
-    for r in k3d_gpu::node_check::required(true) {
+    let root = k3s_root_bin();
+    assert!(root.iter().any(|(_, n, _)| n == "ipset") && package.iter().any(|(_, n, _)| n == "containerd"));
+    let upstream_has = |name: &str| package.iter().any(|(_, n, _)| n == name) || root.iter().any(|(_, n, _)| n == name);
+    let required = k3d_gpu::node_check::required(true);
+    let binary = |c: &k3d_gpu::node_check::Check| c.label().split_whitespace().next().unwrap().to_string();
+    for check in &required {
+        let name = binary(check);
+        // date is a busybox applet (a link per applet, not listed one by one).
         assert!(
-            r.name == "nvidia-container-runtime" || package.iter().any(|(_, n, _)| n == r.name),
-            "{} is required but not in k3s's package",
-            r.name
+            name == "nvidia-container-runtime" || name == "date" || upstream_has(&name),
+            "the check runs {name}, which neither k3s's package nor k3s-root ships"
         );
     }
-    // The check itself catches the old layout: /bin/k3s and /bin/aux alone.
-    let old = "COPY --from=k3s /bin/k3s /usr/bin/k3s\nCOPY --from=k3s /bin/aux /usr/bin/aux\n";
-    let (copied, _) = dockerfile_k3s_layout(old);
-    assert!(!copied.contains_key("containerd") && copied.contains_key("k3s"));
+    for (_, name, _) in root.iter().filter(|(_, _, run)| *run) {
+        assert!(
+            required.iter().any(|c| binary(c) == *name),
+            "k3s-root-bin.txt marks {name} as run, but the node image check does not run it"
+        );
+    }
+}
+
+/// Issue 35: the constructs of k3d's node entrypoint (`tests/upstream/k3d-entrypoint.txt`)
+/// are in the probe the node image check runs and in our stand-in entrypoint, so neither can
+/// drift to something gentler than upstream.
+#[test]
+fn the_probe_and_the_stand_in_entrypoint_hold_k3ds_constructs() {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/k3d-entrypoint.txt")).unwrap();
+    let dir = support::repo().join("tests/fixtures/k3d-node");
+    let script = |file: &str| std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| panic!("{file}: {e}"));
+    let mut constructs = 0;
+    for line in text.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
+        let (kind, rest) = line.split_once(' ').unwrap();
+        let (place, what) = rest.split_once(' ').unwrap();
+        let file = place.split(':').next().unwrap();
+        match kind {
+            "construct" => {
+                constructs += 1;
+                // The trap's handler is upstream's name; what must match is the signal list.
+                let needle = what.strip_prefix("trap cleanup").map_or(what.to_string(), |s| s.to_string());
+                assert!(script(file).contains(&needle), "our {file} lacks {what:?}");
+                if needle != "#!/bin/sh" {
+                    assert!(k3d_gpu::node_check::PROBE.contains(&needle), "the probe lacks {what:?}");
+                }
+            }
+            "command" => {
+                let body = script(file);
+                let runs = body
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with('#'))
+                    .flat_map(|l| l.split(|c: char| !(c.is_ascii_alphanumeric() || c == '-')))
+                    .any(|w| w == what);
+                assert!(runs, "our {file} never runs {what}");
+            }
+            other => panic!("unknown entry {other}"),
+        }
+    }
+    assert_eq!(constructs, 4, "the list was read");
 }
 
 // ---- how the workloads start -----------------------------------------------------------------

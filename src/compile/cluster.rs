@@ -242,6 +242,7 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             "volumes": volumes,
             "model_store": model_store,
             "node_labels": node_labels.unwrap_or_default(),
+            "devices": node_devices(cx),
     });
     if !user_ports.is_empty() {
         spec["ports"] = json!(user_ports);
@@ -261,6 +262,56 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
         depends_on: cx.node_image.as_ref().map(|_| vec![NODE_IMAGE_ID.to_string()]).unwrap_or_default(),
     });
     id
+}
+
+/// What Docker fixes when it creates the node containers, per active vendor: the device nodes
+/// a node sees (a privileged container's /dev is the host's as it was at creation, and
+/// `--gpus` injects the GPUs and driver libraries present then) and the drivers behind them.
+/// The plan compares this record with the host's facts, so a driver loaded, a card added or
+/// an NVIDIA driver upgraded after the cluster was made replaces the cluster instead of
+/// leaving a node whose plugin advertises nothing. Sorted, so the same host gives the same
+/// spec.
+fn node_devices(cx: &Context) -> serde_json::Value {
+    let host = &cx.facts.host;
+    let paths = |nodes: &mut dyn Iterator<Item = &crate::facts::DeviceNode>| -> Vec<String> {
+        nodes.map(|n| n.path.clone()).collect()
+    };
+    let mut out = serde_json::Map::new();
+    let mut record = |vendor: Vendor, mut drivers: Vec<String>, mut nodes: Vec<String>| {
+        if !cx.is_active(vendor) {
+            return;
+        }
+        drivers.sort_unstable();
+        drivers.dedup();
+        nodes.sort_unstable();
+        nodes.dedup();
+        out.insert(vendor.key().to_string(), json!({ "drivers": drivers, "nodes": nodes }));
+    };
+    record(
+        Vendor::Intel,
+        host.intel_gpus.iter().filter_map(|g| g.driver.clone()).collect(),
+        paths(&mut host.intel_gpus.iter().flat_map(|g| &g.device_nodes)),
+    );
+    record(
+        Vendor::Nvidia,
+        host.nvidia.driver_version.iter().cloned().collect(),
+        paths(&mut host.nvidia.device_nodes.iter()),
+    );
+    record(
+        Vendor::Npu,
+        host.npus.iter().filter_map(|n| n.driver.clone()).collect(),
+        paths(&mut host.npus.iter().filter_map(|n| n.device_node.as_ref())),
+    );
+    record(
+        Vendor::Gaudi,
+        host.gaudi.devices.iter().filter_map(|d| d.driver.clone()).collect(),
+        paths(&mut host.gaudi.devices.iter().filter_map(|d| d.device_node.as_ref())),
+    );
+    for (vendor, idxd) in [(Vendor::Dsa, &host.dsa), (Vendor::Iaa, &host.iaa)] {
+        record(vendor, Vec::new(), idxd.work_queues.iter().filter_map(|q| q.device_node.clone()).collect());
+    }
+    record(Vendor::Qat, host.qat.pfs.iter().filter_map(|p| p.driver.clone()).collect(), Vec::new());
+    serde_json::Value::Object(out)
 }
 
 /// The k3d node filter (`server:0`, `agent:1`) of the one node that advertises accelerators,

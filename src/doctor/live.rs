@@ -164,17 +164,29 @@ pub fn node_image(cluster: &ObservedCluster, configured: &str) -> Option<Finding
     })
 }
 
-/// The node image's self-check (`node_check`): what the probe found in `image`, or why it
+/// The node image's self-check (`node_check`): what the probe ran in `image`, or why it
 /// could not run there. Either way apply would refuse the image before creating a cluster.
-pub fn node_image_files(image: &str, checked: &Result<crate::node_check::Verdict, String>) -> Finding {
-    let evidence = format!("node image {image}, run once with the probe (no cluster)");
+pub fn node_image_runs(image: &str, checked: &Result<crate::node_check::Verdict, String>) -> Finding {
+    let evidence = format!(
+        "node image {image}, run once under its own /bin/sh with k3d's entrypoint constructs and each binary's version flag (no cluster)"
+    );
     match checked {
-        Ok(v) if v.ok() => Finding::new(
-            Level::Info,
-            "node-image-files-ok",
-            format!("node image {image} has every file k3s needs on its PATH ({} checked)", v.found.len()),
-            evidence,
-        ),
+        Ok(v) if v.ok() => {
+            let versions: Vec<String> = v
+                .passed()
+                .filter(|o| matches!(o.check.run, crate::node_check::Run::Command(_)))
+                .map(crate::node_check::Outcome::describe)
+                .collect();
+            Finding::new(
+                Level::Info,
+                "node-image-runs",
+                format!(
+                    "node image {image} runs what k3d's entrypoint and k3s run ({} checks passed)",
+                    v.outcomes.len()
+                ),
+                format!("{evidence}: {}", versions.join("; ")),
+            )
+        }
         Ok(v) => Finding::new(Level::Fail, "node-image-incomplete", v.refusal(image), evidence)
             .with_fix(crate::node_check::FIX),
         Err(reason) => Finding::new(
@@ -202,7 +214,7 @@ pub async fn node_image_findings(
     let docker = docker.with_timeout(crate::apply::node_check::CHECK_TIMEOUT);
     let required = crate::node_check::required(nvidia);
     let checked = crate::apply::node_check::check(&docker, image, &required).await.map_err(|e| e.to_string());
-    vec![node_image_files(image, &checked)]
+    vec![node_image_runs(image, &checked)]
 }
 
 /// The engine's findings: its version floor and, with an NVIDIA GPU, its NVIDIA path. An

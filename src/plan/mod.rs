@@ -528,6 +528,17 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
     match &server.recorded_spec {
         Some(recorded) => {
             for key in changed_keys(&desired_recorded, &crate::secrets::digest_secrets(recorded)) {
+                if key == "devices" && recorded.get("devices").is_none() {
+                    // Made by a k3d-gpu that recorded no devices: no replace on a guess.
+                    warnings.push(Warning {
+                        code: "node-devices-unrecorded".into(),
+                        text: format!(
+                            "cluster {name} was made by an older k3d-gpu, which recorded no device nodes: a driver loaded or a card added since its nodes were created is not seen here, and its nodes may lack them. `k3d-gpu destroy` and a new apply make nodes with this host's devices"
+                        ),
+                        key: Some("cluster".into()),
+                    });
+                    continue;
+                }
                 texts.push(match key.as_str() {
                     "image" => format!("node image differs ({} → {image})", server.image),
                     "node_image_inputs" => {
@@ -540,6 +551,7 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
                     "ports" => "published ports ([cluster] ports) changed".to_string(),
                     "user_volumes" => "host directories ([cluster] volumes) changed".to_string(),
                     "registries" => "registries ([cluster.registries]) changed".to_string(),
+                    "devices" => changed_devices(&recorded["devices"], &desired.spec["devices"]),
                     other => format!("{other} changed"),
                 });
                 paths.push(key);
@@ -631,6 +643,45 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
             None,
         )
     })
+}
+
+/// What changed in the host's devices since the nodes were made, per vendor: the device nodes
+/// gained and lost and the drivers before and after (`intel: +/dev/dri/renderD129`).
+fn changed_devices(recorded: &Value, desired: &Value) -> String {
+    let list = |v: &Value, vendor: &str, field: &str| -> Vec<String> {
+        v[vendor][field]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|s| s.as_str().map(|s| crate::escape::one_line(s).into_owned()))
+            .collect()
+    };
+    let empty = serde_json::Map::new();
+    let (r, d) = (recorded.as_object().unwrap_or(&empty), desired.as_object().unwrap_or(&empty));
+    let mut vendors: Vec<&String> = r.keys().chain(d.keys()).collect();
+    vendors.sort();
+    vendors.dedup();
+    let mut parts = Vec::new();
+    for vendor in vendors.into_iter().filter(|v| r.get(*v) != d.get(*v)) {
+        let (before, after) = (list(recorded, vendor, "nodes"), list(desired, vendor, "nodes"));
+        let mut change: Vec<String> = after.iter().filter(|n| !before.contains(n)).map(|n| format!("+{n}")).collect();
+        change.extend(before.iter().filter(|n| !after.contains(n)).map(|n| format!("-{n}")));
+        let (was, now) = (list(recorded, vendor, "drivers"), list(desired, vendor, "drivers"));
+        if was != now {
+            let shown = |d: &[String]| if d.is_empty() { "none".to_string() } else { d.join(",") };
+            change.push(format!("driver {} → {}", shown(&was), shown(&now)));
+        }
+        let vendor = crate::escape::one_line(vendor);
+        parts.push(if change.is_empty() {
+            format!("{vendor} changed")
+        } else {
+            format!("{vendor} {}", change.join(" "))
+        });
+    }
+    format!(
+        "the host's devices changed since the nodes were made ({}); Docker fixes a node's devices when it creates it, so its device plugin would not see them",
+        parts.join("; ")
+    )
 }
 
 /// What a replace does to the models (issue 27): kept in the host model store when the old

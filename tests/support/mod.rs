@@ -3,6 +3,8 @@
 
 pub mod fake_apiserver;
 pub mod graph_golden;
+#[allow(dead_code)]
+pub mod node_images;
 pub mod run;
 pub mod ssa;
 
@@ -280,57 +282,29 @@ pub fn docker_ready() -> bool {
     ok
 }
 
-/// Imports a tiny node image as `reference`: busybox whose entrypoint sleeps (so k3d's
-/// `server …` args are just its $0 $@), labelled with release `version`, with stand-ins for
-/// every file of k3s's package the node image check wants (`import_image_lacking`). Returns
-/// its image id.
+/// Imports a tiny node image as `reference`: rancher/k3s's `/bin` as the stand-in lays it
+/// out (`node_images::k3s_bin`: busybox as `/bin/sh`, a stand-in answering the version flag
+/// for each binary the node image check runs), whose entrypoint sleeps (so k3d's `server …`
+/// args are just its $0 $@), labelled with release `version`. Returns its image id.
 pub fn import_image(reference: &str, version: &str) -> String {
     import_image_lacking(reference, version, &[])
 }
 
-/// The stand-ins of k3s's package in a test node image: its binaries as links to busybox
-/// (runnable, which is all the node image check asks), the CNI plugins as links to `cni`
-/// (as k3s's package-cli makes them), and `/bin/aux`.
-const STAND_INS: &[(&str, &str)] = &[
-    ("k3s", "busybox"),
-    ("containerd", "busybox"),
-    ("containerd-shim-runc-v2", "busybox"),
-    ("runc", "busybox"),
-    ("cni", "busybox"),
-    ("bridge", "cni"),
-    ("flannel", "cni"),
-    ("host-local", "cni"),
-    ("loopback", "cni"),
-    ("portmap", "cni"),
-    ("bandwidth", "cni"),
-    ("firewall", "cni"),
-];
-
-/// `import_image` without the stand-ins named in `lacking` (`&["containerd"]`: an image the
-/// node image check refuses).
+/// `import_image` without the entries of `/bin` named in `lacking` (`&["containerd"]`: an
+/// image the node image check refuses).
 pub fn import_image_lacking(reference: &str, version: &str, lacking: &[&str]) -> String {
-    use std::process::Command;
     let dir = tempfile::tempdir().unwrap();
-    let bin = dir.path().join("rootfs/bin");
-    std::fs::create_dir_all(bin.join("aux")).unwrap();
-    std::fs::copy("/bin/busybox", bin.join("busybox")).unwrap();
-    std::os::unix::fs::symlink("busybox", bin.join("sh")).unwrap();
-    std::os::unix::fs::symlink("busybox", bin.join("sleep")).unwrap();
-    for (name, target) in STAND_INS.iter().filter(|(name, _)| !lacking.contains(name)) {
-        std::os::unix::fs::symlink(target, bin.join(name)).unwrap();
-    }
-    let tar = dir.path().join("rootfs.tar");
     let rootfs = dir.path().join("rootfs");
-    let packed = Command::new("tar").args(["-C", rootfs.to_str().unwrap(), "-cf", tar.to_str().unwrap(), "."]).status();
-    assert!(packed.unwrap().success(), "tar failed");
-    let out = Command::new("docker")
-        .args(["import", "--change", r#"ENTRYPOINT ["/bin/sh", "-c", "sleep 3600"]"#])
-        .args(["--change", &format!("LABEL org.opencontainers.image.version={version}")])
-        .args([tar.to_str().unwrap(), reference])
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "docker import failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap().trim().to_string()
+    node_images::k3s_bin(&rootfs.join("bin"), lacking);
+    node_images::import(
+        &rootfs,
+        reference,
+        &[
+            r#"ENTRYPOINT ["/bin/sh", "-c", "sleep 3600"]"#,
+            "ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin:/bin/aux",
+            &format!("LABEL org.opencontainers.image.version={version}"),
+        ],
+    )
 }
 
 /// Plan inputs with fixed placeholder digests, for tests that plan from values rather than

@@ -107,18 +107,24 @@ fn the_node_image_in_use_is_compared_with_the_configs() {
 }
 
 #[test]
-fn the_node_image_check_fails_doctor_on_a_missing_file_or_an_image_that_cannot_run() {
+fn the_node_image_check_fails_doctor_on_a_failing_command_or_an_image_that_cannot_run() {
     use crate::node_check::{required, verdict};
     let required = required(true);
-    let all: String = required.iter().map(|r| format!("found {} /usr/bin/{}\n", r.name, r.name)).collect();
-    let ok = node_image_files("k3d-gpu-node:x", &Ok(verdict(&required, &all)));
-    assert_eq!((ok.level, ok.code.as_str()), (Level::Info, "node-image-files-ok"));
-    let lacking: String =
-        all.lines().filter(|l| !l.contains("nvidia-container-runtime")).map(|l| format!("{l}\n")).collect();
-    let f = node_image_files("k3d-gpu-node:x", &Ok(verdict(&required, &lacking)));
+    let mut all = "shell ok\n".to_string();
+    for c in &required {
+        all.push_str(&format!("ran 0 {}\n| {} 1.0\n", c.label(), c.label()));
+    }
+    let ok = node_image_runs("k3d-gpu-node:x", &Ok(verdict(&required, &all, "")));
+    assert_eq!((ok.level, ok.code.as_str()), (Level::Info, "node-image-runs"));
+    assert!(ok.evidence.contains("ipset --version: ipset --version 1.0"), "{}", ok.evidence);
+    let lacking = all.replace("ran 0 nvidia-container-runtime --version", "ran 127 nvidia-container-runtime --version");
+    let f = node_image_runs("k3d-gpu-node:x", &Ok(verdict(&required, &lacking, "")));
     assert_eq!((f.level, f.code.as_str()), (Level::Fail, "node-image-incomplete"));
     assert!(f.text.contains("nvidia-container-runtime") && f.text.contains("k3d-gpu-node:x"), "{}", f.text);
     assert!(f.fix.is_some());
-    let f = node_image_files("img", &Err("no /bin/sh".into()));
+    let dash = node_image_runs("k3d-gpu-node:x", &Ok(verdict(&required, "", "sh: 4: trap: SIGTERM: bad trap")));
+    assert_eq!((dash.level, dash.code.as_str()), (Level::Fail, "node-image-incomplete"));
+    assert!(dash.text.contains("bad trap"), "{}", dash.text);
+    let f = node_image_runs("img", &Err("no /bin/sh".into()));
     assert_eq!((f.level, f.code.as_str()), (Level::Fail, "node-image-unusable"));
 }
