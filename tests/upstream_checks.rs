@@ -1096,3 +1096,47 @@ fn example_custom_resources_are_valid_against_upstreams_crds() {
     bad["spec"]["workerGroupSpecs"][0] = serde_json::json!({"groupName": "w", "replicas": "two", "template": {}});
     assert!(!custom_resource_errors(&validators, &bad).unwrap().is_empty(), "replicas as a string");
 }
+
+/// Issue 36, deviation 6: every key of the registries.yaml apply embeds in k3d's
+/// `registries.config` is a JSON name rancher/wharfie v0.7.0 reads at that place
+/// (`tests/upstream/wharfie-v0.7.0-registry-json.txt`). k3d decodes it with encoding/json and
+/// drops an unknown key without a word, so `identity_token` (k3s's YAML name) would never
+/// reach the node.
+#[test]
+fn the_embedded_registries_config_uses_the_names_k3d_reads() {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/wharfie-v0.7.0-registry-json.txt")).unwrap();
+    let known: BTreeMap<String, String> = text
+        .lines()
+        .filter(|l| !l.starts_with('#') && !l.trim().is_empty())
+        .map(|l| {
+            let words: Vec<&str> = l.split_whitespace().collect();
+            (words[0].to_string(), words[1].to_string())
+        })
+        .collect();
+    assert_eq!(known["configs.*.auth.identitytoken"], "identitytoken", "the list was read");
+    let file = "configs:\n  quay.io:\n    auth:\n      username: u\n      password: p\n      auth: a\n      identity_token: t\n    tls:\n      ca_file: /c\n      cert_file: /d\n      key_file: /k\n      insecure_skip_verify: true\n";
+    let credentials = k3d_gpu::apply::registries::Credentials::parse(file).unwrap();
+    let spec = serde_json::json!({ "mirrors": { "docker.io": ["https://mirror.lan:5000"] } });
+    let written = k3d_gpu::apply::registries::registries_yaml(&spec, Some(&credentials)).unwrap();
+    let doc: Value = serde_json::from_str(&written).unwrap();
+    fn walk(value: &Value, path: &str, known: &BTreeMap<String, String>, out: &mut Vec<String>) {
+        let Some(map) = value.as_object() else { return };
+        for (key, child) in map {
+            let exact = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+            let any = if path.is_empty() { "*".to_string() } else { format!("{path}.*") };
+            let place = if known.get(&exact).is_some_and(|tag| tag == key) {
+                exact
+            } else if known.contains_key(&any) {
+                any
+            } else {
+                out.push(format!("{exact} is no JSON name wharfie reads there"));
+                continue;
+            };
+            walk(child, &place, known, out);
+        }
+    }
+    let mut problems = Vec::new();
+    walk(&doc, "", &known, &mut problems);
+    assert!(problems.is_empty(), "{problems:?}\n{written}");
+    assert_eq!(doc["configs"]["quay.io"]["auth"]["identitytoken"], "t", "the token is there, by k3d's name");
+}

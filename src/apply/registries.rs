@@ -50,6 +50,9 @@ pub struct Tls {
     pub insecure_skip_verify: Option<bool>,
 }
 
+/// wharfie's JSON name of k3s's `identity_token`, the one k3d reads.
+const K3D_IDENTITY_TOKEN: &str = "identitytoken";
+
 /// The credentials file, parsed.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -96,10 +99,14 @@ impl Credentials {
     }
 }
 
-/// k3s's registries.yaml for a cluster spec's `registries`, with `credentials` when the spec
-/// names a file; `None` when there is nothing to write. JSON is YAML, and pretty-printed it
-/// spans lines, which is how k3d v5.9.0 tells an embedded config from a path
-/// (`pkg/config/transform.go`: a `\n` in `registries.config`).
+/// The registries.yaml for k3d's `registries.config`, from a cluster spec's `registries`, with
+/// `credentials` when the spec names a file; `None` when there is nothing to write. JSON is
+/// YAML, and pretty-printed it spans lines, which is how k3d v5.9.0 tells an embedded config
+/// from a path (`pkg/config/transform.go`: a `\n` in `registries.config`).
+///
+/// k3d reads it by wharfie's JSON names, not k3s's YAML ones, and drops unknown keys without a
+/// word (tests/upstream/wharfie-v0.7.0-registry-json.txt): k3s's `identity_token` is written
+/// `identitytoken` here, which k3d turns back into `identity_token` in the node's file.
 pub fn registries_yaml(registries: &Value, credentials: Option<&Credentials>) -> Option<String> {
     let mirrors: serde_json::Map<String, Value> = registries["mirrors"]
         .as_object()
@@ -112,7 +119,15 @@ pub fn registries_yaml(registries: &Value, credentials: Option<&Credentials>) ->
     }
     let mut yaml = json!({ "mirrors": mirrors });
     if let Some(c) = credentials {
-        yaml["configs"] = serde_json::to_value(&c.configs).expect("plain strings and booleans serialise");
+        let mut configs = serde_json::to_value(&c.configs).expect("plain strings and booleans serialise");
+        for config in configs.as_object_mut().into_iter().flat_map(|m| m.values_mut()) {
+            if let Some(auth) = config.get_mut("auth").and_then(Value::as_object_mut)
+                && let Some(token) = auth.remove("identity_token")
+            {
+                auth.insert(K3D_IDENTITY_TOKEN.into(), token);
+            }
+        }
+        yaml["configs"] = configs;
     }
     Some(serde_json::to_string_pretty(&yaml).expect("a JSON value serialises") + "\n")
 }
@@ -155,5 +170,12 @@ mod tests {
         let yaml: Value = serde_json::from_str(&registries_yaml(&spec, Some(&c)).unwrap()).unwrap();
         assert_eq!(yaml["configs"]["mirror.lan:5000"]["auth"]["password"], "hunter2");
         assert_eq!(registries_yaml(&json!({ "mirrors": {} }), None), None);
+    }
+
+    #[test]
+    fn an_identity_token_reaches_k3d_by_the_name_it_reads() {
+        let c = Credentials::parse("configs:\n  quay.io:\n    auth:\n      identity_token: t0k\n").unwrap();
+        let yaml: Value = serde_json::from_str(&registries_yaml(&json!({}), Some(&c)).unwrap()).unwrap();
+        assert_eq!(yaml["configs"]["quay.io"]["auth"], json!({ "identitytoken": "t0k" }));
     }
 }
