@@ -85,7 +85,7 @@ fn main() {
         std::fs::write(&json_path, &json).unwrap();
         let kinds: Vec<String> = yaml::kinds(&objects).iter().map(|(a, k)| format!("({a:?}, {k:?})")).collect();
         let plurals: Vec<String> =
-            yaml::plurals(&objects).iter().map(|(g, k, p)| format!("({g:?}, {k:?}, {p:?})")).collect();
+            yaml::plurals(&objects).iter().map(|(g, k, p, n)| format!("({g:?}, {k:?}, {p:?}, {n})")).collect();
         writeln!(
             out,
             "    super::manifest::Shipped {{ file: {file:?}, json: include_str!({:?}), digest: {:?}, images: &{:?}, kinds: &[{}], plurals: &[{}] }},",

@@ -23,6 +23,7 @@ pub mod host_setup;
 pub mod hwdb;
 pub mod images;
 pub mod input_file;
+pub mod kube_kinds;
 pub mod logs;
 pub mod mcp;
 pub mod node_check;

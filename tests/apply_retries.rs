@@ -103,3 +103,79 @@ fn a_failed_tls_handshake_fails_at_once() {
         assert_eq!(connections.load(Ordering::SeqCst), 1, "no second handshake: {error}");
     });
 }
+
+/// Issue 36, deviation 1: the URL's scope is the kind's, not the manifest's. A Deployment
+/// without a namespace is refused before any request (the real server has no cluster-wide
+/// URL for one object of a namespaced kind, and this fake answers such a URL 404 as it does);
+/// a 404 for a built-in kind the server serves (here: a namespace that does not exist) is
+/// answered at once, not waited on for a minute as "kind not served yet"; and a
+/// cluster-scoped kind that names a namespace goes to its cluster-wide URL, as the server
+/// ignores the namespace.
+#[test]
+fn the_url_scope_is_the_kinds_and_a_404_for_a_served_kind_is_not_retried() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let server = FakeApiServer::start(State::k3s()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let kube = client(&server.kubeconfig("t", dir.path()), "t").await.unwrap();
+        let deployment = |namespace: Option<&str>| {
+            let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": "app", "labels": {"app.kubernetes.io/managed-by": "k3d-gpu"}},
+                "spec": {"selector": {"matchLabels": {"app": "x"}},
+                    "template": {"metadata": {"labels": {"app": "x"}}, "spec": {"containers": [{"name": "x", "image": "x:1"}]}}}});
+            if let Some(ns) = namespace {
+                d["metadata"]["namespace"] = json!(ns);
+            }
+            d
+        };
+        let unset = apply(&kube, &deployment(None), false, &CrdPlurals::default()).await.unwrap_err();
+        assert!(unset.to_string().contains("Deployment app lives in a namespace"), "{unset}");
+        assert!(!server.requests().iter().any(|r| r.contains("/deployments/app")), "{:?}", server.requests());
+
+        let missing = apply(&kube, &deployment(Some("nowhere")), false, &CrdPlurals::default()).await.unwrap_err();
+        let asked = server.requests().iter().filter(|r| r.contains("/namespaces/nowhere/deployments/app")).count();
+        assert_eq!(asked, 1, "a 404 for a served kind is answered, not retried: {missing}");
+
+        let role = json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "reader", "namespace": "kube-system", "labels": {"app.kubernetes.io/managed-by": "k3d-gpu"}},
+            "rules": []});
+        apply(&kube, &role, false, &CrdPlurals::default()).await.unwrap();
+        assert!(server.requests().iter().any(|r| r.contains("/apis/rbac.authorization.k8s.io/v1/clusterroles/reader")));
+    });
+}
+
+/// The fake answers a URL of the wrong scope 404, as a real API server does: a namespaced
+/// kind's object on its cluster-wide URL, and a cluster-scoped kind under a namespace.
+#[test]
+fn the_fake_refuses_a_url_of_the_wrong_scope() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let server = FakeApiServer::start(State::k3s()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let kube = client(&server.kubeconfig("t", dir.path()), "t").await.unwrap();
+        let resource = |api: &str, kind: &str, plural: &str| {
+            let (group, version) = api.rsplit_once('/').unwrap_or(("", api));
+            kube::core::ApiResource::from_gvk_with_plural(
+                &kube::core::GroupVersionKind::gvk(group, version, kind),
+                plural,
+            )
+        };
+        let patch =
+            kube::api::Patch::Apply(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "x"}}));
+        let params = kube::api::PatchParams::apply("t");
+        let cluster_wide: kube::Api<kube::api::DynamicObject> =
+            kube::Api::all_with(kube.clone(), &resource("v1", "ConfigMap", "configmaps"));
+        let e = cluster_wide.patch("x", &params, &patch).await.unwrap_err();
+        assert!(matches!(&e, kube::Error::Api(s) if s.code == 404), "{e:?}");
+        let pv = kube::api::Patch::Apply(
+            json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": "pv"}}),
+        );
+        let namespaced: kube::Api<kube::api::DynamicObject> = kube::Api::namespaced_with(
+            kube.clone(),
+            "default",
+            &resource("v1", "PersistentVolume", "persistentvolumes"),
+        );
+        let e = namespaced.patch("pv", &params, &pv).await.unwrap_err();
+        assert!(matches!(&e, kube::Error::Api(s) if s.code == 404), "{e:?}");
+    });
+}

@@ -479,6 +479,42 @@ fn a_component_of_your_own_joins_the_graph() {
     assert!(stderr(&out).contains("your component my-exporter is not used on this host"), "{}", stderr(&out));
 }
 
+/// Issue 36, deviation 1: a namespaced object with no namespace is refused at validate,
+/// naming its file and line: the API server serves a Deployment only under a namespace's URL,
+/// so apply would meet a 404. A cluster-scoped kind needs none; a custom kind takes its scope
+/// from its CRD.
+#[test]
+fn a_namespaced_object_without_a_namespace_is_refused_at_validate_with_its_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let digest = "b".repeat(64);
+    std::fs::write(
+        dir.path().join("app.kdl"),
+        format!("component app {{\n    summary \"an app\"\n    upstream mine version=v1\n    manifest app.yml\n    image \"example.invalid/app:1@sha256:{digest}\"\n}}\n"),
+    )
+    .unwrap();
+    let deployment = format!(
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: app}}\nspec:\n  selector: {{matchLabels: {{app: x}}}}\n  template:\n    metadata: {{labels: {{app: x}}}}\n    spec:\n      containers: [{{name: x, image: \"example.invalid/app:1@sha256:{digest}\"}}]\n"
+    );
+    let cluster_scoped = "# who may read the app\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: app-reader}\nrules: []\n";
+    std::fs::write(dir.path().join("app.yml"), format!("{cluster_scoped}---\n\n{deployment}")).unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[[components]]\npath = \"app.kdl\"\n").unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("app.yml:8: Deployment app (component app) lives in a namespace"), "{said}");
+    assert!(said.contains("set metadata.namespace"), "{said}");
+    assert!(!said.contains("ClusterRole app-reader"), "a cluster-scoped kind needs no namespace: {said}");
+
+    std::fs::write(
+        dir.path().join("app.yml"),
+        format!("{cluster_scoped}---\n{}", deployment.replace("{name: app}", "{name: app, namespace: default}")),
+    )
+    .unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+}
+
 #[test]
 fn schema_prints_the_committed_schema() {
     let out = k3d_gpu(&["schema"]);

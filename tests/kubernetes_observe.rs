@@ -55,9 +55,12 @@ fn observe_lists_each_kind_once_through_the_clusters_own_context() {
             .into_iter()
             .map(|(a, k)| (a.to_string(), k.to_string()))
             .collect(),
-            plurals: [(("nfd.k8s-sigs.io".to_string(), "NodeFeatureRule".to_string()), "nodefeaturerules".to_string())]
-                .into_iter()
-                .collect(),
+            plurals: [(
+                ("nfd.k8s-sigs.io".to_string(), "NodeFeatureRule".to_string()),
+                k3d_gpu::compile::CrdResource { plural: "nodefeaturerules".to_string(), namespaced: false },
+            )]
+            .into_iter()
+            .collect(),
         };
         let observed = observe(client(&kubeconfig, "t").await.unwrap(), "t", &kinds).await.unwrap();
 

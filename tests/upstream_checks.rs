@@ -1104,7 +1104,8 @@ fn example_custom_resources_are_valid_against_upstreams_crds() {
 /// reach the node.
 #[test]
 fn the_embedded_registries_config_uses_the_names_k3d_reads() {
-    let text = std::fs::read_to_string(support::repo().join("tests/upstream/wharfie-v0.7.0-registry-json.txt")).unwrap();
+    let text =
+        std::fs::read_to_string(support::repo().join("tests/upstream/wharfie-v0.7.0-registry-json.txt")).unwrap();
     let known: BTreeMap<String, String> = text
         .lines()
         .filter(|l| !l.starts_with('#') && !l.trim().is_empty())

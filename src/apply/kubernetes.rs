@@ -20,24 +20,34 @@ pub const FIELD_MANAGER: &str = crate::observe::managed::MANAGER;
 /// How long to wait for a just-created cluster's API server to answer.
 const API_READY: Duration = Duration::from_secs(120);
 
-/// The API of `object`'s kind (its plural from `observe::resources`: built in, a CRD's, or
-/// discovery) and its name; `None` for the API when the server does not serve the kind.
+/// The API of `object`'s kind, its name, and whether the server is known to serve the kind
+/// now; `None` for the API when the server does not serve it. The URL's scope is the kind's
+/// (`observe::resources`: built in, a CRD's, or discovery, the same source as the plural),
+/// never inferred from whether the manifest names a namespace: a namespaced object without
+/// one is refused here (compile refuses it first), and a cluster-scoped kind's namespace is
+/// ignored, as the API server ignores it.
 async fn api_for(
     client: &Client,
     object: &Value,
     crds: &CrdPlurals,
-) -> Result<(Option<Api<DynamicObject>>, String), ApplyError> {
+) -> Result<(Option<(Api<DynamicObject>, bool)>, String), ApplyError> {
     let api_version = object["apiVersion"].as_str().ok_or("object without apiVersion")?;
     let kind = object["kind"].as_str().ok_or("object without kind")?;
     let name = object["metadata"]["name"].as_str().ok_or("object without metadata.name")?.to_string();
-    let resource = patient(|| crate::observe::resources::resource(client, api_version, kind, crds))
+    let served = patient(|| crate::observe::resources::resource(client, api_version, kind, crds))
         .await
         .map_err(|e| ApplyError::kube(format!("discovery of {kind}"), e))?;
-    let api = resource.map(|resource| match object["metadata"]["namespace"].as_str() {
-        Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
-        None => Api::all_with(client.clone(), &resource),
-    });
-    Ok((api, name))
+    let Some(served) = served else { return Ok((None, name)) };
+    let api = match (served.namespaced, object["metadata"]["namespace"].as_str()) {
+        (true, Some(ns)) => Api::namespaced_with(client.clone(), ns, &served.resource),
+        (true, None) => {
+            return Err(ApplyError::Malformed(format!(
+                "{kind} {name} lives in a namespace, and the object names none"
+            )));
+        }
+        (false, _) => Api::all_with(client.clone(), &served.resource),
+    };
+    Ok((Some((api, served.served_now())), name))
 }
 
 /// Retries calls that fail because the API server is not up yet (a cluster just created) or
@@ -69,7 +79,7 @@ const KIND_READY: Duration = Duration::from_secs(60);
 /// `crds`: the plurals of the CRDs this apply has seen, besides the built-in kinds.
 pub async fn apply(client: &Client, object: &Value, create: bool, crds: &CrdPlurals) -> Result<(), ApplyError> {
     let start = Instant::now();
-    let (api, name) = loop {
+    let ((api, served_now), name) = loop {
         match api_for(client, object, crds).await? {
             (Some(api), name) => break (api, name),
             // The kind is not served yet: its CRD was applied a moment ago.
@@ -99,8 +109,10 @@ pub async fn apply(client: &Client, object: &Value, create: bool, crds: &CrdPlur
     loop {
         match patient(|| api.patch(&name, &params, &patch)).await {
             Ok(_) => return Ok(()),
-            // The kind is not served yet: its CRD was applied a moment ago.
-            Err(e) if e.code() == Some(404) && start.elapsed() < KIND_READY => {
+            // The kind is not served yet: its CRD was applied a moment ago. A kind the server
+            // is known to serve (built in, or listed by discovery) is not waited for: the 404
+            // is about the object's URL, and time will not heal it.
+            Err(e) if e.code() == Some(404) && !served_now && start.elapsed() < KIND_READY => {
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             Err(e) => return Err(ApplyError::kube(format!("server-side apply of {name}"), e)),
@@ -115,7 +127,7 @@ pub async fn delete(client: &Client, observed: &Value, crds: &CrdPlurals) -> Res
         return Err(ApplyError::NotManaged);
     }
     // A kind the server no longer serves has no objects left to delete.
-    let (Some(api), name) = api_for(client, observed, crds).await? else { return Ok(()) };
+    let (Some((api, _)), name) = api_for(client, observed, crds).await? else { return Ok(()) };
     let mut params = DeleteParams::default();
     if let Some(uid) = observed["metadata"]["uid"].as_str() {
         params.preconditions = Some(kube::api::Preconditions { uid: Some(uid.to_string()), resource_version: None });

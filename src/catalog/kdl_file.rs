@@ -478,9 +478,10 @@ fn attach_manifest(
     let not_found = |e: String| file.error(root.span, format!("component {}: {e}", c.name), "here", None);
     match manifest {
         Manifest::Now(load) => {
-            let objects = parse_manifest(&label, &load(&c.manifest).map_err(not_found)?)?;
+            let text = load(&c.manifest).map_err(not_found)?;
+            let objects = parse_manifest(&label, &text)?;
             check_images(file, root, c, &yaml::images(&objects))?;
-            c.objects = Objects::parsed(objects);
+            c.objects = Objects::parsed_from(&label, &text, objects);
         }
         Manifest::Shipped(find) => {
             let shipped =

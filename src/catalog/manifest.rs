@@ -32,7 +32,7 @@ pub struct Shipped {
     /// `yaml::kinds` of the objects.
     pub kinds: &'static [(&'static str, &'static str)],
     /// `yaml::plurals` of the objects: each CRD's group, kind and plural.
-    pub plurals: &'static [(&'static str, &'static str, &'static str)],
+    pub plurals: &'static [(&'static str, &'static str, &'static str, bool)],
 }
 
 #[derive(Debug, Clone)]
@@ -45,8 +45,11 @@ enum Source {
         component: String,
         listed: Vec<String>,
     },
-    /// Parsed when the component was read.
-    Parsed,
+    /// Parsed when the component was read; `places` is where each object starts
+    /// (`FILE:LINE`), when known.
+    Parsed {
+        places: Vec<String>,
+    },
 }
 
 /// A manifest's objects, in file order.
@@ -59,7 +62,15 @@ pub struct Objects {
 impl Objects {
     /// Objects already parsed (a user's component, a test's).
     pub fn parsed(objects: Vec<Value>) -> Objects {
-        Objects { source: Source::Parsed, parsed: OnceLock::from(Ok(objects)) }
+        Objects { source: Source::Parsed { places: Vec::new() }, parsed: OnceLock::from(Ok(objects)) }
+    }
+
+    /// Objects parsed from `text` (`label` names it in messages), with where each starts.
+    pub(super) fn parsed_from(label: &str, text: &str, objects: Vec<Value>) -> Objects {
+        let places = yaml::document_lines(text, objects.len())
+            .map(|lines| lines.into_iter().map(|line| format!("{label}:{line}")).collect())
+            .unwrap_or_default();
+        Objects { source: Source::Parsed { places }, parsed: OnceLock::from(Ok(objects)) }
     }
 
     pub(super) fn shipped(manifest: &'static Shipped) -> Objects {
@@ -83,9 +94,23 @@ impl Objects {
                 images_match(label, component, &yaml::images(&objects), listed).map_err(|(e, _)| e)?;
                 Ok(objects)
             }
-            Source::Parsed => Ok(Vec::new()),
+            Source::Parsed { .. } => Ok(Vec::new()),
         });
         parsed.as_ref().map(Vec::as_slice).map_err(String::as_str)
+    }
+
+    /// Where the `index`-th object starts, as `FILE:LINE`, for a manifest read from disk
+    /// (a shipped one is ours, and held to the same rules by tests).
+    pub fn place(&self, index: usize) -> Option<String> {
+        match &self.source {
+            Source::Yaml { label, text, .. } => {
+                let count = self.get().ok()?.len();
+                let line = yaml::document_lines(text, count)?.get(index).copied()?;
+                Some(format!("{label}:{line}"))
+            }
+            Source::Parsed { places } => places.get(index).cloned(),
+            Source::Shipped(_) => None,
+        }
     }
 
     /// Whether the objects have been parsed (decoded, for a shipped manifest) yet.
@@ -116,11 +141,12 @@ impl Objects {
 }
 
 impl Objects {
-    /// `(group, kind, plural)` of the CRDs among its objects (none when it does not parse).
-    pub fn plurals(&self) -> Vec<(String, String, String)> {
+    /// `(group, kind, plural, namespaced)` of the CRDs among its objects (none when it does
+    /// not parse).
+    pub fn plurals(&self) -> Vec<(String, String, String, bool)> {
         match &self.source {
             Source::Shipped(m) => {
-                m.plurals.iter().map(|(g, k, p)| (g.to_string(), k.to_string(), p.to_string())).collect()
+                m.plurals.iter().map(|(g, k, p, n)| (g.to_string(), k.to_string(), p.to_string(), *n)).collect()
             }
             _ => self.get().map(yaml::plurals).unwrap_or_default(),
         }

@@ -20,6 +20,7 @@ use serde::Serialize;
 
 pub use kdl_file::parse_component;
 pub use manifest::{Objects, parse_manifest};
+pub use yaml::plurals as crd_resources;
 
 use crate::config::{Balloons, IntelGpuMode};
 use crate::facts::Vendor;

@@ -33,8 +33,8 @@ fn the_embedded_json_is_the_yaml_parsed() {
         assert_eq!(shipped.images, yaml::images(&parsed), "{}", shipped.file);
         let kinds: Vec<(String, String)> = shipped.kinds.iter().map(|(a, k)| (a.to_string(), k.to_string())).collect();
         assert_eq!(kinds, yaml::kinds(&parsed), "{}", shipped.file);
-        let plurals: Vec<(String, String, String)> =
-            shipped.plurals.iter().map(|(g, k, p)| (g.to_string(), k.to_string(), p.to_string())).collect();
+        let plurals: Vec<(String, String, String, bool)> =
+            shipped.plurals.iter().map(|(g, k, p, n)| (g.to_string(), k.to_string(), p.to_string(), *n)).collect();
         assert_eq!(plurals, yaml::plurals(&parsed), "{}", shipped.file);
     }
 }

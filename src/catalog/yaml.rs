@@ -39,6 +39,28 @@ pub fn objects(name: &str, text: &str) -> Result<Vec<Value>, String> {
     Ok(objects)
 }
 
+/// The line (1-based) where each non-empty document of a multi-document YAML text starts its
+/// content, in order: the place a message about the n-th object points at. `None` when the
+/// count disagrees with `objects` (a document that is only `null`, say), rather than a wrong
+/// line.
+pub fn document_lines(text: &str, objects: usize) -> Option<Vec<usize>> {
+    let mut starts = Vec::new();
+    let mut current: Option<usize> = None;
+    for (i, line) in text.lines().enumerate() {
+        let trimmed = line.trim_end();
+        if trimmed == "---" || trimmed.starts_with("--- ") || trimmed == "..." {
+            starts.extend(current.take());
+            continue;
+        }
+        let content = line.trim_start();
+        if current.is_none() && !content.is_empty() && !content.starts_with('#') {
+            current = Some(i + 1);
+        }
+    }
+    starts.extend(current);
+    (starts.len() == objects).then_some(starts)
+}
+
 /// The objects as one compact JSON array: what the shipped catalog embeds and what a
 /// manifest's digest hashes (serde_json's maps are sorted, so the bytes are canonical).
 pub fn encode(objects: &[Value]) -> String {
@@ -71,17 +93,24 @@ pub fn images(objects: &[Value]) -> Vec<String> {
     out
 }
 
-/// `(group, kind, plural)` of every CustomResourceDefinition among the objects, sorted, once
-/// each: the resource its custom resources are served under (`spec.names.plural`), which no
-/// rule of English gives (Chaos Mesh's `PodChaos` is `podchaos`).
-pub fn plurals(objects: &[Value]) -> Vec<(String, String, String)> {
-    let mut out: Vec<(String, String, String)> = objects
+/// `(group, kind, plural, namespaced)` of every CustomResourceDefinition among the objects,
+/// sorted, once each: the resource its custom resources are served under
+/// (`spec.names.plural`), which no rule of English gives (Chaos Mesh's `PodChaos` is
+/// `podchaos`), and whether they live in a namespace (`spec.scope`, `Namespaced` or `Cluster`;
+/// a CRD with neither declares no usable resource and is left out).
+pub fn plurals(objects: &[Value]) -> Vec<(String, String, String, bool)> {
+    let mut out: Vec<(String, String, String, bool)> = objects
         .iter()
         .filter(|o| o["kind"] == "CustomResourceDefinition")
         .filter_map(|o| {
             let spec = &o["spec"];
             let text = |v: &Value| v.as_str().map(str::to_string);
-            Some((text(&spec["group"])?, text(&spec["names"]["kind"])?, text(&spec["names"]["plural"])?))
+            let namespaced = match spec["scope"].as_str()? {
+                "Namespaced" => true,
+                "Cluster" => false,
+                _ => return None,
+            };
+            Some((text(&spec["group"])?, text(&spec["names"]["kind"])?, text(&spec["names"]["plural"])?, namespaced))
         })
         .collect();
     out.sort();

@@ -129,6 +129,12 @@ fn deployed_objects<'a>(
 ) -> Vec<(String, &'a Component, Value)> {
     let mut objects = Vec::new();
     let hints = super::balloons::HostHints::of(cx.config, &cx.facts.host.cpu);
+    // The wanted components' CRDs only: another component's manifest stays unparsed.
+    let crd_scopes: BTreeMap<(String, String), bool> = wanted
+        .iter()
+        .flat_map(|c| c.objects.plurals())
+        .map(|(group, kind, _, namespaced)| ((group, kind), namespaced))
+        .collect();
     for c in wanted {
         let manifest = match c.objects.get() {
             Ok(objects) => objects,
@@ -142,7 +148,11 @@ fn deployed_objects<'a>(
                 continue;
             }
         };
-        for object in manifest {
+        for (index, object) in manifest.iter().enumerate() {
+            if let Some(e) = namespace_missing(c, index, object, &crd_scopes) {
+                cx.error(e);
+                continue;
+            }
             // One node advertises the accelerators (cluster::accelerator_node): the components
             // that advertise devices run only where k3s set the label.
             let mut object = labelled(object, &c.name, one_node && advertises(c));
@@ -152,6 +162,40 @@ fn deployed_objects<'a>(
         }
     }
     objects
+}
+
+/// A namespaced object that names no namespace: the real API server serves it only under a
+/// namespace's URL, so apply would meet a 404 halfway. Refused at compile (so `validate`
+/// says it), naming the file and line. A kind whose scope neither k8s-openapi nor a CRD of
+/// the catalog says is left to apply, which asks discovery.
+fn namespace_missing(
+    c: &Component,
+    index: usize,
+    object: &Value,
+    crd_scopes: &BTreeMap<(String, String), bool>,
+) -> Option<CompileError> {
+    if object["metadata"]["namespace"].is_string() {
+        return None;
+    }
+    let api_version = object["apiVersion"].as_str().unwrap_or_default();
+    let kind = object["kind"].as_str().unwrap_or_default();
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let namespaced = crate::kube_kinds::built_in_namespaced(api_version, kind)
+        .or_else(|| crd_scopes.get(&(group.to_string(), kind.to_string())).copied())?;
+    if !namespaced {
+        return None;
+    }
+    let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    let place = c.objects.place(index).unwrap_or_else(|| format!("{}, object {}", c.manifest, index + 1));
+    Some(CompileError::new(
+        "namespace-unset",
+        &["components"],
+        crate::escape::capped(format!(
+            "{place}: {kind} {name} (component {}) lives in a namespace, and the object names none: the API server serves it only under a namespace",
+            c.name
+        )),
+        Some("set metadata.namespace (kubectl would put it in `default`; k3d-gpu does not guess)".to_string()),
+    ))
 }
 
 /// The NVIDIA plugin's config file, owned by the component whose hook reads it; the

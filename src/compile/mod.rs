@@ -355,8 +355,21 @@ pub fn object_kinds(catalog: &Catalog) -> ObjectKinds {
     let from_components = catalog.components.values().flat_map(|c| c.objects.kinds());
     let kinds =
         WRITTEN_BY_THE_COMPILER.iter().map(|(a, k)| (a.to_string(), k.to_string())).chain(from_components).collect();
-    let plurals = catalog.components.values().flat_map(|c| c.objects.plurals()).map(|(g, k, p)| ((g, k), p)).collect();
+    let plurals = catalog
+        .components
+        .values()
+        .flat_map(|c| c.objects.plurals())
+        .map(|(g, k, plural, namespaced)| ((g, k), CrdResource { plural, namespaced }))
+        .collect();
     ObjectKinds { kinds, plurals }
+}
+
+/// How a CRD serves its custom resources: the plural it declares (`spec.names.plural`) and
+/// whether they live in a namespace (`spec.scope`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CrdResource {
+    pub plural: String,
+    pub namespaced: bool,
 }
 
 /// The kinds observe lists ([`object_kinds`]) and the plurals the catalog's CRDs declare.
@@ -364,8 +377,8 @@ pub fn object_kinds(catalog: &Catalog) -> ObjectKinds {
 pub struct ObjectKinds {
     /// `(apiVersion, kind)`, sorted.
     pub kinds: std::collections::BTreeSet<(String, String)>,
-    /// `(group, kind)` → the plural its CRD declares.
-    pub plurals: std::collections::BTreeMap<(String, String), String>,
+    /// `(group, kind)` → the plural and scope its CRD declares.
+    pub plurals: std::collections::BTreeMap<(String, String), CrdResource>,
 }
 
 impl ObjectKinds {
@@ -388,6 +401,6 @@ impl ObjectKinds {
     /// The plural a CRD of the catalog declares for `kind` of `api_version`'s group.
     pub fn crd_plural(&self, api_version: &str, kind: &str) -> Option<&str> {
         let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-        self.plurals.get(&(group.to_string(), kind.to_string())).map(String::as_str)
+        self.plurals.get(&(group.to_string(), kind.to_string())).map(|r| r.plural.as_str())
     }
 }

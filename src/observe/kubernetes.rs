@@ -185,8 +185,8 @@ pub async fn observe_context(
             timed(&context, "discovery", super::resources::resource(&client, api_version, kind, &kinds.plurals))
                 .await?
                 .map_err(|e| failed(&format!("discovery of {kind}"), e))?;
-        let Some(resource) = found else { continue };
-        let api: Api<DynamicObject> = Api::all_with(client.clone(), &resource);
+        let Some(served) = found else { continue };
+        let api: Api<DynamicObject> = Api::all_with(client.clone(), &served.resource);
         match timed(&context, "list", api.list(&ListParams::default().labels(&selector))).await? {
             Ok(list) => {
                 for item in list.items {

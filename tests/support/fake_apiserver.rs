@@ -12,7 +12,10 @@
 //! create in a missing namespace and for custom resources whose CRD is not established
 //! (applying a CRD establishes it; deleting it unserves its kind and deletes its objects);
 //! a custom resource is served only under the plural its CRD declares (`spec.names.plural`),
-//! built-in kinds under the API's own names ([`KINDS`]), neither ever guessed;
+//! built-in kinds under the API's own names ([`KINDS`]), neither ever guessed; a URL of the
+//! wrong scope is 404, as on a real server (one object of a namespaced kind has no
+//! cluster-wide URL, a cluster-scoped kind has no namespaced ones; the scope is [`KINDS`]'
+//! NAMESPACED column or the CRD's `spec.scope`, and discovery reports the same);
 //! delete of a namespace taking what is in it. The write rules live in [`super::ssa`], with
 //! their upstream provenance. It counts requests so tests can prove O(kinds).
 //!
@@ -207,6 +210,24 @@ impl State {
         }
     }
 
+    /// Whether a collection's objects live in a namespace: [`KINDS`] for the built-in kinds,
+    /// the CRD's `spec.scope` for a custom one; `None` for a collection nothing declares.
+    fn namespaced(&self, collection: &str) -> Option<bool> {
+        if let Some((_, _, namespaced)) = KINDS.iter().find(|(path, _, _)| *path == collection) {
+            return Some(*namespaced);
+        }
+        let (prefix, plural) = collection.rsplit_once('/')?;
+        let group = prefix.strip_prefix("/apis/")?.split('/').next()?;
+        self.objects
+            .iter()
+            .find(|o| {
+                o["kind"] == "CustomResourceDefinition"
+                    && o["spec"]["group"] == group
+                    && o["spec"]["names"]["plural"] == plural
+            })
+            .map(|crd| crd["spec"]["scope"] == "Namespaced")
+    }
+
     /// Discovery of one group version (`GET /api/v1`, `GET /apis/GROUP/VERSION`): the
     /// APIResourceList of what it serves, or `None` (404) when it serves nothing.
     fn discovery(&self, prefix: &str) -> Option<Value> {
@@ -227,22 +248,10 @@ impl State {
                         })
                 });
                 let (kind, namespaced) = match crd {
-                    Some(c) => (c["spec"]["names"]["kind"].as_str()?.to_string(), c["spec"]["scope"] != "Cluster"),
+                    Some(c) => (c["spec"]["names"]["kind"].as_str()?.to_string(), c["spec"]["scope"] == "Namespaced"),
                     None => {
-                        let kind = KINDS.iter().find(|(k, _)| k == path)?.1;
-                        let cluster = [
-                            "Namespace",
-                            "Node",
-                            "ClusterRole",
-                            "ClusterRoleBinding",
-                            "RuntimeClass",
-                            "DeviceClass",
-                            "ResourceSlice",
-                            "ValidatingAdmissionPolicy",
-                            "ValidatingAdmissionPolicyBinding",
-                            "CustomResourceDefinition",
-                        ];
-                        (kind.to_string(), !cluster.contains(&kind))
+                        let (_, kind, namespaced) = KINDS.iter().find(|(k, _, _)| k == path)?;
+                        (kind.to_string(), *namespaced)
                     }
                 };
                 Some(json!({"name": plural, "singularName": kind.to_lowercase(), "namespaced": namespaced,
@@ -609,39 +618,45 @@ fn matches_selector(collection: &str, object: &Value, labels: &str, fields: &str
     Ok(label_matches(object, &requirements) && fields_ok)
 }
 
-/// The built-in kinds' collections, by kind (the resource names of the Kubernetes API
-/// reference, v1.37; k3s's `Addon` from its `k3s.cattle.io` CRD). Written out here rather than
-/// taken from the product's table, so a wrong plural there fails against this server.
-pub const KINDS: &[(&str, &str)] = &[
-    ("/api/v1/namespaces", "Namespace"),
-    ("/api/v1/configmaps", "ConfigMap"),
-    ("/api/v1/secrets", "Secret"),
-    ("/api/v1/serviceaccounts", "ServiceAccount"),
-    ("/api/v1/services", "Service"),
-    ("/api/v1/endpoints", "Endpoints"),
-    ("/api/v1/persistentvolumeclaims", "PersistentVolumeClaim"),
-    ("/api/v1/persistentvolumes", "PersistentVolume"),
-    ("/api/v1/nodes", "Node"),
-    ("/api/v1/pods", "Pod"),
-    ("/api/v1/events", "Event"),
-    ("/apis/apps/v1/daemonsets", "DaemonSet"),
-    ("/apis/apps/v1/deployments", "Deployment"),
-    ("/apis/apps/v1/statefulsets", "StatefulSet"),
-    ("/apis/apps/v1/replicasets", "ReplicaSet"),
-    ("/apis/rbac.authorization.k8s.io/v1/clusterroles", "ClusterRole"),
-    ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", "ClusterRoleBinding"),
-    ("/apis/rbac.authorization.k8s.io/v1/roles", "Role"),
-    ("/apis/rbac.authorization.k8s.io/v1/rolebindings", "RoleBinding"),
-    ("/apis/node.k8s.io/v1/runtimeclasses", "RuntimeClass"),
-    ("/apis/networking.k8s.io/v1/networkpolicies", "NetworkPolicy"),
-    ("/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass"),
-    ("/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice"),
-    ("/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim"),
-    ("/apis/resource.k8s.io/v1/resourceclaimtemplates", "ResourceClaimTemplate"),
-    ("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", "ValidatingAdmissionPolicy"),
-    ("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings", "ValidatingAdmissionPolicyBinding"),
-    ("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "CustomResourceDefinition"),
-    ("/apis/k3s.cattle.io/v1/addons", "Addon"),
+/// The built-in kinds' collections, by kind, and whether their objects live in a namespace
+/// (the resource names and the NAMESPACED column of the Kubernetes API reference, v1.37, as
+/// `kubectl api-resources` prints them; k3s's `Addon` from its `k3s.cattle.io` CRD, which is
+/// namespaced). Written out here rather than taken from the product's table, so a wrong
+/// plural or scope there fails against this server.
+pub const KINDS: &[(&str, &str, bool)] = &[
+    ("/api/v1/namespaces", "Namespace", false),
+    ("/api/v1/configmaps", "ConfigMap", true),
+    ("/api/v1/secrets", "Secret", true),
+    ("/api/v1/serviceaccounts", "ServiceAccount", true),
+    ("/api/v1/services", "Service", true),
+    ("/api/v1/endpoints", "Endpoints", true),
+    ("/api/v1/persistentvolumeclaims", "PersistentVolumeClaim", true),
+    ("/api/v1/persistentvolumes", "PersistentVolume", false),
+    ("/api/v1/nodes", "Node", false),
+    ("/api/v1/pods", "Pod", true),
+    ("/api/v1/events", "Event", true),
+    ("/apis/apps/v1/daemonsets", "DaemonSet", true),
+    ("/apis/apps/v1/deployments", "Deployment", true),
+    ("/apis/apps/v1/statefulsets", "StatefulSet", true),
+    ("/apis/apps/v1/replicasets", "ReplicaSet", true),
+    ("/apis/rbac.authorization.k8s.io/v1/clusterroles", "ClusterRole", false),
+    ("/apis/rbac.authorization.k8s.io/v1/clusterrolebindings", "ClusterRoleBinding", false),
+    ("/apis/rbac.authorization.k8s.io/v1/roles", "Role", true),
+    ("/apis/rbac.authorization.k8s.io/v1/rolebindings", "RoleBinding", true),
+    ("/apis/node.k8s.io/v1/runtimeclasses", "RuntimeClass", false),
+    ("/apis/networking.k8s.io/v1/networkpolicies", "NetworkPolicy", true),
+    ("/apis/resource.k8s.io/v1/deviceclasses", "DeviceClass", false),
+    ("/apis/resource.k8s.io/v1/resourceslices", "ResourceSlice", false),
+    ("/apis/resource.k8s.io/v1/resourceclaims", "ResourceClaim", true),
+    ("/apis/resource.k8s.io/v1/resourceclaimtemplates", "ResourceClaimTemplate", true),
+    ("/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies", "ValidatingAdmissionPolicy", false),
+    (
+        "/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings",
+        "ValidatingAdmissionPolicyBinding",
+        false,
+    ),
+    ("/apis/apiextensions.k8s.io/v1/customresourcedefinitions", "CustomResourceDefinition", false),
+    ("/apis/k3s.cattle.io/v1/addons", "Addon", true),
 ];
 
 /// The prefix of an apiVersion's paths: `/api/v1`, `/apis/GROUP/VERSION`.
@@ -656,8 +671,8 @@ pub fn list_path(object: &Value) -> String {
     let kind = object["kind"].as_str().unwrap_or_default();
     KINDS
         .iter()
-        .find(|(path, k)| *k == kind && path.rsplit_once('/').is_some_and(|(p, _)| p == prefix))
-        .map(|(path, _)| path.to_string())
+        .find(|(path, k, _)| *k == kind && path.rsplit_once('/').is_some_and(|(p, _)| p == prefix))
+        .map(|(path, _, _)| path.to_string())
         .unwrap_or_else(|| format!("{prefix}/(no CRD declares {kind})"))
 }
 
@@ -985,6 +1000,17 @@ fn respond(
     };
     let nodes = selection.nodes();
     if !nodes && !state.served.contains(&selection.collection) {
+        let (c, v) = status(404, "NotFound", format!("the server could not find the requested resource ({path})"));
+        return Reply::Once(c, v);
+    }
+    // A URL of the wrong scope names no resource on a real API server: a namespaced kind's
+    // object has no cluster-wide URL (its list has, across namespaces), and a cluster-scoped
+    // kind has no namespaced URLs at all.
+    if !nodes
+        && let Some(namespaced) = state.namespaced(&selection.collection)
+        && ((namespaced && selection.namespace.is_none() && t.name.is_some())
+            || (!namespaced && selection.namespace.is_some()))
+    {
         let (c, v) = status(404, "NotFound", format!("the server could not find the requested resource ({path})"));
         return Reply::Once(c, v);
     }
