@@ -237,3 +237,65 @@ fn verify_resumes_after_a_watch_answered_410_gone() {
     assert!(text(&applied).contains("done   verify/allocatable/gpu-01/nvidia.com/gpu"), "{}", text(&applied));
     assert_eq!(w.server.state.lock().unwrap().expire_watches, 0, "the 410s were sent");
 }
+
+/// Issue 36, deviation 2: a Deployment's `spec.selector` is immutable. The fake refuses an
+/// update of it with 422 Invalid, as a real server does, so the plan must not call it an
+/// update: it plans a replace naming the field and the upstream rule, apply refuses it
+/// without consent, and with `--allow-replace` deletes the old object and creates the new
+/// one, after which nothing is planned.
+#[test]
+fn a_changed_selector_is_planned_as_a_replace_and_applied_by_delete_and_create() {
+    let w = world(|_| {});
+    w.converge();
+    let before = w.live("Deployment", "chaos-app").unwrap();
+    // The strict server answers a direct update of the selector 422, naming the field.
+    let edit = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {"name": "chaos-app", "namespace": "default"},
+        "spec": {"selector": {"matchLabels": {"app": "chaos-app-2"}}}});
+    let refused = w.server.state.lock().unwrap().apply(&edit, "kubectl", true);
+    let (code, body) = refused.expect_err("a selector update is refused");
+    assert_eq!(code, 422, "{body:#}");
+    assert_eq!(body["reason"], "Invalid", "{body:#}");
+    assert_eq!(body["details"]["causes"][0]["field"], "spec.selector", "{body:#}");
+
+    w.edit_manifest(|t| t.replace("app: chaos-app\n", "app: chaos-app-2\n"));
+    let planned = w.run(&["plan", "--json"]);
+    assert_eq!(planned.status.code(), Some(0), "{}", text(&planned));
+    let plan: Value = serde_json::from_slice(&planned.stdout).unwrap();
+    let action = plan["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["id"] == "k8s/apps/Deployment/default/chaos-app")
+        .unwrap();
+    assert_eq!(action["action"], "replace", "{action:#}");
+    assert_eq!(action["replace_paths"], json!(["spec.selector"]));
+    let why = action["reason"]["text"].as_str().unwrap();
+    assert!(why.contains("ValidateDeploymentUpdate"), "{why}");
+
+    let hash = plan_hash(&w);
+    let without = w.run(&["apply", "--plan-hash", &hash]);
+    assert_eq!(without.status.code(), Some(1), "{}", text(&without));
+    assert!(
+        text(&without).contains("deletes and creates again k8s/apps/Deployment/default/chaos-app"),
+        "{}",
+        text(&without)
+    );
+    assert_eq!(
+        w.live("Deployment", "chaos-app").unwrap()["metadata"]["uid"],
+        before["metadata"]["uid"],
+        "nothing done"
+    );
+
+    let applied = w.run(&["apply", "--plan-hash", &hash, "--allow-replace", "--verify-timeout", "30"]);
+    assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
+    let after = w.live("Deployment", "chaos-app").unwrap();
+    assert_ne!(after["metadata"]["uid"], before["metadata"]["uid"], "a new object");
+    assert_eq!(after["spec"]["selector"]["matchLabels"]["app"], "chaos-app-2");
+    no_changes(&w);
+}
+
+fn plan_hash(w: &World) -> String {
+    let planned = w.run(&["plan"]);
+    text(&planned).lines().find_map(|l| l.strip_prefix("plan hash: ")).unwrap().to_string()
+}

@@ -120,6 +120,40 @@ pub async fn apply(client: &Client, object: &Value, create: bool, crds: &CrdPlur
     }
 }
 
+/// How long a replaced object may take to go (a finalizer, such as a PVC's while a pod still
+/// mounts it).
+const GONE: Duration = Duration::from_secs(120);
+
+/// Replaces an object whose immutable fields changed: deletes the live one (ours, by its
+/// uid), waits until the server no longer has it, then creates the desired one. The plan's
+/// gate already refused a plan whose object was recreated since it was made.
+pub async fn replace(client: &Client, object: &Value, crds: &CrdPlurals) -> Result<(), ApplyError> {
+    let (Some((api, _)), name) = api_for(client, object, crds).await? else {
+        return Err(ApplyError::NotServed {
+            name: object["metadata"]["name"].as_str().unwrap_or_default().to_string(),
+            api_version: object["apiVersion"].as_str().unwrap_or_default().to_string(),
+            kind: object["kind"].as_str().unwrap_or_default().to_string(),
+        });
+    };
+    if let Some(live) = patient(|| api.get_opt(&name)).await.map_err(|e| ApplyError::kube(format!("get {name}"), e))? {
+        let mut live = serde_json::to_value(&live).unwrap_or_default();
+        live["apiVersion"] = object["apiVersion"].clone();
+        live["kind"] = object["kind"].clone();
+        delete(client, &live, crds).await?;
+        let start = Instant::now();
+        while patient(|| api.get_opt(&name)).await.map_err(|e| ApplyError::kube(format!("get {name}"), e))?.is_some() {
+            if start.elapsed() > GONE {
+                return Err(ApplyError::TimedOut {
+                    what: format!("the deletion of {name} before its replacement"),
+                    secs: GONE.as_secs(),
+                });
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    }
+    apply(client, object, true, crds).await
+}
+
 /// Deletes an object — only if what we observed carries our managed-by label, and only that
 /// very object (its uid), not one recreated under the same name since.
 pub async fn delete(client: &Client, observed: &Value, crds: &CrdPlurals) -> Result<(), ApplyError> {

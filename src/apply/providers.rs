@@ -246,6 +246,9 @@ impl Providers {
                     // A local volume's path must exist before a pod mounts it.
                     k3d::make_model_dir(&k3d::model_store_path(dir, self.data_home.as_deref())?)?;
                 }
+                if kind == ActionKind::Replace {
+                    return kubernetes::replace(client, object, &crds).await;
+                }
                 kubernetes::apply(client, object, kind == ActionKind::Create, &crds).await
             }
         }

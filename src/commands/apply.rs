@@ -600,12 +600,25 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     }
     let name = &computed.inputs.config.cluster.name;
     if plan.replaces_cluster() && !args.allow_replace {
-        let consent = terminal
-            && ask(&format!("This recreates cluster {name} and deletes its state. Type the cluster name to confirm:"))
-                == *name;
+        let cluster = plan.actions.iter().any(|a| a.action == ActionKind::Replace && a.id.starts_with("k3d/cluster/"));
+        let what = if cluster {
+            format!("recreates cluster {name}, which deletes its state")
+        } else {
+            let ids: Vec<String> = plan
+                .actions
+                .iter()
+                .filter(|a| a.action == ActionKind::Replace)
+                .map(|a| crate::escape::one_line(&a.id).into_owned())
+                .collect();
+            format!(
+                "deletes and creates again {} (a field the API server will not change), losing what they hold",
+                ids.join(", ")
+            )
+        };
+        let consent = terminal && ask(&format!("This {what}. Type the cluster name {name} to confirm:")) == *name;
         if !consent {
             return Err(refused(
-                format!("the plan recreates cluster {name}, which deletes its state; not done without consent"),
+                format!("the plan {what}; not done without consent"),
                 "back up what you need, then pass --allow-replace (on a terminal, type the cluster name)".into(),
             ));
         }

@@ -4,6 +4,7 @@
 mod diff;
 pub mod digest;
 pub mod fleet;
+pub mod immutable;
 pub mod render;
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -795,7 +796,23 @@ fn object_actions(
             }
             Some(current) => {
                 let paths = owned_differences(&r.spec, current);
-                if !paths.is_empty() {
+                if let Some((field, rule)) = immutable::refused_change(current, &paths) {
+                    let why = reason(
+                        "immutable-field",
+                        format!(
+                            "{field} changed, which the API server refuses to change on a live object ({rule}): deleted and created again"
+                        ),
+                    );
+                    let before = Some(project(&r.spec, current));
+                    actions.insert(
+                        r.id.clone(),
+                        Action {
+                            changed_paths: paths,
+                            replace_paths: vec![field],
+                            ..Action::new(r.id.clone(), ActionKind::Replace, why, before, Some(r.spec.clone()))
+                        },
+                    );
+                } else if !paths.is_empty() {
                     let why =
                         reason("drift", format!("changed outside k3d-gpu or by a new config: {}", paths.join(", ")));
                     let before = Some(project(&r.spec, current));

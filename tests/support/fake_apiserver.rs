@@ -15,7 +15,10 @@
 //! built-in kinds under the API's own names ([`KINDS`]), neither ever guessed; a URL of the
 //! wrong scope is 404, as on a real server (one object of a namespaced kind has no
 //! cluster-wide URL, a cluster-scoped kind has no namespaced ones; the scope is [`KINDS`]'
-//! NAMESPACED column or the CRD's `spec.scope`, and discovery reports the same);
+//! NAMESPACED column or the CRD's `spec.scope`, and discovery reports the same); an update
+//! of a field upstream's validation makes immutable ([`IMMUTABLE`]: a workload's selector, a
+//! Service's cluster IP, a PV's source, a PVC's spec, a binding's roleRef, a claim's spec, …)
+//! is 422 Invalid with the field in `details.causes`;
 //! delete of a namespace taking what is in it. The write rules live in [`super::ssa`], with
 //! their upstream provenance. It counts requests so tests can prove O(kinds).
 //!
@@ -731,6 +734,87 @@ fn merge_patch(target: &mut Value, patch: &Value) {
     }
 }
 
+/// Fields a real API server will not change on an update, by kind, as Kubernetes'
+/// validation code has them (its `Validate…Update` functions: apps `ValidateDeploymentUpdate`,
+/// `ValidateDaemonSetUpdate`, `ValidateReplicaSetUpdate`, `ValidateStatefulSetUpdate`; batch
+/// `ValidateJobSpecUpdate`; core `ValidateServiceUpdate`, `ValidatePersistentVolumeUpdate`,
+/// `ValidatePersistentVolumeClaimUpdate`, `ValidateSecretUpdate`, `ValidateConfigMapUpdate`;
+/// rbac `ValidateRoleBindingUpdate`; storage `ValidateStorageClassUpdate`; resource
+/// `ValidateResourceClaimUpdate`, `ValidateResourceClaimTemplateUpdate`), written out here
+/// as JSON pointers, apart from the product's table. `(kind, pointers, condition)`:
+/// `""` always, `"set"` once the live object has a value there, `"immutable"` when the live
+/// object says `immutable: true`.
+const IMMUTABLE: &[(&str, &[&str], &str)] = &[
+    ("Deployment", &["/spec/selector"], ""),
+    ("DaemonSet", &["/spec/selector"], ""),
+    ("ReplicaSet", &["/spec/selector"], ""),
+    (
+        "StatefulSet",
+        &["/spec/selector", "/spec/serviceName", "/spec/podManagementPolicy", "/spec/volumeClaimTemplates"],
+        "",
+    ),
+    ("Job", &["/spec/selector", "/spec/template", "/spec/completionMode", "/spec/podFailurePolicy"], ""),
+    ("Service", &["/spec/clusterIP", "/spec/clusterIPs"], "set"),
+    (
+        "PersistentVolume",
+        &["/spec/hostPath", "/spec/local", "/spec/nfs", "/spec/csi", "/spec/volumeMode", "/spec/nodeAffinity"],
+        "",
+    ),
+    (
+        "PersistentVolumeClaim",
+        &[
+            "/spec/accessModes",
+            "/spec/selector",
+            "/spec/storageClassName",
+            "/spec/volumeMode",
+            "/spec/dataSource",
+            "/spec/dataSourceRef",
+        ],
+        "",
+    ),
+    ("Secret", &["/type"], ""),
+    ("Secret", &["/data"], "immutable"),
+    ("ConfigMap", &["/data", "/binaryData"], "immutable"),
+    ("RoleBinding", &["/roleRef"], ""),
+    ("ClusterRoleBinding", &["/roleRef"], ""),
+    ("StorageClass", &["/provisioner", "/parameters", "/reclaimPolicy", "/volumeBindingMode"], ""),
+    ("ResourceClaim", &["/spec"], ""),
+    ("ResourceClaimTemplate", &["/spec"], ""),
+];
+
+/// The 422 Invalid a real server answers when `next` changes a field of `live` it will not
+/// change (metav1 Status with `details.causes`, reason FieldValueInvalid).
+fn immutable_violation(live: &Value, next: &Value) -> Option<(u16, Value)> {
+    let kind = live["kind"].as_str()?;
+    for (k, pointers, condition) in IMMUTABLE.iter().filter(|(k, _, _)| *k == kind) {
+        for pointer in *pointers {
+            let (before, after) = (live.pointer(pointer), next.pointer(pointer));
+            let holds = match *condition {
+                "set" => before.is_some_and(|v| !v.is_null() && v != "" && v != &json!([])),
+                "immutable" => live["immutable"] == true,
+                _ => true,
+            };
+            if holds && before != after {
+                let field = pointer.trim_start_matches('/').replace('/', ".");
+                let shown = after.map(|v| v.to_string()).unwrap_or_else(|| "null".into());
+                let cause = format!("Invalid value: {shown}: field is immutable");
+                let group = live["apiVersion"].as_str().and_then(|a| a.rsplit_once('/')).map(|(g, _)| format!(".{g}"));
+                let name = live["metadata"]["name"].as_str().unwrap_or_default();
+                let mut body = status(
+                    422,
+                    "Invalid",
+                    format!("{k}{} \"{name}\" is invalid: {field}: {cause}", group.unwrap_or_default()),
+                )
+                .1;
+                body["details"] = json!({"name": name, "kind": kind.to_lowercase(),
+                    "causes": [{"reason": "FieldValueInvalid", "message": cause, "field": field}]});
+                return Some((422, body));
+            }
+        }
+    }
+    None
+}
+
 /// How a PATCH writes.
 enum Write<'a> {
     /// Server-side apply (`application/apply-patch+yaml`).
@@ -840,6 +924,11 @@ fn write(
         format!("10.43.{}.{}", 1 + ips / 250, ips % 250 + 1)
     });
     state.cluster_ips = ips;
+    if let Some(l) = &live
+        && let Some(refusal) = immutable_violation(l, &object)
+    {
+        return Err(refusal);
+    }
     let spec_of = |o: &Value| {
         let mut o = o.clone();
         if let Some(m) = o.as_object_mut() {
