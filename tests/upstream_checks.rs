@@ -1141,3 +1141,38 @@ fn the_embedded_registries_config_uses_the_names_k3d_reads() {
     assert!(problems.is_empty(), "{problems:?}\n{written}");
     assert_eq!(doc["configs"]["quay.io"]["auth"]["identitytoken"], "t", "the token is there, by k3d's name");
 }
+
+/// The quantity cases of apimachinery's own tests (`tests/upstream/apimachinery-quantity-cases.tsv`):
+/// (input, expected String() or None for ERROR, test function).
+fn quantity_cases() -> Vec<(String, Option<String>, String)> {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/apimachinery-quantity-cases.tsv")).unwrap();
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .map(|l| {
+            let cols: Vec<&str> = l.split('\t').collect();
+            assert_eq!(cols.len(), 3, "{l:?}");
+            let expected = (cols[1] != "ERROR").then(|| cols[1].to_string());
+            (cols[0].to_string(), expected, cols[2].to_string())
+        })
+        .collect()
+}
+
+/// Issue 36, deviation 4: the product's quantities and the fake API server's agree with
+/// upstream's own test table, each on its own (the fake does not call the product's code).
+#[test]
+fn quantities_match_apimachinerys_test_table() {
+    let cases = quantity_cases();
+    assert!(cases.len() > 140, "the table was read");
+    let mut problems = Vec::new();
+    for (input, expected, from) in &cases {
+        let product = k3d_gpu::quantity::canonical(input);
+        if product != *expected {
+            problems.push(format!("product: {input:?} gives {product:?}, {from} says {expected:?}"));
+        }
+        let fake = support::quantity::canonical(input);
+        if fake != *expected {
+            problems.push(format!("fake: {input:?} gives {fake:?}, {from} says {expected:?}"));
+        }
+    }
+    assert!(problems.is_empty(), "{} of {} cases differ:\n{}", problems.len(), cases.len(), problems.join("\n"));
+}

@@ -5,6 +5,8 @@ pub mod fake_apiserver;
 pub mod graph_golden;
 #[allow(dead_code)]
 pub mod node_images;
+#[allow(dead_code)]
+pub mod quantity;
 pub mod run;
 pub mod ssa;
 

@@ -29,7 +29,8 @@
 //!   defaults.go` (commit 04791b49: Deployment, DaemonSet); a Namespace's `spec.finalizers`
 //!   and a Service's cluster IP and IP families come from their registries, a CRD's
 //!   `conversion` and `Established` condition from apiextensions.
-//! - quantities: `k3d_gpu::quantity` (apimachinery's `resource.Quantity`).
+//! - quantities: the fake's own reading of apimachinery's `resource.Quantity`
+//!   (`support::quantity`), held to upstream's test table, not the product's code.
 //!
 //! Not modelled: admission, validation beyond the rules above, defaults of kinds outside the
 //! list above (ValidatingAdmissionPolicy, DeviceClass, ResourceClaimTemplate, RBAC have
@@ -693,8 +694,14 @@ fn canonical_quantities(value: &mut Value, parent: &str) {
     }
 }
 
+/// The quantity-typed fields (`resource.Quantity` in the OpenAPI definitions) of the kinds
+/// this server stores: `ResourceRequirements.limits`/`requests` (containers, PVCs),
+/// `PersistentVolumeSpec.capacity`, `NodeStatus.capacity`/`allocatable`,
+/// `ResourceQuotaSpec.hard`, `ResourceQuotaStatus.used`, `Overhead.podFixed`,
+/// `EmptyDirVolumeSource.sizeLimit`. Written out here, apart from the product's list.
 fn k_is_quantity(parent: &str, key: &str) -> bool {
-    k3d_gpu::quantity::is_quantity_field(parent, key)
+    key == "sizeLimit"
+        || matches!(parent, "limits" | "requests" | "capacity" | "allocatable" | "hard" | "used" | "podFixed")
 }
 
 fn quantity_text(v: &Value) -> Option<String> {
@@ -707,8 +714,7 @@ fn quantity_text(v: &Value) -> Option<String> {
 
 /// The canonical text, rounded up to milli first where the API rounds a ResourceList.
 fn canonical_rounded(text: &str, milli: bool) -> Option<String> {
-    let q = k3d_gpu::quantity::Quantity::parse(text).ok()?;
-    let canonical = q.to_string();
+    let canonical = super::quantity::canonical(text)?;
     if !milli {
         return Some(canonical);
     }
@@ -722,7 +728,7 @@ fn canonical_rounded(text: &str, milli: bool) -> Option<String> {
             let nanos = n * nanos_per_unit;
             let millis = nanos.div_ceil(1_000_000);
             let sign = if negative { "-" } else { "" };
-            k3d_gpu::quantity::canonical(&format!("{sign}{millis}m"))
+            super::quantity::canonical(&format!("{sign}{millis}m"))
         }
         None => Some(canonical),
     }
