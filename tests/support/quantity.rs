@@ -83,7 +83,7 @@ pub fn canonical(text: &str) -> Option<String> {
         if e >= 0 {
             m.checked_mul(10u128.checked_pow(e as u32)?)
         } else {
-            (m % 10u128.pow((-e) as u32) == 0).then(|| m / 10u128.pow((-e) as u32))
+            m.is_multiple_of(10u128.pow((-e) as u32)).then(|| m / 10u128.pow((-e) as u32))
         }
     };
     if family == Family::Binary {
@@ -92,7 +92,7 @@ pub fn canonical(text: &str) -> Option<String> {
             Some(v) if v >= 1024 => {
                 let mut v = v.min(i64::MAX as u128);
                 let mut step = 0;
-                while step < BINARY.len() && v % 1024 == 0 {
+                while step < BINARY.len() && v.is_multiple_of(1024) {
                     v /= 1024;
                     step += 1;
                 }
@@ -109,7 +109,7 @@ pub fn canonical(text: &str) -> Option<String> {
 /// `mantissa × 10^exponent` with the exponent a multiple of three and as large as it can be
 /// without a fraction, as decimal SI or as an exponent.
 fn decimal(mut mantissa: u128, mut exponent: i32, family: Family) -> String {
-    while mantissa % 10 == 0 {
+    while mantissa.is_multiple_of(10) {
         mantissa /= 10;
         exponent += 1;
     }
