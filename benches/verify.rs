@@ -7,6 +7,9 @@
 #[path = "../tests/support/fake_apiserver.rs"]
 #[allow(dead_code)]
 mod fake_apiserver;
+#[path = "../tests/support/quantity.rs"]
+#[allow(dead_code)]
+mod quantity;
 #[path = "../tests/support/ssa.rs"]
 #[allow(dead_code)]
 mod ssa;
