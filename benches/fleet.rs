@@ -10,9 +10,15 @@
 #[path = "../tests/support/fake_apiserver.rs"]
 #[allow(dead_code)]
 mod fake_apiserver;
+#[path = "../tests/support/port_forward.rs"]
+#[allow(dead_code)]
+mod port_forward;
 #[path = "../tests/support/quantity.rs"]
 #[allow(dead_code)]
 mod quantity;
+#[path = "../tests/support/schema.rs"]
+#[allow(dead_code)]
+mod schema;
 #[path = "../tests/support/ssa.rs"]
 #[allow(dead_code)]
 mod ssa;

@@ -26,6 +26,17 @@ fn deployment(config: &str) -> Value {
     d
 }
 
+/// The vLLM Service the config compiles to, as the server holds it.
+fn service(config: &str) -> Value {
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let config = k3d_gpu::config::load_str("k3dgpu.toml", config).unwrap();
+    let graph = k3d_gpu::compile::compile(&config, &support::facts_of(HOST), &catalog).unwrap();
+    let mut svc = graph.get("k8s/core/Service/k3d-gpu-agent/vllm").expect("the vLLM Service").spec.clone();
+    svc["metadata"]["uid"] = json!("u-vllm-svc");
+    svc["metadata"]["resourceVersion"] = json!("8");
+    svc
+}
+
 fn status(server: &FakeApiServer, dir: &tempfile::TempDir, config: &str, extra: &[&str]) -> Output {
     let path = dir.path().join("k3dgpu.toml");
     std::fs::write(&path, config).unwrap();
@@ -50,9 +61,12 @@ fn agent_status_shows_the_endpoint_models_device_and_a_fresh_reply() {
     let models = json!({"object": "list", "data": [{"id": "Qwen3-4B", "object": "model"}]});
     let reply = json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
         "content": "Hello! Nice to meet you, friend."}, "finish_reason": "stop"}]});
+    let svc = service(config);
+    let (pod, key) = support::port_forward::ready_pod_behind(&svc, 8000);
     let server = FakeApiServer::start_in_background(State {
-        objects: vec![deployment(config)],
-        proxied: vec![("vllm:8000/v1/models".into(), models), ("vllm:8000/v1/chat/completions".into(), reply)],
+        objects: vec![deployment(config), svc, pod],
+        proxied: vec![("vllm:8000/v1/models".into(), models)],
+        forwarded: vec![(format!("{key}/v1/chat/completions"), reply)],
         ..State::k3s()
     });
     let dir = tempfile::tempdir().unwrap();
@@ -70,11 +84,13 @@ fn agent_status_shows_the_endpoint_models_device_and_a_fresh_reply() {
     assert!(shown.contains("models    Qwen3-4B\n"), "{shown}");
     assert!(shown.contains("device    CUDA (nvidia.com/gpu × 2), backend vllm, 1/1 pods ready"), "{shown}");
     assert!(shown.contains("reply     \"Hello! Nice to meet you, friend.\" in "), "{shown}");
-    // The reply is fresh: one chat completion POSTed through the proxy, naming the served model.
-    let posts = server.proxied_posts();
+    // The reply is fresh: one chat completion POSTed through a port-forward to the server's
+    // pod (never the service proxy), naming the served model.
+    let posts = server.state.lock().unwrap().forwarded_requests.clone();
     assert_eq!(posts.len(), 1, "{posts:?}");
-    assert_eq!(posts[0].0, "vllm:8000/v1/chat/completions");
-    assert_eq!(posts[0].1["model"], "Qwen3-4B");
+    assert_eq!((posts[0].0.as_str(), posts[0].1.as_str()), (format!("{key}/v1/chat/completions").as_str(), "POST"));
+    assert_eq!(posts[0].2["model"], "Qwen3-4B");
+    assert!(server.proxied_posts().is_empty(), "{:?}", server.proxied_posts());
     // Read-only: nothing written.
     assert!(
         server.requests().iter().all(|r| r.starts_with("GET ") || r.contains("/proxy/")),

@@ -179,3 +179,47 @@ fn the_fake_refuses_a_url_of_the_wrong_scope() {
         assert!(matches!(&e, kube::Error::Api(s) if s.code == 404), "{e:?}");
     });
 }
+
+/// Issue 36, deviation 3 (its patch half): a patch type the fake does not implement is 415
+/// UnsupportedMediaType, never read as a merge patch.
+#[test]
+fn the_fake_refuses_a_patch_type_it_does_not_implement() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let server = FakeApiServer::start(State::k3s()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let kube = client(&server.kubeconfig("t", dir.path()), "t").await.unwrap();
+        let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+            kube::Api::namespaced(kube.clone(), "kube-system");
+        apply(&kube, &config_map(), false, &CrdPlurals::default()).await.unwrap();
+        let params = kube::api::PatchParams::default();
+        let strategic = kube::api::Patch::Strategic(json!({"data": {"k": "w"}}));
+        let e = config_maps.patch("probe", &params, &strategic).await.unwrap_err();
+        assert!(matches!(&e, kube::Error::Api(s) if s.code == 415), "{e:?}");
+        let merge = kube::api::Patch::Merge(json!({"data": {"k": "w"}}));
+        config_maps.patch("probe", &params, &merge).await.unwrap();
+    });
+}
+
+/// Issue 36, deviation 3 (its schema half): under `fieldValidation=Strict` the fake refuses
+/// a field upstream's v1.37.0 schema lacks, as the real server does; apply asks for Strict,
+/// so a typo in a manifest fails the apply naming the field instead of being dropped.
+#[test]
+fn an_unknown_field_fails_a_strict_apply_naming_it() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let server = FakeApiServer::start(State::k3s()).await;
+        let dir = tempfile::tempdir().unwrap();
+        let kube = client(&server.kubeconfig("t", dir.path()), "t").await.unwrap();
+        let mut typo = config_map();
+        typo["dataa"] = json!({"k": "v"});
+        let e = apply(&kube, &typo, false, &CrdPlurals::default()).await.unwrap_err();
+        let said = e.to_string();
+        assert!(said.contains("strict decoding error") && said.contains("dataa"), "{said}");
+        assert!(
+            !server.state.lock().unwrap().objects.iter().any(|o| o["metadata"]["name"] == "probe"),
+            "nothing stored"
+        );
+        apply(&kube, &config_map(), false, &CrdPlurals::default()).await.unwrap();
+    });
+}

@@ -59,8 +59,9 @@ fn fleet_with(advertise: bool) -> Fleet {
     let models = json!({"object": "list", "data": [{"id": "Qwen3-4B", "object": "model"}]});
     let reply = json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
         "content": "Hello from the fleet."}, "finish_reason": "stop"}]});
-    let proxied =
-        vec![("vllm:8000/v1/models".to_string(), models), ("vllm:8000/v1/chat/completions".to_string(), reply)];
+    // The warm-up reaches the server through a port-forward to its pod, which the thread
+    // below starts once the Service exists (as the Deployment's ReplicaSet would).
+    let proxied = vec![("vllm:8000/v1/models".to_string(), models)];
     let server = FakeApiServer::start_in_background(State { nodes, proxied, ..State::k3s() });
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
@@ -70,6 +71,15 @@ fn fleet_with(advertise: bool) -> Fleet {
     std::thread::spawn(move || {
         while !flag.load(Ordering::SeqCst) {
             controllers.change(|s| {
+                let vllm = s.objects.iter().find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "vllm").cloned();
+                if let Some(svc) = vllm
+                    && !s.objects.iter().any(|o| o["kind"] == "Pod" && o["metadata"]["name"] == "vllm-0")
+                {
+                    let (pod, key) = support::port_forward::ready_pod_behind(&svc, 8000);
+                    s.objects.push(pod);
+                    s.forwarded.retain(|(k, _)| !k.starts_with("vllm-0:"));
+                    s.forwarded.push((format!("{key}/v1/chat/completions"), reply.clone()));
+                }
                 for o in s.objects.iter_mut() {
                     let generation = o["metadata"]["generation"].clone();
                     o["status"] = match o["kind"].as_str() {

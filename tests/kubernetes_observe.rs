@@ -447,9 +447,28 @@ fn fresh_k3s_for(
     (server, dir, kubeconfig, name)
 }
 
-/// The warm-up: once the model is listed, one short chat completion is POSTed through the
-/// service proxy, and its reply's first words come back with the time it took; a server that
-/// answers only an error (still loading) is asked again.
+/// The Service's ready pod, added to the server; its `name:port`.
+fn ready_pod_behind(server: &FakeApiServer, namespace: &str, service: &str, port: u64) -> String {
+    let svc = server
+        .state
+        .lock()
+        .unwrap()
+        .objects
+        .iter()
+        .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == service && o["metadata"]["namespace"] == namespace)
+        .cloned()
+        .expect("the Service was applied");
+    let (pod, key) = support::port_forward::ready_pod_behind(&svc, port);
+    server.change(|s| s.objects.push(pod));
+    key
+}
+
+/// The warm-up (issue 36, deviation 5): once the model is listed (a GET through the service
+/// proxy), one short chat completion is POSTed the way a client reaches the server, through a
+/// port-forward to its ready pod (WebSocket, `v4.channel.k8s.io`), never through the service
+/// proxy, which OVMS answers "Mediapipe graph definition … not found". Its reply's first
+/// words come back with the time it took; a server that answers only an error (still
+/// loading) is asked again.
 #[test]
 fn the_agent_warm_up_posts_a_chat_completion_and_reads_the_reply() {
     let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
@@ -466,13 +485,15 @@ fn the_agent_warm_up_posts_a_chat_completion_and_reads_the_reply() {
     assert!(failures.is_empty(), "apply refused:\n{}", failures.join("\n"));
     let spec = graph.get("verify/endpoint/k3d-gpu-agent/vllm").expect("a readiness check").spec.clone();
     assert_eq!(spec["chat"], json!({"path": "/v1/chat/completions", "model": "Qwen3-4B"}));
+    let pod = ready_pod_behind(&server, "k3d-gpu-agent", "vllm", spec["port"].as_u64().unwrap());
+    let chat = format!("{pod}/v1/chat/completions");
     server.change(|s| {
         s.proxied.push((
             "vllm:8000/v1/models".into(),
             json!({"object": "list", "data": [{"id": "Qwen3-4B", "object": "model"}]}),
         ));
         // Still loading: an error, not a reply.
-        s.proxied.push(("vllm:8000/v1/chat/completions".into(), json!({"error": {"message": "loading"}})));
+        s.forwarded.push((chat.clone(), json!({"error": {"message": "loading"}})));
     });
     let (c, s, n) = (client.clone(), spec.clone(), name.clone());
     let warming = runtime.spawn(async move {
@@ -485,18 +506,19 @@ fn the_agent_warm_up_posts_a_chat_completion_and_reads_the_reply() {
             .map_err(|e| e.to_string())
     });
     // Asked while loading, then answered.
-    let posted = || server.requests().into_iter().filter(|r| r.starts_with("POST") && r.contains("/proxy")).count();
+    let posted = || server.state.lock().unwrap().forwarded_requests.len();
     for _ in 0..200 {
         if posted() > 0 {
             break;
         }
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
+    assert!(posted() > 0, "the chat completion came through a port-forward: {:?}", server.requests());
     assert!(!warming.is_finished(), "an error is not a reply");
     server.change(|s| {
-        s.proxied.retain(|(k, _)| k != "vllm:8000/v1/chat/completions");
-        s.proxied.push((
-            "vllm:8000/v1/chat/completions".into(),
+        s.forwarded.retain(|(k, _)| *k != chat);
+        s.forwarded.push((
+            chat.clone(),
             json!({"object": "chat.completion", "choices": [{"index": 0, "message": {"role": "assistant",
                 "content": "Hello! Nice to meet you."}, "finish_reason": "stop"}]}),
         ));
@@ -505,14 +527,15 @@ fn the_agent_warm_up_posts_a_chat_completion_and_reads_the_reply() {
     assert_eq!(reply.first_words, "Hello! Nice to meet you.");
     let note = k3d_gpu::apply::verify::warm_up_note(&spec, &reply);
     assert!(note.starts_with("svc/vllm replied in ") && note.ends_with(": \"Hello! Nice to meet you.\""), "{note}");
-    let requests: Vec<String> = server.requests().into_iter().filter(|r| r.contains("/proxy")).collect();
+    let requests = server.requests();
     assert!(
-        requests.contains(
-            &"POST /api/v1/namespaces/k3d-gpu-agent/services/vllm:8000/proxy/v1/chat/completions".to_string()
-        )
+        requests.iter().any(|r| r.starts_with("GET /api/v1/namespaces/k3d-gpu-agent/pods/vllm-0/portforward")),
+        "{requests:?}"
     );
-    let bodies = server.proxied_posts();
+    assert!(server.proxied_posts().is_empty(), "no POST went through the service proxy: {:?}", server.proxied_posts());
+    let bodies = server.state.lock().unwrap().forwarded_requests.clone();
     assert!(bodies.len() >= 2, "asked again after the error: {bodies:?}");
-    assert_eq!(bodies[0].1["model"], "Qwen3-4B");
-    assert_eq!(bodies[0].1["messages"][0]["role"], "user");
+    assert_eq!((bodies[0].0.as_str(), bodies[0].1.as_str()), (chat.as_str(), "POST"));
+    assert_eq!(bodies[0].2["model"], "Qwen3-4B");
+    assert_eq!(bodies[0].2["messages"][0]["role"], "user");
 }

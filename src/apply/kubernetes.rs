@@ -104,7 +104,9 @@ pub async fn apply(client: &Client, object: &Value, create: bool, crds: &CrdPlur
             _ => {}
         }
     }
-    let params = PatchParams::apply(FIELD_MANAGER).force();
+    // Strict: a field the server's schema lacks (a typo in a user's component, a field of a
+    // newer Kubernetes) fails the apply, naming it, instead of being dropped with a warning.
+    let params = PatchParams::apply(FIELD_MANAGER).force().validation_strict();
     let patch = Patch::Apply(object);
     loop {
         match patient(|| api.patch(&name, &params, &patch)).await {

@@ -9,6 +9,7 @@ pub mod kubernetes;
 pub mod lock;
 pub mod node_check;
 pub mod node_image;
+pub mod port_forward;
 pub mod providers;
 pub mod registries;
 pub mod verify;

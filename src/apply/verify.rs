@@ -353,17 +353,12 @@ pub struct Reply {
 pub const WARM_UP_PROMPT: &str = "Say hello in five words.";
 
 /// The warm-up after a model server lists its model: the endpoint check's `chat` (`path`,
-/// `model`) says where to POST one short chat completion through the service proxy, and
-/// this returns the reply; `None` when the check has no `chat`.
+/// `model`) says what to POST (one short chat completion) and to which path of the server;
+/// `None` when the check has no `chat`. It is sent through a port-forward to the server's pod
+/// ([`super::port_forward`]), never through the service proxy, which OVMS refuses for POSTs.
 pub fn chat_request(spec: &Value) -> Option<(String, Value)> {
     let chat = spec.get("chat")?;
-    let path = format!(
-        "/api/v1/namespaces/{}/services/{}:{}/proxy{}",
-        spec["namespace"].as_str().unwrap_or_default(),
-        spec["service"].as_str().unwrap_or_default(),
-        spec["port"].as_u64().unwrap_or(0),
-        chat["path"].as_str().unwrap_or_default()
-    );
+    let path = chat["path"].as_str().unwrap_or_default().to_string();
     let body = serde_json::json!({ "model": chat["model"], "max_tokens": 32, "stream": false,
         "messages": [ { "role": "user", "content": WARM_UP_PROMPT } ] });
     Some((path, body))
@@ -393,13 +388,13 @@ pub async fn warm_up(client: &Client, spec: &Value) -> Result<Reply, ApplyError>
     let Some((path, body)) = chat_request(spec) else { return Err("the check has no chat request".into()) };
     // A JSON value always serialises.
     let bytes = serde_json::to_vec(&body).unwrap_or_default();
+    let namespace = spec["namespace"].as_str().unwrap_or_default();
+    let service = spec["service"].as_str().unwrap_or_default();
+    let port = u16::try_from(spec["port"].as_u64().unwrap_or(0)).map_err(|_| "the check's port is not a port")?;
     loop {
-        let request = http::Request::post(&path)
-            .header("Content-Type", "application/json")
-            .body(bytes.clone())
-            .map_err(|e| bad_request(&path, e))?;
         let began = std::time::Instant::now();
-        if let Ok(text) = client.request_text(request).await
+        if let Ok((200, text)) =
+            super::port_forward::post_json(client, namespace, service, port, &path, bytes.clone()).await
             && let Some(first_words) = first_words(&text)
         {
             return Ok(Reply { first_words, millis: began.elapsed().as_millis() as u64 });
@@ -469,7 +464,7 @@ mod tests {
         let spec = json!({"check": "endpoint", "namespace": "k3d-gpu-agent", "service": "vllm", "port": 8000,
             "path": "/v1/models", "chat": {"path": "/v1/chat/completions", "model": "Qwen3-4B"}});
         let (path, body) = chat_request(&spec).unwrap();
-        assert_eq!(path, "/api/v1/namespaces/k3d-gpu-agent/services/vllm:8000/proxy/v1/chat/completions");
+        assert_eq!(path, "/v1/chat/completions", "the server's own path, sent through a port-forward, not the proxy");
         assert_eq!(body["model"], "Qwen3-4B");
         assert_eq!(body["messages"][0]["content"], WARM_UP_PROMPT);
         assert_eq!(chat_request(&json!({"check": "endpoint"})), None);

@@ -1,8 +1,9 @@
 //! `k3d-gpu agent status`: the running agent, asked through the cluster's API server. The
 //! config's graph names the LLM server's readiness check (`verify/endpoint/...` with `chat`);
 //! this reads the server's Deployment (the device it runs on, pods ready), lists its models
-//! through the service proxy (GET), and sends one short chat completion there (POST) for a
-//! fresh reply and its time — verify's own requests (`apply::verify`). Read-only.
+//! through the service proxy (GET), and sends one short chat completion through a
+//! port-forward to the server's pod (POST) for a fresh reply and its time — verify's own
+//! requests (`apply::verify`, `apply::port_forward`). Read-only.
 //!
 //! `--json` prints `k3d-gpu.agent-status/v1`. Exit 0 when the server replied, 1 when it did
 //! not (the document says what is missing, an API server that does not answer included), 2

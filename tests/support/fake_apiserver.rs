@@ -7,7 +7,8 @@
 //! APIResourceList of what it serves), server-side apply with `managedFields` per field manager (an apply
 //! that omits a field its manager owned removes it; another manager's field conflicts, 409,
 //! unless `force=true`; associative lists merge by their keys), merge patch (the fields it
-//! changes become its manager's), defaulting of every kind we emit, quantities written back
+//! changes become its manager's; any other patch type, JSON patch or strategic merge patch,
+//! is 415 UnsupportedMediaType rather than misread), defaulting of every kind we emit, quantities written back
 //! canonical, resourceVersion and uid preconditions (409), random uids, 404 for a namespaced
 //! create in a missing namespace and for custom resources whose CRD is not established
 //! (applying a CRD establishes it; deleting it unserves its kind and deletes its objects);
@@ -22,8 +23,13 @@
 //! delete of a namespace taking what is in it. The write rules live in [`super::ssa`], with
 //! their upstream provenance. It counts requests so tests can prove O(kinds).
 //!
+//! Under `fieldValidation=Strict`, a server-side apply of a built-in kind is checked against
+//! upstream's v1.37.0 definitions (`support::schema`): an unknown field or a wrong type is 400
+//! BadRequest, "strict decoding error", as on a real server.
+//!
 //! Not modelled: controllers (tests play those through [`FakeApiServer::change`]), admission
-//! and validation beyond the rules above, status subresources, graceful deletion and
+//! and validation beyond the rules above (without `Strict`, the real server drops an unknown
+//! field with a warning; this one keeps it; merge patches are not schema-checked), status subresources, graceful deletion and
 //! finalizers (a delete is immediate), discovery beyond one group version's resource list (no
 //! `/api`, `/apis` or aggregated discovery),
 //! and what [`super::ssa`] lists.
@@ -45,6 +51,7 @@ pub const BUILT_IN: &[&str] = &[
     "/api/v1/persistentvolumeclaims",
     // Cluster-scoped: the host model store's volumes (issue 27).
     "/api/v1/persistentvolumes",
+    "/api/v1/pods",
     "/apis/apps/v1/daemonsets",
     "/apis/apps/v1/deployments",
     "/apis/rbac.authorization.k8s.io/v1/clusterroles",
@@ -87,6 +94,12 @@ pub struct State {
     /// The JSON bodies POSTed through the service proxy (a chat completion), by the same key
     /// as `proxied`; a body that is not JSON is answered 400, as a model server would.
     pub proxied_posts: Vec<(String, Value)>,
+    /// What a pod's server answers through a port-forward, by `pod:port` + path (e.g.
+    /// `vllm-0:8000/v1/chat/completions`), for any method: the test plays the workload. A path
+    /// not here answers 404. See `support::port_forward`.
+    pub forwarded: Vec<(String, Value)>,
+    /// The requests that came through port-forwards: (`pod:port` + path, method, JSON body).
+    pub forwarded_requests: Vec<(String, String, Value)>,
     /// The oldest resourceVersion a watch may resume from: older is 410 Gone (etcd compacted).
     pub compacted: u64,
     /// The next this many watches, whatever their resourceVersion, find it compacted: one
@@ -995,6 +1008,10 @@ enum Reply {
 struct Headers {
     content_type: String,
     user_agent: String,
+    /// `Upgrade`, `Sec-WebSocket-Key` and `Sec-WebSocket-Protocol`: a port-forward.
+    upgrade: String,
+    websocket_key: String,
+    websocket_protocols: String,
 }
 
 fn respond(
@@ -1050,10 +1067,11 @@ fn respond(
     {
         let key = format!("{}{rest}", service.1);
         if method == "POST" {
-            let Ok(posted) = serde_json::from_slice::<Value>(body) else {
-                return Reply::Once(400, json!({ "error": { "message": "the body is not JSON" } }));
-            };
+            // What the agent's default Intel server (OVMS) answers a POST that came through
+            // the API server's service proxy: clients POST through a port-forward instead.
+            let posted = serde_json::from_slice::<Value>(body).unwrap_or(Value::Null);
             state.proxied_posts.push((key.clone(), posted));
+            return Reply::Once(404, json!({ "error": "Mediapipe graph definition with requested name is not found" }));
         }
         return match state.proxied.iter().find(|(k, _)| *k == key) {
             Some((_, answer)) => Reply::Once(200, answer.clone()),
@@ -1193,6 +1211,23 @@ fn respond(
                     }
                     None => Reply::Once(404, status(404, "NotFound", format!("{name} not found")).1),
                 },
+                // The two patch types this server implements; any other (JSON patch, strategic
+                // merge patch) is refused rather than misread as a merge patch.
+                "PATCH"
+                    if !matches!(
+                        content_type.split(';').next().map(str::trim),
+                        Some("application/apply-patch+yaml" | "application/merge-patch+json")
+                    ) =>
+                {
+                    let (c, v) = status(
+                        415,
+                        "UnsupportedMediaType",
+                        format!(
+                            "the body of the request was in an unknown format - accepted media types include: application/merge-patch+json, application/apply-patch+yaml (this server implements no {content_type:?})"
+                        ),
+                    );
+                    Reply::Once(c, v)
+                }
                 "PATCH" if state.fail_once.contains(name) => {
                     state.fail_once.retain(|n| n != name);
                     let (c, v) = status(500, "InternalError", format!("injected failure for {name}"));
@@ -1225,6 +1260,15 @@ fn respond(
                 "PATCH" => {
                     let manager = param("fieldManager");
                     let agent = user_agent.split('/').next().unwrap_or_default().to_string();
+                    if param("fieldValidation") == "Strict"
+                        && content_type.starts_with("application/apply-patch")
+                        && let Some(problems) = super::schema::strict_problems(&patch)
+                        && !problems.is_empty()
+                    {
+                        let (c, v) =
+                            status(400, "BadRequest", format!("strict decoding error: {}", problems.join(", ")));
+                        return Reply::Once(c, v);
+                    }
                     let how = if content_type.starts_with("application/apply-patch") {
                         if manager.is_empty() {
                             let (c, v) = status(400, "BadRequest", "PatchOptions.meta.k8s.io \"\" is invalid: fieldManager: Required value: is required for apply patch".into());
@@ -1474,10 +1518,14 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
                 content_length = value.trim().parse().unwrap_or(0);
             }
             if let Some((name, value)) = header.split_once(':') {
-                if name.eq_ignore_ascii_case("content-type") {
-                    headers.content_type = value.trim().to_string();
-                } else if name.eq_ignore_ascii_case("user-agent") {
-                    headers.user_agent = value.trim().to_string();
+                let value = value.trim().to_string();
+                match name.to_ascii_lowercase().as_str() {
+                    "content-type" => headers.content_type = value,
+                    "user-agent" => headers.user_agent = value,
+                    "upgrade" => headers.upgrade = value,
+                    "sec-websocket-key" => headers.websocket_key = value,
+                    "sec-websocket-protocol" => headers.websocket_protocols = value,
+                    _ => {}
                 }
             }
         }
@@ -1488,6 +1536,36 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
         let mut parts = request_line.split_whitespace();
         let method = parts.next().unwrap_or_default().to_string();
         let target = parts.next().unwrap_or_default().to_string();
+        if method == "GET" && target.split('?').next().is_some_and(|p| p.ends_with("/portforward")) {
+            let path = target.split('?').next().unwrap_or_default();
+            state.lock().unwrap().requests.push(format!("GET {path}"));
+            let refusal = super::port_forward::accept(
+                &state,
+                &target,
+                &headers.upgrade,
+                &headers.websocket_key,
+                &headers.websocket_protocols,
+            );
+            match refusal {
+                Err((code, value)) => {
+                    let body = value.to_string();
+                    let response = format!(
+                        "HTTP/1.1 {code} Error\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if write.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                    continue;
+                }
+                Ok(accepted) => {
+                    let buffered = reader.buffer().to_vec();
+                    let Ok(stream) = reader.into_inner().reunite(write) else { return };
+                    super::port_forward::serve(stream, buffered, accepted, state).await;
+                    return;
+                }
+            }
+        }
         let delayed = {
             let mut s = state.lock().unwrap();
             let delayed = method == "PATCH" && s.patch_delay_ms > 0;

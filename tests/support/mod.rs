@@ -6,8 +6,12 @@ pub mod graph_golden;
 #[allow(dead_code)]
 pub mod node_images;
 #[allow(dead_code)]
+pub mod port_forward;
+#[allow(dead_code)]
 pub mod quantity;
 pub mod run;
+#[allow(dead_code)]
+pub mod schema;
 pub mod ssa;
 
 use std::path::{Path, PathBuf};
