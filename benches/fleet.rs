@@ -7,25 +7,12 @@
 //!
 //!     cargo bench --bench fleet [-- RUNS]
 
-#[path = "../tests/support/fake_apiserver.rs"]
-#[allow(dead_code)]
-mod fake_apiserver;
-#[path = "../tests/support/port_forward.rs"]
-#[allow(dead_code)]
-mod port_forward;
-#[path = "../tests/support/quantity.rs"]
-#[allow(dead_code)]
-mod quantity;
-#[path = "../tests/support/schema.rs"]
-#[allow(dead_code)]
-mod schema;
-#[path = "../tests/support/ssa.rs"]
-#[allow(dead_code)]
-mod ssa;
+#[path = "fake/mod.rs"]
+mod fake;
 
 use std::time::{Duration, Instant};
 
-use fake_apiserver::{FakeApiServer, State, k3s_node};
+use fake::fake_apiserver::{FakeApiServer, State, k3s_node};
 use k3d_gpu::compile::ResourceKind;
 use k3d_gpu::compile::fleet::{FleetNode, compile};
 use serde_json::json;
@@ -102,8 +89,8 @@ fn main() {
         })
         .collect();
     let kinds = k3d_gpu::compile::object_kinds(&catalog);
-    let mut served: Vec<String> = fake_apiserver::BUILT_IN.iter().map(|s| s.to_string()).collect();
-    served.extend(applied.iter().map(fake_apiserver::list_path));
+    let mut served: Vec<String> = fake::fake_apiserver::BUILT_IN.iter().map(|s| s.to_string()).collect();
+    served.extend(applied.iter().map(fake::fake_apiserver::list_path));
     served.sort();
     served.dedup();
 

@@ -3,26 +3,13 @@
 //!
 //!     cargo bench --bench observe [-- RUNS]
 
-#[path = "../tests/support/fake_apiserver.rs"]
-#[allow(dead_code)]
-mod fake_apiserver;
-#[path = "../tests/support/port_forward.rs"]
-#[allow(dead_code)]
-mod port_forward;
-#[path = "../tests/support/quantity.rs"]
-#[allow(dead_code)]
-mod quantity;
-#[path = "../tests/support/schema.rs"]
-#[allow(dead_code)]
-mod schema;
-#[path = "../tests/support/ssa.rs"]
-#[allow(dead_code)]
-mod ssa;
+#[path = "fake/mod.rs"]
+mod fake;
 
 use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
-use fake_apiserver::{FakeApiServer, State, list_path};
+use fake::fake_apiserver::{FakeApiServer, State, list_path};
 use serde_json::json;
 
 fn main() {

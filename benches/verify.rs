@@ -4,25 +4,12 @@
 //!
 //!     cargo bench --bench verify [-- RUNS]
 
-#[path = "../tests/support/fake_apiserver.rs"]
-#[allow(dead_code)]
-mod fake_apiserver;
-#[path = "../tests/support/port_forward.rs"]
-#[allow(dead_code)]
-mod port_forward;
-#[path = "../tests/support/quantity.rs"]
-#[allow(dead_code)]
-mod quantity;
-#[path = "../tests/support/schema.rs"]
-#[allow(dead_code)]
-mod schema;
-#[path = "../tests/support/ssa.rs"]
-#[allow(dead_code)]
-mod ssa;
+#[path = "fake/mod.rs"]
+mod fake;
 
 use std::time::{Duration, Instant};
 
-use fake_apiserver::{FakeApiServer, State};
+use fake::fake_apiserver::{FakeApiServer, State};
 use serde_json::json;
 
 fn main() {
