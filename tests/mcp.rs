@@ -459,3 +459,36 @@ fn python_client() {
     let ps = Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ps.stdout).trim().is_empty(), "no cluster after the accepted apply:\n{text}");
 }
+
+/// Issue 37, defect 2: with add-ons and the chat UI configured, the `agent` tool's endpoint
+/// is the LLM server's (its API path, its port-forward), and each add-on is listed apart,
+/// named: an AI agent that follows the endpoint talks to the model, not to the embeddings
+/// server or Open WebUI.
+#[test]
+fn the_agent_tools_endpoint_is_the_llm_servers_and_the_addons_are_listed_apart() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[agent]\n[agent.chat]\n[addons.embeddings]\n").unwrap();
+    let mut s = Session::start();
+    initialize(&mut s);
+    let arguments = json!({ "config": config.display().to_string(), "root": root() });
+    let agent = s.call(2, "tools/call", json!({ "name": "agent", "arguments": arguments }));
+    let out = &agent["result"]["structuredContent"];
+    let api = out["placement"]["api"].as_str().unwrap_or_default().to_string();
+    let endpoint = &out["endpoint"];
+    assert_eq!(endpoint["in_cluster_url"], api.as_str(), "{out:#}");
+    let service = endpoint["service"].as_str().unwrap_or_default();
+    assert!(!["embeddings", "open-webui"].contains(&service), "the LLM server, not an add-on: {out:#}");
+    assert!(
+        endpoint["port_forward"]
+            .as_str()
+            .unwrap_or_default()
+            .ends_with(&format!("port-forward svc/{service} 8000:8000")),
+        "{out:#}"
+    );
+    let names: Vec<&str> = out["addons"].as_array().unwrap().iter().filter_map(|a| a["name"].as_str()).collect();
+    assert!(names.contains(&"embeddings") && names.contains(&"open-webui"), "{names:?}");
+    let webui = out["addons"].as_array().unwrap().iter().find(|a| a["name"] == "open-webui").unwrap();
+    assert_eq!(webui["endpoint"]["local_url"], "http://127.0.0.1:8080", "{webui:#}");
+    assert!(webui["endpoint"]["port_forward"].as_str().unwrap().contains("svc/open-webui 8080:8080"));
+}

@@ -294,6 +294,14 @@ pub struct Endpoint {
     pub local_url: String,
 }
 
+/// An add-on's server (embeddings, the chat UI) and where to reach it.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct AddonEndpoint {
+    /// The add-on's service name (`embeddings`, `open-webui`).
+    pub name: String,
+    pub endpoint: Endpoint,
+}
+
 /// `k3d-gpu agent`: where the agent runs, and why; and where to reach it.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct AgentOut {
@@ -301,41 +309,63 @@ pub struct AgentOut {
     pub defaults: bool,
     /// backend, device, reason, resource, requests, node selector, add-ons.
     pub placement: Value,
+    /// The LLM server's OpenAI-compatible API.
     pub endpoint: Option<Endpoint>,
+    /// Each add-on's server, by name: never to be taken for the LLM's.
+    pub addons: Vec<AddonEndpoint>,
     pub warnings: Vec<String>,
+}
+
+/// How to reach the server an endpoint check names, with `url` its base URL in the cluster.
+fn endpoint_of(spec: &Value, url: String, context: &str) -> Option<Endpoint> {
+    let (namespace, service, port) = (spec["namespace"].as_str()?, spec["service"].as_str()?, spec["port"].as_u64()?);
+    // The base URL's path (`/v3`, `/v1`) after scheme and authority.
+    let path = url.splitn(4, '/').nth(3).map(|p| format!("/{p}")).unwrap_or_default();
+    Some(Endpoint {
+        in_cluster_url: url.clone(),
+        namespace: namespace.into(),
+        service: service.into(),
+        port,
+        models_path: spec["path"].as_str().unwrap_or_default().into(),
+        port_forward: crate::shell::kubectl(context)
+            .opt("-n", namespace)
+            .lit("port-forward")
+            .arg(format!("svc/{service}"))
+            .arg(format!("{port}:{port}"))
+            .to_string(),
+        local_url: format!("http://127.0.0.1:{port}{path}"),
+    })
 }
 
 pub fn agent(global: &Global) -> Result<AgentOut> {
     let (graph, defaults, context) = commands::graph::agent_graph(global)?;
     let placement = graph.agent.as_ref().map(|a| serde_json::to_value(a).unwrap_or(Value::Null)).unwrap_or_default();
     let api = graph.agent.as_ref().map(|a| a.api.clone()).unwrap_or_default();
-    let endpoint = graph.resources().find(|r| r.spec["check"] == "endpoint").and_then(|r| {
-        let s = &r.spec;
-        let (namespace, service, port) = (s["namespace"].as_str()?, s["service"].as_str()?, s["port"].as_u64()?);
-        // The base URL's path (`/v3`, `/v1`) after scheme and authority.
-        let path = api.splitn(4, '/').nth(3).map(|p| format!("/{p}")).unwrap_or_default();
-        Some(Endpoint {
-            in_cluster_url: api.clone(),
-            namespace: namespace.into(),
-            service: service.into(),
-            port,
-            models_path: s["path"].as_str().unwrap_or_default().into(),
-            port_forward: crate::shell::kubectl(&context)
-                .opt("-n", namespace)
-                .lit("port-forward")
-                .arg(format!("svc/{service}"))
-                .arg(format!("{port}:{port}"))
-                .to_string(),
-            local_url: format!("http://127.0.0.1:{port}{path}"),
+    let checks: Vec<&Value> = graph.resources().filter(|r| r.spec["check"] == "endpoint").map(|r| &r.spec).collect();
+    // The LLM server is the one whose check warms it up with a chat completion; the others
+    // are add-ons, whose base URL is their own models path's parent (or the root).
+    let endpoint = checks.iter().find(|s| s.get("chat").is_some()).and_then(|s| endpoint_of(s, api.clone(), &context));
+    let addons = checks
+        .iter()
+        .filter(|s| s.get("chat").is_none())
+        .filter_map(|s| {
+            let service = s["service"].as_str()?;
+            let base = s["path"].as_str().and_then(|p| p.strip_suffix("/models")).unwrap_or_default();
+            let url = format!(
+                "http://{service}.{}.svc:{}{base}",
+                s["namespace"].as_str().unwrap_or_default(),
+                s["port"].as_u64().unwrap_or_default()
+            );
+            Some(AddonEndpoint { name: service.to_string(), endpoint: endpoint_of(s, url, &context)? })
         })
-    });
+        .collect();
     let warnings = graph
         .warnings
         .iter()
         .filter(|w| w.code.starts_with("agent") || w.code.starts_with("addon"))
         .map(|w| format!("{} [{}]", w.text, w.code))
         .collect();
-    Ok(AgentOut { defaults, placement, endpoint, warnings })
+    Ok(AgentOut { defaults, placement, endpoint, addons, warnings })
 }
 
 /// `k3d-gpu audit`: the running cluster's posture.

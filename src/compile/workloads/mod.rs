@@ -417,7 +417,8 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, scope: &Scope, s: Server) {
     let service_id = push_service(out, (cluster_id, ns_id), service, &deployment_id);
 
     // Readiness: the Deployment rolled out, then the server lists its models through the API
-    // server's service proxy, then (the LLM) answers a short chat completion there.
+    // server's service proxy, then (the LLM) answers a short chat completion through a
+    // port-forward to its pod (apply::port_forward).
     out.push(rollout(server, deployment_id));
     let mut check = json!({ "check": "endpoint", "namespace": NAMESPACE, "service": server, "port": PORT,
             "path": format!("/{}/models", s.api), "timeout_s": s.timeout_s });
