@@ -323,3 +323,50 @@ fn the_model_must_be_a_hugging_face_id_never_a_flag_or_a_path() {
     let e = refused("memory = \"6Gi --oops\"\n", "lunar-lake-npu");
     assert_eq!((e.code, e_key(&e).as_str()), ("agent-memory", "agent.memory"));
 }
+
+/// Issue 37, defect 4: every add-on device refusal leads its help with a setting that makes
+/// the config valid, never the one it has (embeddings with `device = "auto"` on a busy NPU
+/// were told to set `device = "auto"`). Each hint is applied and the config compiled again.
+#[test]
+fn every_add_on_device_hint_names_a_setting_that_validates() {
+    let hint = regex::Regex::new(r#"\[addons\.(\w+)\] device = "(\w+)""#).unwrap();
+    let cases = [
+        ("[agent]\ndevice = \"npu\"\n[addons.embeddings]\n", "lunar-lake-npu"),
+        ("[agent]\ndevice = \"npu\"\n[addons.stt]\ndevice = \"npu\"\n", "lunar-lake-npu"),
+        ("[sharing]\nshared = 1\n[agent]\n[addons.vlm]\ndevice = \"gpu\"\n", "lunar-lake-npu"),
+        ("[agent]\n[addons.stt]\ndevice = \"npu\"\n", "arc-b580-xe-rpl-igpu"),
+        ("[agent]\n[addons.embeddings]\n", "arc-b580-xe-rpl-igpu"),
+    ];
+    for (toml, host) in cases {
+        let facts = facts_of(host);
+        let errors = compile_toml(toml, &facts).err().unwrap_or_default();
+        let e =
+            errors.iter().find(|e| e.code == "addon-device").unwrap_or_else(|| panic!("{toml} on {host}: {errors:?}"));
+        let help = e.help.clone().unwrap_or_default();
+        let caps = hint.captures(&help).unwrap_or_else(|| panic!("the help names no setting: {help}"));
+        let (addon, device) = (&caps[1], &caps[2]);
+        let current =
+            toml.split(&format!("[addons.{addon}]\n")).nth(1).and_then(|rest| rest.lines().next()).unwrap_or("");
+        assert_ne!(current, format!("device = \"{device}\""), "the hint repeats the setting: {help}");
+        let mut fixed = String::new();
+        let mut in_section = false;
+        for line in toml.lines() {
+            if line.starts_with('[') {
+                in_section = line == format!("[addons.{addon}]");
+            }
+            if in_section && line.starts_with("device") {
+                continue;
+            }
+            fixed.push_str(line);
+            fixed.push('\n');
+            if line == format!("[addons.{addon}]") {
+                fixed.push_str(&format!("device = \"{device}\"\n"));
+            }
+        }
+        let again = compile_toml(&fixed, &facts).err().unwrap_or_default();
+        assert!(
+            !again.iter().any(|e| e.code == "addon-device"),
+            "{toml} on {host}: the hint ({help}) gave\n{fixed}\nwhich still fails: {again:?}"
+        );
+    }
+}

@@ -866,28 +866,34 @@ fn explicit_requests(addons: &BTreeMap<AddonName, crate::config::Addon>) -> Vec<
 }
 
 /// Why a requested device has no unit for the add-on, and the help: the engine is absent
-/// (`units` 0) or the LLM and earlier add-ons took it.
+/// (`units` 0) or the LLM and earlier add-ons took it. Every help leads with a setting that
+/// makes the config valid, never the one it has: the CPU always has room for an add-on, and
+/// `auto` is offered only where it would choose another device (for embeddings, `auto` is the
+/// NPU itself).
 fn no_free_unit(name: AddonName, device: &str, units: u32, auto: bool, llm: &str) -> (String, String) {
     let addon = name_of(name);
+    let cpu = format!("set [addons.{addon}] device = \"cpu\"");
+    let or_auto = if auto || name == AddonName::Embeddings {
+        String::new()
+    } else {
+        format!(", or let it choose ([addons.{addon}] device = \"auto\")")
+    };
     match (device, units) {
         (_, 0) if auto => (
             format!("{addon} run on the NPU unless told otherwise, and the cluster gets no usable NPU here"),
-            format!("set [addons.{addon}] device = \"cpu\" or \"gpu\", or fix the NPU (`k3d-gpu doctor`)"),
+            format!("{cpu} (or \"gpu\" where there is one), or fix the NPU (`k3d-gpu doctor`)"),
         ),
         (_, 0) => (
             format!("{addon} asks for the {device}, and the cluster gets no usable {device} here"),
-            "`k3d-gpu detect` shows what this host has; let the add-on choose (device = \"auto\") or ask for \
-             another device"
-                .to_string(),
+            format!("{cpu}{or_auto}; `k3d-gpu detect` shows what this host has"),
         ),
         ("NPU", _) => (
             format!("{addon} asks for the NPU, and no NPU unit is free (the LLM runs on the {llm})"),
-            "an NPU serves one engine at a time: let the add-on choose (device = \"auto\") or ask for another device"
-                .to_string(),
+            format!("an NPU serves one engine at a time: {cpu}{or_auto}, or move the LLM off the NPU ([agent] device)"),
         ),
         _ => (
             format!("{addon} asks for the GPU, and no GPU unit is free (the LLM runs on the {llm})"),
-            "set [sharing] shared = <n> to share the GPU, or let the add-on choose (device = \"auto\")".to_string(),
+            format!("{cpu}{or_auto}, or share the GPU ([sharing] shared = <n>)"),
         ),
     }
 }

@@ -505,7 +505,7 @@ fn no_free_unit_says_absent_or_taken() {
             0,
             true,
             "embeddings run on the NPU unless told otherwise",
-            "set [addons.embeddings]",
+            "set [addons.embeddings] device = \"cpu\"",
         ),
         (
             AddonName::Vlm,
@@ -513,7 +513,7 @@ fn no_free_unit_says_absent_or_taken() {
             0,
             false,
             "vlm asks for the GPU, and the cluster gets no usable GPU",
-            "`k3d-gpu detect`",
+            "set [addons.vlm] device = \"cpu\", or let it choose",
         ),
         (
             AddonName::Stt,
@@ -521,7 +521,7 @@ fn no_free_unit_says_absent_or_taken() {
             1,
             false,
             "stt asks for the NPU, and no NPU unit is free (the LLM runs on the NPU)",
-            "an NPU serves",
+            "an NPU serves one engine at a time: set [addons.stt] device = \"cpu\"",
         ),
         (
             AddonName::Video,
@@ -529,7 +529,7 @@ fn no_free_unit_says_absent_or_taken() {
             1,
             false,
             "video asks for the GPU, and no GPU unit is free (the LLM runs on the NPU)",
-            "set [sharing] shared",
+            "set [addons.video] device = \"cpu\"",
         ),
     ];
     for (name, device, units, auto, problem, help) in CASES {
