@@ -370,3 +370,40 @@ fn every_add_on_device_hint_names_a_setting_that_validates() {
         );
     }
 }
+
+/// Issue 37, defect 1: a parser name is checked against the server placement chose, at its
+/// pinned version: vLLM's `hermes` on an Intel host (OVMS, whose name is `hermes3`) and
+/// OVMS's `hermes3` on an NVIDIA host (vLLM) are refused at validate, naming the server, its
+/// list and the closest name; the defaults and `""` pass.
+#[test]
+fn a_parser_the_chosen_server_lacks_is_refused_with_the_closest_name() {
+    let refused = |toml: &str, host: &str| {
+        let errors = compile_toml(toml, &facts_of(host)).err().unwrap_or_default();
+        errors
+            .into_iter()
+            .find(|e| e.code == "agent-parser")
+            .unwrap_or_else(|| panic!("{toml} on {host} was not refused"))
+    };
+    let intel = refused("[agent]\ntool_parser = \"hermes\"\n", "arc-b580-xe-rpl-igpu");
+    assert!(
+        intel.message.contains("not one of OVMS v2026.2's") && intel.message.contains("hermes3, lfm2"),
+        "{}",
+        intel.message
+    );
+    assert_eq!(intel.key.join("."), "agent.tool_parser");
+    assert!(intel.help.as_deref().unwrap().contains("tool_parser = \"hermes3\""), "{:?}", intel.help);
+    let nvidia = refused("[agent]\ntool_parser = \"hermes3\"\n", "rtx2000ada-x2");
+    assert!(nvidia.message.contains("not one of vLLM v0.31.0's"), "{}", nvidia.message);
+    assert!(nvidia.help.as_deref().unwrap().contains("tool_parser = \"hermes\""), "{:?}", nvidia.help);
+    let reasoning = refused("[agent]\nreasoning_parser = \"deepseek_r1\"\n", "arc-b580-xe-rpl-igpu");
+    assert_eq!(reasoning.key.join("."), "agent.reasoning_parser");
+    for (toml, host) in [
+        ("[agent]\n", "arc-b580-xe-rpl-igpu"),
+        ("[agent]\n", "rtx2000ada-x2"),
+        ("[agent]\ntool_parser = \"\"\n", "arc-b580-xe-rpl-igpu"),
+        ("[agent]\ntool_parser = \"qwen3_coder\"\n", "rtx2000ada-x2"),
+    ] {
+        let errors = compile_toml(toml, &facts_of(host)).err().unwrap_or_default();
+        assert!(!errors.iter().any(|e| e.code == "agent-parser"), "{toml} on {host}: {errors:?}");
+    }
+}

@@ -1176,3 +1176,27 @@ fn quantities_match_apimachinerys_test_table() {
     }
     assert!(problems.is_empty(), "{} of {} cases differ:\n{}", problems.len(), cases.len(), problems.join("\n"));
 }
+
+/// Issue 37, defect 1: the parser names validate checks against
+/// (`src/compile/workloads/parsers.rs`) are the ones recorded from upstream
+/// (`tests/upstream/server-parsers.toml`), at the versions the catalog's images pin: bumping
+/// OVMS's or vLLM's image without reading its parsers again fails here.
+#[test]
+fn the_parser_lists_are_upstreams_at_the_pinned_images() {
+    use k3d_gpu::compile::workloads::{self, parsers};
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/server-parsers.toml")).unwrap();
+    let recorded: toml::Table = toml::from_str(&text).unwrap();
+    let names = |table: &str, key: &str| -> Vec<String> {
+        recorded[table][key].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect()
+    };
+    for (table, list) in [("vllm", &parsers::VLLM), ("ovms", &parsers::OVMS)] {
+        assert_eq!(recorded[table]["version"].as_str(), Some(list.version), "{table}");
+        assert_eq!(names(table, "tool_parsers"), list.tool, "{table} tool parsers");
+        assert_eq!(names(table, "reasoning_parsers"), list.reasoning, "{table} reasoning parsers");
+    }
+    let tag = |image: &str| image.rsplit_once(':').unwrap().1.to_string();
+    assert_eq!(tag(workloads::VLLM_CUDA_IMAGE), parsers::VLLM.version);
+    assert_eq!(tag(workloads::VLLM_XPU_IMAGE), parsers::VLLM.version);
+    let ovms = tag(workloads::OVMS_IMAGE);
+    assert_eq!(ovms.split('-').next(), parsers::OVMS.version.strip_prefix('v'), "{ovms}");
+}

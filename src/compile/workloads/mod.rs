@@ -12,6 +12,7 @@
 //! agent rather than part of it.
 
 mod chat;
+pub mod parsers;
 pub mod sandbox;
 mod video;
 
@@ -161,6 +162,40 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
         gpus: plan.gpus,
         timeout_s: agent.timeout.unwrap_or(MODEL_TIMEOUT_S),
     };
+    // The names the server that runs them accepts (parsers.rs): the server is placement's
+    // choice, so a name valid for one backend reaches the other on another host.
+    let known = match (plan.backend, plan.device) {
+        _ if agent.image.is_some() => None,
+        ("ovms", _) => Some(&parsers::OVMS),
+        (_, "HPU") | ("llm-scaler", _) => None,
+        _ => Some(&parsers::VLLM),
+    };
+    if let Some(known) = known {
+        for (key, set, names) in [
+            ("tool_parser", &llm_args.tool_parser, known.tool),
+            ("reasoning_parser", &llm_args.reasoning_parser, known.reasoning),
+        ] {
+            let Some(name) = set.as_deref().filter(|n| !names.contains(n)) else { continue };
+            let closest = crate::suggest::closest(name, names.iter().copied());
+            cx.error(super::CompileError::new(
+                "agent-parser",
+                &["agent", key],
+                crate::escape::capped(format!(
+                    "{key} {} is not one of {} {}'s, which runs the agent on this host ({} on the {}): {}",
+                    crate::escape::quoted(name),
+                    known.server,
+                    known.version,
+                    plan.backend,
+                    plan.device,
+                    names.join(", ")
+                )),
+                Some(match closest {
+                    Some(c) => format!("did you mean {key} = \"{c}\"? (\"\" turns it off)"),
+                    None => format!("use one of {}'s names, or \"\" to turn it off", known.server),
+                }),
+            ));
+        }
+    }
     let mut parts = match (plan.backend, plan.device) {
         ("ovms", device) => {
             let mut extra: Vec<String> = Vec::new();
