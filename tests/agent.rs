@@ -407,3 +407,25 @@ fn a_parser_the_chosen_server_lacks_is_refused_with_the_closest_name() {
         assert!(!errors.iter().any(|e| e.code == "agent-parser"), "{toml} on {host}: {errors:?}");
     }
 }
+
+/// Issue 37, defect 3: `device = "gpu"` is the Intel GPU (a config written for it must not
+/// move), so on a host with an Intel iGPU and two RTX cards the plan warns that the RTX cards
+/// sit idle and names `device = "cuda"`; a refusal of a forced Intel GPU there names it too.
+/// Without NVIDIA, nothing is said.
+#[test]
+fn device_gpu_on_an_nvidia_box_names_the_value_that_reaches_the_nvidia_gpu() {
+    let (plan, warnings) = ok("device = \"gpu\"\n", "rtx2000ada-x2");
+    assert_eq!(plan.device, "GPU", "{plan:?}");
+    assert!(warnings.contains(&"agent-gpu-is-intel".to_string()), "{warnings:?}");
+    let graph = compile_toml("[agent]\ndevice = \"gpu\"\n", &facts_of("rtx2000ada-x2")).unwrap();
+    let text = &graph.warnings.iter().find(|w| w.code == "agent-gpu-is-intel").unwrap().text;
+    assert!(text.contains("device = \"cuda\" runs vLLM on the NVIDIA GPU"), "{text}");
+    let (_, warnings) = ok("device = \"gpu\"\n", "arc-b580-xe-rpl-igpu");
+    assert!(!warnings.contains(&"agent-gpu-is-intel".to_string()), "{warnings:?}");
+    // A forced Intel GPU that is not there, on an NVIDIA host: the way out names "cuda".
+    let e = refused(
+        "device = \"gpu\"\n[sharing]\nmode = \"dra\"\n[experimental]\nfeatures = [\"dra\"]\n",
+        "desktop-rpl-nvidia",
+    );
+    assert!(e.help.as_deref().unwrap_or_default().contains("device = \"cuda\""), "{e:?}");
+}

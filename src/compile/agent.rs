@@ -96,6 +96,15 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     if let Some(why) = warning {
         cx.warn("agent-gpu-refused", Some("agent.device"), format!("the agent runs on the CPU because {why}"));
     }
+    // `gpu` is the Intel GPU, always (a config written for it must not move): where the
+    // cluster also advertises NVIDIA GPUs, the plan says which value takes those.
+    if agent.device == AgentDevice::Gpu && device == "GPU" && offer.nvidia {
+        cx.warn(
+            "agent-gpu-is-intel",
+            Some("agent.device"),
+            "device = \"gpu\" is the Intel GPU, and runs the agent there while the cluster also advertises nvidia.com/gpu: device = \"cuda\" runs vLLM on the NVIDIA GPU",
+        );
+    }
     let usable: Vec<&IntelGpu> = offer.usable.iter().collect();
     let gpus = agent.gpus.unwrap_or(1);
     if gpus > 1 && !tensor_parallel_fits(cx, backend, device, gpus, usable.len(), intel.shared.unwrap_or(1)) {
@@ -371,6 +380,12 @@ fn intel_gpu(device: AgentDevice, backend: &str, offer: &Offer) -> Result<Placed
             "use [sharing] mode = \"plugin\" for the agent's GPU".to_string(),
         ),
         _ => ("the cluster will advertise no Intel GPU".to_string(), "check `k3d-gpu detect`".to_string()),
+    };
+    // On a host with NVIDIA GPUs, the value that reaches them is part of the way out.
+    let fix = if forced && offer.nvidia {
+        format!("{fix}; or set device = \"cuda\" for vLLM on the NVIDIA GPU (\"gpu\" is the Intel GPU)")
+    } else {
+        fix
     };
     Err(refusal(if forced { "device" } else { "backend" }, message, fix))
 }

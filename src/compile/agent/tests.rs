@@ -38,6 +38,9 @@ fn auto_picks_vllm_where_a_gaudi_or_a_roomy_nvidia_gpu_serves() {
         (B::Auto, D::Hpu, false, false, "vllm"),
         (B::Auto, D::Cuda, false, false, "vllm"),
         (B::Auto, D::Gpu, true, true, "ovms"),
+        // `gpu` is the Intel GPU even where a roomy NVIDIA GPU serves (issue 37, defect 3:
+        // the plan names `cuda` instead).
+        (B::Auto, D::Gpu, false, true, "ovms"),
         (B::Auto, D::Npu, false, false, "ovms"),
         (B::Ovms, D::Auto, true, true, "ovms"),
         (B::Vllm, D::Cpu, false, false, "vllm"),
