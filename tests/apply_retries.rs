@@ -21,6 +21,15 @@ fn config_map() -> Value {
         "data": {"k": "v"}})
 }
 
+/// A fake API server started like a fresh k3s, and a client of it (the directory holds its
+/// kubeconfig).
+async fn fresh_k3s() -> (FakeApiServer, kube::Client, tempfile::TempDir) {
+    let server = FakeApiServer::start(State::k3s()).await;
+    let dir = tempfile::tempdir().unwrap();
+    let kube = client(&server.kubeconfig("t", dir.path()), "t").await.unwrap();
+    (server, kube, dir)
+}
+
 /// Applies the ConfigMap `probe` to a fake whose next answers for it are `answers`; the
 /// result, the requests that named it, and whether the fake holds it afterwards.
 fn applied_after(answers: &[u16]) -> (Result<(), ApplyError>, usize, bool) {
@@ -115,9 +124,7 @@ fn a_failed_tls_handshake_fails_at_once() {
 fn the_url_scope_is_the_kinds_and_a_404_for_a_served_kind_is_not_retried() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let server = FakeApiServer::start(State::k3s()).await;
-        let dir = tempfile::tempdir().unwrap();
-        let kube = client(&server.kubeconfig("t", dir.path()), "t").await.unwrap();
+        let (server, kube, _dir) = fresh_k3s().await;
         let deployment = |namespace: Option<&str>| {
             let mut d = json!({"apiVersion": "apps/v1", "kind": "Deployment",
                 "metadata": {"name": "app", "labels": {"app.kubernetes.io/managed-by": "k3d-gpu"}},
@@ -150,9 +157,7 @@ fn the_url_scope_is_the_kinds_and_a_404_for_a_served_kind_is_not_retried() {
 fn the_fake_refuses_a_url_of_the_wrong_scope() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let server = FakeApiServer::start(State::k3s()).await;
-        let dir = tempfile::tempdir().unwrap();
-        let kube = client(&server.kubeconfig("t", dir.path()), "t").await.unwrap();
+        let (_server, kube, _dir) = fresh_k3s().await;
         let resource = |api: &str, kind: &str, plural: &str| {
             let (group, version) = api.rsplit_once('/').unwrap_or(("", api));
             kube::core::ApiResource::from_gvk_with_plural(
@@ -186,9 +191,7 @@ fn the_fake_refuses_a_url_of_the_wrong_scope() {
 fn the_fake_refuses_a_patch_type_it_does_not_implement() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let server = FakeApiServer::start(State::k3s()).await;
-        let dir = tempfile::tempdir().unwrap();
-        let kube = client(&server.kubeconfig("t", dir.path()), "t").await.unwrap();
+        let (_server, kube, _dir) = fresh_k3s().await;
         let config_maps: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
             kube::Api::namespaced(kube.clone(), "kube-system");
         apply(&kube, &config_map(), false, &CrdPlurals::default()).await.unwrap();
@@ -208,9 +211,7 @@ fn the_fake_refuses_a_patch_type_it_does_not_implement() {
 fn an_unknown_field_fails_a_strict_apply_naming_it() {
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     runtime.block_on(async {
-        let server = FakeApiServer::start(State::k3s()).await;
-        let dir = tempfile::tempdir().unwrap();
-        let kube = client(&server.kubeconfig("t", dir.path()), "t").await.unwrap();
+        let (server, kube, _dir) = fresh_k3s().await;
         let mut typo = config_map();
         typo["dataa"] = json!({"k": "v"});
         let e = apply(&kube, &typo, false, &CrdPlurals::default()).await.unwrap_err();
