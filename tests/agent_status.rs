@@ -111,6 +111,39 @@ fn agent_status_shows_the_endpoint_models_device_and_a_fresh_reply() {
     assert_eq!(doc["reply"]["model"], "Qwen3-4B");
     assert!(doc["reply"]["millis"].is_u64());
     assert_eq!(doc["problems"], json!([]));
+    // Issue 37, defect 7: the model's truth, planned against running.
+    assert_eq!(doc["model"]["matches"], true, "{:#}", doc["model"]);
+    assert_eq!(doc["model"]["running"]["id"], "Qwen/Qwen3-4B");
+    assert_eq!(doc["model"]["running"]["revision"], "1cfa9a7208912126459214e8b04321603b3df60c");
+    assert_eq!(doc["model"]["running"]["device"], "CUDA");
+    assert!(
+        shown.contains("model     Qwen/Qwen3-4B @ 1cfa9a7208912126459214e8b04321603b3df60c on CUDA (as planned)"),
+        "{shown}"
+    );
+}
+
+/// Issue 37, defect 7: a running server whose model revision is not the planned one (a
+/// silent change of the default model's revision) shows as a mismatch, in the text and in
+/// `--json`.
+#[test]
+fn agent_status_shows_a_model_revision_the_plan_does_not_start() {
+    let config = "[agent]\ngpus = 2\n";
+    let mut d = deployment(config);
+    let args = d["spec"]["template"]["spec"]["containers"][0]["args"].as_array_mut().unwrap();
+    let at = args.iter().position(|a| a == "--revision").unwrap() + 1;
+    args[at] = json!("0000000000000000000000000000000000000000");
+    let server = FakeApiServer::start_in_background(State { objects: vec![d], ..State::k3s() });
+    let dir = tempfile::tempdir().unwrap();
+    let out = status(&server, &dir, config, &["--timeout", "1"]);
+    let shown = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        shown.contains("model     Qwen/Qwen3-4B @ 0000000000000000000000000000000000000000 on CUDA — the plan starts Qwen/Qwen3-4B @ 1cfa9a7208912126459214e8b04321603b3df60c on CUDA"),
+        "{shown}"
+    );
+    let json_out = status(&server, &dir, config, &["--json", "--timeout", "1"]);
+    let doc: Value = serde_json::from_slice(&json_out.stdout).unwrap();
+    assert_eq!(doc["model"]["matches"], false, "{:#}", doc["model"]);
+    assert_eq!(doc["model"]["planned"]["revision"], "1cfa9a7208912126459214e8b04321603b3df60c");
 }
 
 #[test]

@@ -5,6 +5,9 @@
 //! port-forward to the server's pod (POST) for a fresh reply and its time — verify's own
 //! requests (`apply::verify`, `apply::port_forward`). Read-only.
 //!
+//! It also shows the model the server starts (id, vLLM's revision, the device it compiled
+//! for, and for OVMS the versions `GET /v1/config` reports) against the one the plan starts.
+//!
 //! `--json` prints `k3d-gpu.agent-status/v1`. Exit 0 when the server replied, 1 when it did
 //! not (the document says what is missing, an API server that does not answer included), 2
 //! when the kubeconfig has no context for the cluster.
@@ -31,6 +34,8 @@ struct Status {
     /// The model ids the server lists (`GET <api>/models`), empty when it does not answer.
     models: Vec<String>,
     device: Device,
+    /// The model the server starts, planned against running.
+    model: Model,
     /// The fresh reply, or null with `problems` saying why.
     reply: Option<Reply>,
     /// What is not right, in words; empty when the server replied.
@@ -64,6 +69,59 @@ struct Device {
     /// Ready pods of the Deployment, and how many it wants.
     ready: Option<u64>,
     replicas: Option<u64>,
+}
+
+/// A model server's model as its container starts it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+struct ModelRef {
+    /// The Hugging Face id (vLLM's `serve` argument, OVMS's `--source_model`).
+    id: Option<String>,
+    /// vLLM's `--revision` (the pinned commit of the default model); OVMS takes none.
+    revision: Option<String>,
+    /// The device it runs and compiles for (OVMS's `--target_device`, else its resource's).
+    device: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+struct Model {
+    /// What the config's plan starts.
+    planned: ModelRef,
+    /// What the running Deployment starts; null when it is not there.
+    running: Option<ModelRef>,
+    /// OVMS: the model versions it reports, with their state (`GET /v1/config`), e.g.
+    /// `1 AVAILABLE`; empty for vLLM, which has none.
+    versions: Vec<String>,
+    /// Whether the running server is the planned one (model, revision and device); null
+    /// when nothing runs. A silent change of the default model or its revision shows here.
+    matches: Option<bool>,
+}
+
+/// The model a server's container starts.
+fn model_of(container: &Value) -> ModelRef {
+    let args: Vec<&str> = container["args"].as_array().into_iter().flatten().filter_map(Value::as_str).collect();
+    let after = |flag: &str| args.iter().position(|a| *a == flag).and_then(|i| args.get(i + 1)).map(|s| s.to_string());
+    let id = match args.first() {
+        Some(&"serve") => args.get(1).map(|s| s.to_string()),
+        _ => after("--source_model"),
+    };
+    ModelRef { id, revision: after("--revision"), device: device_in_use(container).0 }
+}
+
+/// The versions an OVMS `/v1/config` answer reports for `name`: `VERSION STATE`.
+fn ovms_versions(body: &str, name: &str) -> Vec<String> {
+    let v: Value = serde_json::from_str(body).unwrap_or_default();
+    v[name]["model_version_status"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|s| {
+            let version =
+                s["version"].as_str().map(str::to_string).or_else(|| s["version"].as_u64().map(|n| n.to_string()));
+            format!("{} {}", version.unwrap_or_default(), s["state"].as_str().unwrap_or_default())
+        })
+        .map(|line| crate::escape::one_line(&line).into_owned())
+        .take(16)
+        .collect()
 }
 
 #[derive(Debug, Serialize)]
@@ -118,6 +176,10 @@ pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
         .ok_or_else(|| Error::Usage { message: "the agent has no chat endpoint to ask".into(), help: None })?;
     let namespace = check["namespace"].as_str().unwrap_or_default().to_string();
     let service = check["service"].as_str().unwrap_or_default().to_string();
+    let planned = graph
+        .get(&format!("k8s/apps/Deployment/{namespace}/{service}"))
+        .map(|d| model_of(&d.spec["spec"]["template"]["spec"]["containers"][0]))
+        .unwrap_or(ModelRef { id: None, revision: None, device: None });
     let port = check["port"].as_u64().unwrap_or(u64::from(crate::compile::workloads::PORT));
     let api = check["path"].as_str().unwrap_or_default().trim_end_matches("/models").to_string();
     let port_forward = crate::shell::Command::new("kubectl")
@@ -148,6 +210,7 @@ pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
             ready: None,
             replicas: None,
         },
+        model: Model { planned, running: None, versions: Vec::new(), matches: None },
         reply: None,
         problems: Vec::new(),
     };
@@ -169,7 +232,11 @@ pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
         match get(format!("/apis/apps/v1/namespaces/{namespace}/deployments/{service}")).await {
             Ok(text) => {
                 let d: Value = serde_json::from_str(&text).unwrap_or_default();
-                let (in_use, resource, count) = device_in_use(&d["spec"]["template"]["spec"]["containers"][0]);
+                let container = &d["spec"]["template"]["spec"]["containers"][0];
+                let running = model_of(container);
+                status.model.matches = Some(running == status.model.planned);
+                status.model.running = Some(running);
+                let (in_use, resource, count) = device_in_use(container);
                 status.device.in_use = in_use;
                 status.device.resource = resource;
                 status.device.count = count;
@@ -177,6 +244,13 @@ pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
                 status.device.ready = Some(d["status"]["readyReplicas"].as_u64().unwrap_or(0));
             }
             Err(e) => status.problems.push(format!("Deployment {namespace}/{service}: {e}")),
+        }
+        if plan.backend == "ovms" {
+            let config = format!("/api/v1/namespaces/{namespace}/services/{service}:{port}/proxy/v1/config");
+            if let Ok(text) = get(config).await {
+                let served = check["chat"]["model"].as_str().unwrap_or_default();
+                status.model.versions = ovms_versions(&text, served);
+            }
         }
         match get(crate::apply::verify::proxy_path(&check)).await {
             Ok(text) => status.models = model_ids(&text),
@@ -238,6 +312,29 @@ fn text(s: &Status) -> String {
     {
         out.push_str(&format!("          the config now places it on {}: plan and apply to move it\n", d.placed));
     }
+    let shown = |m: &ModelRef| {
+        let mut t = m.id.clone().unwrap_or_else(|| "?".into());
+        if let Some(r) = &m.revision {
+            t.push_str(&format!(" @ {r}"));
+        }
+        if let Some(d) = &m.device {
+            t.push_str(&format!(" on {d}"));
+        }
+        crate::escape::one_line(&t).into_owned()
+    };
+    let m = &s.model;
+    match (&m.running, m.matches) {
+        (Some(running), Some(true)) => out.push_str(&format!("model     {} (as planned)\n", shown(running))),
+        (Some(running), _) => out.push_str(&format!(
+            "model     {} — the plan starts {}: plan and apply to move it\n",
+            shown(running),
+            shown(&m.planned)
+        )),
+        (None, _) => out.push_str(&format!("model     not running (the plan starts {})\n", shown(&m.planned))),
+    }
+    if !m.versions.is_empty() {
+        out.push_str(&format!("          versions {}\n", m.versions.join(", ")));
+    }
     match &s.reply {
         Some(r) => {
             out.push_str(&format!("reply     \"{}\" in {:.1}s ({})\n", r.first_words, r.millis as f64 / 1e3, r.model))
@@ -266,5 +363,25 @@ mod tests {
         assert_eq!(device_in_use(&cpu), (Some("CPU".into()), None, None));
         assert_eq!(model_ids(r#"{"data":[{"id":"Qwen3-4B"},{"id":"x"}]}"#), ["Qwen3-4B", "x"]);
         assert!(model_ids("no healthy upstream").is_empty());
+    }
+
+    #[test]
+    fn the_model_comes_from_the_container_and_ovms_reports_its_versions() {
+        let ovms = json!({ "args": ["--source_model", "OpenVINO/Qwen3-4B-int4-ov", "--model_name", "Qwen3-4B", "--target_device", "GPU"] });
+        let m = model_of(&ovms);
+        assert_eq!(
+            (m.id.as_deref(), m.revision, m.device.as_deref()),
+            (Some("OpenVINO/Qwen3-4B-int4-ov"), None, Some("GPU"))
+        );
+        let vllm = json!({ "args": ["serve", "Qwen/Qwen3-4B", "--revision", "abc"], "resources": { "limits": { "nvidia.com/gpu": "1" } } });
+        let m = model_of(&vllm);
+        assert_eq!(
+            (m.id.as_deref(), m.revision.as_deref(), m.device.as_deref()),
+            (Some("Qwen/Qwen3-4B"), Some("abc"), Some("CUDA"))
+        );
+        let config = r#"{"Qwen3-4B": {"model_version_status": [{"version": "1", "state": "AVAILABLE", "status": {"error_code": "OK"}}]}}"#;
+        assert_eq!(ovms_versions(config, "Qwen3-4B"), ["1 AVAILABLE"]);
+        assert!(ovms_versions(config, "other").is_empty());
+        assert!(ovms_versions("not json", "Qwen3-4B").is_empty());
     }
 }
