@@ -210,9 +210,9 @@ impl Verdict {
         if !self.shell_ok {
             let said =
                 if self.shell_error.is_empty() { "it printed nothing".to_string() } else { self.shell_error.clone() };
-            return format!(
+            return crate::escape::capped(format!(
                 "the node image {image} cannot be a k3d node: its /bin/sh stops at what k3d's node entrypoint runs first ({SHELL_CONSTRUCTS}): {said}; k3d's entrypoint, PID 1 of every node, would exit at once"
-            );
+            ));
         }
         let mut failed: Vec<String> = self
             .outcomes
@@ -222,11 +222,12 @@ impl Verdict {
             .collect();
         failed
             .extend(self.unanswered.iter().map(|c| format!("`{}` never ran: the probe stopped before it", c.label())));
-        format!(
+        // Each check's output is cut already; the whole is cut too (a dozen failures).
+        crate::escape::capped(format!(
             "the node image {image} fails {} k3s needs: {}; a cluster from it would not start or would run without it",
             if failed.len() == 1 { "a check" } else { "checks" },
             failed.join("; ")
-        )
+        ))
     }
 }
 

@@ -60,7 +60,10 @@ pub async fn target(client: &Client, namespace: &str, service: &str, port: u16) 
             .flat_map(|c| c.ports.iter().flatten())
             .find(|p| p.name.as_deref() == Some(named.as_str()))
             .and_then(|p| u16::try_from(p.container_port).ok())
-            .ok_or_else(|| ApplyError::Malformed(format!("pod {name} has no port named {named}")))?,
+            .ok_or_else(|| {
+                let said = format!("pod {name} has no port named {}", crate::escape::quoted(&named));
+                ApplyError::Malformed(crate::escape::one_line(&said).into_owned())
+            })?,
     };
     Ok((name, port))
 }
@@ -83,14 +86,16 @@ pub async fn post_json(
 ) -> Result<(u16, String), ApplyError> {
     let (pod, pod_port) = target(client, namespace, service, port).await?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    // The pod's name and the transport's error come from the cluster: one escaped line.
     let failed = |what: &str, e: &dyn std::fmt::Display| {
-        ApplyError::Malformed(crate::escape::capped(format!("{what} pod {pod} port {pod_port}: {e}")))
+        let said = crate::escape::one_line(&format!("{what} pod {pod} port {pod_port}: {e}")).into_owned();
+        ApplyError::Malformed(crate::escape::capped(said))
     };
     let mut forwarder = pods
         .portforward(&pod, &[pod_port])
         .await
         .map_err(|e| ApplyError::kube(format!("port-forward to pod {pod}"), e))?;
-    let stream = forwarder.take_stream(pod_port).ok_or_else(|| failed("no stream to", &"none"))?;
+    let stream = forwarder.take_stream(pod_port).ok_or_else(|| failed("no stream to", &"kube-rs gave none"))?;
     let (mut sender, connection) =
         hyper::client::conn::http1::handshake(TokioIo::new(stream)).await.map_err(|e| failed("HTTP to", &e))?;
     let driver = tokio::spawn(connection);

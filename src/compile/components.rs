@@ -186,7 +186,9 @@ fn namespace_missing(
         return None;
     }
     let name = object["metadata"]["name"].as_str().unwrap_or_default();
+    // A user's manifest path reaches the message: one line.
     let place = c.objects.place(index).unwrap_or_else(|| format!("{}, object {}", c.manifest, index + 1));
+    let place = crate::escape::one_line(&place).into_owned();
     Some(CompileError::new(
         "namespace-unset",
         &["components"],

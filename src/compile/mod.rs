@@ -397,10 +397,4 @@ impl ObjectKinds {
     pub fn iter(&self) -> impl Iterator<Item = &(String, String)> {
         self.kinds.iter()
     }
-
-    /// The plural a CRD of the catalog declares for `kind` of `api_version`'s group.
-    pub fn crd_plural(&self, api_version: &str, kind: &str) -> Option<&str> {
-        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
-        self.plurals.get(&(group.to_string(), kind.to_string())).map(|r| r.plural.as_str())
-    }
 }

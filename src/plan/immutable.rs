@@ -58,6 +58,20 @@ const fn rule(
     Rule { api_version, kind, paths, except: &[], when: When::Always, source }
 }
 
+impl Rule {
+    /// The rule, holding only when `when` does.
+    const fn when(mut self, when: When) -> Rule {
+        self.when = when;
+        self
+    }
+
+    /// The rule, but not for the paths at or under `except`.
+    const fn except(mut self, except: &'static [&'static str]) -> Rule {
+        self.except = except;
+        self
+    }
+}
+
 const PV_SOURCES: &[&str] = &[
     "spec.hostPath",
     "spec.local",
@@ -85,85 +99,62 @@ const PV_SOURCES: &[&str] = &[
     "spec.nodeAffinity",
 ];
 
-const RULES: &[Rule] = &[
-    rule("apps/v1", "Deployment", &["spec.selector"], "apps validation ValidateDeploymentUpdate"),
-    rule("apps/v1", "DaemonSet", &["spec.selector"], "apps validation ValidateDaemonSetUpdate"),
-    rule("apps/v1", "ReplicaSet", &["spec.selector"], "apps validation ValidateReplicaSetUpdate"),
-    rule(
-        "apps/v1",
-        "StatefulSet",
-        &["spec.selector", "spec.serviceName", "spec.podManagementPolicy", "spec.volumeClaimTemplates"],
-        "apps validation ValidateStatefulSetUpdate",
-    ),
-    rule(
-        "batch/v1",
-        "Job",
-        &[
-            "spec.selector",
-            "spec.template",
-            "spec.completionMode",
-            "spec.podFailurePolicy",
-            "spec.backoffLimitPerIndex",
-            "spec.managedBy",
-            "spec.successPolicy",
-        ],
-        "batch validation ValidateJobSpecUpdate",
-    ),
-    Rule {
-        api_version: "v1",
-        kind: "Service",
-        paths: &["spec.clusterIP", "spec.clusterIPs"],
-        except: &[],
-        when: When::Set,
-        source: "core validation ValidateServiceUpdate",
-    },
-    rule("v1", "PersistentVolume", PV_SOURCES, "core validation ValidatePersistentVolumeUpdate"),
-    Rule {
-        api_version: "v1",
-        kind: "PersistentVolumeClaim",
-        paths: &["spec"],
-        except: &["spec.resources.requests", "spec.volumeAttributesClassName", "spec.volumeName"],
-        when: When::Always,
-        source: "core validation ValidatePersistentVolumeClaimUpdate",
-    },
-    rule("v1", "Secret", &["type"], "core validation ValidateSecretUpdate"),
-    Rule {
-        api_version: "v1",
-        kind: "Secret",
-        paths: &["data", "stringData"],
-        except: &[],
-        when: When::MarkedImmutable,
-        source: "core validation ValidateSecretUpdate",
-    },
-    Rule {
-        api_version: "v1",
-        kind: "ConfigMap",
-        paths: &["data", "binaryData"],
-        except: &[],
-        when: When::MarkedImmutable,
-        source: "core validation ValidateConfigMapUpdate",
-    },
-    rule("rbac.authorization.k8s.io/v1", "RoleBinding", &["roleRef"], "rbac validation ValidateRoleBindingUpdate"),
-    rule(
-        "rbac.authorization.k8s.io/v1",
-        "ClusterRoleBinding",
-        &["roleRef"],
-        "rbac validation ValidateClusterRoleBindingUpdate",
-    ),
-    rule(
-        "storage.k8s.io/v1",
-        "StorageClass",
-        &["provisioner", "parameters", "reclaimPolicy", "volumeBindingMode"],
-        "storage validation ValidateStorageClassUpdate",
-    ),
-    rule("resource.k8s.io/v1", "ResourceClaim", &["spec"], "resource validation ValidateResourceClaimUpdate"),
-    rule(
-        "resource.k8s.io/v1",
-        "ResourceClaimTemplate",
-        &["spec"],
-        "resource validation ValidateResourceClaimTemplateUpdate",
-    ),
-];
+const RULES: &[Rule] =
+    &[
+        rule("apps/v1", "Deployment", &["spec.selector"], "apps validation ValidateDeploymentUpdate"),
+        rule("apps/v1", "DaemonSet", &["spec.selector"], "apps validation ValidateDaemonSetUpdate"),
+        rule("apps/v1", "ReplicaSet", &["spec.selector"], "apps validation ValidateReplicaSetUpdate"),
+        rule(
+            "apps/v1",
+            "StatefulSet",
+            &["spec.selector", "spec.serviceName", "spec.podManagementPolicy", "spec.volumeClaimTemplates"],
+            "apps validation ValidateStatefulSetUpdate",
+        ),
+        rule(
+            "batch/v1",
+            "Job",
+            &[
+                "spec.selector",
+                "spec.template",
+                "spec.completionMode",
+                "spec.podFailurePolicy",
+                "spec.backoffLimitPerIndex",
+                "spec.managedBy",
+                "spec.successPolicy",
+            ],
+            "batch validation ValidateJobSpecUpdate",
+        ),
+        rule("v1", "Service", &["spec.clusterIP", "spec.clusterIPs"], "core validation ValidateServiceUpdate")
+            .when(When::Set),
+        rule("v1", "PersistentVolume", PV_SOURCES, "core validation ValidatePersistentVolumeUpdate"),
+        rule("v1", "PersistentVolumeClaim", &["spec"], "core validation ValidatePersistentVolumeClaimUpdate")
+            .except(&["spec.resources.requests", "spec.volumeAttributesClassName", "spec.volumeName"]),
+        rule("v1", "Secret", &["type"], "core validation ValidateSecretUpdate"),
+        rule("v1", "Secret", &["data", "stringData"], "core validation ValidateSecretUpdate")
+            .when(When::MarkedImmutable),
+        rule("v1", "ConfigMap", &["data", "binaryData"], "core validation ValidateConfigMapUpdate")
+            .when(When::MarkedImmutable),
+        rule("rbac.authorization.k8s.io/v1", "RoleBinding", &["roleRef"], "rbac validation ValidateRoleBindingUpdate"),
+        rule(
+            "rbac.authorization.k8s.io/v1",
+            "ClusterRoleBinding",
+            &["roleRef"],
+            "rbac validation ValidateClusterRoleBindingUpdate",
+        ),
+        rule(
+            "storage.k8s.io/v1",
+            "StorageClass",
+            &["provisioner", "parameters", "reclaimPolicy", "volumeBindingMode"],
+            "storage validation ValidateStorageClassUpdate",
+        ),
+        rule("resource.k8s.io/v1", "ResourceClaim", &["spec"], "resource validation ValidateResourceClaimUpdate"),
+        rule(
+            "resource.k8s.io/v1",
+            "ResourceClaimTemplate",
+            &["spec"],
+            "resource validation ValidateResourceClaimTemplateUpdate",
+        ),
+    ];
 
 /// Whether changed path `path` (`spec.selector.matchLabels.app`) lies at or under `field`.
 fn under(path: &str, field: &str) -> bool {
