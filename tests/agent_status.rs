@@ -14,12 +14,17 @@ use support::{hosts_dir, repo};
 
 const HOST: &str = "rtx2000ada-x2";
 
-/// The config's vLLM Deployment as compiled, with the status a rolled-out one has.
-fn deployment(config: &str) -> Value {
+/// The object `id` the config compiles to on [`HOST`].
+fn compiled(config: &str, id: &str) -> Value {
     let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
     let config = k3d_gpu::config::load_str("k3dgpu.toml", config).unwrap();
     let graph = k3d_gpu::compile::compile(&config, &support::facts_of(HOST), &catalog).unwrap();
-    let mut d = graph.get("k8s/apps/Deployment/k3d-gpu-agent/vllm").expect("the vLLM server").spec.clone();
+    graph.get(id).unwrap_or_else(|| panic!("no {id}")).spec.clone()
+}
+
+/// The config's vLLM Deployment as compiled, with the status a rolled-out one has.
+fn deployment(config: &str) -> Value {
+    let mut d = compiled(config, "k8s/apps/Deployment/k3d-gpu-agent/vllm");
     d["metadata"]["uid"] = json!("u-vllm");
     d["metadata"]["resourceVersion"] = json!("7");
     d["status"] = json!({ "replicas": 1, "readyReplicas": 1, "availableReplicas": 1 });
@@ -28,10 +33,7 @@ fn deployment(config: &str) -> Value {
 
 /// The vLLM Service the config compiles to, as the server holds it.
 fn service(config: &str) -> Value {
-    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
-    let config = k3d_gpu::config::load_str("k3dgpu.toml", config).unwrap();
-    let graph = k3d_gpu::compile::compile(&config, &support::facts_of(HOST), &catalog).unwrap();
-    let mut svc = graph.get("k8s/core/Service/k3d-gpu-agent/vllm").expect("the vLLM Service").spec.clone();
+    let mut svc = compiled(config, "k8s/core/Service/k3d-gpu-agent/vllm");
     svc["metadata"]["uid"] = json!("u-vllm-svc");
     svc["metadata"]["resourceVersion"] = json!("8");
     svc

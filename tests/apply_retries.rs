@@ -224,3 +224,33 @@ fn an_unknown_field_fails_a_strict_apply_naming_it() {
         apply(&kube, &config_map(), false, &CrdPlurals::default()).await.unwrap();
     });
 }
+
+/// Issue 36, deviation 1: a kind neither k8s-openapi nor a CRD of ours names (k3s's own
+/// `Addon`) takes its scope from the server's discovery, the same answer that gives its
+/// plural: namespaced, so without a namespace it is refused before any write.
+#[test]
+fn a_kind_known_only_by_discovery_takes_its_scope_from_it() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let (server, kube, _dir) = fresh_k3s().await;
+        let addon = |namespace: Option<&str>| {
+            let mut a = json!({"apiVersion": "k3s.cattle.io/v1", "kind": "Addon",
+                "metadata": {"name": "mine", "labels": {"app.kubernetes.io/managed-by": "k3d-gpu"}},
+                "spec": {"source": "/var/lib/rancher/k3s/server/manifests/mine.yaml"}});
+            if let Some(ns) = namespace {
+                a["metadata"]["namespace"] = json!(ns);
+            }
+            a
+        };
+        let e = apply(&kube, &addon(None), false, &CrdPlurals::default()).await.unwrap_err();
+        assert!(e.to_string().contains("Addon mine lives in a namespace"), "{e}");
+        assert!(
+            server.requests().iter().any(|r| r == "GET /apis/k3s.cattle.io/v1"),
+            "asked discovery: {:?}",
+            server.requests()
+        );
+        assert!(!server.requests().iter().any(|r| r.contains("/addons/mine")), "{:?}", server.requests());
+        apply(&kube, &addon(Some("kube-system")), false, &CrdPlurals::default()).await.unwrap();
+        assert!(server.requests().iter().any(|r| r.ends_with("/namespaces/kube-system/addons/mine")));
+    });
+}

@@ -3,6 +3,7 @@
 
 mod support;
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 use support::{K3dGpu, copy_host, hosts_dir, repo};
@@ -452,24 +453,36 @@ fn graph_prints_dot_or_json_and_render_writes_a_kustomization() {
     }
 }
 
+/// The image every test component of this file deploys, pinned by digest.
+fn component_image() -> String {
+    format!("example.invalid/app:1@sha256:{}", "b".repeat(64))
+}
+
+/// A component of the user's own in `dir`: `NAME.kdl` (with `extra` lines inside it) naming
+/// the manifest `NAME.yml`, which holds `manifest`.
+fn own_component(dir: &Path, name: &str, extra: &str, manifest: &str) {
+    let kdl = format!(
+        "component {name} {{\n    summary \"a test component\"\n    upstream mine version=v1\n    manifest {name}.yml\n    image \"{}\"\n{extra}}}\n",
+        component_image()
+    );
+    std::fs::write(dir.join(format!("{name}.kdl")), kdl).unwrap();
+    std::fs::write(dir.join(format!("{name}.yml")), manifest).unwrap();
+}
+
 #[test]
 fn a_component_of_your_own_joins_the_graph() {
     let dir = tempfile::tempdir().unwrap();
-    let digest = "b".repeat(64);
-    std::fs::write(
-        dir.path().join("exporter.kdl"),
-        format!(
-            "component my-exporter {{\n    summary \"my exporter\"\n    upstream mine version=v1\n    manifest exporter.yml\n    image \"example.invalid/exp:1@sha256:{digest}\"\n    when vendor=intel\n}}\n"
+    let image = component_image();
+    own_component(
+        dir.path(),
+        "my-exporter",
+        "    when vendor=intel\n",
+        &format!(
+            "apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: my-exporter, namespace: kube-system}}\nspec:\n  selector: {{matchLabels: {{app: x}}}}\n  template:\n    metadata: {{labels: {{app: x}}}}\n    spec:\n      containers: [{{name: x, image: \"{image}\"}}]\n"
         ),
-    )
-    .unwrap();
-    std::fs::write(
-        dir.path().join("exporter.yml"),
-        format!("apiVersion: apps/v1\nkind: DaemonSet\nmetadata: {{name: my-exporter, namespace: kube-system}}\nspec:\n  selector: {{matchLabels: {{app: x}}}}\n  template:\n    metadata: {{labels: {{app: x}}}}\n    spec:\n      containers: [{{name: x, image: \"example.invalid/exp:1@sha256:{digest}\"}}]\n"),
-    )
-    .unwrap();
+    );
     let config = dir.path().join("k3dgpu.toml");
-    std::fs::write(&config, "[[components]]\npath = \"exporter.kdl\"\n").unwrap();
+    std::fs::write(&config, "[[components]]\npath = \"my-exporter.kdl\"\n").unwrap();
     let out = k3d_gpu(&["graph", "--json", "-c", config.to_str().unwrap(), "--root", &host("lunar-lake-npu")]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).contains("\"id\": \"k8s/apps/DaemonSet/kube-system/my-exporter\""));
@@ -486,33 +499,45 @@ fn a_component_of_your_own_joins_the_graph() {
 #[test]
 fn a_namespaced_object_without_a_namespace_is_refused_at_validate_with_its_line() {
     let dir = tempfile::tempdir().unwrap();
-    let digest = "b".repeat(64);
-    std::fs::write(
-        dir.path().join("app.kdl"),
-        format!("component app {{\n    summary \"an app\"\n    upstream mine version=v1\n    manifest app.yml\n    image \"example.invalid/app:1@sha256:{digest}\"\n}}\n"),
-    )
-    .unwrap();
+    let image = component_image();
     let deployment = format!(
-        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: app}}\nspec:\n  selector: {{matchLabels: {{app: x}}}}\n  template:\n    metadata: {{labels: {{app: x}}}}\n    spec:\n      containers: [{{name: x, image: \"example.invalid/app:1@sha256:{digest}\"}}]\n"
+        "apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: app}}\nspec:\n  selector: {{matchLabels: {{app: x}}}}\n  template:\n    metadata: {{labels: {{app: x}}}}\n    spec:\n      containers: [{{name: x, image: \"{image}\"}}]\n"
     );
     let cluster_scoped = "# who may read the app\napiVersion: rbac.authorization.k8s.io/v1\nkind: ClusterRole\nmetadata: {name: app-reader}\nrules: []\n";
-    std::fs::write(dir.path().join("app.yml"), format!("{cluster_scoped}---\n\n{deployment}")).unwrap();
     let config = dir.path().join("k3dgpu.toml");
     std::fs::write(&config, "[[components]]\npath = \"app.kdl\"\n").unwrap();
-    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    let validate = || k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    own_component(dir.path(), "app", "", &format!("{cluster_scoped}---\n\n{deployment}"));
+    let out = validate();
     assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
     let said = stderr(&out);
     assert!(said.contains("app.yml:8: Deployment app (component app) lives in a namespace"), "{said}");
     assert!(said.contains("set metadata.namespace"), "{said}");
     assert!(!said.contains("ClusterRole app-reader"), "a cluster-scoped kind needs no namespace: {said}");
 
-    std::fs::write(
-        dir.path().join("app.yml"),
-        format!("{cluster_scoped}---\n{}", deployment.replace("{name: app}", "{name: app, namespace: default}")),
-    )
-    .unwrap();
-    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    let placed = deployment.replace("{name: app}", "{name: app, namespace: default}");
+    own_component(dir.path(), "app", "", &format!("{cluster_scoped}---\n{placed}"));
+    let out = validate();
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+
+    // A custom kind's scope is its CRD's: a namespaced Widget without a namespace is refused,
+    // a cluster-scoped Gadget is not.
+    let crd = |kind: &str, plural: &str, scope: &str| {
+        format!(
+            "apiVersion: apiextensions.k8s.io/v1\nkind: CustomResourceDefinition\nmetadata: {{name: {plural}.example.io}}\nspec:\n  group: example.io\n  scope: {scope}\n  names: {{kind: {kind}, plural: {plural}}}\n  versions: [{{name: v1, served: true, storage: true, schema: {{openAPIV3Schema: {{type: object}}}}}}]\n"
+        )
+    };
+    let custom = format!(
+        "{}---\n{}---\napiVersion: example.io/v1\nkind: Gadget\nmetadata: {{name: g}}\n---\napiVersion: example.io/v1\nkind: Widget\nmetadata: {{name: w}}\n---\n{placed}",
+        crd("Widget", "widgets", "Namespaced"),
+        crd("Gadget", "gadgets", "Cluster")
+    );
+    own_component(dir.path(), "app", "", &custom);
+    let out = validate();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let said = stderr(&out);
+    assert!(said.contains("Widget w (component app) lives in a namespace"), "{said}");
+    assert!(!said.contains("Gadget g"), "{said}");
 }
 
 #[test]
