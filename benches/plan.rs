@@ -106,7 +106,7 @@ fn case(runs: usize, extra: usize, target: Duration) -> Duration {
         kubernetes: Some(ObservedKubernetes {
             nodes: vec![ObservedNode::default()],
             objects: live,
-            resource_slices: vec![],
+            ..Default::default()
         }),
         node_image: None,
     };

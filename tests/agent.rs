@@ -429,3 +429,122 @@ fn device_gpu_on_an_nvidia_box_names_the_value_that_reaches_the_nvidia_gpu() {
     );
     assert!(e.help.as_deref().unwrap_or_default().contains("device = \"cuda\""), "{e:?}");
 }
+
+/// The cluster `rtx2000ada-x2`'s k3d node would be, with `holders` holding accelerators:
+/// (namespace, pod, resource, units). The node advertises what the host's plugins would.
+fn held_on(host_allocatable: &[(&str, &str)], holders: &[Holder]) -> k3d_gpu::compile::held::Held {
+    use k3d_gpu::compile::held::{Held, PodUse};
+    let allocatable: std::collections::BTreeMap<String, String> =
+        host_allocatable.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+    let pods: Vec<PodUse> = holders
+        .iter()
+        .map(|(ns, name, resource, n)| PodUse {
+            namespace: ns.to_string(),
+            name: name.to_string(),
+            node: "k3d-lab-server-0".into(),
+            units: [(resource.to_string(), *n)].into(),
+        })
+        .collect();
+    Held::from_pods([("k3d-lab-server-0", &allocatable)], &pods, "k3d-gpu-agent")
+}
+
+/// `toml` on `host`, placed on what `held` leaves.
+fn compile_held(
+    toml: &str,
+    host: &str,
+    held: &k3d_gpu::compile::held::Held,
+) -> Result<DesiredGraph, Vec<CompileError>> {
+    let config = load_str("k3dgpu.toml", toml).unwrap_or_else(|e| panic!("{e:?}"));
+    let source = k3d_gpu::node_image::Source::shipped();
+    k3d_gpu::compile::compile_against(&config, &facts_of(host), &CATALOG, &source, held)
+}
+
+/// Issue 37, defect 5: on a cluster that exists, the agent is placed on what other workloads
+/// leave free. Both RTX cards held by someone else: auto serves elsewhere and says who holds
+/// them; one of two held: CUDA still, and nothing said; the agent's own server holding its GPU
+/// never moves it.
+#[test]
+fn the_agent_is_placed_on_what_other_workloads_leave_free() {
+    let nvidia = [("nvidia.com/gpu", "2"), ("gpu.intel.com/i915", "1")];
+    let agent = |held| {
+        let g = compile_held("[agent]\n", "rtx2000ada-x2", &held).unwrap_or_else(|e| panic!("{e:#?}"));
+        (g.agent.clone().unwrap(), g.warnings)
+    };
+    let (free, warnings) = agent(held_on(&nvidia, &[]));
+    assert_eq!((free.backend, free.device), ("vllm", "CUDA"), "nothing held: the facts decide");
+    assert!(!warnings.iter().any(|w| w.code == "agent-device-held"));
+
+    let both = [("default", "comfyui-6f9", "nvidia.com/gpu", 1), ("ml", "trainer-0", "nvidia.com/gpu", 1)];
+    let (moved, warnings) = agent(held_on(&nvidia, &both));
+    assert_ne!(moved.device, "CUDA", "{moved:?}");
+    assert_ne!(moved.resource.as_deref(), Some("nvidia.com/gpu"));
+    let said = warnings.iter().find(|w| w.code == "agent-device-held").expect("the plan says why");
+    assert!(
+        said.text.contains("nvidia.com/gpu: 0 of 2 free, held by default/comfyui-6f9 (1), ml/trainer-0 (1)"),
+        "{}",
+        said.text
+    );
+    assert!(moved.reason.contains("instead of the NVIDIA GPU"), "{}", moved.reason);
+
+    let (kept, _) = agent(held_on(&nvidia, &both[..1]));
+    assert_eq!(kept.device, "CUDA", "one RTX card is still free");
+
+    let ours = [("k3d-gpu-agent", "vllm-7c4d", "nvidia.com/gpu", 1), ("k3d-gpu-agent", "x", "nvidia.com/gpu", 1)];
+    let (own, _) = agent(held_on(&nvidia, &ours));
+    assert_eq!(own.device, "CUDA", "the agent's namespace is the plan's own");
+
+    // Tensor parallelism needs two free: one held is enough to move it.
+    let g = compile_held("[agent]\ndevice = \"cuda\"\ngpus = 2\n", "rtx2000ada-x2", &held_on(&nvidia, &both[..1]));
+    let e = g.expect_err("two GPUs asked, one free").remove(0);
+    assert!(e.message.contains("the agent needs 2 nvidia.com/gpu"), "{}", e.message);
+}
+
+/// A config, its host, the node's allocatable, the holders, and the holder the refusal names.
+type Case<'a> = (&'a str, &'a str, &'a [(&'a str, &'a str)], &'a [Holder<'a>], &'a str);
+/// A pod that holds an accelerator: namespace, name, resource, units.
+type Holder<'a> = (&'a str, &'a str, &'a str, u64);
+
+/// A device asked for by name that others hold is refused, naming the holders, with a help
+/// whose setting validates when applied (issue 37, defects 4 and 5).
+#[test]
+fn a_held_device_asked_for_by_name_is_refused_with_a_setting_that_places_it() {
+    let nvidia = [("nvidia.com/gpu", "2")];
+    let both = [("default", "comfyui-6f9", "nvidia.com/gpu", 1), ("ml", "trainer-0", "nvidia.com/gpu", 1)];
+    let npu = [("npu.intel.com/accel", "1"), ("gpu.intel.com/xe", "1")];
+    let npu_held = [("video", "detector-0", "npu.intel.com/accel", 1)];
+    let setting = regex::Regex::new(r#"set (\[[a-z.]+\]) device = "(\w+)""#).unwrap();
+    let cases: [Case; 4] = [
+        ("[agent]\ndevice = \"cuda\"\n", "rtx2000ada-x2", &nvidia, &both, "default/comfyui-6f9 (1)"),
+        ("[agent]\ndevice = \"npu\"\n", "lunar-lake-npu", &npu, &npu_held, "video/detector-0 (1)"),
+        ("[agent]\n[addons.embeddings]\n", "lunar-lake-npu", &npu, &npu_held, "video/detector-0 (1)"),
+        ("[agent]\n[addons.stt]\ndevice = \"npu\"\n", "lunar-lake-npu", &npu, &npu_held, "video/detector-0 (1)"),
+    ];
+    for (toml, host, allocatable, holders, holder) in cases {
+        let held = held_on(allocatable, holders);
+        let errors = compile_held(toml, host, &held).err().unwrap_or_else(|| panic!("{toml}: not refused"));
+        let e = &errors[0];
+        assert!(e.message.contains(holder), "{toml}: {}", e.message);
+        let help = e.help.clone().unwrap_or_default();
+        let caps = setting.captures(&help).unwrap_or_else(|| panic!("{toml}: the help names no setting: {help}"));
+        let (section, device) = (&caps[1], &caps[2]);
+        // The setting applied: that section's device line replaced.
+        let mut fixed = String::new();
+        let mut here = false;
+        for line in toml.lines() {
+            if line.starts_with('[') {
+                here = line == section;
+            }
+            if here && line.starts_with("device") {
+                continue;
+            }
+            fixed.push_str(line);
+            fixed.push('\n');
+            if line == section {
+                fixed.push_str(&format!("device = \"{device}\"\n"));
+            }
+        }
+        assert_ne!(fixed, toml, "{toml}: the help repeats the setting: {help}");
+        let again = compile_held(&fixed, host, &held);
+        assert!(again.is_ok(), "{toml}: the help ({help}) gave\n{fixed}\nwhich still fails: {again:?}");
+    }
+}

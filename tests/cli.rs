@@ -818,3 +818,41 @@ fn apply_says_what_is_wrong_with_the_plan_file() {
     assert!(stderr(&out).contains("was made offline"), "{}", stderr(&out));
     assert!(!stderr(&out).contains("observed state"), "{}", stderr(&out));
 }
+
+/// Issue 37, defect 5, end to end: `plan` against a cluster where other pods hold both RTX
+/// cards places the agent elsewhere and says who holds them; with those pods gone, the same
+/// config plans vLLM on CUDA. A device asked for by name is refused, naming the holder.
+#[test]
+fn plan_places_the_agent_on_what_the_cluster_has_free() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    let observed = |holders: serde_json::Value| {
+        let doc = serde_json::json!({"schema": "k3d-gpu.observed/v1", "cluster": null, "kubernetes": {
+            "nodes": [{"name": "k3d-gpu-server-0", "labels": {}, "annotations": {}, "ready": true,
+                "allocatable": {"cpu": "32", "nvidia.com/gpu": "2"}}],
+            "objects": [], "resource_slices": [], "holders": holders}});
+        let path = dir.path().join("observed.json");
+        std::fs::write(&path, doc.to_string()).unwrap();
+        path.display().to_string()
+    };
+    let held = serde_json::json!([
+        {"namespace": "default", "name": "comfyui-6f9", "node": "k3d-gpu-server-0", "resources": {"nvidia.com/gpu": "1"}},
+        {"namespace": "ml", "name": "trainer-0", "node": "k3d-gpu-server-0", "resources": {"nvidia.com/gpu": "1"}}]);
+    let plan = |toml: &str, holders: serde_json::Value| {
+        std::fs::write(&config, toml).unwrap();
+        let args = ["plan", "-c", config.to_str().unwrap(), "--root", &host("rtx2000ada-x2"), "--observed"];
+        k3d_gpu(&[&args[..], &[observed(holders).as_str()]].concat())
+    };
+    let moved = plan("[agent]\n", held.clone());
+    assert_eq!(moved.status.code(), Some(0), "{}", stderr(&moved));
+    let text = stdout(&moved);
+    assert!(text.contains("agent-device-held"), "{text}");
+    assert!(text.contains("held by default/comfyui-6f9 (1), ml/trainer-0 (1)"), "{text}");
+    assert!(!text.contains("k3d-gpu-agent/vllm"), "no vLLM Deployment: {text}");
+    let free = plan("[agent]\n", serde_json::json!([]));
+    assert!(stdout(&free).contains("k3d-gpu-agent/vllm"), "{}", stdout(&free));
+    let refused = plan("[agent]\ndevice = \"cuda\"\n", held);
+    assert_eq!(refused.status.code(), Some(1), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("default/comfyui-6f9"), "{}", stderr(&refused));
+    assert!(stderr(&refused).contains("device = \"auto\""), "{}", stderr(&refused));
+}

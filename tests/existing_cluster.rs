@@ -328,8 +328,9 @@ fn observe_costs_one_list_of_nodes_and_one_per_kind() {
     let nodes = requests.iter().filter(|r| r.starts_with("GET /api/v1/nodes")).count();
     assert_eq!(nodes, 1, "{requests:#?}");
     let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
-    // Nodes, each kind, ResourceSlices: independent of the node count.
-    assert_eq!(requests.len(), 1 + k3d_gpu::compile::object_kinds(&catalog).len() + 1, "{requests:#?}");
+    // Nodes, each kind, ResourceSlices, the pods that hold accelerators (one page here):
+    // independent of the node count.
+    assert_eq!(requests.len(), 1 + k3d_gpu::compile::object_kinds(&catalog).len() + 2, "{requests:#?}");
 
     // `observe` reads the same way, and says which nodes are the config's.
     let observed = f.run(&["observe"]);

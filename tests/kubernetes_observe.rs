@@ -74,9 +74,10 @@ fn observe_lists_each_kind_once_through_the_clusters_own_context() {
             entries.len() == 1 && entries[0]["manager"] == "k3d-gpu" && entries[0]["fieldsV1"]["f:metadata"].is_object()
         }));
         assert!(observed.objects.iter().all(|o| o["kind"].is_string() && o["apiVersion"].is_string()));
-        // One LIST for nodes, one per kind, one for ResourceSlices: O(kinds), not O(objects).
+        // One LIST for nodes, one per kind, one for ResourceSlices, one for the pods that hold
+        // accelerators: O(kinds), not O(objects).
         let requests = server.requests();
-        assert_eq!(requests.len(), 1 + kinds.len() + 1, "{requests:#?}");
+        assert_eq!(requests.len(), 1 + kinds.len() + 2, "{requests:#?}");
         assert!(requests.contains(&"GET /api/v1/configmaps".to_string()));
         assert!(requests.contains(&"GET /apis/apps/v1/daemonsets".to_string()));
     });
@@ -538,4 +539,61 @@ fn the_agent_warm_up_posts_a_chat_completion_and_reads_the_reply() {
     assert_eq!((bodies[0].0.as_str(), bodies[0].1.as_str()), (chat.as_str(), "POST"));
     assert_eq!(bodies[0].2["model"], "Qwen3-4B");
     assert_eq!(bodies[0].2["messages"][0]["role"], "user");
+}
+
+fn pod(ns: &str, name: &str, node: Option<&str>, phase: &str, limits: serde_json::Value) -> serde_json::Value {
+    let mut p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
+        "spec": {"containers": [{"name": "main", "image": "x", "resources": {"limits": limits}}]},
+        "status": {"phase": phase}});
+    if let Some(node) = node {
+        p["spec"]["nodeName"] = json!(node);
+    }
+    p
+}
+
+/// Issue 37, defect 5: observe reads which pods hold accelerators as the scheduler counts
+/// them (on a node, not finished), and `held` leaves the agent's own namespace out.
+#[test]
+fn observe_reads_the_pods_that_hold_accelerators() {
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    runtime.block_on(async {
+        let mut gpu_node = node("k3d-t-server-0");
+        gpu_node["status"]["allocatable"]["nvidia.com/gpu"] = json!("2");
+        let gpu = json!({"nvidia.com/gpu": "1", "memory": "1Gi"});
+        let mut with_init = pod("ml", "warmup", Some("k3d-t-server-0"), "Pending", json!({"cpu": "1"}));
+        with_init["spec"]["initContainers"] =
+            json!([{"name": "init", "image": "x", "resources": {"requests": {"nvidia.com/gpu": "2"}}}]);
+        let objects = vec![
+            pod("default", "comfyui", Some("k3d-t-server-0"), "Running", gpu.clone()),
+            pod("ml", "trainer", Some("k3d-t-server-0"), "Succeeded", gpu.clone()),
+            pod("ml", "unscheduled", None, "Pending", gpu.clone()),
+            pod("k3d-gpu-agent", "vllm-7c4d", Some("k3d-t-server-0"), "Running", gpu.clone()),
+            pod("web", "nginx", Some("k3d-t-server-0"), "Running", json!({"cpu": "1"})),
+            with_init,
+        ];
+        let state = State { nodes: vec![gpu_node], objects, served: vec!["/api/v1/pods".into()], ..State::default() };
+        let server = FakeApiServer::start(state).await;
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = server.kubeconfig("t", dir.path());
+        let kinds = k3d_gpu::compile::ObjectKinds::default();
+        let observed = observe(client(&kubeconfig, "t").await.unwrap(), "t", &kinds).await.unwrap();
+        let holders: Vec<String> = observed
+            .holders
+            .iter()
+            .map(|p| format!("{}/{} on {}: {:?}", p.namespace, p.name, p.node, p.resources))
+            .collect();
+        assert_eq!(
+            holders,
+            [
+                "default/comfyui on k3d-t-server-0: {\"nvidia.com/gpu\": \"1\"}",
+                "k3d-gpu-agent/vllm-7c4d on k3d-t-server-0: {\"nvidia.com/gpu\": \"1\"}",
+                "ml/warmup on k3d-t-server-0: {\"nvidia.com/gpu\": \"2\"}",
+            ]
+        );
+        let requests = server.requests();
+        assert!(requests.iter().any(|r| r.starts_with("GET /api/v1/pods")), "{requests:?}");
+        let held = observed.held();
+        let taken = held.taken("nvidia.com/gpu", 1).expect("comfyui and warmup hold 3 of 2");
+        assert_eq!(taken.sentence(), "nvidia.com/gpu: 0 of 2 free, held by default/comfyui (1), ml/warmup (2)");
+    });
 }

@@ -160,6 +160,16 @@ pub fn compute(
             )),
         });
     }
+    // The agent is placed on what other workloads leave free on its node.
+    let mut compiled = compiled;
+    if let (Some(_), Some(k)) = (&inputs.config.agent, &observed.kubernetes) {
+        let held = k.held();
+        if !held.is_empty() {
+            let nodes = fleet_nodes(&inputs, &compiled.fleet);
+            compiled.graph = crate::compile::fleet::compile_against(&inputs.config, &nodes, &compiled.catalog, &held)
+                .map_err(|errors| Error::Invalid(super::inputs::compile_diagnostics(&inputs, errors)))?;
+        }
+    }
     let digests = crate::plan::Inputs::new(
         &inputs.config,
         &compiled.fleet,

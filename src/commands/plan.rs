@@ -48,12 +48,20 @@ pub fn compute_compiled(
             observe_live(&inputs, &catalog, image.unwrap_or_default(), rt)?
         }
     };
-    // A prebuilt image's k3s release label is known only once observed: compile again with it
-    // (a build says its own version, from K3S_TAG).
-    if let Some(source @ crate::node_image::Source::Prebuilt { .. }) = source {
+    // Compiled again where the cluster as observed changes what the config gives: a prebuilt
+    // image's k3s release label (a build says its own version, from K3S_TAG), and the
+    // accelerators other workloads hold, which the agent is placed around.
+    let held = match (&inputs.config.agent, &observed.kubernetes) {
+        (Some(_), Some(k)) => k.held(),
+        _ => Default::default(),
+    };
+    if let Some(source) = source {
+        let prebuilt = matches!(source, crate::node_image::Source::Prebuilt { .. });
         let labelled = source.with_observed(&observed);
-        if matches!(&labelled, crate::node_image::Source::Prebuilt { k3s_version: Some(_), .. }) {
-            graph = crate::compile::compile_with(&inputs.config, &facts, &catalog, &labelled)
+        let relabelled =
+            prebuilt && matches!(&labelled, crate::node_image::Source::Prebuilt { k3s_version: Some(_), .. });
+        if relabelled || !held.is_empty() {
+            graph = crate::compile::compile_against(&inputs.config, &facts, &catalog, &labelled, &held)
                 .map_err(|errors| Error::Invalid(super::inputs::compile_diagnostics(&inputs, errors)))?;
         }
     }

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+use super::held::{Held, Taken};
 use super::intel::IntelPlan;
 use super::{CompileError, Context, Warning};
 use crate::config::{AddonDevice, AddonName, AgentBackend, AgentDevice, IntelGpuMode};
@@ -79,16 +80,44 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     if !valid_inputs(cx, agent) {
         return None;
     }
-    let offer = Offer::read(cx, intel);
+    let gpus = agent.gpus.unwrap_or(1);
+    // What the host offers, and what of it other workloads leave free on the cluster.
+    let full = Offer::read(cx, intel);
+    let mut offer = full.clone();
+    let withheld = offer.withhold(&cx.held, gpus);
     if offer.nvidia && offer.cuda_gib.is_none() && agent.device == AgentDevice::Auto {
         let why = cuda_memory_unknown(&cx.facts.host.nvidia.gpus);
         cx.warn("agent-cuda-memory-unknown", Some("agent.device"), why);
     }
     let backend = backend(agent.backend, agent.device, offer.gaudi, offer.cuda_auto());
     let gpu_only = backend != "ovms";
-    let Placed { device, reason, warning } = match placement(agent.device, backend, &offer) {
-        Ok(placed) => placed,
-        Err(Refusal { key, message, fix }) => {
+    // The device placement would have chosen had nothing been held: the one others took.
+    let lost = (!withheld.is_empty())
+        .then(|| {
+            placement(agent.device, self::backend(agent.backend, agent.device, full.gaudi, full.cuda_auto()), &full)
+        })
+        .and_then(Result::ok)
+        .and_then(|ideal| withheld.iter().find(|w| w.device == ideal.device));
+    let placed = placement(agent.device, backend, &offer);
+    let Placed { device, reason, warning } = match (placed, lost) {
+        (Ok(mut placed), Some(lost)) => {
+            let text = format!(
+                "the agent runs on the {} instead of the {}, which other workloads hold ({})",
+                device_word(placed.device),
+                device_word(lost.device),
+                lost.taken.sentence()
+            );
+            cx.warn("agent-device-held", Some("agent.device"), text.clone());
+            placed.reason = format!("{text}; {}", placed.reason);
+            placed
+        }
+        (Err(_), Some(lost)) => {
+            let (message, fix) = held_refusal(agent, lost, gpus, &offer);
+            device_error(cx, "device", message, fix);
+            return None;
+        }
+        (Ok(placed), None) => placed,
+        (Err(Refusal { key, message, fix }), None) => {
             device_error(cx, key, message, fix);
             return None;
         }
@@ -106,7 +135,6 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
         );
     }
     let usable: Vec<&IntelGpu> = offer.usable.iter().collect();
-    let gpus = agent.gpus.unwrap_or(1);
     if gpus > 1 && !tensor_parallel_fits(cx, backend, device, gpus, usable.len(), intel.shared.unwrap_or(1)) {
         return None;
     }
@@ -129,8 +157,10 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
     let (supplemental_groups, group_warnings) = supplemental_groups(&nodes);
     cx.warnings.extend(group_warnings);
     let memory = agent.memory.clone().unwrap_or_else(|| default_memory(backend, device, gpus).into());
-    let gpu_resource = intel_resource(&usable);
-    let addons = place_addons(cx, intel, device, usable.len(), gpu_resource, offer.npu, hybrid);
+    // The add-ons judge the host's devices again, on what the agent and other workloads leave.
+    let all_usable: Vec<&IntelGpu> = full.usable.iter().collect();
+    let gpu_resource = intel_resource(&all_usable);
+    let addons = place_addons(cx, intel, device, all_usable.len(), gpu_resource, full.npu, hybrid);
     Some(AgentPlan {
         addons,
         backend,
@@ -149,7 +179,7 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
 
 /// What the cluster will advertise for the agent, read from the facts once: the rules below
 /// decide from this, never from the host alone.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct Offer {
     /// A usable Gaudi (habana.ai/gaudi).
     gaudi: bool,
@@ -203,6 +233,43 @@ impl Offer {
         }
     }
 
+    /// Takes out each device whose resource other workloads hold so that no node has `gpus`
+    /// units of it free (one for the NPU), and says which and why.
+    fn withhold(&mut self, held: &Held, gpus: u32) -> Vec<Withheld> {
+        let need = u64::from(gpus);
+        let mut out = Vec::new();
+        if self.nvidia
+            && let Some(taken) = held.taken(CUDA_RESOURCE, need)
+        {
+            self.nvidia = false;
+            self.cuda_gib = None;
+            out.push(Withheld { device: "CUDA", need, taken });
+        }
+        if self.gaudi
+            && let Some(taken) = held.taken(GAUDI_RESOURCE, need)
+        {
+            self.gaudi = false;
+            out.push(Withheld { device: "HPU", need, taken });
+        }
+        let usable: Vec<&IntelGpu> = self.usable.iter().collect();
+        if let Some(resource) = intel_resource(&usable)
+            && let Some(taken) = held.taken(&resource, need)
+        {
+            self.usable.clear();
+            self.advertised.clear();
+            self.refused = None;
+            out.push(Withheld { device: "GPU", need, taken });
+        }
+        if self.npu
+            && let Some(taken) = held.taken(NPU_RESOURCE, 1)
+        {
+            self.npu = false;
+            self.npu_fix = Some(format!("stop what holds the NPU ({})", taken.sentence()));
+            out.push(Withheld { device: "NPU", need: 1, taken });
+        }
+        out
+    }
+
     /// Auto wants room for the default model before it serves on an NVIDIA GPU.
     fn cuda_auto(&self) -> bool {
         self.cuda_gib.is_some_and(|gib| gib >= CUDA_MIN_GIB)
@@ -210,6 +277,54 @@ impl Offer {
 
     fn xmx_node(&self) -> bool {
         self.usable.iter().any(|g| g.xmx == Xmx::Yes)
+    }
+}
+
+/// A device the host has and the agent could use, which other workloads hold on the cluster.
+#[derive(Debug, Clone)]
+struct Withheld {
+    device: &'static str,
+    need: u64,
+    taken: Taken,
+}
+
+const CUDA_RESOURCE: &str = "nvidia.com/gpu";
+const GAUDI_RESOURCE: &str = "habana.ai/gaudi";
+const NPU_RESOURCE: &str = "npu.intel.com/accel";
+
+/// The refusal of a device the config asks for by name (or the only one its backend runs on)
+/// that other workloads hold: the holders named, and a setting that places the agent now,
+/// where one does.
+fn held_refusal(agent: &crate::config::Agent, lost: &Withheld, gpus: u32, offer: &Offer) -> (String, String) {
+    let Withheld { device, need, taken } = lost;
+    let message = format!(
+        "the agent needs {need} {} for the {}, and no node has {need} free: {}",
+        taken.resource,
+        device_word(device),
+        taken.sentence()
+    );
+    let works = |device: AgentDevice| {
+        let backend = backend(agent.backend, device, offer.gaudi, offer.cuda_auto());
+        placement(device, backend, offer).is_ok() && (gpus == 1 || device != AgentDevice::Cpu)
+    };
+    let stop = "stop the pods that hold it";
+    let fix = if agent.device != AgentDevice::Auto && works(AgentDevice::Auto) {
+        format!("set [agent] device = \"auto\" to place the agent on what is free, or {stop}")
+    } else if works(AgentDevice::Cpu) && gpus == 1 {
+        format!("set [agent] device = \"cpu\" to serve from the CPU meanwhile, or {stop}")
+    } else {
+        stop.to_string()
+    };
+    (message, fix)
+}
+
+/// A placed device as a sentence names it.
+fn device_word(device: &str) -> &str {
+    match device {
+        "CUDA" => "NVIDIA GPU",
+        "GPU" => "Intel GPU",
+        "HPU" => "Gaudi",
+        other => other,
     }
 }
 
@@ -441,9 +556,9 @@ fn ovms_limit(backend: &str, device: &str, agent: &crate::config::Agent) -> Opti
 fn resource(device: &str, usable: &[&IntelGpu]) -> Option<String> {
     match device {
         "GPU" => intel_resource(usable),
-        "NPU" => Some("npu.intel.com/accel".to_string()),
-        "HPU" => Some("habana.ai/gaudi".to_string()),
-        "CUDA" => Some("nvidia.com/gpu".to_string()),
+        "NPU" => Some(NPU_RESOURCE.to_string()),
+        "HPU" => Some(GAUDI_RESOURCE.to_string()),
+        "CUDA" => Some(CUDA_RESOURCE.to_string()),
         _ => None,
     }
 }
@@ -742,8 +857,20 @@ fn place_addons(
     }
     let npus = cx.facts.host.npus.iter().filter(|n| n.device_node.is_some()).count() as u32;
     // How many units each engine had before the LLM took one: the help differs between "none
-    // here" and "all taken".
-    let units = Free { gpu: gpus as u32 * intel.shared.unwrap_or(1), npu: u32::from(npu) * npus };
+    // here" and "all taken". On a cluster that exists, no more than other workloads leave.
+    let mut units = Free { gpu: gpus as u32 * intel.shared.unwrap_or(1), npu: u32::from(npu) * npus };
+    let gpu_held = gpu_resource.as_deref().and_then(|r| cx.held.free(r));
+    let npu_held = cx.held.free(NPU_RESOURCE);
+    for (count, held) in [(&mut units.gpu, &gpu_held), (&mut units.npu, &npu_held)] {
+        if let Some(taken) = held {
+            *count = (*count).min(u32::try_from(taken.free).unwrap_or(u32::MAX));
+        }
+    }
+    let held_text = |device: &str| match device {
+        "GPU" => gpu_held.as_ref().map(Taken::sentence),
+        "NPU" => npu_held.as_ref().map(Taken::sentence),
+        _ => None,
+    };
     let mut free = units;
     match llm {
         "GPU" => free.gpu = free.gpu.saturating_sub(1),
@@ -765,7 +892,10 @@ fn place_addons(
         let auto = addons.get(&name).is_some_and(|a| a.device == AddonDevice::Auto);
         if !free.take(device) {
             let units = if device == "NPU" { units.npu } else { units.gpu };
-            let (problem, help) = no_free_unit(name, device, units, auto, llm);
+            let (problem, help) = match held_text(device) {
+                Some(held) => held_elsewhere(name, device, auto, &held),
+                None => no_free_unit(name, device, units, auto, llm),
+            };
             cx.error(CompileError::new("addon-device", &["addons", name_of(name), "device"], problem, Some(help)));
             continue;
         }
@@ -784,6 +914,11 @@ fn place_addons(
         let reason = match fallback {
             None => format!("the {device} suits it best and has a free unit"),
             Some(why) => {
+                let first = preferences(name)[0];
+                let why = match held_text(first) {
+                    Some(held) => format!("{why} ({held})"),
+                    None => why,
+                };
                 cx.warn("addon-fallback", Some("addons"), why.clone());
                 why
             }
@@ -911,6 +1046,21 @@ fn no_free_unit(name: AddonName, device: &str, units: u32, auto: bool, llm: &str
             format!("{cpu}{or_auto}, or share the GPU ([sharing] shared = <n>)"),
         ),
     }
+}
+
+/// Why a requested device has no unit for the add-on when other workloads on the cluster hold
+/// it: the holders named, and the CPU (always room) as the setting that validates now.
+fn held_elsewhere(name: AddonName, device: &str, auto: bool, held: &str) -> (String, String) {
+    let addon = name_of(name);
+    let or_auto = if auto || name == AddonName::Embeddings {
+        String::new()
+    } else {
+        format!(", or let it choose ([addons.{addon}] device = \"auto\")")
+    };
+    (
+        format!("{addon} asks for the {device}, and other workloads on the cluster hold it ({held})"),
+        format!("set [addons.{addon}] device = \"cpu\"{or_auto}, or stop the pods that hold it"),
+    )
 }
 
 /// The devices auto tries for an add-on, best first.

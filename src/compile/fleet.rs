@@ -87,6 +87,17 @@ pub fn warning_nodes(warning: &Warning) -> Option<Vec<&str>> {
 
 /// Compiles the fleet: every node, then the merge. Errors of one node name it.
 pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Result<DesiredGraph, Vec<CompileError>> {
+    compile_against(config, nodes, catalog, &super::held::Held::default())
+}
+
+/// [`compile`] on the cluster as observed: the agent is placed on what other workloads leave
+/// free on `[agent] node`.
+pub fn compile_against(
+    config: &Config,
+    nodes: &[FleetNode],
+    catalog: &Catalog,
+    held: &super::held::Held,
+) -> Result<DesiredGraph, Vec<CompileError>> {
     let mut errors = Vec::new();
     let mut warnings: BTreeMap<Warning, Vec<&str>> = BTreeMap::new();
     let mut images = BTreeMap::new();
@@ -99,7 +110,9 @@ pub fn compile(config: &Config, nodes: &[FleetNode], catalog: &Catalog) -> Resul
         let hosts_agent = runs_agent(config, node.name);
         let key = crate::canonical::digest(&(node.facts, node.expect, hosts_agent));
         seen.entry(key.clone()).or_insert_with(|| {
-            super::parts(&machine_config(config, node.expect, hosts_agent), node.facts, catalog, None)
+            // Only the agent's node places anything on what is free.
+            let held = if hosts_agent { held.only(node.name) } else { Default::default() };
+            super::parts(&machine_config(config, node.expect, hosts_agent), node.facts, catalog, None, &held)
         });
         keys.push(key);
     }

@@ -14,6 +14,7 @@ pub use components::{COMPONENT_LABEL, MANAGED_BY, object_id};
 mod experimental;
 pub mod fleet;
 mod graph;
+pub mod held;
 mod intel;
 pub mod models;
 pub mod nvidia;
@@ -77,6 +78,8 @@ pub struct Context<'a> {
     pub images: std::collections::BTreeMap<String, crate::images::Use>,
     /// The node image, resolved against the locks (`None` when its source is unusable).
     pub node_image: Option<crate::node_image::Resolved>,
+    /// What other workloads hold of the cluster's accelerators (empty without a cluster).
+    pub held: held::Held,
 }
 
 impl<'a> Context<'a> {
@@ -91,6 +94,7 @@ impl<'a> Context<'a> {
             warnings: Vec::new(),
             images: Default::default(),
             node_image: None,
+            held: held::Held::default(),
         }
     }
 
@@ -144,7 +148,19 @@ pub fn compile_with(
     catalog: &Catalog,
     node_image: &crate::node_image::Source,
 ) -> Result<DesiredGraph, Vec<CompileError>> {
-    let parts = parts(config, facts, catalog, Some(node_image))?;
+    compile_against(config, facts, catalog, node_image, &held::Held::default())
+}
+
+/// [`compile_with`] on a cluster that exists: the agent and its add-ons are placed on what
+/// other workloads leave free (`held`, read from the observed cluster).
+pub fn compile_against(
+    config: &Config,
+    facts: &Facts,
+    catalog: &Catalog,
+    node_image: &crate::node_image::Source,
+    held: &held::Held,
+) -> Result<DesiredGraph, Vec<CompileError>> {
+    let parts = parts(config, facts, catalog, Some(node_image), held)?;
     let mut graph = DesiredGraph::build(parts.resources, parts.warnings, parts.agent).map_err(|text| {
         vec![CompileError::new(
             "graph",
@@ -174,8 +190,10 @@ pub(crate) fn parts(
     facts: &Facts,
     catalog: &Catalog,
     node_image: Option<&crate::node_image::Source>,
+    held: &held::Held,
 ) -> Result<Parts, Vec<CompileError>> {
     let mut cx = Context::new(config, facts, catalog);
+    cx.held = held.clone();
     let mut resources = Vec::new();
     if let Some(source) = node_image {
         cluster::node_image(&mut cx, source, &mut resources);

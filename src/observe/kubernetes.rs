@@ -6,7 +6,7 @@ use std::path::Path;
 
 use http_body_util::LengthLimitError;
 use http_body_util::Limited;
-use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::api::core::v1::{Node, Pod};
 use kube::api::{Api, DynamicObject, ListParams};
 use kube::client::ClientBuilder;
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -213,7 +213,7 @@ pub async fn observe_context(
     match timed(
         &context,
         "list ResourceSlices",
-        Api::<DynamicObject>::all_with(client, &slices).list(&ListParams::default()),
+        Api::<DynamicObject>::all_with(client.clone(), &slices).list(&ListParams::default()),
     )
     .await?
     {
@@ -223,5 +223,81 @@ pub async fn observe_context(
         Err(kube::Error::Api(status)) if status.code == 404 => {}
         Err(e) => return Err(failed("list ResourceSlices", e)),
     }
+    observed.holders = holders(&client, &context).await?;
     Ok(observed)
+}
+
+/// Pages of pods one LIST returns: a cluster of many pods is read in bounded answers.
+const POD_PAGE: u32 = 500;
+
+/// Pods assigned to a node and not finished that request an extended resource (what the
+/// scheduler counts as held), in pages. A server that refuses cluster-wide pod reads (403)
+/// leaves the list empty: placement then reads the host's facts, as offline.
+async fn holders(client: &Client, context: &str) -> Result<Vec<super::HoldingPod>, ObserveError> {
+    let api = Api::<Pod>::all(client.clone());
+    let mut params = ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed").limit(POD_PAGE);
+    let mut out = Vec::new();
+    loop {
+        let page = match timed(context, "list pods", api.list(&params)).await? {
+            Ok(page) => page,
+            Err(kube::Error::Api(status)) if matches!(status.code, 403 | 404) => return Ok(Vec::new()),
+            Err(e) => {
+                return Err(ObserveError::KubernetesUnreachable {
+                    context: context.to_string(),
+                    reason: format!("list pods: {}", said(&e)),
+                });
+            }
+        };
+        out.extend(page.items.iter().filter_map(holding));
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => break,
+        }
+    }
+    out.sort_by(|a, b| (&a.namespace, &a.name).cmp(&(&b.namespace, &b.name)));
+    Ok(out)
+}
+
+/// A pod's hold on extended resources: its effective request of each (the containers' sum, or
+/// an init container's if larger, as the scheduler takes it); `None` for a pod that holds none
+/// or is not on a node.
+fn holding(pod: &Pod) -> Option<super::HoldingPod> {
+    let spec = pod.spec.as_ref()?;
+    let node = spec.node_name.clone().filter(|n| !n.is_empty())?;
+    let asked = |c: &k8s_openapi::api::core::v1::Container| -> Vec<(String, u64)> {
+        let resources = c.resources.clone().unwrap_or_default();
+        let requests = resources.requests.unwrap_or_default();
+        let limits = resources.limits.unwrap_or_default();
+        // An extended resource's request defaults to its limit.
+        let keys: std::collections::BTreeSet<&String> = requests.keys().chain(limits.keys()).collect();
+        keys.into_iter()
+            .filter(|k| crate::compile::held::extended(k))
+            .filter_map(|k| {
+                let q = requests.get(k).or_else(|| limits.get(k))?;
+                Some((k.clone(), crate::compile::held::units(&q.0)?))
+            })
+            .collect()
+    };
+    let mut total: std::collections::BTreeMap<String, u64> = Default::default();
+    for c in &spec.containers {
+        for (k, n) in asked(c) {
+            *total.entry(k).or_default() += n;
+        }
+    }
+    for c in spec.init_containers.iter().flatten() {
+        for (k, n) in asked(c) {
+            let e = total.entry(k).or_default();
+            *e = (*e).max(n);
+        }
+    }
+    total.retain(|_, n| *n > 0);
+    if total.is_empty() {
+        return None;
+    }
+    Some(super::HoldingPod {
+        namespace: pod.metadata.namespace.clone().unwrap_or_default(),
+        name: pod.metadata.name.clone().unwrap_or_default(),
+        node,
+        resources: total.into_iter().map(|(k, n)| (k, n.to_string())).collect(),
+    })
 }

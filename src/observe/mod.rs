@@ -198,6 +198,41 @@ pub struct ObservedKubernetes {
     pub objects: Vec<serde_json::Value>,
     /// ResourceSlices (DRA mode).
     pub resource_slices: Vec<serde_json::Value>,
+    /// Pods that hold accelerator resources now, whoever made them: the agent is placed on
+    /// what they leave free ([`ObservedKubernetes::held`]).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub holders: Vec<HoldingPod>,
+}
+
+/// A pod that holds extended resources as the scheduler counts them: assigned to a node and
+/// not finished. Only what placement reads.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldingPod {
+    pub namespace: String,
+    pub name: String,
+    pub node: String,
+    /// Extended resource → the quantity the pod holds (its effective request).
+    pub resources: BTreeMap<String, String>,
+}
+
+impl ObservedKubernetes {
+    /// What other workloads hold of each accelerator resource, per node. The agent's own
+    /// namespace is the plan's to decide, so its pods never count.
+    pub fn held(&self) -> crate::compile::held::Held {
+        use crate::compile::held::{Held, PodUse, units};
+        let pods: Vec<PodUse> = self
+            .holders
+            .iter()
+            .map(|p| PodUse {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                node: p.node.clone(),
+                units: p.resources.iter().filter_map(|(k, v)| Some((k.clone(), units(v)?))).collect(),
+            })
+            .collect();
+        let nodes = self.nodes.iter().map(|n| (n.name.as_str(), &n.allocatable));
+        Held::from_pods(nodes, &pods, crate::compile::workloads::NAMESPACE)
+    }
 }
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]

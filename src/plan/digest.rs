@@ -219,7 +219,12 @@ mod tests {
             ready: true,
         };
         Observed {
-            kubernetes: Some(ObservedKubernetes { nodes: vec![node], objects: vec![object], resource_slices: slices }),
+            kubernetes: Some(ObservedKubernetes {
+                nodes: vec![node],
+                objects: vec![object],
+                resource_slices: slices,
+                ..Default::default()
+            }),
             ..Observed::nothing()
         }
     }

@@ -183,7 +183,7 @@ pub fn converged(graph: &k3d_gpu::compile::DesiredGraph) -> k3d_gpu::observe::Ob
                 recorded_spec: Some(cluster.spec.clone()),
             }],
         }),
-        kubernetes: Some(ObservedKubernetes { nodes: vec![node], objects, resource_slices: Vec::new() }),
+        kubernetes: Some(ObservedKubernetes { nodes: vec![node], objects, ..Default::default() }),
         // The node image as apply leaves it: present, labelled with its build inputs.
         node_image: graph.resources().find(|r| r.kind == ResourceKind::NodeImage).map(|r| ObservedImage {
             reference: r.spec["reference"].as_str().unwrap().into(),
