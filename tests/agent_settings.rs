@@ -172,7 +172,12 @@ fn two_arc_cards_split_the_model_with_the_oneccl_settings() {
     assert_eq!(c["resources"]["limits"]["gpu.intel.com/xe"], "2");
     assert_eq!(env(&g, VLLM, "ZE_AFFINITY_MASK").as_deref(), Some("0,1"));
     assert_eq!(env(&g, VLLM, "CCL_ATL_TRANSPORT").as_deref(), Some("ofi"));
-    assert_eq!(env(&g, VLLM, "CCL_ZE_IPC_EXCHANGE").as_deref(), Some("pidfd"));
+    // Issue 37, defect 6: pidfd's pidfd_getfd between sibling workers is a ptrace attach that
+    // Yama (ptrace_scope >= 1) refuses without CAP_SYS_PTRACE; sockets needs no capability.
+    assert_eq!(env(&g, VLLM, "CCL_ZE_IPC_EXCHANGE").as_deref(), Some("sockets"));
+    assert_eq!(c["securityContext"]["capabilities"], serde_json::json!({ "drop": ["ALL"] }), "nothing added");
+    let scaler = graph("backend = \"llm-scaler\"\ngpus = 2\n", "arc-b580-x2");
+    assert_eq!(env(&scaler, VLLM, "CCL_ZE_IPC_EXCHANGE").as_deref(), Some("sockets"), "llm-scaler's oneCCL too");
     assert_eq!(env(&g, VLLM, "ONEAPI_DEVICE_SELECTOR").as_deref(), Some("level_zero:gpu"));
     let shm = c["volumeMounts"].as_array().unwrap().iter().find(|m| m["mountPath"] == "/dev/shm").cloned();
     assert!(shm.is_some(), "a memory-backed /dev/shm");

@@ -567,13 +567,17 @@ fn ovms(device: &str, model: &str, served_name: &str, task: &str, extra_serve: &
     (OVMS_IMAGE.to_string(), main, Some(init), Vec::new(), pod_security)
 }
 
+/// oneCCL's handle exchange between tensor-parallel workers on Intel GPUs: the one that works
+/// with every capability dropped (see [`vllm`]).
+pub const IPC_EXCHANGE: &str = "sockets";
+
 /// vLLM (XPU, Intel's llm-scaler build, vllm-gaudi or CUDA): the OpenAI API under /v1,
 /// weights and kernel caches on the PVC. Flags follow the reference: float16 with eager mode
 /// on Arc, bfloat16 on the Gaudi with its eager/torch.compile mode and a memory-backed
 /// /dev/shm; the model pinned to a revision, its context length, parsers and served name.
 /// With `gpus` > 1 the model is split by tensor parallelism, with the oneCCL settings the lab
 /// notes use on two Arc cards (ZE_AFFINITY_MASK over the GPUs the plugin gave the pod, the
-/// OFI transport, pidfd IPC exchange) and a memory-backed /dev/shm.
+/// OFI transport) and oneCCL's socket handle exchange, and a memory-backed /dev/shm.
 fn vllm(backend: &str, device: &str, llm: &Llm) -> Parts {
     let gaudi = device == "HPU";
     let cuda = device == "CUDA";
@@ -640,8 +644,13 @@ fn vllm(backend: &str, device: &str, llm: &Llm) -> Parts {
         env.push(json!({ "name": "ZE_AFFINITY_MASK", "value": mask.join(",") }));
         env.push(json!({ "name": "ONEAPI_DEVICE_SELECTOR", "value": "level_zero:gpu" }));
         env.push(json!({ "name": "CCL_ATL_TRANSPORT", "value": "ofi" }));
-        // oneCCL shares device memory between the workers by pidfd, with no CAP_SYS_PTRACE.
-        env.push(json!({ "name": "CCL_ZE_IPC_EXCHANGE", "value": "pidfd" }));
+        // How oneCCL hands one worker's device memory (a dma-buf fd) to another. Its default,
+        // pidfd, takes the fd out of the sibling worker with pidfd_getfd(2): a ptrace-mode
+        // attach, which Yama's ptrace_scope 1 (Ubuntu's default) refuses between siblings
+        // without CAP_SYS_PTRACE, and this container has no capabilities. `sockets` passes
+        // the fds over a Unix socket (SCM_RIGHTS), which needs none; it lacks only
+        // point-to-point transfers, and tensor parallelism uses collectives. docs/agent.md.
+        env.push(json!({ "name": "CCL_ZE_IPC_EXCHANGE", "value": IPC_EXCHANGE }));
     }
     if gaudi || tensor_parallel {
         // Intel runs vllm-gaudi with --ipc=host, and tensor-parallel workers exchange through
