@@ -1200,3 +1200,158 @@ fn the_parser_lists_are_upstreams_at_the_pinned_images() {
     let ovms = tag(workloads::OVMS_IMAGE);
     assert_eq!(ovms.split('-').next(), parsers::OVMS.version.strip_prefix('v'), "{ovms}");
 }
+
+/// What `tests/upstream/server-flags.toml` records of one server: where each flag is defined
+/// upstream, and the values upstream's parsing accepts where it restricts them.
+struct ServerFlags {
+    version: String,
+    flags: BTreeMap<String, String>,
+    choices: BTreeMap<String, Vec<String>>,
+}
+
+fn server_flags() -> BTreeMap<String, ServerFlags> {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/server-flags.toml")).unwrap();
+    let table: toml::Table = toml::from_str(&text).unwrap();
+    let strings = |v: &toml::Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+    };
+    table
+        .iter()
+        .map(|(server, t)| {
+            let flags = t["flags"].as_table().unwrap().iter().map(|(k, v)| (k.clone(), v.as_str().unwrap().into()));
+            let choices = t.get("choices").and_then(|c| c.as_table()).into_iter().flatten();
+            let recorded = ServerFlags {
+                version: t["version"].as_str().unwrap().to_string(),
+                flags: flags.collect(),
+                choices: choices.map(|(k, v)| (k.clone(), strings(v))).collect(),
+            };
+            (server.clone(), recorded)
+        })
+        .collect()
+}
+
+/// The model server a container runs, by its image at the version the flags were read for:
+/// `vllm` for vLLM's own images at that release, `ovms` for OpenVINO Model Server's.
+/// Intel's llm-scaler and the Gaudi build carry vLLM forks of other versions, not read here.
+fn server_of(image: &str, recorded: &BTreeMap<String, ServerFlags>) -> Option<&'static str> {
+    let (repo, tag) = repo_tag(image);
+    let vllm = &recorded["vllm"].version;
+    let ovms = recorded["ovms"].version.trim_start_matches('v');
+    match repo {
+        "docker.io/vllm/vllm-openai" | "docker.io/vllm/vllm-openai-xpu" if tag == vllm => Some("vllm"),
+        "docker.io/openvino/model_server" if tag.split('-').next() == Some(ovms) => Some("ovms"),
+        _ => None,
+    }
+}
+
+/// Problems of one server container's arguments: a flag the server does not define, a value
+/// its parser refuses, or (OVMS) a task option given to another task, which OVMS's per-task
+/// parser rejects at start.
+fn check_server_args(server: &str, recorded: &ServerFlags, args: &[String]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let task = args.iter().position(|a| a == "--task").and_then(|i| args.get(i + 1));
+    let mut i = 0;
+    while i < args.len() {
+        let arg = &args[i];
+        i += 1;
+        if !arg.starts_with("--") {
+            continue;
+        }
+        let value = args.get(i).filter(|v| !v.starts_with("--"));
+        let Some(defined) = recorded.flags.get(arg) else {
+            problems.push(format!("{server} {}: {arg} is not a flag it defines", recorded.version));
+            continue;
+        };
+        if let (Some(allowed), Some(value)) = (recorded.choices.get(arg), value)
+            && !allowed.contains(value)
+        {
+            problems.push(format!("{server}: {arg} {value} is not one of {allowed:?}"));
+        }
+        if let Some(only) = defined.split("task ").nth(1).and_then(|rest| rest.strip_suffix(" only)"))
+            && task.map(String::as_str) != Some(only)
+        {
+            problems.push(format!("{server}: {arg} belongs to --task {only}, given with --task {task:?}"));
+        }
+    }
+    problems
+}
+
+/// Every server container's arguments in `graph`, with its server and where it is.
+fn server_containers(
+    graph: &DesiredGraph,
+    recorded: &BTreeMap<String, ServerFlags>,
+) -> Vec<(&'static str, String, Vec<String>)> {
+    let mut out = Vec::new();
+    for r in graph.resources().filter(|r| r.kind == ResourceKind::Object) {
+        for c in containers(&r.spec) {
+            let Some(server) = server_of(c["image"].as_str().unwrap_or_default(), recorded) else { continue };
+            let args: Vec<String> =
+                c["args"].as_array().into_iter().flatten().filter_map(|a| a.as_str().map(String::from)).collect();
+            out.push((server, format!("{} container {}", r.id, c["name"]), args));
+        }
+    }
+    out
+}
+
+/// Issue 37: every flag and value we hand vLLM and OVMS is one that server defines and accepts
+/// at the version the catalog pins, over the examples and agent configs that reach each
+/// server, device and add-on.
+#[test]
+fn every_model_server_flag_is_one_upstream_defines() {
+    let recorded = server_flags();
+    assert_eq!(recorded["vllm"].version, k3d_gpu::compile::workloads::parsers::VLLM.version, "read again on a bump");
+    assert_eq!(recorded["ovms"].version, k3d_gpu::compile::workloads::parsers::OVMS.version, "read again on a bump");
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let agents = [
+        ("[agent]\n", "rtx2000ada-x2"),
+        ("[agent]\ngpus = 2\nlog_level = \"DEBUG\"\nrevision = \"main\"\nmax_len = 8192\n", "rtx2000ada-x2"),
+        (
+            "[agent]\nbackend = \"vllm\"\ngpus = 2\ntool_parser = \"hermes\"\nreasoning_parser = \"qwen3\"\n",
+            "arc-b580-x2",
+        ),
+        ("[agent]\nlog_level = \"WARNING\"\n[addons.embeddings]\n[addons.stt]\n[addons.vlm]\n", "lunar-lake-npu"),
+        ("[agent]\ndevice = \"npu\"\nmax_len = 4096\nlog_level = \"ERROR\"\n", "lunar-lake-npu"),
+        ("[agent]\ndevice = \"cpu\"\ntool_parser = \"\"\nreasoning_parser = \"\"\n", "plain-laptop-amd"),
+    ];
+    let mut graphs: Vec<(String, DesiredGraph)> = cases();
+    for (text, host) in agents {
+        let config = k3d_gpu::config::load_str("k3dgpu.toml", text).unwrap_or_else(|e| panic!("{text}: {e:?}"));
+        let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog)
+            .unwrap_or_else(|e| panic!("{text} on {host}: {e:#?}"));
+        graphs.push((format!("{text:?} on {host}"), graph));
+    }
+    let mut checked: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut problems = Vec::new();
+    for (name, graph) in &graphs {
+        for (server, container, args) in server_containers(graph, &recorded) {
+            *checked.entry(server).or_default() += 1;
+            let found = check_server_args(server, &recorded[server], &args);
+            problems.extend(found.into_iter().map(|p| format!("{name}: {container}: {p}")));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(checked.get("vllm").is_some_and(|n| *n >= 3), "{checked:?}");
+    assert!(checked.get("ovms").is_some_and(|n| *n >= 8), "{checked:?}");
+}
+
+/// The check above fails on what each server refuses at start: a flag of the other server's
+/// spelling, a value outside the choices, a task option given to another task.
+#[test]
+fn the_model_server_check_catches_what_the_servers_refuse() {
+    let recorded = server_flags();
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let vllm = &recorded["vllm"];
+    assert!(
+        check_server_args("vllm", vllm, &args(&["serve", "m", "--max-model-len", "4096", "--enforce-eager"]))
+            .is_empty()
+    );
+    assert_eq!(check_server_args("vllm", vllm, &args(&["serve", "m", "--max_model_len", "4096"])).len(), 1);
+    assert_eq!(check_server_args("vllm", vllm, &args(&["serve", "m", "--dtype", "fp16"])).len(), 1);
+    let ovms = &recorded["ovms"];
+    let good = ["--task", "embeddings", "--pooling", "LAST", "--target_device", "NPU"];
+    assert!(check_server_args("ovms", ovms, &args(&good)).is_empty());
+    assert_eq!(check_server_args("ovms", ovms, &args(&["--task", "embeddings", "--tool_parser", "hermes3"])).len(), 1);
+    assert_eq!(check_server_args("ovms", ovms, &args(&["--task", "text_generation", "--pooling", "LAST"])).len(), 1);
+    assert_eq!(check_server_args("ovms", ovms, &args(&["--log_level", "VERBOSE"])).len(), 1);
+    assert_eq!(check_server_args("ovms", ovms, &args(&["--max-model-len", "4096"])).len(), 1);
+}
