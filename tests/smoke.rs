@@ -24,11 +24,17 @@ fn repo() -> PathBuf {
 /// How the kubelet treats the pods.
 #[derive(Clone, Copy, PartialEq)]
 enum Kubelet {
-    /// Every pod runs; the devices open.
+    /// Every pod runs; the devices open; the pods of a sharing group run at once.
     Healthy,
     /// The render node is there but the pod cannot open it; GPUs are held by another pod.
     Broken,
+    /// As healthy, but the pods of a sharing group run one after the other: each one ends
+    /// before the next starts (a device handed out exclusively, whatever was advertised).
+    OneAtATime,
 }
+
+/// The label a sharing group's pods carry (`smoke::share::GROUP_LABEL`).
+const GROUP: &str = "k3d-gpu.io/smoke-share";
 
 struct Cluster {
     dir: tempfile::TempDir,
@@ -42,20 +48,46 @@ impl Drop for Cluster {
     }
 }
 
-/// Runs a pod's command as the kubelet would, with `/dev/…` paths under `dev`.
-fn run_container(pod: &Value, dev: &Path) -> (String, i32) {
+/// Runs a pod's command as the kubelet would, with `/dev/…` and `/sys/…` paths under `root`.
+/// A sharing pod's hold (its first argument) is cut to 0: the stand-in keeps it Running itself.
+fn run_container(pod: &Value, root: &Path) -> (String, i32) {
     let c = &pod["spec"]["containers"][0];
     let argv: Vec<String> = c["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
+    let share = pod["metadata"]["labels"][GROUP].is_string();
     if argv[0] == "nvidia-smi" {
         return ("GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-6f1d2a9e)\n".into(), 0);
     }
+    if share && c["resources"]["limits"]["nvidia.com/gpu"].is_string() {
+        return (
+            "GPU 0: NVIDIA RTX 4000 Ada Generation (UUID: GPU-6f1d2a9e)\ncompute GPU-6f1d2a9e, Default\nready\n".into(),
+            0,
+        );
+    }
     let mapped: Vec<String> = argv[3..]
         .iter()
-        .map(|a| a.strip_prefix("/dev").map_or(a.clone(), |r| format!("{}{r}", dev.display())))
+        .enumerate()
+        .map(|(i, a)| if share && i == 1 { "0".to_string() } else { a.clone() })
+        .map(|a| if a.starts_with("/dev") || a.starts_with("/sys") { format!("{}{a}", root.display()) } else { a })
         .collect();
     let out = Command::new(&argv[0]).args(&argv[1..3]).args(&mapped).output().unwrap();
-    let text = String::from_utf8(out.stdout).unwrap().replace(&dev.display().to_string(), "/dev");
+    let text = String::from_utf8(out.stdout).unwrap().replace(&root.display().to_string(), "");
     (text, out.status.code().unwrap_or(1))
+}
+
+/// A pod's status once its container ran: finished with `code`, or (a sharing pod, `hold`)
+/// Running and holding its device.
+fn ran(code: i32, hold: bool) -> Value {
+    if hold {
+        return json!({"phase": "Running", "conditions": [{"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [{"name": "probe", "ready": true, "restartCount": 0, "image": "", "imageID": "",
+                "state": {"running": {"startedAt": "2026-12-05T00:00:00Z"}}}]});
+    }
+    json!({
+        "phase": if code == 0 { "Succeeded" } else { "Failed" },
+        "conditions": [{"type": "PodScheduled", "status": "True"}],
+        "containerStatuses": [{"name": "probe", "ready": false, "restartCount": 0, "image": "", "imageID": "",
+            "state": {"terminated": {"exitCode": code, "reason": "Completed"}}}],
+    })
 }
 
 fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
@@ -71,22 +103,37 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
     }
     let server = FakeApiServer::start_in_background(state);
     let dir = tempfile::tempdir().unwrap();
-    let dev = dir.path().join("dev");
+    let root = dir.path().join("node");
+    let dev = root.join("dev");
     std::fs::create_dir_all(dev.join("dri")).unwrap();
     std::fs::write(dev.join("dri/card0"), "").unwrap();
     match kubelet {
-        Kubelet::Healthy => std::fs::write(dev.join("dri/renderD128"), "").unwrap(),
+        Kubelet::Healthy | Kubelet::OneAtATime => std::fs::write(dev.join("dri/renderD128"), "").unwrap(),
         // What the pod cannot open (a directory fails a read-write open, as EACCES would).
         Kubelet::Broken => std::fs::create_dir(dev.join("dri/renderD128")).unwrap(),
     }
+    // The card behind the render node, as sysfs shows it in the pod.
+    std::fs::create_dir_all(root.join("sys/devices/pci0000:00/0000:00:02.0")).unwrap();
+    std::fs::create_dir_all(root.join("sys/class/drm/renderD128")).unwrap();
+    std::os::unix::fs::symlink(
+        "../../../devices/pci0000:00/0000:00:02.0",
+        root.join("sys/class/drm/renderD128/device"),
+    )
+    .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
     let flag = stop.clone();
     let kube = server.handle();
     std::thread::spawn(move || {
         while !flag.load(Ordering::SeqCst) {
             kube.change(|s| {
+                let mut started: Vec<String> = Vec::new();
                 for pod in s.objects.iter_mut().filter(|o| o["kind"] == "Pod" && o["status"]["phase"] == "Pending") {
                     if pod["metadata"]["annotations"]["test.k3d-gpu.io/seen"] == "1" {
+                        continue;
+                    }
+                    let group = pod["metadata"]["labels"][GROUP].as_str().map(str::to_string);
+                    // One of a group at a time: the next waits for a later round.
+                    if kubelet == Kubelet::OneAtATime && group.is_some() && !started.is_empty() {
                         continue;
                     }
                     pod["metadata"]["annotations"]["test.k3d-gpu.io/seen"] = json!("1");
@@ -96,15 +143,24 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
                             "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}]);
                         continue;
                     }
-                    let (log, code) = run_container(pod, &dev);
+                    let (log, code) = run_container(pod, &root);
                     pod["spec"]["nodeName"] = json!("k3d-gpu-server-0");
                     pod["metadata"]["annotations"]["fake.k3d-gpu.io/log"] = json!(log);
-                    pod["status"] = json!({
-                        "phase": if code == 0 { "Succeeded" } else { "Failed" },
-                        "conditions": [{"type": "PodScheduled", "status": "True"}],
-                        "containerStatuses": [{"name": "probe", "ready": false, "restartCount": 0, "image": "", "imageID": "",
-                            "state": {"terminated": {"exitCode": code, "reason": "Completed"}}}],
-                    });
+                    pod["status"] = ran(code, group.is_some());
+                    if let Some(g) = group {
+                        started.push(g);
+                        started.push(pod["metadata"]["name"].as_str().unwrap().to_string());
+                    }
+                }
+                // One at a time: the pod that ran before this round's ends as it starts.
+                if kubelet == Kubelet::OneAtATime
+                    && let [group, name] = &started[..]
+                {
+                    for pod in s.objects.iter_mut().filter(|o| o["kind"] == "Pod" && o["metadata"]["labels"][GROUP] == group.as_str()) {
+                        if pod["metadata"]["name"] != name.as_str() && pod["status"]["phase"] == "Running" {
+                            pod["status"] = ran(0, false);
+                        }
+                    }
                 }
             });
             std::thread::sleep(std::time::Duration::from_millis(20));
@@ -227,7 +283,8 @@ fn a_pod_that_cannot_use_its_device_fails_with_the_cause_and_fix() {
     let report = c.report(&saved, "k3dgpu.toml");
     let text = String::from_utf8_lossy(&report.stdout);
     assert_eq!(report.status.code(), Some(0), "{text}\n{}", String::from_utf8_lossy(&report.stderr));
-    assert!(text.contains("test: FAILED, 2 pod(s), 3 failure(s)"), "{text}");
+    // The iGPU is shared eight ways by default: its sharing group fails too (nothing opens).
+    assert!(text.contains("test: FAILED, 2 pod(s), 4 failure(s)"), "{text}");
     assert!(text.contains("FAIL gpu.intel.com/i915 on k3d-gpu-server-0: 0 of 1 usable"), "{text}");
     assert!(text.contains("the cluster has no RuntimeClass nvidia"), "{text}");
     assert!(text.contains("advertises 1 nvidia.com/gpu, the host's facts hold 2"), "{text}");
@@ -251,6 +308,68 @@ fn a_gpu_in_use_is_reported_as_unschedulable_and_its_pod_removed() {
     assert!(stdout.contains("FAIL  nvidia.com/gpu on k3d-gpu-server-0"), "{stdout}");
     assert!(stdout.contains("Insufficient nvidia.com/gpu") && stdout.contains("get pods -A -o wide"), "{stdout}");
     assert_eq!(c.pods_left(), 0);
+}
+
+/// Issue 38, item 1: with `[sharing]` the test runs the promised pods at once and passes only
+/// when they were all Running together on one device: Intel's `shared = 2` on the iGPU, and
+/// NVIDIA time-slicing's two replicas on each of two GPUs (four pods).
+#[test]
+fn shared_devices_are_proven_by_pods_running_together_on_one_device() {
+    let c = cluster(Kubelet::Healthy, &[("nvidia.com/gpu", "4"), ("gpu.intel.com/i915", "2")]);
+    std::fs::write(c.dir.path().join("k3dgpu.toml"), "[sharing]\nshared = 2\n[sharing.nvidia]\nreplicas = 2\n")
+        .unwrap();
+    let out = c.test(&["--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let shares = doc["shares"].as_array().unwrap();
+    let by = |r: &str| shares.iter().find(|s| s["resource"] == r).unwrap_or_else(|| panic!("no {r} in {doc:#}"));
+    let intel = by("gpu.intel.com/i915");
+    assert_eq!((intel["promised"].as_u64(), intel["pods"].as_array().unwrap().len()), (Some(2), 2));
+    assert_eq!(intel["verdict"]["passed"], true, "{intel:#}");
+    assert_eq!(intel["verdict"]["together"].as_array().unwrap().len(), 2);
+    assert!(intel["verdict"]["devices"].as_object().unwrap().values().all(|d| d == "0000:00:02.0"), "{intel:#}");
+    let nvidia = by("nvidia.com/gpu");
+    assert_eq!(nvidia["pods"].as_array().unwrap().len(), 4, "two per GPU, two GPUs: {nvidia:#}");
+    assert_eq!(nvidia["verdict"]["passed"], true, "{nvidia:#}");
+    assert_eq!(c.pods_left(), 0, "every pod of every group deleted");
+    let requests = c.server.requests();
+    for want in [
+        "GET /api/v1/namespaces/default/pods/k3d-gpu-share-nvidia-com-gpu-0-3/log",
+        "DELETE /api/v1/namespaces/default/pods/k3d-gpu-share-gpu-intel-com-i915-0-1",
+    ] {
+        assert!(requests.iter().any(|r| r == want), "no {want} in {requests:#?}");
+    }
+}
+
+/// The same, on a kubelet that runs the group's pods one after the other: each pod opened
+/// the device and reported it, but they never ran together, so sharing is not proven.
+#[test]
+fn pods_that_ran_one_after_another_fail_the_sharing_proof() {
+    let c = cluster(Kubelet::OneAtATime, &[("gpu.intel.com/i915", "2")]);
+    std::fs::write(c.dir.path().join("k3dgpu.toml"), "[sharing]\nshared = 2\n").unwrap();
+    let out = c.test(&["--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    let share = &doc["shares"][0];
+    assert_eq!(share["verdict"]["passed"], false, "{share:#}");
+    assert_eq!(share["verdict"]["apart"].as_array().unwrap().len(), 1, "{share:#}");
+    assert!(share["verdict"]["cause"].as_str().unwrap().contains("one after another"), "{share:#}");
+    assert_eq!(doc["pods"][0]["verdict"]["passed"], true, "the single pod still opens the device");
+    assert_eq!(c.pods_left(), 0);
+    // `report --test` carries the sharing verdict.
+    let saved = c.dir.path().join("test.json");
+    std::fs::write(&saved, &out.stdout).unwrap();
+    let report = c.report(&saved, "k3dgpu.toml");
+    let page = String::from_utf8_lossy(&report.stdout);
+    assert!(page.contains("test: FAILED, 1 pod(s), 2 failure(s)"), "{page}");
+    assert!(page.contains("FAIL gpu.intel.com/i915 on k3d-gpu-server-0 shared: 1 of 2 pods together"), "{page}");
+    assert!(page.contains("one after another"), "{page}");
+    let text = c.test(&[]);
+    let said = String::from_utf8_lossy(&text.stdout);
+    assert!(said.contains("FAIL  gpu.intel.com/i915 on k3d-gpu-server-0 shared: 2 pod(s)"), "{said}");
+    assert!(said.contains("never together: k3d-gpu-share-gpu-intel-com-i915-0-"), "{said}");
 }
 
 #[test]

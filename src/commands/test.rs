@@ -1,5 +1,6 @@
 //! `k3d-gpu test`: one smoke pod per accelerator resource the cluster advertises, each one's
-//! verdict and evidence, and the counts against the host's facts (`smoke`). Exit 1 on any
+//! verdict and evidence, a group of pods at once for each resource the config shares (the
+//! proof of sharing, `smoke::share`), and the counts against the host's facts (`smoke`). Exit 1 on any
 //! failure; 2 when the cluster cannot be reached or an image option does not parse.
 
 use std::collections::BTreeMap;
@@ -28,8 +29,18 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
         "test",
         "run a pod that requests the resource with `kubectl --context {context} run …`",
     )?;
-    let catalog = super::load_catalog(global, &inputs)?;
-    let facts = super::load_facts(global)?;
+    // The config compiled for this host says which devices it shares, and by how much.
+    let (catalog, facts, shares) = match super::inputs::compile(global, &inputs) {
+        Ok(compiled) => (compiled.catalog, compiled.facts, compiled.graph.shares),
+        Err(_) => {
+            if !global.json {
+                eprintln!(
+                    "note: the config does not compile for this host (`k3d-gpu validate` says why); sharing is not tested"
+                );
+            }
+            (super::load_catalog(global, &inputs)?, super::load_facts(global)?, BTreeMap::new())
+        }
+    };
     let cluster = inputs.config.cluster.name.clone();
     let pinned = inputs.config.policy.images == crate::config::ImagePolicy::Pinned;
     // The smoke images, by their catalog name, through the same locks as every image.
@@ -78,31 +89,68 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                 if !global.json {
                     eprintln!("test: {} on {}: pod {}/{}", pod.resource, pod.node, smoke::NAMESPACE, pod.pod);
                 }
-                let outcome = if pod.image.is_empty() {
-                    let name = if pod.probe == Probe::NvidiaSmi { smoke::NVIDIA_IMAGE } else { smoke::DEVICE_IMAGE };
-                    smoke::Outcome {
-                        refused: Some(format!(
-                            "[policy] images = \"pinned\" and {name} is not in images.lock (`k3d-gpu images lock` pins it)"
-                        )),
-                        ..smoke::Outcome::default()
+                let outcome = match group_refusal(&client, &context, std::slice::from_ref(&pod)).await? {
+                    Some(refused) => refused,
+                    None => {
+                        let manifest = smoke::manifest(&pod, deadline.as_secs());
+                        smoke::run::run_pod(&client, &watcher, &context, &manifest, deadline).await?
                     }
-                } else if pod.probe == Probe::NvidiaSmi
-                    && !smoke::run::has_runtime_class(&client, &context, "nvidia").await?
-                {
-                    smoke::Outcome {
-                        refused: Some("the cluster has no RuntimeClass nvidia".into()),
-                        ..smoke::Outcome::default()
-                    }
-                } else {
-                    let manifest = smoke::manifest(&pod, deadline.as_secs());
-                    smoke::run::run_pod(&client, &watcher, &context, &manifest, deadline).await?
                 };
                 let verdict = smoke::verdict(&pod, &outcome, &facts, &hints);
                 results.push(PodResult { pod, outcome, verdict });
             }
+            let mut shared = Vec::new();
+            for group in smoke::share::groups(&facts, &shares, &allocatable, &images) {
+                if !global.json {
+                    eprintln!(
+                        "test: {} on {} shared: {} pods at once ({}=…)",
+                        group.resource,
+                        group.node,
+                        group.pods.len(),
+                        smoke::share::GROUP_LABEL
+                    );
+                }
+                let run = match group_refusal(&client, &context, &group.pods).await? {
+                    Some(refused) => smoke::share::Run {
+                        outcomes: group.pods.iter().map(|p| (p.pod.clone(), refused.clone())).collect(),
+                        together: Vec::new(),
+                    },
+                    None => {
+                        let manifests: Vec<_> = group
+                            .pods
+                            .iter()
+                            .map(|p| smoke::share::manifest(p, &group.name, deadline.as_secs()))
+                            .collect();
+                        smoke::run::run_group(&client, &watcher, &context, &group.name, &manifests, deadline).await?
+                    }
+                };
+                let verdict = smoke::share::verdict(&group, &run, &hints);
+                shared.push(smoke::share::GroupResult::new(&group, verdict));
+            }
             let problems = smoke::count_problems(&facts, &counts, &hints);
-            Ok::<_, crate::observe::ObserveError>(smoke::Report::new(&cluster, results, counts, problems))
+            Ok::<_, crate::observe::ObserveError>(smoke::Report::new(&cluster, results, shared, counts, problems))
         })
         .map_err(super::observe_failed)?;
     Ok(report)
+}
+
+/// Why pods like these cannot be created at all: an image `[policy] images = "pinned"` has no
+/// digest for, or (NVIDIA) no `nvidia` RuntimeClass in the cluster.
+async fn group_refusal(
+    client: &kube::Client,
+    context: &str,
+    pods: &[smoke::SmokePod],
+) -> std::result::Result<Option<smoke::Outcome>, crate::observe::ObserveError> {
+    let Some(pod) = pods.first() else { return Ok(None) };
+    let refused = |why: String| Some(smoke::Outcome { refused: Some(why), ..smoke::Outcome::default() });
+    if pod.image.is_empty() {
+        let name = if pod.probe == Probe::NvidiaSmi { smoke::NVIDIA_IMAGE } else { smoke::DEVICE_IMAGE };
+        return Ok(refused(format!(
+            "[policy] images = \"pinned\" and {name} is not in images.lock (`k3d-gpu images lock` pins it)"
+        )));
+    }
+    if pod.probe == Probe::NvidiaSmi && !smoke::run::has_runtime_class(client, context, "nvidia").await? {
+        return Ok(refused("the cluster has no RuntimeClass nvidia".into()));
+    }
+    Ok(None)
 }

@@ -60,6 +60,10 @@ pub struct DesiredGraph {
     pub agent: Option<super::agent::AgentPlan>,
     /// The images the graph deploys, by catalog name, and how each is pinned.
     pub images: BTreeMap<String, crate::images::Use>,
+    /// Pods the config promises may share one device, by the resource the device plugin
+    /// advertises (`[sharing] shared`, `[sharing.nvidia] replicas`); only resources shared by
+    /// more than one pod. What `k3d-gpu test` proves by running that many pods at once.
+    pub shares: BTreeMap<String, u32>,
 }
 
 /// graph/v1's `schema`.
@@ -106,7 +110,7 @@ impl DesiredGraph {
         }
         warnings.sort();
         warnings.dedup();
-        Ok(DesiredGraph { graph, index, warnings, agent, images: BTreeMap::new() })
+        Ok(DesiredGraph { graph, index, warnings, agent, images: BTreeMap::new(), shares: BTreeMap::new() })
     }
 
     pub fn get(&self, id: &str) -> Option<&Resource> {

@@ -170,6 +170,7 @@ pub fn compile_against(
         )]
     })?;
     graph.images = parts.images;
+    graph.shares = parts.shares;
     Ok(graph)
 }
 
@@ -180,6 +181,8 @@ pub(crate) struct Parts {
     pub warnings: Vec<Warning>,
     pub agent: Option<agent::AgentPlan>,
     pub images: std::collections::BTreeMap<String, crate::images::Use>,
+    /// Pods per device the config promises, by resource ([`DesiredGraph::shares`]).
+    pub shares: std::collections::BTreeMap<String, u32>,
 }
 
 /// The resources of one machine. Without a node image (`None`: an existing cluster, DESIGN.md
@@ -228,7 +231,31 @@ pub(crate) fn parts(
         }
         return Err(errors);
     }
-    Ok(Parts { resources, warnings: cx.warnings, agent, images: cx.images })
+    let shares = shares(&cx, &intel, &nvidia);
+    Ok(Parts { resources, warnings: cx.warnings, agent, images: cx.images, shares })
+}
+
+/// The resources whose devices the config shares among several pods, with how many: the
+/// Intel GPU plugin's `-shared-dev-num` on its GPU resources (plugin mode), the NVIDIA
+/// plugin's time-slicing replicas on `nvidia.com/gpu`.
+fn shares(
+    cx: &Context,
+    intel: &intel::IntelPlan,
+    nvidia: &nvidia::NvidiaPlan,
+) -> std::collections::BTreeMap<String, u32> {
+    let mut out = std::collections::BTreeMap::new();
+    if let Some(n) = intel.shared.filter(|n| *n > 1)
+        && cx.intel_mode() == IntelGpuMode::Plugin
+    {
+        let gpus = cx.active.iter().filter(|d| d.vendor == Vendor::Intel).flat_map(|d| d.resources.iter());
+        for resource in gpus.filter(|r| r.starts_with("gpu.intel.com/") && *r != "gpu.intel.com/monitoring") {
+            out.insert(resource.clone(), n);
+        }
+    }
+    if nvidia.replicas > 1 {
+        out.insert("nvidia.com/gpu".to_string(), nvidia.replicas);
+    }
+    out
 }
 
 /// The claim templates of a fleet, against `facts` whose Intel GPUs are those of every node a

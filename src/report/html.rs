@@ -160,6 +160,18 @@ fn test_section(o: &mut String, t: &TestResult) {
         }
         o.push_str("</li>\n");
     }
+    for s in &t.shares {
+        let (resource, node) = (esc(&s.resource), esc(&s.node));
+        o.push_str(&format!(
+            "<li>{} <code>{resource}</code> on <code>{node}</code> shared: {}",
+            s.word(),
+            esc(&s.together())
+        ));
+        for (label, line) in s.notes() {
+            o.push_str(&format!("<br>{label}: <code>{}</code>", esc(line)));
+        }
+        o.push_str("</li>\n");
+    }
     for p in &t.problems {
         o.push_str(&format!("<li>FAIL {}<br>fix: <code>{}</code></li>\n", esc(&p.text), esc(&p.fix)));
     }

@@ -43,8 +43,50 @@ pub struct TestResult {
     pub cluster: String,
     pub passed: bool,
     pub pods: Vec<TestPod>,
+    /// The sharing proofs (`smoke::share`): absent from a result of a config that shares
+    /// nothing.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<TestShare>,
     #[serde(default)]
     pub problems: Vec<TestProblem>,
+}
+
+/// One sharing group's verdict: were its pods Running together on one device.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestShare {
+    pub resource: String,
+    pub node: String,
+    pub pods: Vec<String>,
+    pub verdict: TestShareVerdict,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestShareVerdict {
+    pub passed: bool,
+    pub together: Vec<String>,
+    #[serde(default)]
+    pub apart: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
+}
+
+impl TestShare {
+    fn word(&self) -> &'static str {
+        if self.verdict.passed { "pass" } else { "FAIL" }
+    }
+
+    /// "2 of 2 pods together".
+    fn together(&self) -> String {
+        format!("{} of {} pods together", self.verdict.together.len(), self.pods.len())
+    }
+
+    fn notes(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        [("cause", &self.verdict.cause), ("fix", &self.verdict.fix)]
+            .into_iter()
+            .filter_map(|(label, line)| line.as_deref().map(|l| (label, l)))
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -79,7 +121,9 @@ impl TestResult {
 
     /// Pods that failed and counts that did not hold.
     fn failures(&self) -> usize {
-        self.pods.iter().filter(|p| !p.verdict.passed).count() + self.problems.len()
+        self.pods.iter().filter(|p| !p.verdict.passed).count()
+            + self.shares.iter().filter(|s| !s.verdict.passed).count()
+            + self.problems.len()
     }
 }
 
@@ -256,6 +300,12 @@ fn test_text(t: &TestResult) -> String {
         let (seen, expected) = (p.verdict.seen, p.expected);
         out.push_str(&format!("  {} {} on {}: {seen} of {expected} usable\n", p.word(), e(&p.resource), e(&p.node)));
         for (label, line) in p.notes() {
+            out.push_str(&format!("       {label}: {}\n", e(line)));
+        }
+    }
+    for s in &t.shares {
+        out.push_str(&format!("  {} {} on {} shared: {}\n", s.word(), e(&s.resource), e(&s.node), s.together()));
+        for (label, line) in s.notes() {
             out.push_str(&format!("       {label}: {}\n", e(line)));
         }
     }

@@ -14,6 +14,7 @@
 //! The effects (create, watch, log, delete) are in [`run`]; `commands/test.rs` is the edge.
 
 pub mod run;
+pub mod share;
 
 use std::collections::BTreeMap;
 
@@ -623,14 +624,24 @@ pub struct Report {
     pub cluster: String,
     pub passed: bool,
     pub pods: Vec<PodResult>,
+    /// The sharing proofs: one group per shared resource and node ([`share`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub shares: Vec<share::GroupResult>,
     pub counts: Vec<Count>,
     pub problems: Vec<Problem>,
 }
 
 impl Report {
-    pub fn new(cluster: &str, pods: Vec<PodResult>, counts: Vec<Count>, problems: Vec<Problem>) -> Report {
-        let passed = pods.iter().all(|p| p.verdict.passed) && problems.is_empty();
-        Report { schema: SCHEMA, cluster: cluster.to_string(), passed, pods, counts, problems }
+    pub fn new(
+        cluster: &str,
+        pods: Vec<PodResult>,
+        shares: Vec<share::GroupResult>,
+        counts: Vec<Count>,
+        problems: Vec<Problem>,
+    ) -> Report {
+        let passed =
+            pods.iter().all(|p| p.verdict.passed) && shares.iter().all(|s| s.verdict.passed) && problems.is_empty();
+        Report { schema: SCHEMA, cluster: cluster.to_string(), passed, pods, shares, counts, problems }
     }
 }
 
@@ -658,6 +669,30 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(out, "      fix: {f}");
         }
     }
+    for s in &r.shares {
+        let word = if s.verdict.passed { "pass" } else { "FAIL" };
+        let _ = writeln!(
+            out,
+            "{word}  {} on {} shared: {} pod(s) for {} device(s), {} together",
+            s.resource,
+            s.node,
+            s.pods.len(),
+            s.devices,
+            s.verdict.together.len()
+        );
+        for (pod, device) in &s.verdict.devices {
+            let _ = writeln!(out, "      | {pod}: {device}");
+        }
+        if !s.verdict.apart.is_empty() {
+            let _ = writeln!(out, "      never together: {}", s.verdict.apart.join(", "));
+        }
+        if let Some(c) = &s.verdict.cause {
+            let _ = writeln!(out, "      cause: {c}");
+        }
+        if let Some(f) = &s.verdict.fix {
+            let _ = writeln!(out, "      fix: {f}");
+        }
+    }
     for c in &r.counts {
         let facts = c.facts.map_or("not counted".to_string(), |n| n.to_string());
         let _ = writeln!(out, "count {} on {}: allocatable {}, host facts {facts}", c.resource, c.node, c.allocatable);
@@ -665,8 +700,11 @@ pub fn text(r: &Report) -> String {
     for p in &r.problems {
         let _ = writeln!(out, "FAIL  {}\n      fix: {}", p.text, p.fix);
     }
-    let failed = r.pods.iter().filter(|p| !p.verdict.passed).count() + r.problems.len();
-    let _ = writeln!(out, "\n{} pod(s), {failed} failure(s)", r.pods.len());
+    let failed = r.pods.iter().filter(|p| !p.verdict.passed).count()
+        + r.shares.iter().filter(|s| !s.verdict.passed).count()
+        + r.problems.len();
+    let pods = r.pods.len() + r.shares.iter().map(|s| s.pods.len()).sum::<usize>();
+    let _ = writeln!(out, "\n{pods} pod(s), {failed} failure(s)");
     out
 }
 

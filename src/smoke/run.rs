@@ -107,44 +107,9 @@ pub async fn run_pod(
 ) -> Result<Outcome, ObserveError> {
     let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let api = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
-    // A pod of an earlier run that did not finish: ours (our label, its own name) is removed;
-    // anyone else's is left alone and named.
-    if let Some(old) = api.get_opt(&name).await.map_err(|e| unreachable(context, "get pod", &e))? {
-        let ours = old.metadata.labels.as_ref().and_then(|l| l.get(LABEL)) == Some(&name);
-        if !ours {
-            return Ok(Outcome {
-                refused: Some(format!(
-                    "a pod {NAMESPACE}/{name} exists that k3d-gpu test did not create; it is left alone"
-                )),
-                ..Outcome::default()
-            });
-        }
-        delete(&api, &name, old.metadata.uid.clone()).await;
-        let gone = tokio::time::timeout(Duration::from_secs(60), async {
-            while let Ok(Some(_)) = api.get_opt(&name).await {
-                tokio::time::sleep(Duration::from_millis(250)).await;
-            }
-        })
-        .await;
-        if gone.is_err() {
-            return Ok(Outcome {
-                refused: Some(format!("the pod {NAMESPACE}/{name} of an earlier run is still terminating")),
-                ..Outcome::default()
-            });
-        }
-    }
-    let pod: Pod = match serde_json::from_value(manifest.clone()) {
-        Ok(p) => p,
-        Err(e) => {
-            return Ok(Outcome { refused: Some(format!("the manifest is not a Pod: {e}")), ..Outcome::default() });
-        }
-    };
-    let created = match api.create(&PostParams::default(), &pod).await {
-        Ok(p) => p,
-        Err(kube::Error::Api(status)) => {
-            return Ok(Outcome { refused: Some(status.message.clone()), ..Outcome::default() });
-        }
-        Err(e) => return Err(unreachable(context, "create pod", &e)),
+    let created = match create(&api, context, manifest).await? {
+        Ok(pod) => pod,
+        Err(refused) => return Ok(refused),
     };
     let uid = created.metadata.uid.clone();
     let (mut outcome, mut over) = read(&created);
@@ -181,7 +146,13 @@ pub async fn run_pod(
         over = waited.is_ok();
         outcome.timed_out = !over;
     }
-    // The log, when a container ran (a pod that never started has none).
+    finish(&api, &name, uid, &mut outcome).await;
+    Ok(outcome)
+}
+
+/// Reads the pod's log into `outcome` when a container ran (a pod that never started has
+/// none; a Running one's is what it printed so far), then deletes the pod.
+async fn finish(api: &Api<Pod>, name: &str, uid: Option<String>, outcome: &mut Outcome) {
     let params = LogParams {
         container: Some("probe".into()),
         limit_bytes: Some(crate::logs::MAX_LOG_BYTES),
@@ -189,14 +160,117 @@ pub async fn run_pod(
     };
     let ran = outcome.exit_code.is_some() || matches!(outcome.phase.as_str(), "Succeeded" | "Failed" | "Running");
     if ran
-        && let Ok(stream) = api.log_stream(&name, &params).await
+        && let Ok(stream) = api.log_stream(name, &params).await
         && let Ok((text, cut)) = crate::logs::read_capped(stream, crate::logs::MAX_LOG_BYTES as u64).await
     {
         outcome.log = text;
         outcome.log_cut = cut;
     }
-    delete(&api, &name, uid).await;
-    Ok(outcome)
+    delete(api, name, uid).await;
+}
+
+/// Creates the pod `manifest` describes, after removing one of an earlier run that did not
+/// finish: ours (our label, its own name) is removed; anyone else's is left alone and named.
+/// `Ok(Err(outcome))`: not created, and why.
+async fn create(api: &Api<Pod>, context: &str, manifest: &Value) -> Result<Result<Pod, Outcome>, ObserveError> {
+    let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let refused = |why: String| Ok(Err(Outcome { refused: Some(why), ..Outcome::default() }));
+    if let Some(old) = api.get_opt(&name).await.map_err(|e| unreachable(context, "get pod", &e))? {
+        let ours = old.metadata.labels.as_ref().and_then(|l| l.get(LABEL)) == Some(&name);
+        if !ours {
+            return refused(format!(
+                "a pod {NAMESPACE}/{name} exists that k3d-gpu test did not create; it is left alone"
+            ));
+        }
+        delete(api, &name, old.metadata.uid.clone()).await;
+        let gone = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Ok(Some(_)) = api.get_opt(&name).await {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+        .await;
+        if gone.is_err() {
+            return refused(format!("the pod {NAMESPACE}/{name} of an earlier run is still terminating"));
+        }
+    }
+    let pod: Pod = match serde_json::from_value(manifest.clone()) {
+        Ok(p) => p,
+        Err(e) => return refused(format!("the manifest is not a Pod: {e}")),
+    };
+    match api.create(&PostParams::default(), &pod).await {
+        Ok(p) => Ok(Ok(p)),
+        Err(kube::Error::Api(status)) => refused(status.message.clone()),
+        Err(e) => Err(unreachable(context, "create pod", &e)),
+    }
+}
+
+/// Runs a sharing group ([`super::share`]): every pod created, the group watched until all of
+/// them are Running at one moment (or none can still join, or `deadline`), each one's log
+/// read while it holds its device, and all deleted. The pods hold their devices by sleeping,
+/// so a pod that finishes before the others start never ran with them.
+pub async fn run_group(
+    client: &Client,
+    watcher: &Client,
+    context: &str,
+    group: &str,
+    manifests: &[Value],
+    deadline: Duration,
+) -> Result<super::share::Run, ObserveError> {
+    let api = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let mut run = super::share::Run::default();
+    let mut uids = BTreeMap::new();
+    for manifest in manifests {
+        let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        match create(&api, context, manifest).await? {
+            Ok(pod) => {
+                uids.insert(name.clone(), pod.metadata.uid.clone());
+                run.outcomes.insert(name, read(&pod).0);
+            }
+            Err(refused) => {
+                run.outcomes.insert(name, refused);
+            }
+        }
+    }
+    // Each created pod's latest state: its outcome, whether it is Running, whether it is over.
+    let mut now: BTreeMap<String, (bool, bool)> = uids.keys().map(|n| (n.clone(), (false, false))).collect();
+    if !uids.is_empty() {
+        let watch_api = Api::<Pod>::namespaced(watcher.clone(), NAMESPACE);
+        let selector = format!("{}={group}", super::share::GROUP_LABEL);
+        let _ = tokio::time::timeout(deadline, async {
+            loop {
+                let params = WatchParams::default().labels(&selector).timeout(290);
+                let Ok(stream) = watch_api.watch(&params, "0").await else {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                    continue;
+                };
+                let mut stream = stream.boxed();
+                while let Some(Ok(event)) = stream.next().await {
+                    let (WatchEvent::Added(p) | WatchEvent::Modified(p)) = event else { continue };
+                    let name = p.metadata.name.clone().unwrap_or_default();
+                    if !now.contains_key(&name) {
+                        continue;
+                    }
+                    let (o, over) = read(&p);
+                    let running = o.phase == "Running" && !over;
+                    now.insert(name.clone(), (running, over));
+                    run.outcomes.insert(name, o);
+                    let running_now: Vec<String> = now.iter().filter(|(_, s)| s.0).map(|(n, _)| n.clone()).collect();
+                    if running_now.len() > run.together.len() {
+                        run.together = running_now;
+                    }
+                    // Every pod together, or every one that is not Running is done for.
+                    if run.together.len() == now.len() || now.values().all(|(running, over)| *running || *over) {
+                        return;
+                    }
+                }
+            }
+        })
+        .await;
+    }
+    for (name, uid) in uids {
+        finish(&api, &name, uid, run.outcomes.entry(name.clone()).or_default()).await;
+    }
+    Ok(run)
 }
 
 /// Deletes our pod at once, only that very object (uid precondition); a failure is said on

@@ -5,13 +5,13 @@ use std::collections::BTreeMap;
 
 use super::*;
 
-fn facts(host: &str) -> Facts {
+pub(super) fn facts(host: &str) -> Facts {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts").join(host);
     let host = crate::host::HostRoot::open(&root).unwrap();
     crate::detect::facts(&host, &crate::facts::VendorFilter::Auto)
 }
 
-fn hints() -> Hints {
+pub(super) fn hints() -> Hints {
     Hints {
         kubectl: crate::shell::kubectl("k3d-gpu"),
         k3d_gpu: crate::shell::Command::new("k3d-gpu"),
