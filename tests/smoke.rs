@@ -200,7 +200,9 @@ impl Cluster {
 
 #[test]
 fn each_advertised_resource_gets_a_pod_that_proves_its_device_usable() {
-    let c = cluster(Kubelet::Healthy, &[("nvidia.com/gpu", "2"), ("gpu.intel.com/i915", "1")]);
+    // The iGPU is shared eight ways (`shared = "auto"` on an all-integrated host): its plugin
+    // advertises eight.
+    let c = cluster(Kubelet::Healthy, &[("nvidia.com/gpu", "2"), ("gpu.intel.com/i915", "8")]);
     let out = c.test(&["--json"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));

@@ -100,7 +100,18 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                 results.push(PodResult { pod, outcome, verdict });
             }
             let mut shared = Vec::new();
-            for group in smoke::share::groups(&facts, &shares, &allocatable, &images) {
+            // What pods already hold, so a group asks only for the units left free.
+            let mut held = smoke::share::Held::new();
+            if !shares.is_empty() {
+                for pod in crate::observe::kubernetes::holders(&client, &context).await? {
+                    for (resource, quantity) in &pod.resources {
+                        let units = crate::compile::held::units(quantity).unwrap_or(0);
+                        let e = held.entry((pod.node.clone(), resource.clone())).or_default();
+                        *e = e.saturating_add(units);
+                    }
+                }
+            }
+            for group in smoke::share::groups(&facts, &shares, &allocatable, &held, &images) {
                 if !global.json {
                     eprintln!(
                         "test: {} on {} shared: {} pods at once ({}=…)",

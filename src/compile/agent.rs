@@ -108,7 +108,9 @@ pub fn plan(cx: &mut Context, intel: &IntelPlan) -> Option<AgentPlan> {
                 lost.taken.sentence()
             );
             cx.warn("agent-device-held", Some("agent.device"), text.clone());
-            placed.reason = format!("{text}; {}", placed.reason);
+            // The rule that chose the fallback explains it against what is left, which reads
+            // as a contradiction beside the held device: this sentence is the reason.
+            placed.reason = text;
             placed
         }
         (Err(_), Some(lost)) => {
@@ -305,12 +307,16 @@ fn held_refusal(agent: &crate::config::Agent, lost: &Withheld, gpus: u32, offer:
     );
     let works = |device: AgentDevice| {
         let backend = backend(agent.backend, device, offer.gaudi, offer.cuda_auto());
-        placement(device, backend, offer).is_ok() && (gpus == 1 || device != AgentDevice::Cpu)
+        placement(device, backend, offer).is_ok()
     };
     let stop = "stop the pods that hold it";
-    let fix = if agent.device != AgentDevice::Auto && works(AgentDevice::Auto) {
+    // A split model (`gpus` > 1) needs as many free GPUs of one kind, which what is left may
+    // not have: the way out is the holders, or one GPU.
+    let fix = if gpus > 1 {
+        format!("{stop}, or serve from one GPU: set [agent] gpus = 1")
+    } else if agent.device != AgentDevice::Auto && works(AgentDevice::Auto) {
         format!("set [agent] device = \"auto\" to place the agent on what is free, or {stop}")
-    } else if works(AgentDevice::Cpu) && gpus == 1 {
+    } else if works(AgentDevice::Cpu) {
         format!("set [agent] device = \"cpu\" to serve from the CPU meanwhile, or {stop}")
     } else {
         stop.to_string()
@@ -859,11 +865,16 @@ fn place_addons(
     // How many units each engine had before the LLM took one: the help differs between "none
     // here" and "all taken". On a cluster that exists, no more than other workloads leave.
     let mut units = Free { gpu: gpus as u32 * intel.shared.unwrap_or(1), npu: u32::from(npu) * npus };
-    let gpu_held = gpu_resource.as_deref().and_then(|r| cx.held.free(r));
-    let npu_held = cx.held.free(NPU_RESOURCE);
-    for (count, held) in [(&mut units.gpu, &gpu_held), (&mut units.npu, &npu_held)] {
-        if let Some(taken) = held {
-            *count = (*count).min(u32::try_from(taken.free).unwrap_or(u32::MAX));
+    let mut gpu_held = gpu_resource.as_deref().and_then(|r| cx.held.free(r));
+    let mut npu_held = cx.held.free(NPU_RESOURCE);
+    // Only a hold that leaves fewer units than the host has is named in a message: else the
+    // LLM or another add-on took the last unit, not the other workloads.
+    for (count, held) in [(&mut units.gpu, &mut gpu_held), (&mut units.npu, &mut npu_held)] {
+        let free = held.as_ref().map_or(u32::MAX, |t| u32::try_from(t.free).unwrap_or(u32::MAX));
+        if free < *count {
+            *count = free;
+        } else {
+            *held = None;
         }
     }
     let held_text = |device: &str| match device {

@@ -108,7 +108,7 @@ impl Held {
             .map(|n| {
                 let allocatable = n.allocatable.get(resource).copied().unwrap_or(0);
                 let holders = n.holders.get(resource).map(Vec::as_slice).unwrap_or(&[]);
-                let used: u64 = holders.iter().map(|(_, u)| u).sum();
+                let used = holders.iter().fold(0u64, |sum, (_, u)| sum.saturating_add(*u));
                 (allocatable.saturating_sub(used), allocatable, holders)
             })
             .max_by_key(|(free, _, _)| *free)?;
@@ -161,9 +161,21 @@ pub fn extended(resource: &str) -> bool {
     resource.contains('/') && !resource.starts_with("requests.")
 }
 
-/// A whole number of units (extended resources are integers); `None` for anything else.
+/// A whole number of units (extended resources are integers); `None` for anything else. The
+/// API server writes 1000 back as `1k`, so decimal suffixes count.
 pub fn units(quantity: &str) -> Option<u64> {
-    crate::quantity::canonical(quantity)?.parse().ok()
+    let canonical = crate::quantity::canonical(quantity)?;
+    let split = canonical.find(|c: char| !c.is_ascii_digit()).unwrap_or(canonical.len());
+    let (digits, suffix) = canonical.split_at(split);
+    let scale: u64 = match suffix {
+        "" => 1,
+        "k" => 1_000,
+        "M" => 1_000_000,
+        "G" => 1_000_000_000,
+        "T" => 1_000_000_000_000,
+        _ => return None,
+    };
+    digits.parse::<u64>().ok()?.checked_mul(scale)
 }
 
 #[cfg(test)]
@@ -230,6 +242,8 @@ mod tests {
     fn units_are_whole_numbers_only() {
         assert_eq!(units("2"), Some(2));
         assert_eq!(units("2000m"), Some(2));
+        assert_eq!(units("1000"), Some(1000), "written back as 1k");
+        assert_eq!(units("1k"), Some(1000));
         assert_eq!(units("500m"), None);
         assert_eq!(units("x"), None);
     }

@@ -229,15 +229,17 @@ pub async fn observe_context(
 
 /// Pages of pods one LIST returns: a cluster of many pods is read in bounded answers.
 const POD_PAGE: u32 = 500;
+/// The most pages read (100,000 pods): a server that never ends its list cannot hold observe.
+const MAX_POD_PAGES: usize = 200;
 
 /// Pods assigned to a node and not finished that request an extended resource (what the
 /// scheduler counts as held), in pages. A server that refuses cluster-wide pod reads (403)
 /// leaves the list empty: placement then reads the host's facts, as offline.
-async fn holders(client: &Client, context: &str) -> Result<Vec<super::HoldingPod>, ObserveError> {
+pub async fn holders(client: &Client, context: &str) -> Result<Vec<super::HoldingPod>, ObserveError> {
     let api = Api::<Pod>::all(client.clone());
     let mut params = ListParams::default().fields("status.phase!=Succeeded,status.phase!=Failed").limit(POD_PAGE);
     let mut out = Vec::new();
-    loop {
+    for _ in 0..MAX_POD_PAGES {
         let page = match timed(context, "list pods", api.list(&params)).await? {
             Ok(page) => page,
             Err(kube::Error::Api(status)) if matches!(status.code, 403 | 404) => return Ok(Vec::new()),
@@ -278,17 +280,38 @@ fn holding(pod: &Pod) -> Option<super::HoldingPod> {
             })
             .collect()
     };
+    // The scheduler's sum: the containers and the sidecars (init containers that keep
+    // running, `restartPolicy: Always`) together, or an init container with the sidecars
+    // started before it, whichever is larger.
+    let add = |into: &mut std::collections::BTreeMap<String, u64>, k: String, n: u64| {
+        let e = into.entry(k).or_default();
+        *e = e.saturating_add(n);
+    };
     let mut total: std::collections::BTreeMap<String, u64> = Default::default();
-    for c in &spec.containers {
-        for (k, n) in asked(c) {
-            *total.entry(k).or_default() += n;
-        }
-    }
+    let mut sidecars: std::collections::BTreeMap<String, u64> = Default::default();
+    let mut peak: std::collections::BTreeMap<String, u64> = Default::default();
     for c in spec.init_containers.iter().flatten() {
         for (k, n) in asked(c) {
-            let e = total.entry(k).or_default();
-            *e = (*e).max(n);
+            if c.restart_policy.as_deref() == Some("Always") {
+                add(&mut sidecars, k, n);
+            } else {
+                let with = n.saturating_add(sidecars.get(&k).copied().unwrap_or(0));
+                let e = peak.entry(k).or_default();
+                *e = (*e).max(with);
+            }
         }
+    }
+    for c in &spec.containers {
+        for (k, n) in asked(c) {
+            add(&mut total, k, n);
+        }
+    }
+    for (k, n) in sidecars {
+        add(&mut total, k, n);
+    }
+    for (k, n) in peak {
+        let e = total.entry(k).or_default();
+        *e = (*e).max(n);
     }
     total.retain(|_, n| *n > 0);
     if total.is_empty() {
@@ -300,4 +323,31 @@ fn holding(pod: &Pod) -> Option<super::HoldingPod> {
         node,
         resources: total.into_iter().map(|(k, n)| (k, n.to_string())).collect(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The scheduler's effective request: containers and sidecars summed, an init container
+    /// with the sidecars before it if larger.
+    #[test]
+    fn a_pods_hold_counts_sidecars_as_the_scheduler_does() {
+        let gpu = |n: &str| serde_json::json!({"limits": {"nvidia.com/gpu": n}});
+        let pod: Pod = serde_json::from_value(serde_json::json!({
+            "metadata": {"name": "p", "namespace": "ml"},
+            "spec": {"nodeName": "n",
+                "initContainers": [
+                    {"name": "side", "restartPolicy": "Always", "resources": gpu("1")},
+                    {"name": "init", "resources": gpu("3")}],
+                "containers": [{"name": "main", "resources": gpu("1")}, {"name": "cpu"}]}}))
+        .unwrap();
+        assert_eq!(holding(&pod).unwrap().resources["nvidia.com/gpu"], "4", "init 3 with the sidecar's 1");
+        let mut small = pod.clone();
+        small.spec.as_mut().unwrap().init_containers.as_mut().unwrap()[1].resources = None;
+        assert_eq!(holding(&small).unwrap().resources["nvidia.com/gpu"], "2", "main 1 and the sidecar's 1");
+        let mut unscheduled = pod;
+        unscheduled.spec.as_mut().unwrap().node_name = None;
+        assert!(holding(&unscheduled).is_none(), "a pod on no node holds nothing");
+    }
 }

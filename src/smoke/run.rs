@@ -153,20 +153,24 @@ pub async fn run_pod(
 /// Reads the pod's log into `outcome` when a container ran (a pod that never started has
 /// none; a Running one's is what it printed so far), then deletes the pod.
 async fn finish(api: &Api<Pod>, name: &str, uid: Option<String>, outcome: &mut Outcome) {
+    let ran = outcome.exit_code.is_some() || matches!(outcome.phase.as_str(), "Succeeded" | "Failed" | "Running");
+    if ran && let Some((text, cut)) = log_of(api, name).await {
+        outcome.log = text;
+        outcome.log_cut = cut;
+    }
+    delete(api, name, uid).await;
+}
+
+/// The probe container's log so far, capped, and whether it was cut; `None` when it cannot
+/// be read.
+async fn log_of(api: &Api<Pod>, name: &str) -> Option<(String, bool)> {
     let params = LogParams {
         container: Some("probe".into()),
         limit_bytes: Some(crate::logs::MAX_LOG_BYTES),
         ..LogParams::default()
     };
-    let ran = outcome.exit_code.is_some() || matches!(outcome.phase.as_str(), "Succeeded" | "Failed" | "Running");
-    if ran
-        && let Ok(stream) = api.log_stream(name, &params).await
-        && let Ok((text, cut)) = crate::logs::read_capped(stream, crate::logs::MAX_LOG_BYTES as u64).await
-    {
-        outcome.log = text;
-        outcome.log_cut = cut;
-    }
-    delete(api, name, uid).await;
+    let stream = api.log_stream(name, &params).await.ok()?;
+    crate::logs::read_capped(stream, crate::logs::MAX_LOG_BYTES as u64).await.ok()
 }
 
 /// Creates the pod `manifest` describes, after removing one of an earlier run that did not
@@ -217,23 +221,30 @@ pub async fn run_group(
     deadline: Duration,
 ) -> Result<super::share::Run, ObserveError> {
     let api = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let started = tokio::time::Instant::now();
     let mut run = super::share::Run::default();
     let mut uids = BTreeMap::new();
+    // A failure to create one pod still ends with the ones created deleted.
+    let mut failed = None;
     for manifest in manifests {
         let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_string();
-        match create(&api, context, manifest).await? {
-            Ok(pod) => {
+        match create(&api, context, manifest).await {
+            Ok(Ok(pod)) => {
                 uids.insert(name.clone(), pod.metadata.uid.clone());
                 run.outcomes.insert(name, read(&pod).0);
             }
-            Err(refused) => {
+            Ok(Err(refused)) => {
                 run.outcomes.insert(name, refused);
+            }
+            Err(e) => {
+                failed = Some(e);
+                break;
             }
         }
     }
-    // Each created pod's latest state: its outcome, whether it is Running, whether it is over.
+    // Each created pod's latest state: whether it is Running, whether it is over.
     let mut now: BTreeMap<String, (bool, bool)> = uids.keys().map(|n| (n.clone(), (false, false))).collect();
-    if !uids.is_empty() {
+    if failed.is_none() && !uids.is_empty() {
         let watch_api = Api::<Pod>::namespaced(watcher.clone(), NAMESPACE);
         let selector = format!("{}={group}", super::share::GROUP_LABEL);
         let _ = tokio::time::timeout(deadline, async {
@@ -245,14 +256,22 @@ pub async fn run_group(
                 };
                 let mut stream = stream.boxed();
                 while let Some(Ok(event)) = stream.next().await {
-                    let (WatchEvent::Added(p) | WatchEvent::Modified(p)) = event else { continue };
+                    let (p, deleted) = match event {
+                        WatchEvent::Added(p) | WatchEvent::Modified(p) => (p, false),
+                        WatchEvent::Deleted(p) => (p, true),
+                        _ => continue,
+                    };
                     let name = p.metadata.name.clone().unwrap_or_default();
                     if !now.contains_key(&name) {
                         continue;
                     }
-                    let (o, over) = read(&p);
-                    let running = o.phase == "Running" && !over;
-                    now.insert(name.clone(), (running, over));
+                    let (mut o, over) = read(&p);
+                    if deleted {
+                        o.reason = Some("the pod was deleted while it ran".into());
+                    }
+                    // A deleted pod holds nothing any more: it never counts as Running again.
+                    let running = o.phase == "Running" && !over && !deleted;
+                    now.insert(name.clone(), (running, over || deleted));
                     run.outcomes.insert(name, o);
                     let running_now: Vec<String> = now.iter().filter(|(_, s)| s.0).map(|(n, _)| n.clone()).collect();
                     if running_now.len() > run.together.len() {
@@ -263,6 +282,20 @@ pub async fn run_group(
                         return;
                     }
                 }
+                // The watch ended or broke: start again after a breath, not in a spin.
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+        })
+        .await;
+        // A pod prints its device before it holds it: wait (within the deadline) until each
+        // Running pod has said `ready`, so a slow `nvidia-smi` is not read as silence.
+        let left = deadline.saturating_sub(started.elapsed());
+        let _ = tokio::time::timeout(left, async {
+            let running: Vec<String> = now.iter().filter(|(_, s)| s.0).map(|(n, _)| n.clone()).collect();
+            for name in running {
+                while !log_of(&api, &name).await.is_some_and(|(text, _)| text.lines().any(|l| l == "ready")) {
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
             }
         })
         .await;
@@ -270,7 +303,10 @@ pub async fn run_group(
     for (name, uid) in uids {
         finish(&api, &name, uid, run.outcomes.entry(name.clone()).or_default()).await;
     }
-    Ok(run)
+    match failed {
+        Some(e) => Err(e),
+        None => Ok(run),
+    }
 }
 
 /// Deletes our pod at once, only that very object (uid precondition); a failure is said on

@@ -63,14 +63,22 @@ pub struct Group {
     pub devices: u32,
     /// What the node advertises.
     pub allocatable: u64,
+    /// Units other pods held on the node when the test began (the agent's server among them).
+    pub held: u64,
     pub pods: Vec<SmokePod>,
 }
 
-/// The groups for the resources `shares` promises, on each node that advertises them.
+/// Units of each resource pods already hold on each node: `(node, resource)` → units.
+pub type Held = BTreeMap<(String, String), u64>;
+
+/// The groups for the resources `shares` promises, on each node that advertises them: no more
+/// pods than the units other pods leave free (a group larger than that would fail on the
+/// agent's own server holding one).
 pub fn groups(
     facts: &Facts,
     shares: &BTreeMap<String, u32>,
     allocatable: &BTreeMap<String, BTreeMap<String, String>>,
+    held: &Held,
     images: &BTreeMap<&str, String>,
 ) -> Vec<Group> {
     let mut out = Vec::new();
@@ -82,7 +90,9 @@ pub fn groups(
                 continue;
             }
             let devices = super::facts_count(facts, resource).filter(|n| *n > 0).unwrap_or(1);
-            let count = promised.saturating_mul(devices).min(MAX_PODS);
+            let taken = held.get(&(node.clone(), resource.clone())).copied().unwrap_or(0);
+            let free = u32::try_from(amount.saturating_sub(taken)).unwrap_or(u32::MAX);
+            let count = promised.saturating_mul(devices).min(MAX_PODS).min(free);
             let slug: String = resource
                 .chars()
                 .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '-' })
@@ -111,6 +121,7 @@ pub fn groups(
                 promised: *promised,
                 devices,
                 allocatable: amount,
+                held: taken,
                 pods,
             });
         }
@@ -209,12 +220,53 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
         out.fix = Some(fix);
         out.clone()
     };
+    if names.len() < 2 && g.held == 0 {
+        return fail(
+            format!("one pod per device can run, so nothing is shared: {advertised}"),
+            format!("check the plugin's sharing setting in its log (`{logs}`)"),
+        );
+    }
+    if names.len() < 2 {
+        return fail(
+            format!(
+                "other pods hold {} of the {} {} node {} advertises: {} pod(s) could run, and sharing needs two at once to be proven",
+                g.held,
+                g.allocatable,
+                g.resource,
+                g.node,
+                names.len()
+            ),
+            format!(
+                "stop what holds them for the test (`{}`), then run it again",
+                hints.kubectl.clone().lit("get pods -A -o wide")
+            ),
+        );
+    }
     if let Some((name, why)) =
         names.iter().find_map(|n| Some((n, run.outcomes.get(n).and_then(|o| o.refused.clone())?)))
     {
         return fail(
-            format!("pod {name} was not created: {why}"),
+            format!("pod {name} was not created: {}", crate::escape::one_line(&why)),
             hints.kubectl.clone().lit("get pods -A").to_string(),
+        );
+    }
+    // Nothing ran at all: not a sharing verdict but why the pods never started.
+    if run.together.is_empty() {
+        let why: Vec<String> = names
+            .iter()
+            .filter_map(|n| {
+                let o = run.outcomes.get(n)?;
+                let said = o.reason.clone().or_else(|| o.unschedulable.clone()).unwrap_or_else(|| {
+                    let phase = if o.phase.is_empty() { "unknown" } else { &o.phase };
+                    if o.timed_out { format!("still {phase} at the deadline") } else { format!("phase {phase}") }
+                });
+                Some(format!("{n}: {}", crate::escape::one_line(&said)))
+            })
+            .take(3)
+            .collect();
+        return fail(
+            format!("none of the {} pods ran, so sharing was not tried ({})", names.len(), why.join("; ")),
+            hints.kubectl.clone().opt("-n", super::NAMESPACE).lit("describe pods -l").arg(GROUP_LABEL).to_string(),
         );
     }
     if !apart.is_empty() {
@@ -225,7 +277,7 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
             format!("pods {list} never ran with the others: {advertised}")
         } else if !unschedulable.is_empty() {
             format!(
-                "pods {list} never ran with the others: the scheduler found no free {} for them ({}); other pods hold some (`k3d-gpu plan` names them), or the plugin hands out fewer than it advertises",
+                "pods {list} never ran with the others: the scheduler found no free {} for them ({}); other pods hold some, or the plugin hands out fewer than it advertises",
                 g.resource,
                 crate::escape::one_line(&unschedulable)
             )
@@ -263,7 +315,9 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
         *per.entry(d.as_str()).or_default() += 1;
     }
     let most = per.values().copied().max().unwrap_or(0);
-    let wanted = (g.promised as usize).min(names.len());
+    // Spread evenly (a balanced policy), each device takes count/devices; packed, one takes
+    // the promise. Either proves sharing up to what the group could hold.
+    let wanted = (g.promised as usize).min(names.len().div_ceil(g.devices.max(1) as usize)).max(2);
     if most < wanted {
         let spread: Vec<String> = per.iter().map(|(d, n)| format!("{d}: {n}")).collect();
         return fail(
@@ -287,6 +341,7 @@ pub struct GroupResult {
     pub promised: u32,
     pub devices: u32,
     pub allocatable: u64,
+    pub held: u64,
     pub pods: Vec<String>,
     pub verdict: Verdict,
 }
@@ -299,6 +354,7 @@ impl GroupResult {
             promised: g.promised,
             devices: g.devices,
             allocatable: g.allocatable,
+            held: g.held,
             pods: g.pods.iter().map(|p| p.pod.clone()).collect(),
             verdict,
         }
@@ -317,7 +373,13 @@ mod tests {
 
     fn group(resource: &str, promised: u32, allocatable: &str) -> Group {
         let shares = BTreeMap::from([(resource.to_string(), promised)]);
-        let mut g = groups(&facts("desktop-rpl-nvidia"), &shares, &node(&[(resource, allocatable)]), &BTreeMap::new());
+        let mut g = groups(
+            &facts("desktop-rpl-nvidia"),
+            &shares,
+            &node(&[(resource, allocatable)]),
+            &Held::new(),
+            &BTreeMap::new(),
+        );
         g.remove(0)
     }
 
@@ -338,7 +400,7 @@ mod tests {
     fn a_group_holds_the_promised_pods_per_device_the_facts_count() {
         let shares = BTreeMap::from([("gpu.intel.com/i915".to_string(), 8), ("nvidia.com/gpu".to_string(), 4)]);
         let allocatable = node(&[("gpu.intel.com/i915", "8"), ("nvidia.com/gpu", "8"), ("cpu", "32")]);
-        let got = groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &BTreeMap::new());
+        let got = groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &Held::new(), &BTreeMap::new());
         let sizes: Vec<(&str, u32, usize)> =
             got.iter().map(|g| (g.resource.as_str(), g.devices, g.pods.len())).collect();
         assert_eq!(sizes, [("gpu.intel.com/i915", 1, 8), ("nvidia.com/gpu", 2, 8)]);
@@ -348,7 +410,26 @@ mod tests {
         assert_eq!(pod["spec"]["runtimeClassName"], "nvidia");
         assert_eq!(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
         // Not advertised, not tested; a resource nobody shares is the single pod's alone.
-        assert!(groups(&facts("desktop-rpl-nvidia"), &shares, &node(&[("cpu", "8")]), &BTreeMap::new()).is_empty());
+        assert!(
+            groups(&facts("desktop-rpl-nvidia"), &shares, &node(&[("cpu", "8")]), &Held::new(), &BTreeMap::new())
+                .is_empty()
+        );
+    }
+
+    /// The agent's server holding one unit of a shared iGPU leaves seven: the group is seven
+    /// pods (not eight, which would fail on the agent), and one left free cannot prove sharing.
+    #[test]
+    fn a_group_takes_only_the_units_other_pods_leave_free() {
+        let shares = BTreeMap::from([("gpu.intel.com/i915".to_string(), 8)]);
+        let allocatable = node(&[("gpu.intel.com/i915", "8")]);
+        let key = ("k3d-gpu-server-0".to_string(), "gpu.intel.com/i915".to_string());
+        let held = Held::from([(key.clone(), 1)]);
+        let got = groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &held, &BTreeMap::new());
+        assert_eq!((got[0].pods.len(), got[0].held), (7, 1));
+        let nearly_all = Held::from([(key, 7)]);
+        let one = groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &nearly_all, &BTreeMap::new()).remove(0);
+        let v = verdict(&one, &Run::default(), &hints());
+        assert!(!v.passed && v.cause.as_deref().unwrap().contains("other pods hold 7 of the 8"), "{v:?}");
     }
 
     #[test]
