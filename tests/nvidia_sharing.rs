@@ -119,14 +119,55 @@ fn replicas_are_required() {
     assert!(format!("{e:?}").contains("replicas"), "{e:?}");
 }
 
+const MPS: &str = "k8s/apps/DaemonSet/kube-system/nvidia-mps-control-daemon";
+
+/// Issue 38, item 2: MPS as k8s-device-plugin v0.20.0's Helm chart deploys it: the config
+/// under `sharing.mps`, the plugin given `MPS_ROOT` and the MPS root and its tmpfs, and the
+/// control daemon (privileged, host PID namespace, RuntimeClass nvidia, the same config file).
 #[test]
-fn mps_is_refused_with_the_reason() {
+fn mps_deploys_the_control_daemon_and_points_the_plugin_at_it() {
     let toml = "[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 4\n";
-    let e = errors(toml, "desktop-rpl-nvidia");
+    let g = graph(toml, "rtx2000ada-x2");
+    assert_eq!(
+        plugin_config(&g),
+        json!({"version": "v1", "sharing": {"mps": {"resources": [{"name": "nvidia.com/gpu", "replicas": 4}]}}})
+    );
+    assert!(g.mps && g.shares["nvidia.com/gpu"] == 4, "test proves the MPS share");
+    let plugin = container(&g);
+    assert!(plugin["env"].as_array().unwrap().contains(&json!({"name": "MPS_ROOT", "value": "/run/nvidia/mps"})));
+    let mounts = plugin["volumeMounts"].as_array().unwrap();
+    assert!(mounts.contains(&json!({"name": "mps-root", "mountPath": "/mps"})), "{mounts:?}");
+    assert!(mounts.contains(&json!({"name": "mps-shm", "mountPath": "/dev/shm"})), "{mounts:?}");
+    let daemon = g.get(MPS).expect("the MPS control daemon");
+    assert!(daemon.depends_on.iter().any(|d| d == CM), "it reads the same config file: {:?}", daemon.depends_on);
+    let pod = &daemon.spec["spec"]["template"]["spec"];
+    assert_eq!((pod["hostPID"].as_bool(), pod["runtimeClassName"].as_str()), (Some(true), Some("nvidia")));
+    let ctr = &pod["containers"][0];
+    assert_eq!(ctr["command"], json!(["mps-control-daemon"]));
+    assert_eq!(ctr["securityContext"]["privileged"], true);
+    assert!(ctr["env"].as_array().unwrap().iter().any(|e| e["name"] == "CONFIG_FILE"));
+    assert!(!ctr["env"].as_array().unwrap().iter().any(|e| e["name"] == "MPS_ROOT"), "the daemon's root is /mps");
+    assert_eq!(pod["initContainers"][0]["command"], json!(["mps-control-daemon", "mount-shm"]));
+    // Time-slicing deploys no daemon; MPS and time-slicing differ only under `sharing`.
+    assert!(graph(&shared(4), "rtx2000ada-x2").get(MPS).is_none());
+}
+
+#[test]
+fn mps_is_refused_where_upstream_cannot_run_it() {
+    let mps = |n: u32| format!("[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = {n}\n");
+    // WSL2: one device named `all`, and the daemon sets compute modes by UUID.
+    let e = errors(&mps(4), "wsl2-nvidia");
     assert_eq!(e.iter().map(|e| e.code).collect::<Vec<_>>(), ["nvidia-mps-unsupported"]);
-    assert!(e[0].message.contains("MPS control daemon"), "{}", e[0].message);
-    let e = errors(toml, "wsl2-nvidia");
     assert!(e[0].message.contains("WSL2"), "{}", e[0].message);
+    // The control daemon takes at most 48 clients per GPU and exits on more.
+    let e = errors(&mps(49), "rtx2000ada-x2");
+    assert_eq!(e.iter().map(|e| e.code).collect::<Vec<_>>(), ["nvidia-mps-replicas"]);
+    assert!(e[0].message.contains("at most 48"), "{}", e[0].message);
+    assert!(build(&shared(49), "rtx2000ada-x2").is_ok(), "time-slicing has no such limit");
+    // Past 16, GPUs before Turing refuse: said, not refused (the GPU's compute capability is
+    // not in the facts).
+    let g = graph(&mps(17), "rtx2000ada-x2");
+    assert!(g.warnings.iter().any(|w| w.code == "nvidia-mps-replicas-pre-turing"), "{:?}", g.warnings);
 }
 
 #[test]

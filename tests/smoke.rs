@@ -31,6 +31,9 @@ enum Kubelet {
     /// As healthy, but the pods of a sharing group run one after the other: each one ends
     /// before the next starts (a device handed out exclusively, whatever was advertised).
     OneAtATime,
+    /// As healthy, with CUDA MPS serving: the plugin hands each NVIDIA pod the daemon's pipe
+    /// directory, where its control pipe is, and the GPU is EXCLUSIVE_PROCESS (MPS sets it).
+    MpsServing,
 }
 
 /// The label a sharing group's pods carry (`smoke::share::GROUP_LABEL`).
@@ -50,7 +53,7 @@ impl Drop for Cluster {
 
 /// Runs a pod's command as the kubelet would, with `/dev/…` and `/sys/…` paths under `root`.
 /// A sharing pod's hold (its first argument) is cut to 0: the stand-in keeps it Running itself.
-fn run_container(pod: &Value, root: &Path) -> (String, i32) {
+fn run_container(pod: &Value, root: &Path, kubelet: Kubelet) -> (String, i32) {
     let c = &pod["spec"]["containers"][0];
     let argv: Vec<String> = c["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
     let share = pod["metadata"]["labels"][GROUP].is_string();
@@ -58,10 +61,14 @@ fn run_container(pod: &Value, root: &Path) -> (String, i32) {
         return ("GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-6f1d2a9e)\n".into(), 0);
     }
     if share && c["resources"]["limits"]["nvidia.com/gpu"].is_string() {
-        return (
-            "GPU 0: NVIDIA RTX 4000 Ada Generation (UUID: GPU-6f1d2a9e)\ncompute GPU-6f1d2a9e, Default\nready\n".into(),
-            0,
-        );
+        let gpu = "GPU 0: NVIDIA RTX 4000 Ada Generation (UUID: GPU-6f1d2a9e)\n";
+        return match kubelet {
+            Kubelet::MpsServing => (
+                format!("{gpu}compute GPU-6f1d2a9e, Exclusive_Process\nmps serving /mps/nvidia.com/gpu/pipe\nready\n"),
+                0,
+            ),
+            _ => (format!("{gpu}compute GPU-6f1d2a9e, Default\nready\n"), 0),
+        };
     }
     let mapped: Vec<String> = argv[3..]
         .iter()
@@ -108,7 +115,9 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
     std::fs::create_dir_all(dev.join("dri")).unwrap();
     std::fs::write(dev.join("dri/card0"), "").unwrap();
     match kubelet {
-        Kubelet::Healthy | Kubelet::OneAtATime => std::fs::write(dev.join("dri/renderD128"), "").unwrap(),
+        Kubelet::Healthy | Kubelet::OneAtATime | Kubelet::MpsServing => {
+            std::fs::write(dev.join("dri/renderD128"), "").unwrap()
+        }
         // What the pod cannot open (a directory fails a read-write open, as EACCES would).
         Kubelet::Broken => std::fs::create_dir(dev.join("dri/renderD128")).unwrap(),
     }
@@ -143,7 +152,7 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
                             "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}]);
                         continue;
                     }
-                    let (log, code) = run_container(pod, &root);
+                    let (log, code) = run_container(pod, &root, kubelet);
                     pod["spec"]["nodeName"] = json!("k3d-gpu-server-0");
                     pod["metadata"]["annotations"]["fake.k3d-gpu.io/log"] = json!(log);
                     pod["status"] = ran(code, group.is_some());
@@ -372,6 +381,29 @@ fn pods_that_ran_one_after_another_fail_the_sharing_proof() {
     let said = String::from_utf8_lossy(&text.stdout);
     assert!(said.contains("FAIL  gpu.intel.com/i915 on k3d-gpu-server-0 shared: 2 pod(s)"), "{said}");
     assert!(said.contains("never together: k3d-gpu-share-gpu-intel-com-i915-0-"), "{said}");
+}
+
+/// MPS: the pods run together and each reaches the control daemon's pipe; the GPU's
+/// EXCLUSIVE_PROCESS mode is MPS's own. Where the daemon does not serve, the same pods fail.
+#[test]
+fn mps_sharing_is_proven_through_the_control_daemon() {
+    let config = "[sharing]\nshared = 1\n[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 2\n";
+    let serving = cluster(Kubelet::MpsServing, &[("nvidia.com/gpu", "4")]);
+    std::fs::write(serving.dir.path().join("k3dgpu.toml"), config).unwrap();
+    let out = serving.test(&["--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let nvidia =
+        |doc: &Value| doc["shares"].as_array().unwrap().iter().find(|s| s["resource"] == "nvidia.com/gpu").cloned();
+    let share = nvidia(&doc).unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(share["verdict"]["passed"], true, "{share:#}");
+    let idle = cluster(Kubelet::Healthy, &[("nvidia.com/gpu", "4")]);
+    std::fs::write(idle.dir.path().join("k3dgpu.toml"), config).unwrap();
+    let out = idle.test(&["--json"]);
+    assert_eq!(out.status.code(), Some(1));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let share = nvidia(&doc).unwrap_or_else(|| panic!("{doc:#}"));
+    assert!(share["verdict"]["cause"].as_str().unwrap().contains("did not reach the MPS control daemon"), "{share:#}");
+    assert_eq!(idle.pods_left(), 0);
 }
 
 #[test]

@@ -37,6 +37,7 @@ fn cases() -> Vec<(String, DesiredGraph)> {
         ("", "arrow-lake-h"),
         ("[cluster]\nagents = 1\naccelerator_node = \"agent:0\"\n", "xeon-2s-snc2"),
         ("[sharing.nvidia]\nreplicas = 2\nfail_requests_greater_than_one = false\n", "wsl2-nvidia"),
+        ("[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 4\n", "rtx2000ada-x2"),
         ("[sharing]\nmonitoring = true\n[telemetry]\n", "desktop-rpl-nvidia"),
         ("[sharing]\nmode = \"dra\"\n[telemetry]\n", "arc-b580-xe-rpl-igpu"),
         (
@@ -595,13 +596,19 @@ fn plugin_config_files(r: &ConfigRules, graph: &DesiredGraph) -> Vec<ConfigFile>
             if !r.images.contains(&format!("{repo}:{tag}")) {
                 continue;
             }
-            let env: BTreeMap<String, String> = c["env"]
+            let mut env: BTreeMap<String, String> = c["env"]
                 .as_array()
                 .into_iter()
                 .flatten()
                 .filter_map(|e| Some((e["name"].as_str()?.to_string(), e["value"].as_str()?.to_string())))
                 .collect();
             let Some(path) = env.get("CONFIG_FILE").cloned() else { continue };
+            // The MPS control daemon reads the same file but takes no --mps-root: its root is
+            // /mps in its own container (cmd/mps-control-daemon/mps/root.go, ContainerRoot);
+            // validateFlags' MPS_ROOT rule is the plugin binary's.
+            if c["command"][0] == "mps-control-daemon" {
+                env.entry("MPS_ROOT".to_string()).or_insert_with(|| "/mps".to_string());
+            }
             let where_ = format!("{} {} container {}", object["kind"], object["metadata"]["name"], c["name"]);
             let file = (|| {
                 let (dir, key) = path.rsplit_once('/').ok_or("CONFIG_FILE is not a path")?;
@@ -1354,4 +1361,95 @@ fn the_model_server_check_catches_what_the_servers_refuse() {
     assert_eq!(check_server_args("ovms", ovms, &args(&["--task", "text_generation", "--pooling", "LAST"])).len(), 1);
     assert_eq!(check_server_args("ovms", ovms, &args(&["--log_level", "VERBOSE"])).len(), 1);
     assert_eq!(check_server_args("ovms", ovms, &args(&["--max-model-len", "4096"])).len(), 1);
+}
+
+/// The container named `name` in a workload's pod (or init) containers, and the pod.
+fn pod_container<'a>(object: &'a Value, key: &str, name: &str) -> &'a Value {
+    let list = object["spec"]["template"]["spec"][key].as_array().unwrap_or_else(|| panic!("no {key}"));
+    list.iter().find(|c| c["name"] == name).unwrap_or_else(|| panic!("no container {name}"))
+}
+
+/// The host path (and its type, "" for none) behind each mount of `container` in `object`.
+fn host_paths(object: &Value, container: &Value) -> BTreeMap<String, (String, String)> {
+    let volumes = object["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
+    container["volumeMounts"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| {
+            let v = volumes.iter().find(|v| v["name"] == m["name"])?;
+            let host = v["hostPath"].as_object()?;
+            let (path, kind) = (host["path"].as_str()?, host.get("type").and_then(Value::as_str).unwrap_or(""));
+            Some((m["mountPath"].as_str()?.to_string(), (path.to_string(), kind.to_string())))
+        })
+        .collect()
+}
+
+/// Issue 38, item 2: the MPS control daemon and the plugin k3d-gpu compiles for
+/// `strategy = "mps"` are upstream's, as its Helm chart renders them at the release the image
+/// pins (tests/upstream/nvidia-mps.toml): the daemon's init and main commands, privilege, host
+/// PID namespace, mounts and host paths, and the plugin's MPS_ROOT and mounts.
+#[test]
+fn mps_is_deployed_as_upstreams_chart_deploys_it() {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/nvidia-mps.toml")).unwrap();
+    let up: toml::Table = toml::from_str(&text).unwrap();
+    let strings = |v: &toml::Value| -> Vec<String> {
+        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+    };
+    let paths = |v: &toml::Value| -> BTreeMap<String, (String, String)> {
+        v.as_table()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                let pair = strings(v);
+                (k.clone(), (pair[0].clone(), pair[1].clone()))
+            })
+            .collect()
+    };
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let config =
+        k3d_gpu::config::load_str("k3dgpu.toml", "[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 4\n").unwrap();
+    let graph = k3d_gpu::compile::compile(&config, &support::facts_of("rtx2000ada-x2"), &catalog).unwrap();
+    let daemon = &graph.get("k8s/apps/DaemonSet/kube-system/nvidia-mps-control-daemon").unwrap().spec;
+    let image = pod_container(daemon, "containers", "mps-control-daemon-ctr")["image"].as_str().unwrap();
+    let (repo, tag) = repo_tag(image);
+    assert!(strings(&up["images"]).contains(&format!("{repo}:{tag}")), "{image} is not the release read");
+    let d = &up["daemon"];
+    assert_eq!(daemon["spec"]["template"]["spec"]["hostPID"].as_bool(), d["host_pid"].as_bool());
+    let init = pod_container(daemon, "initContainers", "mps-control-daemon-mounts");
+    assert_eq!(
+        strings(&d["init_command"]),
+        init["command"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect::<Vec<_>>()
+    );
+    assert_eq!(init["securityContext"]["privileged"].as_bool(), d["init_privileged"].as_bool());
+    for pair in d["init_mounts"].as_array().unwrap() {
+        let pair = strings(pair);
+        let mount =
+            init["volumeMounts"].as_array().unwrap().iter().find(|m| m["mountPath"] == pair[0].as_str()).unwrap();
+        assert_eq!(mount["mountPropagation"], pair[1].as_str());
+    }
+    let ctr = pod_container(daemon, "containers", "mps-control-daemon-ctr");
+    assert_eq!(
+        strings(&d["command"]),
+        ctr["command"].as_array().unwrap().iter().map(|c| c.as_str().unwrap().to_string()).collect::<Vec<_>>()
+    );
+    assert_eq!(ctr["securityContext"]["privileged"].as_bool(), d["privileged"].as_bool());
+    let env: Vec<&str> = ctr["env"].as_array().unwrap().iter().map(|e| e["name"].as_str().unwrap()).collect();
+    for want in strings(&d["env_required"]) {
+        assert!(env.contains(&want.as_str()), "the daemon lacks {want}: {env:?}");
+    }
+    for absent in strings(&d["env_absent"]) {
+        assert!(!env.contains(&absent.as_str()), "the daemon has {absent}");
+    }
+    assert_eq!(host_paths(daemon, ctr), paths(&d["host_paths"]));
+    let plugin_ds = &graph.get("k8s/apps/DaemonSet/kube-system/nvidia-device-plugin-daemonset").unwrap().spec;
+    let plugin = pod_container(plugin_ds, "containers", "nvidia-device-plugin-ctr");
+    for (name, value) in up["plugin"]["env"].as_table().unwrap() {
+        let found = plugin["env"].as_array().unwrap().iter().find(|e| e["name"] == name.as_str());
+        assert_eq!(found.map(|e| e["value"].clone()), Some(serde_json::json!(value.as_str().unwrap())), "{name}");
+    }
+    let wanted = paths(&up["plugin"]["host_paths"]);
+    let mut got = host_paths(plugin_ds, plugin);
+    got.retain(|mount, _| wanted.contains_key(mount));
+    assert_eq!(got, wanted, "the plugin's MPS mounts");
 }

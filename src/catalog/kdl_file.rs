@@ -28,7 +28,7 @@ fn shape(node: &str) -> (usize, &'static [&'static str], bool) {
         "accelerator-node" => (0, &[], false),
         "upstream" => (1, &["version"], false),
         "image" | "after" => (1, &[], true),
-        "when" => (0, &["vendor", "intel-gpu-mode", "balloons", "telemetry", "sandbox"], true),
+        "when" => (0, &["vendor", "intel-gpu-mode", "balloons", "telemetry", "sandbox", "nvidia-sharing"], true),
         "provides" => (0, &["resource", "label"], true),
         "rollout" => (2, &[], true),
         "configure" => (1, &["container"], true),
@@ -536,12 +536,13 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
                 "off" => false,
                 _ => return Err(bad("on, off".into())),
             }),
+            "nvidia-sharing" => Condition::NvidiaSharing(config_value(value).map_err(bad)?),
             _ => {
                 return Err(file.error(
                     entry.span,
                     format!("unknown condition key `{key}`"),
                     "here",
-                    Some("keys: vendor, intel-gpu-mode, balloons, telemetry, sandbox".into()),
+                    Some("keys: vendor, intel-gpu-mode, balloons, telemetry, sandbox, nvidia-sharing".into()),
                 ));
             }
         });
@@ -738,6 +739,7 @@ mod tests {
         let cases: &[(&str, Result<Vec<Condition>, &str>)] = &[
             ("when vendor=intel", Ok(vec![Condition::Vendor(crate::facts::Vendor::Intel)])),
             ("when sandbox=on", Ok(vec![Condition::Sandbox(true)])),
+            ("when nvidia-sharing=mps", Ok(vec![Condition::NvidiaSharing(crate::config::NvidiaStrategy::Mps)])),
             (
                 "when vendor=nvidia sandbox=off",
                 Ok(vec![Condition::Vendor(crate::facts::Vendor::Nvidia), Condition::Sandbox(false)]),

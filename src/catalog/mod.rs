@@ -43,6 +43,8 @@ pub enum Condition {
     Telemetry(crate::config::TelemetryExporter),
     /// `sandbox=on`: the config has a `[sandbox]` table (`off`: it has none).
     Sandbox(bool),
+    /// `nvidia-sharing=mps`: `[sharing.nvidia]` shares NVIDIA GPUs this way.
+    NvidiaSharing(crate::config::NvidiaStrategy),
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]

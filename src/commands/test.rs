@@ -30,15 +30,15 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
         "run a pod that requests the resource with `kubectl --context {context} run …`",
     )?;
     // The config compiled for this host says which devices it shares, and by how much.
-    let (catalog, facts, shares) = match super::inputs::compile(global, &inputs) {
-        Ok(compiled) => (compiled.catalog, compiled.facts, compiled.graph.shares),
+    let (catalog, facts, shares, mps) = match super::inputs::compile(global, &inputs) {
+        Ok(compiled) => (compiled.catalog, compiled.facts, compiled.graph.shares, compiled.graph.mps),
         Err(_) => {
             if !global.json {
                 eprintln!(
                     "note: the config does not compile for this host (`k3d-gpu validate` says why); sharing is not tested"
                 );
             }
-            (super::load_catalog(global, &inputs)?, super::load_facts(global)?, BTreeMap::new())
+            (super::load_catalog(global, &inputs)?, super::load_facts(global)?, BTreeMap::new(), false)
         }
     };
     let cluster = inputs.config.cluster.name.clone();
@@ -111,7 +111,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                     }
                 }
             }
-            for group in smoke::share::groups(&facts, &shares, &allocatable, &held, &images) {
+            for group in smoke::share::groups(&facts, &shares, &allocatable, &held, mps, &images) {
                 if !global.json {
                     eprintln!(
                         "test: {} on {} shared: {} pods at once ({}=…)",

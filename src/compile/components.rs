@@ -82,8 +82,10 @@ pub fn resources<'a>(
         deps.extend(providers.crd(object));
         deps.extend(providers.node_labels(object));
         deps.extend(providers.after(c));
-        if let Some((owner, config)) = &nvidia_config
-            && *owner == c.name.as_str()
+        // Every workload that reads the config file waits for it (the plugin owns it; the MPS
+        // control daemon reads it too).
+        if let Some((_, config)) = &nvidia_config
+            && c.configure.iter().any(|h| h.hook == NVIDIA_PLUGIN_CONFIG)
             && object.pointer("/spec/template").is_some()
         {
             deps.push(config.id.clone());
@@ -528,8 +530,8 @@ mod tests {
     fn hooks_edit_only_their_container_and_only_when_there_is_something_to_say() {
         let hook = |name: &str| Configure { hook: name.into(), container: "plugin".into() };
         let intel = IntelPlan { plugin_args: vec!["-shared-dev-num=8".into()], ..Default::default() };
-        let nvidia_shared = NvidiaPlan { config: Some("{}".into()), replicas: 2 };
-        let nvidia_off = NvidiaPlan { config: None, replicas: 1 };
+        let nvidia_shared = NvidiaPlan { config: Some("{}".into()), replicas: 2, mps: false };
+        let nvidia_off = NvidiaPlan { config: None, replicas: 1, mps: false };
         let args = "/spec/template/spec/containers/0/args";
         let env = "/spec/template/spec/containers/0/env";
         // (case, hook, intel plan, nvidia plan, pointer, expected at it)

@@ -64,6 +64,8 @@ pub struct DesiredGraph {
     /// advertises (`[sharing] shared`, `[sharing.nvidia] replicas`); only resources shared by
     /// more than one pod. What `k3d-gpu test` proves by running that many pods at once.
     pub shares: BTreeMap<String, u32>,
+    /// The NVIDIA GPUs are shared through CUDA MPS (their share in `shares` is MPS clients).
+    pub mps: bool,
 }
 
 /// graph/v1's `schema`.
@@ -110,7 +112,7 @@ impl DesiredGraph {
         }
         warnings.sort();
         warnings.dedup();
-        Ok(DesiredGraph { graph, index, warnings, agent, images: BTreeMap::new(), shares: BTreeMap::new() })
+        Ok(DesiredGraph { graph, index, warnings, agent, images: BTreeMap::new(), shares: BTreeMap::new(), mps: false })
     }
 
     pub fn get(&self, id: &str) -> Option<&Resource> {

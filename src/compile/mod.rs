@@ -124,6 +124,9 @@ impl<'a> Context<'a> {
                     Condition::Balloons(b) => self.config.placement.balloons == *b,
                     Condition::Telemetry(e) => telemetry::wants(self.config, *e),
                     Condition::Sandbox(wanted) => self.config.sandbox.is_some() == *wanted,
+                    Condition::NvidiaSharing(strategy) => {
+                        self.config.sharing.nvidia.as_ref().is_some_and(|n| n.strategy == *strategy)
+                    }
                 })
             })
     }
@@ -171,6 +174,7 @@ pub fn compile_against(
     })?;
     graph.images = parts.images;
     graph.shares = parts.shares;
+    graph.mps = parts.mps;
     Ok(graph)
 }
 
@@ -183,6 +187,8 @@ pub(crate) struct Parts {
     pub images: std::collections::BTreeMap<String, crate::images::Use>,
     /// Pods per device the config promises, by resource ([`DesiredGraph::shares`]).
     pub shares: std::collections::BTreeMap<String, u32>,
+    /// [`DesiredGraph::mps`].
+    pub mps: bool,
 }
 
 /// The resources of one machine. Without a node image (`None`: an existing cluster, DESIGN.md
@@ -232,7 +238,7 @@ pub(crate) fn parts(
         return Err(errors);
     }
     let shares = shares(&cx, &intel, &nvidia);
-    Ok(Parts { resources, warnings: cx.warnings, agent, images: cx.images, shares })
+    Ok(Parts { resources, warnings: cx.warnings, agent, images: cx.images, shares, mps: nvidia.mps })
 }
 
 /// The resources whose devices the config shares among several pods, with how many: the

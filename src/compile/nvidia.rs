@@ -40,7 +40,17 @@ pub struct NvidiaPlan {
     pub config: Option<String>,
     /// Devices per GPU the plugin advertises (1 without sharing).
     pub replicas: u32,
+    /// The replicas are CUDA MPS clients (`strategy = "mps"`), not time slices.
+    pub mps: bool,
 }
+
+/// Where MPS lives on the node (the Helm chart's `mps.root`): the per-resource pipe and log
+/// directories, and `shm`, the tmpfs the daemon mounts and the plugin hands each MPS pod.
+pub const MPS_ROOT: &str = "/run/nvidia/mps";
+/// The most MPS clients per GPU the control daemon accepts (`cmd/mps-control-daemon/mps/
+/// device.go`): 48 from compute capability 7.5 (Turing) on, 16 before; more makes it exit.
+pub const MPS_MAX_CLIENTS: u32 = 48;
+pub const MPS_MAX_CLIENTS_BEFORE_TURING: u32 = 16;
 
 impl NvidiaPlan {
     /// `sha256:` of the config file.
@@ -50,7 +60,7 @@ impl NvidiaPlan {
 }
 
 pub fn plan(cx: &mut Context) -> NvidiaPlan {
-    let mut out = NvidiaPlan { config: None, replicas: 1 };
+    let mut out = NvidiaPlan { config: None, replicas: 1, mps: false };
     let Some(sharing) = &cx.config.sharing.nvidia else { return out };
     if !cx.is_active(Vendor::Nvidia) {
         cx.error(CompileError::new(
@@ -76,26 +86,37 @@ pub fn plan(cx: &mut Context) -> NvidiaPlan {
             )),
         ));
     }
-    if sharing.strategy == NvidiaStrategy::Mps {
+    let mps = sharing.strategy == NvidiaStrategy::Mps;
+    if mps && cx.facts.host.wsl.microsoft_kernel {
         ok = false;
-        let wsl = cx.facts.host.wsl.microsoft_kernel;
-        let (message, help) = if wsl {
-            (
-                "MPS cannot run under WSL2: the device plugin sees one device named `all` there, and the MPS control daemon sets each GPU's compute mode by its UUID",
-                "use strategy = \"time-slicing\"",
-            )
-        } else {
-            (
-                "MPS needs the NVIDIA MPS control daemon (a privileged DaemonSet with a shared /dev/shm), which this version of k3d-gpu does not deploy",
-                "use strategy = \"time-slicing\", or deploy the plugin's Helm chart yourself",
-            )
-        };
         cx.error(CompileError::new(
             "nvidia-mps-unsupported",
             &["sharing", "nvidia", "strategy"],
-            message,
-            Some(help.to_string()),
+            "MPS cannot run under WSL2: the device plugin sees one device named `all` there, and the MPS control daemon sets each GPU's compute mode by its UUID",
+            Some("use strategy = \"time-slicing\"".to_string()),
         ));
+    }
+    if mps && ok && sharing.replicas > MPS_MAX_CLIENTS {
+        ok = false;
+        cx.error(CompileError::new(
+            "nvidia-mps-replicas",
+            &["sharing", "nvidia", "replicas"],
+            format!(
+                "replicas = {} with MPS: the MPS control daemon (k8s-device-plugin v0.20.0) takes at most {MPS_MAX_CLIENTS} clients per GPU and exits on more",
+                sharing.replicas
+            ),
+            Some(format!("set replicas to at most {MPS_MAX_CLIENTS}, or use strategy = \"time-slicing\"")),
+        ));
+    }
+    if mps && ok && sharing.replicas > MPS_MAX_CLIENTS_BEFORE_TURING {
+        cx.warn(
+            "nvidia-mps-replicas-pre-turing",
+            Some("sharing.nvidia.replicas"),
+            format!(
+                "replicas = {} with MPS: a GPU before compute capability 7.5 (Turing) takes at most {MPS_MAX_CLIENTS_BEFORE_TURING} MPS clients, and the control daemon exits on more; newer GPUs take {MPS_MAX_CLIENTS}",
+                sharing.replicas
+            ),
+        );
     }
     if !ok {
         return out;
@@ -106,9 +127,12 @@ pub fn plan(cx: &mut Context) -> NvidiaPlan {
     if let Some(fail) = sharing.fail_requests_greater_than_one {
         slicing["failRequestsGreaterThanOne"] = json!(fail);
     }
-    let config = json!({ "version": "v1", "sharing": { "timeSlicing": slicing } });
+    // The same replicated resources, under the strategy's key (api/config/v1 sharing.go).
+    let strategy = if mps { "mps" } else { "timeSlicing" };
+    let config = json!({ "version": "v1", "sharing": { strategy: slicing } });
     out.config = Some(String::from_utf8(crate::canonical::to_bytes(&config)).expect("canonical JSON is UTF-8"));
     out.replicas = sharing.replicas;
+    out.mps = mps;
     out
 }
 
@@ -187,6 +211,42 @@ pub(super) fn configure(object: &mut Value, container: &str, plan: &NvidiaPlan) 
             mounts.push(json!({ "name": volume, "mountPath": MOUNT_DIR, "readOnly": true }));
         }
     }
+    if plan.mps {
+        mps_client(pod, container);
+    }
+}
+
+/// What the Helm chart gives the plugin's container for MPS: `MPS_ROOT` (the plugin refuses
+/// MPS without it, `validateFlags`), and the MPS root and its tmpfs mounted where the plugin
+/// health-checks the daemon through them. A container that mounts `/mps` itself (the MPS
+/// control daemon's manifest) has them already.
+fn mps_client(pod: &mut Value, container: &str) {
+    let volumes = [
+        ("mps-root", json!({ "path": MPS_ROOT, "type": "DirectoryOrCreate" }), "/mps"),
+        ("mps-shm", json!({ "path": format!("{MPS_ROOT}/shm") }), "/dev/shm"),
+    ];
+    let Some(containers) = pod["containers"].as_array_mut() else { return };
+    let mut added = false;
+    for c in containers.iter_mut().filter(|c| c["name"] == container) {
+        let mounts_root = c["volumeMounts"].as_array().is_some_and(|m| m.iter().any(|m| m["mountPath"] == "/mps"));
+        if mounts_root {
+            continue;
+        }
+        if let Some(env) = c["env"].as_array_mut() {
+            env.push(json!({ "name": "MPS_ROOT", "value": MPS_ROOT }));
+        }
+        if let Some(mounts) = c["volumeMounts"].as_array_mut() {
+            mounts.extend(volumes.iter().map(|(name, _, path)| json!({ "name": name, "mountPath": path })));
+        }
+        added = true;
+    }
+    if added && let Some(list) = pod["volumes"].as_array_mut() {
+        for (name, host, _) in volumes {
+            if !list.iter().any(|v| v["name"] == name) {
+                list.push(json!({ "name": name, "hostPath": host }));
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -194,7 +254,7 @@ mod tests {
     use super::*;
 
     fn plan() -> NvidiaPlan {
-        NvidiaPlan { config: Some("{}\n".into()), replicas: 2 }
+        NvidiaPlan { config: Some("{}\n".into()), replicas: 2, mps: false }
     }
 
     #[test]

@@ -694,8 +694,10 @@ pub struct Sharing {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct NvidiaSharing {
-    /// `time-slicing` (default): pods take turns on the whole GPU. `mps`: CUDA MPS (not
-    /// deployed by this version; an error says why).
+    /// `time-slicing` (default): pods take turns on the whole GPU. `mps`: CUDA MPS, the
+    /// plugin's MPS control daemon beside it: each pod gets its share of the GPU's threads
+    /// and memory (100/replicas %, memory/replicas), at most 48 per GPU (16 before compute
+    /// capability 7.5). Not under WSL2. Experimental upstream.
     #[serde(default)]
     pub strategy: NvidiaStrategy,
     /// Pods per GPU, 2 to 110 (the plugin refuses fewer than 2; a node runs at most 110 pods,

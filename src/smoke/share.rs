@@ -31,8 +31,14 @@ pub const GROUP_LABEL: &str = "k3d-gpu.io/smoke-share";
 
 /// What a sharing pod runs on an NVIDIA GPU: its GPUs, then each one's UUID and compute mode
 /// (`compute <uuid>, <mode>`), `ready`, and it holds the GPU for `$1` seconds.
+/// Under MPS the plugin also hands the pod `CUDA_MPS_PIPE_DIRECTORY`: `mps serving <dir>` when
+/// the control daemon's `control` pipe is there, `mps absent <dir>` when it is not.
 pub const NVIDIA_SCRIPT: &str = r#"nvidia-smi -L 2>&1
 nvidia-smi --query-gpu=uuid,compute_mode --format=csv,noheader 2>&1 | sed 's/^/compute /'
+if [ -n "${CUDA_MPS_PIPE_DIRECTORY:-}" ]; then
+  if [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ]; then echo "mps serving $CUDA_MPS_PIPE_DIRECTORY"
+  else echo "mps absent $CUDA_MPS_PIPE_DIRECTORY"; fi
+fi
 echo ready
 exec sleep "$1""#;
 
@@ -65,6 +71,9 @@ pub struct Group {
     pub allocatable: u64,
     /// Units other pods held on the node when the test began (the agent's server among them).
     pub held: u64,
+    /// Shared through CUDA MPS: each pod must reach the control daemon, and the GPU's
+    /// exclusive compute mode is the daemon's own doing.
+    pub mps: bool,
     pub pods: Vec<SmokePod>,
 }
 
@@ -79,6 +88,7 @@ pub fn groups(
     shares: &BTreeMap<String, u32>,
     allocatable: &BTreeMap<String, BTreeMap<String, String>>,
     held: &Held,
+    mps: bool,
     images: &BTreeMap<&str, String>,
 ) -> Vec<Group> {
     let mut out = Vec::new();
@@ -122,6 +132,7 @@ pub fn groups(
                 devices,
                 allocatable: amount,
                 held: taken,
+                mps: mps && kind.probe == Probe::NvidiaSmi,
                 pods,
             });
         }
@@ -302,7 +313,25 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
             format!("read the plugin's log: `{logs}`"),
         );
     }
+    if g.mps
+        && let Some(missing) = names.iter().find(|n| !log(n).lines().any(|l| l.starts_with("mps serving ")))
+    {
+        let said =
+            log(missing).lines().find(|l| l.starts_with("mps ")).map(|l| crate::escape::one_line(l).into_owned());
+        return fail(
+            format!(
+                "pod {missing} did not reach the MPS control daemon ({}): its pods run without MPS, or not at all",
+                said.unwrap_or_else(|| "no CUDA_MPS_PIPE_DIRECTORY: the plugin did not hand it the MPS pipe".into())
+            ),
+            format!(
+                "read the daemon's log (`{}`) and the plugin's (`{logs}`)",
+                hints.k3d_gpu.clone().lit("logs nvidia-mps-control-daemon")
+            ),
+        );
+    }
+    // MPS sets EXCLUSIVE_PROCESS itself (one MPS server per GPU); elsewhere it stops sharing.
     if probe == Probe::NvidiaSmi
+        && !g.mps
         && let Some(mode) = names.iter().find_map(|n| exclusive_mode(log(n)))
     {
         return fail(
@@ -378,6 +407,7 @@ mod tests {
             &shares,
             &node(&[(resource, allocatable)]),
             &Held::new(),
+            false,
             &BTreeMap::new(),
         );
         g.remove(0)
@@ -400,7 +430,7 @@ mod tests {
     fn a_group_holds_the_promised_pods_per_device_the_facts_count() {
         let shares = BTreeMap::from([("gpu.intel.com/i915".to_string(), 8), ("nvidia.com/gpu".to_string(), 4)]);
         let allocatable = node(&[("gpu.intel.com/i915", "8"), ("nvidia.com/gpu", "8"), ("cpu", "32")]);
-        let got = groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &Held::new(), &BTreeMap::new());
+        let got = groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &Held::new(), false, &BTreeMap::new());
         let sizes: Vec<(&str, u32, usize)> =
             got.iter().map(|g| (g.resource.as_str(), g.devices, g.pods.len())).collect();
         assert_eq!(sizes, [("gpu.intel.com/i915", 1, 8), ("nvidia.com/gpu", 2, 8)]);
@@ -411,8 +441,15 @@ mod tests {
         assert_eq!(pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"], "1");
         // Not advertised, not tested; a resource nobody shares is the single pod's alone.
         assert!(
-            groups(&facts("desktop-rpl-nvidia"), &shares, &node(&[("cpu", "8")]), &Held::new(), &BTreeMap::new())
-                .is_empty()
+            groups(
+                &facts("desktop-rpl-nvidia"),
+                &shares,
+                &node(&[("cpu", "8")]),
+                &Held::new(),
+                false,
+                &BTreeMap::new()
+            )
+            .is_empty()
         );
     }
 
@@ -424,12 +461,35 @@ mod tests {
         let allocatable = node(&[("gpu.intel.com/i915", "8")]);
         let key = ("k3d-gpu-server-0".to_string(), "gpu.intel.com/i915".to_string());
         let held = Held::from([(key.clone(), 1)]);
-        let got = groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &held, &BTreeMap::new());
+        let got = groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &held, false, &BTreeMap::new());
         assert_eq!((got[0].pods.len(), got[0].held), (7, 1));
         let nearly_all = Held::from([(key, 7)]);
-        let one = groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &nearly_all, &BTreeMap::new()).remove(0);
+        let one =
+            groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &nearly_all, false, &BTreeMap::new()).remove(0);
         let v = verdict(&one, &Run::default(), &hints());
         assert!(!v.passed && v.cause.as_deref().unwrap().contains("other pods hold 7 of the 8"), "{v:?}");
+    }
+
+    /// Under MPS the GPU is EXCLUSIVE_PROCESS by design, and every pod must reach the daemon.
+    #[test]
+    fn mps_pods_must_reach_the_control_daemon() {
+        let shares = BTreeMap::from([("nvidia.com/gpu".to_string(), 2)]);
+        let allocatable = node(&[("nvidia.com/gpu", "4")]);
+        let g =
+            groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &Held::new(), true, &BTreeMap::new()).remove(0);
+        assert!(g.mps);
+        let names: Vec<&str> = g.pods.iter().map(|p| p.pod.as_str()).collect();
+        let serving =
+            "GPU 0: RTX (UUID: GPU-a)\ncompute GPU-a, Exclusive_Process\nmps serving /mps/nvidia.com/gpu/pipe\nready\n";
+        let all: Vec<(&str, &str)> = names.iter().map(|n| (*n, serving)).collect();
+        assert!(verdict(&g, &run(&all, &names), &hints()).passed, "exclusive is MPS's own mode");
+        let absent =
+            "GPU 0: RTX (UUID: GPU-a)\ncompute GPU-a, Exclusive_Process\nmps absent /mps/nvidia.com/gpu/pipe\nready\n";
+        let mut one_off = all.clone();
+        one_off[1].1 = absent;
+        let v = verdict(&g, &run(&one_off, &names), &hints());
+        assert!(!v.passed && v.cause.as_deref().unwrap().contains("did not reach the MPS control daemon"), "{v:?}");
+        assert!(v.fix.as_deref().unwrap().contains("logs nvidia-mps-control-daemon"), "{v:?}");
     }
 
     #[test]
