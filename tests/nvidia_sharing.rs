@@ -214,3 +214,22 @@ fn the_agent_on_a_shared_gpu_is_a_warning() {
     assert!(!codes(&graph("[agent]\n", "desktop-rpl-nvidia")).contains(&"agent-on-shared-gpu".to_string()));
     assert!(!codes(&graph(&shared(4), "desktop-rpl-nvidia")).contains(&"agent-on-shared-gpu".to_string()));
 }
+
+/// Issue 38, item 4: one config, both vendors, each on its own path: the Intel GPUs through
+/// the DRA driver, the NVIDIA GPUs through the device plugin with MPS.
+#[test]
+fn intel_dra_and_nvidia_mps_combine_in_one_config() {
+    let toml = "[sharing]\nmode = \"dra\"\n[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 2\n";
+    let g = graph(toml, "desktop-rpl-nvidia");
+    for id in [
+        "k8s/apps/DaemonSet/intel-gpu-resource-driver/intel-gpu-resource-driver-kubelet-plugin",
+        "k8s/resource.k8s.io/DeviceClass/gpu.intel.com",
+        DS,
+        MPS,
+        CM,
+    ] {
+        assert!(g.get(id).is_some(), "no {id}");
+    }
+    assert!(g.get("k8s/apps/DaemonSet/kube-system/intel-gpu-plugin").is_none(), "Intel is on DRA, not the plugin");
+    assert_eq!(g.shares.keys().collect::<Vec<_>>(), ["nvidia.com/gpu"], "only the NVIDIA GPUs are shared by a plugin");
+}

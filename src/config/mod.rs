@@ -660,7 +660,11 @@ pub struct Vendors {
 }
 
 /// How GPUs reach pods: for Intel, the device plugin (with optional sharing) or the DRA
-/// driver; for NVIDIA, `[sharing.nvidia]`.
+/// driver; for NVIDIA, `[sharing.nvidia]`. The two are independent, so a host with both
+/// puts each on its own path in one config: `mode = "dra"` with `[sharing.nvidia]` gives the
+/// Intel GPUs to DRA claims (`[[claims]]`) and the NVIDIA GPUs to the device plugin,
+/// time-sliced or through MPS. NVIDIA GPUs through DRA are not available yet (the NVIDIA DRA
+/// driver is not deployed), so the other way round does not combine.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Sharing {
