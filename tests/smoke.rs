@@ -136,6 +136,7 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
         while !flag.load(Ordering::SeqCst) {
             kube.change(|s| {
                 let mut started: Vec<String> = Vec::new();
+                let mut claimed: Vec<(String, String, bool)> = Vec::new();
                 for pod in s.objects.iter_mut().filter(|o| o["kind"] == "Pod" && o["status"]["phase"] == "Pending") {
                     if pod["metadata"]["annotations"]["test.k3d-gpu.io/seen"] == "1" {
                         continue;
@@ -156,9 +157,34 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
                     pod["spec"]["nodeName"] = json!("k3d-gpu-server-0");
                     pod["metadata"]["annotations"]["fake.k3d-gpu.io/log"] = json!(log);
                     pod["status"] = ran(code, group.is_some());
+                    // DRA: the claim controller's and the scheduler's part, done later in this
+                    // round (the claims are other objects).
+                    if let Some(claim) = pod["spec"]["resourceClaims"][0].as_object().cloned() {
+                        let ns = pod["metadata"]["namespace"].as_str().unwrap().to_string();
+                        let name = match claim.get("resourceClaimName").and_then(Value::as_str) {
+                            Some(shared) => shared.to_string(),
+                            None => format!("{}-gpu", pod["metadata"]["name"].as_str().unwrap()),
+                        };
+                        pod["status"]["resourceClaimStatuses"] = json!([{"name": "gpu", "resourceClaimName": name}]);
+                        claimed.push((ns, name, claim.contains_key("resourceClaimTemplateName")));
+                    }
                     if let Some(g) = group {
                         started.push(g);
                         started.push(pod["metadata"]["name"].as_str().unwrap().to_string());
+                    }
+                }
+                // Each claim a pod used is allocated the iGPU (a template's claim made first).
+                let allocation = json!({"devices": {"results": [
+                    {"request": "gpu", "driver": "gpu.intel.com", "pool": "k3d-gpu-server-0", "device": "0000-00-02-0-0xa780"}]}});
+                for (ns, name, from_template) in claimed {
+                    if from_template {
+                        s.objects.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                            "metadata": {"name": name, "namespace": ns}, "spec": {}}));
+                    }
+                    if let Some(claim) = s.objects.iter_mut().find(|o| {
+                        o["kind"] == "ResourceClaim" && o["metadata"]["name"] == name.as_str() && o["metadata"]["namespace"] == ns.as_str()
+                    }) {
+                        claim["status"]["allocation"] = allocation.clone();
                     }
                 }
                 // One at a time: the pod that ran before this round's ends as it starts.
@@ -404,6 +430,57 @@ fn mps_sharing_is_proven_through_the_control_daemon() {
     let share = nvidia(&doc).unwrap_or_else(|| panic!("{doc:#}"));
     assert!(share["verdict"]["cause"].as_str().unwrap().contains("did not reach the MPS control daemon"), "{share:#}");
     assert_eq!(idle.pods_left(), 0);
+}
+
+/// DRA (`[[claims]]`): the template's pod gets its device and the claim's allocation is shown;
+/// one claim shared by two pods proves DRA sharing by overlap, and fails when the pods ran one
+/// after the other.
+#[test]
+fn dra_claims_are_proven_by_a_pod_each_and_a_shared_claim_by_overlap() {
+    let config = "[sharing]\nmode = \"dra\"\n[[claims]]\nname = \"igpu\"\n";
+    let together = cluster(Kubelet::Healthy, &[]);
+    std::fs::write(together.dir.path().join("k3dgpu.toml"), config).unwrap();
+    let out = together.test(&["--json"]);
+    let doc: Value =
+        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let claim = &doc["claims"][0];
+    assert_eq!(claim["template"], "igpu", "{doc:#}");
+    assert_eq!(claim["verdict"]["passed"], true, "{claim:#}");
+    assert_eq!(claim["verdict"]["seen"], json!(["0000:00:02.0"]));
+    assert_eq!(claim["verdict"]["allocated"], json!(["0000-00-02-0-0xa780"]));
+    let shared = doc["shares"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["resource"] == "claim default/k3d-gpu-shared-igpu")
+        .cloned();
+    let shared = shared.unwrap_or_else(|| panic!("{doc:#}"));
+    assert_eq!(shared["verdict"]["passed"], true, "{shared:#}");
+    assert_eq!(together.pods_left(), 0);
+    let claims_left = together
+        .server
+        .state
+        .lock()
+        .unwrap()
+        .objects
+        .iter()
+        .filter(|o| o["kind"] == "ResourceClaim" && o["metadata"]["name"] == "k3d-gpu-shared-igpu")
+        .count();
+    assert_eq!(claims_left, 0, "the shared claim is deleted");
+
+    let apart = cluster(Kubelet::OneAtATime, &[]);
+    std::fs::write(apart.dir.path().join("k3dgpu.toml"), config).unwrap();
+    let out = apart.test(&["--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shared = doc["shares"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["resource"] == "claim default/k3d-gpu-shared-igpu")
+        .cloned()
+        .unwrap();
+    assert_eq!(shared["verdict"]["passed"], false, "{shared:#}");
+    assert!(shared["verdict"]["cause"].as_str().unwrap().contains("one after another"), "{shared:#}");
 }
 
 #[test]

@@ -30,15 +30,23 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
         "run a pod that requests the resource with `kubectl --context {context} run …`",
     )?;
     // The config compiled for this host says which devices it shares, and by how much.
-    let (catalog, facts, shares, mps) = match super::inputs::compile(global, &inputs) {
-        Ok(compiled) => (compiled.catalog, compiled.facts, compiled.graph.shares, compiled.graph.mps),
+    let (catalog, facts, shares, mps, templates) = match super::inputs::compile(global, &inputs) {
+        Ok(compiled) => {
+            let templates: Vec<serde_json::Value> = compiled
+                .graph
+                .resources()
+                .filter(|r| r.spec["kind"] == "ResourceClaimTemplate")
+                .map(|r| r.spec.clone())
+                .collect();
+            (compiled.catalog, compiled.facts, compiled.graph.shares, compiled.graph.mps, templates)
+        }
         Err(_) => {
             if !global.json {
                 eprintln!(
                     "note: the config does not compile for this host (`k3d-gpu validate` says why); sharing is not tested"
                 );
             }
-            (super::load_catalog(global, &inputs)?, super::load_facts(global)?, BTreeMap::new(), false)
+            (super::load_catalog(global, &inputs)?, super::load_facts(global)?, BTreeMap::new(), false, Vec::new())
         }
     };
     let cluster = inputs.config.cluster.name.clone();
@@ -138,8 +146,57 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                 let verdict = smoke::share::verdict(&group, &run, &hints);
                 shared.push(smoke::share::GroupResult::new(&group, verdict));
             }
+            // DRA: each template's pod, then one claim made from it shared by two pods.
+            let device_image = images.get(smoke::DEVICE_IMAGE).cloned().unwrap_or_default();
+            let mut claimed = Vec::new();
+            for check in smoke::claims::checks(templates.iter(), &device_image) {
+                if !global.json {
+                    eprintln!("test: claim template {}/{}: pod {}", check.namespace, check.template, check.pod);
+                }
+                let pods = smoke::claims::group(&check).pods;
+                let outcome = match group_refusal(&client, &context, &pods).await? {
+                    Some(refused) => refused,
+                    None => {
+                        let manifest = smoke::claims::template_pod(&check, deadline.as_secs());
+                        smoke::run::run_pod(&client, &watcher, &context, &manifest, deadline).await?
+                    }
+                };
+                let allocated = outcome.allocated.clone();
+                let verdict = smoke::claims::verdict(&check, &outcome, allocated, &hints);
+                claimed.push(smoke::claims::ClaimResult {
+                    namespace: check.namespace.clone(),
+                    template: check.template.clone(),
+                    pod: check.pod.clone(),
+                    verdict,
+                });
+                let group = smoke::claims::group(&check);
+                let run =
+                    match smoke::run::create_claim(&client, &context, &smoke::claims::shared_claim(&check)).await? {
+                        Err(why) => smoke::share::Run {
+                            outcomes: group
+                                .pods
+                                .iter()
+                                .map(|p| {
+                                    (p.pod.clone(), smoke::Outcome { refused: Some(why.clone()), ..Default::default() })
+                                })
+                                .collect(),
+                            together: Vec::new(),
+                        },
+                        Ok(()) => {
+                            let manifests = smoke::claims::sharing_pods(&check, deadline.as_secs());
+                            let run =
+                                smoke::run::run_group(&client, &watcher, &context, &check.claim, &manifests, deadline)
+                                    .await;
+                            smoke::run::delete_claim(&client, &check.namespace, &check.claim).await;
+                            run?
+                        }
+                    };
+                let verdict = smoke::share::verdict(&group, &run, &hints);
+                shared.push(smoke::share::GroupResult::new(&group, verdict));
+            }
             let problems = smoke::count_problems(&facts, &counts, &hints);
-            Ok::<_, crate::observe::ObserveError>(smoke::Report::new(&cluster, results, shared, counts, problems))
+            let found = smoke::Found { pods: results, shares: shared, claims: claimed, counts, problems };
+            Ok::<_, crate::observe::ObserveError>(smoke::Report::new(&cluster, found))
         })
         .map_err(super::observe_failed)?;
     Ok(report)

@@ -180,7 +180,10 @@ fn saved_test_result(passed: bool) -> TestResult {
     };
     let counts = vec![Count { resource: pod.resource.clone(), node: pod.node.clone(), facts: Some(1), allocatable: 1 }];
     let pods = vec![PodResult { pod, outcome: Outcome::default(), verdict }];
-    let saved = crate::canonical::to_bytes(&TestReport::new("lab", pods, vec![], counts, vec![]));
+    let saved = crate::canonical::to_bytes(&TestReport::new(
+        "lab",
+        crate::smoke::Found { pods, shares: vec![], claims: vec![], counts, problems: vec![] },
+    ));
     serde_json::from_slice(&saved).expect("report reads what test writes")
 }
 

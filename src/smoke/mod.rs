@@ -13,6 +13,7 @@
 //!
 //! The effects (create, watch, log, delete) are in [`run`]; `commands/test.rs` is the edge.
 
+pub mod claims;
 pub mod run;
 pub mod share;
 
@@ -333,6 +334,12 @@ pub struct Outcome {
     /// It could not be created (the API server's answer).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<String>,
+    /// The ResourceClaims the pod's status names (a DRA pod's).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<String>,
+    /// The devices the driver allocated to those claims.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub allocated: Vec<String>,
 }
 
 /// A pod's verdict.
@@ -627,21 +634,30 @@ pub struct Report {
     /// The sharing proofs: one group per shared resource and node ([`share`]).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub shares: Vec<share::GroupResult>,
+    /// Each `[[claims]]` template's pod ([`claims`]).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<claims::ClaimResult>,
+    pub counts: Vec<Count>,
+    pub problems: Vec<Problem>,
+}
+
+/// What `test` found, before it is judged as a whole.
+pub struct Found {
+    pub pods: Vec<PodResult>,
+    pub shares: Vec<share::GroupResult>,
+    pub claims: Vec<claims::ClaimResult>,
     pub counts: Vec<Count>,
     pub problems: Vec<Problem>,
 }
 
 impl Report {
-    pub fn new(
-        cluster: &str,
-        pods: Vec<PodResult>,
-        shares: Vec<share::GroupResult>,
-        counts: Vec<Count>,
-        problems: Vec<Problem>,
-    ) -> Report {
-        let passed =
-            pods.iter().all(|p| p.verdict.passed) && shares.iter().all(|s| s.verdict.passed) && problems.is_empty();
-        Report { schema: SCHEMA, cluster: cluster.to_string(), passed, pods, shares, counts, problems }
+    pub fn new(cluster: &str, found: Found) -> Report {
+        let Found { pods, shares, claims, counts, problems } = found;
+        let passed = pods.iter().all(|p| p.verdict.passed)
+            && shares.iter().all(|s| s.verdict.passed)
+            && claims.iter().all(|c| c.verdict.passed)
+            && problems.is_empty();
+        Report { schema: SCHEMA, cluster: cluster.to_string(), passed, pods, shares, claims, counts, problems }
     }
 }
 
@@ -693,6 +709,23 @@ pub fn text(r: &Report) -> String {
             let _ = writeln!(out, "      fix: {f}");
         }
     }
+    for c in &r.claims {
+        let word = if c.verdict.passed { "pass" } else { "FAIL" };
+        let _ = writeln!(
+            out,
+            "{word}  claim template {}/{} (pod {}): saw {}, allocated {}",
+            c.namespace,
+            c.template,
+            c.pod,
+            if c.verdict.seen.is_empty() { "nothing".to_string() } else { c.verdict.seen.join(", ") },
+            if c.verdict.allocated.is_empty() { "nothing".to_string() } else { c.verdict.allocated.join(", ") }
+        );
+        for (label, line) in [("cause", &c.verdict.cause), ("fix", &c.verdict.fix)] {
+            if let Some(line) = line {
+                let _ = writeln!(out, "      {label}: {line}");
+            }
+        }
+    }
     for c in &r.counts {
         let facts = c.facts.map_or("not counted".to_string(), |n| n.to_string());
         let _ = writeln!(out, "count {} on {}: allocatable {}, host facts {facts}", c.resource, c.node, c.allocatable);
@@ -702,8 +735,9 @@ pub fn text(r: &Report) -> String {
     }
     let failed = r.pods.iter().filter(|p| !p.verdict.passed).count()
         + r.shares.iter().filter(|s| !s.verdict.passed).count()
+        + r.claims.iter().filter(|c| !c.verdict.passed).count()
         + r.problems.len();
-    let pods = r.pods.len() + r.shares.iter().map(|s| s.pods.len()).sum::<usize>();
+    let pods = r.pods.len() + r.shares.iter().map(|s| s.pods.len()).sum::<usize>() + r.claims.len();
     let _ = writeln!(out, "\n{pods} pod(s), {failed} failure(s)");
     out
 }

@@ -64,6 +64,7 @@ const STUCK: [&str; 6] = [
 fn read(pod: &Pod) -> (Outcome, bool) {
     let status = pod.status.clone().unwrap_or_default();
     let mut o = Outcome { phase: status.phase.clone().unwrap_or_default(), ..Outcome::default() };
+    o.claims = status.resource_claim_statuses.iter().flatten().filter_map(|c| c.resource_claim_name.clone()).collect();
     let mut over = matches!(o.phase.as_str(), "Succeeded" | "Failed");
     for c in status.conditions.unwrap_or_default() {
         if c.type_ == "PodScheduled" && c.status == "False" {
@@ -106,7 +107,8 @@ pub async fn run_pod(
     deadline: Duration,
 ) -> Result<Outcome, ObserveError> {
     let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let api = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let namespace = namespace_of(manifest);
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
     let created = match create(&api, context, manifest).await? {
         Ok(pod) => pod,
         Err(refused) => return Ok(refused),
@@ -114,7 +116,7 @@ pub async fn run_pod(
     let uid = created.metadata.uid.clone();
     let (mut outcome, mut over) = read(&created);
     if !over {
-        let watch_api = Api::<Pod>::namespaced(watcher.clone(), NAMESPACE);
+        let watch_api = Api::<Pod>::namespaced(watcher.clone(), namespace);
         let selector = format!("{LABEL}={name}");
         let waited = tokio::time::timeout(deadline, async {
             loop {
@@ -146,8 +148,75 @@ pub async fn run_pod(
         over = waited.is_ok();
         outcome.timed_out = !over;
     }
+    // A DRA pod's claims: the devices the driver allocated, read before the pod (and with it a
+    // claim made from a template) goes.
+    for claim in outcome.claims.clone() {
+        outcome.allocated.extend(allocation(client, namespace, &claim).await);
+    }
     finish(&api, &name, uid, &mut outcome).await;
     Ok(outcome)
+}
+
+/// The namespace a manifest names (the smoke pods' when it names none).
+fn namespace_of(manifest: &Value) -> &str {
+    manifest["metadata"]["namespace"].as_str().unwrap_or(NAMESPACE)
+}
+
+/// The ResourceClaims of `namespace`, as resource.k8s.io/v1 serves them.
+fn claims_api(client: &Client, namespace: &str) -> Api<kube::api::DynamicObject> {
+    let resource = kube::core::ApiResource::from_gvk_with_plural(
+        &kube::core::GroupVersionKind::gvk("resource.k8s.io", "v1", "ResourceClaim"),
+        "resourceclaims",
+    );
+    Api::namespaced_with(client.clone(), namespace, &resource)
+}
+
+/// The devices the driver allocated to claim `name` (its `status.allocation`); none when the
+/// claim cannot be read.
+pub async fn allocation(client: &Client, namespace: &str, name: &str) -> Vec<String> {
+    match claims_api(client, namespace).get_opt(name).await {
+        Ok(Some(claim)) => super::claims::allocated(&serde_json::to_value(&claim).unwrap_or_default()),
+        _ => Vec::new(),
+    }
+}
+
+/// Creates the test's shared claim; `Ok(Err(why))` when the API server refuses it or a claim
+/// of that name is someone else's.
+pub async fn create_claim(
+    client: &Client,
+    context: &str,
+    manifest: &Value,
+) -> Result<Result<(), String>, ObserveError> {
+    let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_string();
+    let namespace = namespace_of(manifest).to_string();
+    let api = claims_api(client, &namespace);
+    if let Some(old) = api.get_opt(&name).await.map_err(|e| unreachable(context, "get resourceclaim", &e))? {
+        if old.metadata.labels.as_ref().and_then(|l| l.get(LABEL)) != Some(&name) {
+            return Ok(Err(format!(
+                "a ResourceClaim {namespace}/{name} exists that k3d-gpu test did not create; it is left alone"
+            )));
+        }
+        delete_claim(client, &namespace, &name).await;
+    }
+    let object: kube::api::DynamicObject = match serde_json::from_value(manifest.clone()) {
+        Ok(o) => o,
+        Err(e) => return Ok(Err(format!("the manifest is not a ResourceClaim: {e}"))),
+    };
+    // Server-side apply, as every object k3d-gpu writes (its own field manager: the test's
+    // claim is never the plan's).
+    let params = kube::api::PatchParams::apply("k3d-gpu-test").validation_strict();
+    match api.patch(&name, &params, &kube::api::Patch::Apply(&object)).await {
+        Ok(_) => Ok(Ok(())),
+        Err(kube::Error::Api(status)) => Ok(Err(status.message.clone())),
+        Err(e) => Err(unreachable(context, "create resourceclaim", &e)),
+    }
+}
+
+/// Deletes the test's claim `name` (ours only: the caller created it or checked its label).
+pub async fn delete_claim(client: &Client, namespace: &str, name: &str) {
+    if let Err(e) = claims_api(client, namespace).delete(name, &DeleteParams::default()).await {
+        eprintln!("note: could not delete resourceclaim {namespace}/{name}: {}", said(&e));
+    }
 }
 
 /// Reads the pod's log into `outcome` when a container ran (a pod that never started has
@@ -194,7 +263,10 @@ async fn create(api: &Api<Pod>, context: &str, manifest: &Value) -> Result<Resul
         })
         .await;
         if gone.is_err() {
-            return refused(format!("the pod {NAMESPACE}/{name} of an earlier run is still terminating"));
+            return refused(format!(
+                "the pod {}/{name} of an earlier run is still terminating",
+                namespace_of(manifest)
+            ));
         }
     }
     let pod: Pod = match serde_json::from_value(manifest.clone()) {
@@ -220,7 +292,8 @@ pub async fn run_group(
     manifests: &[Value],
     deadline: Duration,
 ) -> Result<super::share::Run, ObserveError> {
-    let api = Api::<Pod>::namespaced(client.clone(), NAMESPACE);
+    let namespace = manifests.first().map_or(NAMESPACE, namespace_of);
+    let api = Api::<Pod>::namespaced(client.clone(), namespace);
     let started = tokio::time::Instant::now();
     let mut run = super::share::Run::default();
     let mut uids = BTreeMap::new();
@@ -245,7 +318,7 @@ pub async fn run_group(
     // Each created pod's latest state: whether it is Running, whether it is over.
     let mut now: BTreeMap<String, (bool, bool)> = uids.keys().map(|n| (n.clone(), (false, false))).collect();
     if failed.is_none() && !uids.is_empty() {
-        let watch_api = Api::<Pod>::namespaced(watcher.clone(), NAMESPACE);
+        let watch_api = Api::<Pod>::namespaced(watcher.clone(), namespace);
         let selector = format!("{}={group}", super::share::GROUP_LABEL);
         let _ = tokio::time::timeout(deadline, async {
             loop {
@@ -318,6 +391,11 @@ async fn delete(api: &Api<Pod>, name: &str, uid: Option<String>) {
         ..DeleteParams::default()
     };
     if let Err(e) = api.delete(name, &params).await {
-        eprintln!("note: could not delete pod {NAMESPACE}/{name}: {}", said(&e));
+        eprintln!("note: could not delete pod {}/{name}: {}", api_namespace(api), said(&e));
     }
+}
+
+/// The namespace an `Api` was made for, for messages.
+fn api_namespace(api: &Api<Pod>) -> String {
+    api.resource_url().split('/').skip_while(|p| *p != "namespaces").nth(1).unwrap_or(NAMESPACE).to_string()
 }
