@@ -233,3 +233,15 @@ fn intel_dra_and_nvidia_mps_combine_in_one_config() {
     assert!(g.get("k8s/apps/DaemonSet/kube-system/intel-gpu-plugin").is_none(), "Intel is on DRA, not the plugin");
     assert_eq!(g.shares.keys().collect::<Vec<_>>(), ["nvidia.com/gpu"], "only the NVIDIA GPUs are shared by a plugin");
 }
+
+/// The data-centre fixture host (two H100 PCIe, memory from nvidia-smi): the agent serves
+/// on CUDA, and MPS takes the daemon's full 48 clients per GPU.
+#[test]
+fn a_data_centre_host_serves_on_cuda_and_takes_48_mps_clients() {
+    let g = graph("[agent]\n[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 48\n", "h100-pcie-x2");
+    let agent = g.agent.as_ref().unwrap();
+    assert_eq!((agent.backend, agent.device), ("vllm", "CUDA"), "{agent:?}");
+    assert!(agent.reason.contains("80 GiB"), "{}", agent.reason);
+    assert_eq!(g.shares["nvidia.com/gpu"], 48);
+    assert!(g.get(MPS).is_some());
+}
