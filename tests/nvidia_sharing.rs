@@ -136,8 +136,10 @@ fn mps_deploys_the_control_daemon_and_points_the_plugin_at_it() {
     let plugin = container(&g);
     assert!(plugin["env"].as_array().unwrap().contains(&json!({"name": "MPS_ROOT", "value": "/run/nvidia/mps"})));
     let mounts = plugin["volumeMounts"].as_array().unwrap();
-    assert!(mounts.contains(&json!({"name": "mps-root", "mountPath": "/mps"})), "{mounts:?}");
-    assert!(mounts.contains(&json!({"name": "mps-shm", "mountPath": "/dev/shm"})), "{mounts:?}");
+    for (name, path) in [("mps-root", "/mps"), ("mps-shm", "/dev/shm")] {
+        let want = json!({"name": name, "mountPath": path, "mountPropagation": "HostToContainer"});
+        assert!(mounts.contains(&want), "{mounts:?}");
+    }
     let daemon = g.get(MPS).expect("the MPS control daemon");
     assert!(daemon.depends_on.iter().any(|d| d == CM), "it reads the same config file: {:?}", daemon.depends_on);
     let pod = &daemon.spec["spec"]["template"]["spec"];
@@ -244,4 +246,7 @@ fn a_data_centre_host_serves_on_cuda_and_takes_48_mps_clients() {
     assert!(agent.reason.contains("80 GiB"), "{}", agent.reason);
     assert_eq!(g.shares["nvidia.com/gpu"], 48);
     assert!(g.get(MPS).is_some());
+    // One of 48 MPS clients gets 1/48 of the memory: said.
+    let said = g.warnings.iter().find(|w| w.code == "agent-on-shared-gpu").expect("a warning");
+    assert!(said.text.contains("1/48"), "{}", said.text);
 }

@@ -481,6 +481,15 @@ fn dra_claims_are_proven_by_a_pod_each_and_a_shared_claim_by_overlap() {
         .unwrap();
     assert_eq!(shared["verdict"]["passed"], false, "{shared:#}");
     assert!(shared["verdict"]["cause"].as_str().unwrap().contains("one after another"), "{shared:#}");
+    // `report --test` shows both: the template's pod and the shared claim.
+    let saved = apart.dir.path().join("test.json");
+    std::fs::write(&saved, &out.stdout).unwrap();
+    let page = String::from_utf8_lossy(&apart.report(&saved, "k3dgpu.toml").stdout).into_owned();
+    assert!(page.contains("pass claim template default/igpu"), "{page}");
+    assert!(
+        page.contains("FAIL claim default/k3d-gpu-shared-igpu on (the scheduler's choice) shared: 1 of 2"),
+        "{page}"
+    );
 }
 
 #[test]

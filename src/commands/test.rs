@@ -154,7 +154,8 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                     eprintln!("test: claim template {}/{}: pod {}", check.namespace, check.template, check.pod);
                 }
                 let pods = smoke::claims::group(&check).pods;
-                let outcome = match group_refusal(&client, &context, &pods).await? {
+                let refusal = group_refusal(&client, &context, &pods).await?;
+                let outcome = match refusal.clone() {
                     Some(refused) => refused,
                     None => {
                         let manifest = smoke::claims::template_pod(&check, deadline.as_secs());
@@ -170,27 +171,30 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                     verdict,
                 });
                 let group = smoke::claims::group(&check);
-                let run =
-                    match smoke::run::create_claim(&client, &context, &smoke::claims::shared_claim(&check)).await? {
-                        Err(why) => smoke::share::Run {
-                            outcomes: group
-                                .pods
-                                .iter()
-                                .map(|p| {
-                                    (p.pod.clone(), smoke::Outcome { refused: Some(why.clone()), ..Default::default() })
-                                })
-                                .collect(),
-                            together: Vec::new(),
-                        },
-                        Ok(()) => {
-                            let manifests = smoke::claims::sharing_pods(&check, deadline.as_secs());
-                            let run =
-                                smoke::run::run_group(&client, &watcher, &context, &check.claim, &manifests, deadline)
-                                    .await;
-                            smoke::run::delete_claim(&client, &check.namespace, &check.claim).await;
-                            run?
-                        }
-                    };
+                let created = match &refusal {
+                    Some(refused) => Err(refused.refused.clone().unwrap_or_default()),
+                    None => smoke::run::create_claim(&client, &context, &smoke::claims::shared_claim(&check)).await?,
+                };
+                let run = match created {
+                    Err(why) => smoke::share::Run {
+                        outcomes: group
+                            .pods
+                            .iter()
+                            .map(|p| {
+                                (p.pod.clone(), smoke::Outcome { refused: Some(why.clone()), ..Default::default() })
+                            })
+                            .collect(),
+                        together: Vec::new(),
+                    },
+                    Ok(()) => {
+                        let manifests = smoke::claims::sharing_pods(&check, deadline.as_secs());
+                        let run =
+                            smoke::run::run_group(&client, &watcher, &context, &check.claim, &manifests, deadline)
+                                .await;
+                        smoke::run::delete_claim(&client, &check.namespace, &check.claim, None).await;
+                        run?
+                    }
+                };
                 let verdict = smoke::share::verdict(&group, &run, &hints);
                 shared.push(smoke::share::GroupResult::new(&group, verdict));
             }

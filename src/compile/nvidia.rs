@@ -141,11 +141,15 @@ pub fn plan(cx: &mut Context) -> NvidiaPlan {
 /// pods time-sliced onto the same GPU are left the rest. Worth a word, not an error.
 pub(super) fn agent_on_shared_gpu(cx: &mut Context, plan: &NvidiaPlan, agent: Option<&super::agent::AgentPlan>) {
     if plan.replicas > 1 && agent.is_some_and(|a| a.resource.as_deref() == Some(RESOURCE)) {
-        cx.warn(
-            "agent-on-shared-gpu",
-            Some("sharing.nvidia"),
-            "the agent's vLLM runs on a shared NVIDIA GPU and takes 90% of its memory by default: pods time-sliced onto the same GPU get the rest",
-        );
+        let text = if plan.mps {
+            format!(
+                "the agent's vLLM runs as one of {} MPS clients of its GPU: the MPS daemon limits each client's pinned memory to 1/{} of the GPU's, and vLLM asks for 90% of it by default, so the model may not load; fewer replicas or time-slicing leave it more",
+                plan.replicas, plan.replicas
+            )
+        } else {
+            "the agent's vLLM runs on a shared NVIDIA GPU and takes 90% of its memory by default: pods time-sliced onto the same GPU get the rest".to_string()
+        };
+        cx.warn("agent-on-shared-gpu", Some("sharing.nvidia"), text);
     }
 }
 
@@ -235,8 +239,12 @@ fn mps_client(pod: &mut Value, container: &str) {
         if let Some(env) = c["env"].as_array_mut() {
             env.push(json!({ "name": "MPS_ROOT", "value": MPS_ROOT }));
         }
+        // HostToContainer: the daemon mounts its tmpfs under the root after the plugin may have
+        // started, and again when it restarts; the plugin must see the current one.
         if let Some(mounts) = c["volumeMounts"].as_array_mut() {
-            mounts.extend(volumes.iter().map(|(name, _, path)| json!({ "name": name, "mountPath": path })));
+            mounts.extend(volumes.iter().map(
+                |(name, _, path)| json!({ "name": name, "mountPath": path, "mountPropagation": "HostToContainer" }),
+            ));
         }
         added = true;
     }

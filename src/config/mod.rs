@@ -701,7 +701,10 @@ pub struct NvidiaSharing {
     /// `time-slicing` (default): pods take turns on the whole GPU. `mps`: CUDA MPS, the
     /// plugin's MPS control daemon beside it: each pod gets its share of the GPU's threads
     /// and memory (100/replicas %, memory/replicas), at most 48 per GPU (16 before compute
-    /// capability 7.5). Not under WSL2. Experimental upstream.
+    /// capability 7.5). Not under WSL2. Experimental upstream. While the daemon runs the
+    /// host's GPUs are in EXCLUSIVE_PROCESS compute mode, so CUDA programs outside the cluster
+    /// cannot use them; a clean stop sets DEFAULT back (after a crash, `sudo nvidia-smi -c
+    /// DEFAULT`).
     #[serde(default)]
     pub strategy: NvidiaStrategy,
     /// Pods per GPU, 2 to 110 (the plugin refuses fewer than 2; a node runs at most 110 pods,

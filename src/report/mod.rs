@@ -47,8 +47,29 @@ pub struct TestResult {
     /// nothing.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shares: Vec<TestShare>,
+    /// Each `[[claims]]` template's pod (`smoke::claims`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub claims: Vec<TestClaim>,
     #[serde(default)]
     pub problems: Vec<TestProblem>,
+}
+
+/// One `[[claims]]` template's verdict: did its pod get and open what it asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestClaim {
+    pub namespace: String,
+    pub template: String,
+    pub verdict: TestClaimVerdict,
+}
+
+/// A verdict's pass and, when it failed, its cause and fix.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TestClaimVerdict {
+    pub passed: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cause: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fix: Option<String>,
 }
 
 /// One sharing group's verdict: were its pods Running together on one device.
@@ -123,6 +144,7 @@ impl TestResult {
     fn failures(&self) -> usize {
         self.pods.iter().filter(|p| !p.verdict.passed).count()
             + self.shares.iter().filter(|s| !s.verdict.passed).count()
+            + self.claims.iter().filter(|c| !c.verdict.passed).count()
             + self.problems.len()
     }
 }
@@ -307,6 +329,15 @@ fn test_text(t: &TestResult) -> String {
         out.push_str(&format!("  {} {} on {} shared: {}\n", s.word(), e(&s.resource), e(&s.node), s.together()));
         for (label, line) in s.notes() {
             out.push_str(&format!("       {label}: {}\n", e(line)));
+        }
+    }
+    for c in &t.claims {
+        let word = if c.verdict.passed { "pass" } else { "FAIL" };
+        out.push_str(&format!("  {word} claim template {}/{}\n", e(&c.namespace), e(&c.template)));
+        for (label, line) in [("cause", &c.verdict.cause), ("fix", &c.verdict.fix)] {
+            if let Some(line) = line {
+                out.push_str(&format!("       {label}: {}\n", e(line)));
+            }
         }
     }
     for p in &t.problems {

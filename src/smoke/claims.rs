@@ -18,9 +18,16 @@ use super::{Hints, LABEL, Outcome, Probe, SmokePod};
 
 /// The name a pod or claim of the test gets for template `template`: DNS-1123, at most 63.
 fn name(prefix: &str, template: &str, suffix: &str) -> String {
-    let mut n = format!("{prefix}-{template}");
-    n.truncate(63 - suffix.len());
-    format!("{}{suffix}", n.trim_end_matches('-'))
+    let n = format!("{prefix}-{template}");
+    if n.len() + suffix.len() <= 63 {
+        return format!("{n}{suffix}");
+    }
+    // Cut, with a digest of the whole name so two long templates never share one.
+    let digest = crate::canonical::sha256(n.as_bytes());
+    let tag = &digest[digest.len() - 8..];
+    let mut cut = n;
+    cut.truncate(63 - suffix.len() - 9);
+    format!("{}-{tag}{suffix}", cut.trim_end_matches('-'))
 }
 
 /// One `[[claims]]` template, as the graph holds it, and the test's names for it.
@@ -44,7 +51,10 @@ pub struct Check {
 /// The checks for the ResourceClaimTemplates in `objects` (the graph's objects).
 pub fn checks<'a>(objects: impl Iterator<Item = &'a Value>, image: &str) -> Vec<Check> {
     objects
-        .filter(|o| o["kind"] == "ResourceClaimTemplate")
+        // `[[claims]]`' own templates: not a component's (XPU Manager's admin-access one).
+        .filter(|o| {
+            o["kind"] == "ResourceClaimTemplate" && o["metadata"]["labels"][crate::compile::COMPONENT_LABEL] == "claims"
+        })
         .filter_map(|o| {
             let template = o["metadata"]["name"].as_str()?.to_string();
             let namespace = o["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
@@ -123,6 +133,7 @@ pub fn sharing_pods(c: &Check, deadline_s: u64) -> Vec<Value> {
 pub fn group(c: &Check) -> super::share::Group {
     super::share::Group {
         name: c.claim.clone(),
+        namespace: c.namespace.clone(),
         resource: format!("claim {}/{}", c.namespace, c.claim),
         node: "(the scheduler's choice)".into(),
         promised: 2,
@@ -193,6 +204,14 @@ pub fn verdict(c: &Check, o: &Outcome, allocated: Vec<String>, hints: &Hints) ->
                 hints.kubectl.clone().lit("get resourceslices -o yaml")
             ),
         ))
+    } else if let Some(denied) = o.log.lines().find(|l| l.starts_with("denied ")) {
+        Some((
+            format!(
+                "the driver injected a device the pod could not open ({}): its node's group or mode does not let the pod in",
+                crate::escape::one_line(denied)
+            ),
+            describe.clone(),
+        ))
     } else if (seen.len() as u32) < c.count {
         Some((
             format!(
@@ -228,7 +247,7 @@ mod tests {
 
     fn template() -> Value {
         json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
-            "metadata": {"name": "arc-b580", "namespace": "llm"},
+            "metadata": {"name": "arc-b580", "namespace": "llm", "labels": {"k3d-gpu.io/component": "claims"}},
             "spec": {"spec": {"devices": {"requests": [{"name": "gpu", "exactly": {"deviceClassName": "gpu.intel.com", "allocationMode": "ExactCount", "count": 1}}]}}}})
     }
 
@@ -249,9 +268,21 @@ mod tests {
         assert!(
             sharers.iter().all(|p| p["spec"]["resourceClaims"][0]["resourceClaimName"] == "k3d-gpu-shared-arc-b580")
         );
-        let long = json!({"kind": "ResourceClaimTemplate", "metadata": {"name": "x".repeat(63)}, "spec": {"spec": {}}});
-        let c = checks([&long].into_iter(), "b").remove(0);
-        assert!(c.pod.len() <= 63 && c.sharers.iter().all(|s| s.len() <= 63 && s.ends_with(char::is_numeric)));
+        let long = |n: &str| {
+            json!({"kind": "ResourceClaimTemplate", "metadata": {"name": format!("{}{n}", "x".repeat(60)),
+                "labels": {"k3d-gpu.io/component": "claims"}}, "spec": {"spec": {}}})
+        };
+        let (a, b) = (long("a"), long("b"));
+        let got = checks([&a, &b].into_iter(), "b");
+        assert!(
+            got.iter()
+                .all(|c| c.pod.len() <= 63 && c.sharers.iter().all(|s| s.len() <= 63 && s.ends_with(char::is_numeric)))
+        );
+        assert_ne!(got[0].pod, got[1].pod, "two long names cut alike stay apart");
+        // A component's template (XPU Manager's admin-access one) is not the user's to test.
+        let mut theirs = template();
+        theirs["metadata"]["labels"]["k3d-gpu.io/component"] = json!("intel-xpumd-dra");
+        assert!(checks([&theirs].into_iter(), "b").is_empty());
     }
 
     #[test]

@@ -70,7 +70,7 @@ fn read(pod: &Pod) -> (Outcome, bool) {
         if c.type_ == "PodScheduled" && c.status == "False" {
             let message = c.message.unwrap_or_else(|| c.reason.clone().unwrap_or_default());
             // The scheduler retries, but a device held by another pod stays held.
-            over |= message.contains("Insufficient");
+            over |= message.contains("Insufficient") || message.contains("cannot allocate all claims");
             o.unschedulable = Some(message);
         }
     }
@@ -196,7 +196,18 @@ pub async fn create_claim(
                 "a ResourceClaim {namespace}/{name} exists that k3d-gpu test did not create; it is left alone"
             )));
         }
-        delete_claim(client, &namespace, &name).await;
+        // An earlier run's: removed, that very object, and waited for (an allocated claim
+        // goes only once the pods that reserved it are gone).
+        delete_claim(client, &namespace, &name, old.metadata.uid.clone()).await;
+        let gone = tokio::time::timeout(Duration::from_secs(60), async {
+            while let Ok(Some(_)) = api.get_opt(&name).await {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+            }
+        })
+        .await;
+        if gone.is_err() {
+            return Ok(Err(format!("the ResourceClaim {namespace}/{name} of an earlier run is still being deleted")));
+        }
     }
     let object: kube::api::DynamicObject = match serde_json::from_value(manifest.clone()) {
         Ok(o) => o,
@@ -212,9 +223,12 @@ pub async fn create_claim(
     }
 }
 
-/// Deletes the test's claim `name` (ours only: the caller created it or checked its label).
-pub async fn delete_claim(client: &Client, namespace: &str, name: &str) {
-    if let Err(e) = claims_api(client, namespace).delete(name, &DeleteParams::default()).await {
+/// Deletes the test's claim `name` (ours only: the caller created it or checked its label),
+/// that very object when `uid` is given.
+pub async fn delete_claim(client: &Client, namespace: &str, name: &str, uid: Option<String>) {
+    let params =
+        DeleteParams { preconditions: Some(Preconditions { uid, resource_version: None }), ..DeleteParams::default() };
+    if let Err(e) = claims_api(client, namespace).delete(name, &params).await {
         eprintln!("note: could not delete resourceclaim {namespace}/{name}: {}", said(&e));
     }
 }
@@ -252,7 +266,8 @@ async fn create(api: &Api<Pod>, context: &str, manifest: &Value) -> Result<Resul
         let ours = old.metadata.labels.as_ref().and_then(|l| l.get(LABEL)) == Some(&name);
         if !ours {
             return refused(format!(
-                "a pod {NAMESPACE}/{name} exists that k3d-gpu test did not create; it is left alone"
+                "a pod {}/{name} exists that k3d-gpu test did not create; it is left alone",
+                namespace_of(manifest)
             ));
         }
         delete(api, &name, old.metadata.uid.clone()).await;

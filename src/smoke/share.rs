@@ -61,6 +61,8 @@ pub const DEVICE_PATHS: [&str; 2] = ["/dev/dri", "/sys/class/drm"];
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Group {
     pub name: String,
+    /// Where its pods run.
+    pub namespace: String,
     pub resource: String,
     pub node: String,
     /// Pods per device the config promises.
@@ -126,6 +128,7 @@ pub fn groups(
                 .collect();
             out.push(Group {
                 name,
+                namespace: super::NAMESPACE.to_string(),
                 resource: resource.clone(),
                 node: node.clone(),
                 promised: *promised,
@@ -189,9 +192,11 @@ fn identity(probe: Probe, log: &str) -> Option<String> {
             .collect(),
         Probe::Devices => log.lines().filter_map(|l| l.strip_prefix("device ")?.split(' ').next()).collect(),
     };
-    let first = *ids.first()?;
-    // One device requested: more than one listed is no single identity.
-    ids.iter().all(|i| *i == first).then(|| crate::escape::one_line(first).into_owned())
+    // The set of devices the pod got (one for a plugin's unit; a DRA claim may hold several).
+    let mut ids = ids;
+    ids.sort_unstable();
+    ids.dedup();
+    (!ids.is_empty()).then(|| crate::escape::one_line(&ids.join("+")).into_owned())
 }
 
 /// NVIDIA compute modes that let one process at a time use the GPU (`nvidia-smi -c`).
@@ -277,7 +282,7 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
             .collect();
         return fail(
             format!("none of the {} pods ran, so sharing was not tried ({})", names.len(), why.join("; ")),
-            hints.kubectl.clone().opt("-n", super::NAMESPACE).lit("describe pods -l").arg(GROUP_LABEL).to_string(),
+            hints.kubectl.clone().opt("-n", &g.namespace).lit("describe pods -l").arg(GROUP_LABEL).to_string(),
         );
     }
     if !apart.is_empty() {
