@@ -116,36 +116,17 @@ pub async fn run_pod(
     let uid = created.metadata.uid.clone();
     let (mut outcome, mut over) = read(&created);
     if !over {
-        let watch_api = Api::<Pod>::namespaced(watcher.clone(), namespace);
         let selector = format!("{LABEL}={name}");
-        let waited = tokio::time::timeout(deadline, async {
-            loop {
-                let params = WatchParams::default().labels(&selector).timeout(290);
-                let Ok(stream) = watch_api.watch(&params, "0").await else {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    continue;
-                };
-                let mut stream = stream.boxed();
-                while let Some(Ok(event)) = stream.next().await {
-                    match event {
-                        WatchEvent::Added(p) | WatchEvent::Modified(p) => {
-                            let (o, done) = read(&p);
-                            outcome = o;
-                            if done {
-                                return;
-                            }
-                        }
-                        WatchEvent::Deleted(_) => {
-                            outcome.reason = Some("the pod was deleted while it ran".into());
-                            return;
-                        }
-                        _ => {}
-                    }
-                }
+        over = watch_until(watcher, namespace, &selector, deadline, |p, deleted| {
+            if deleted {
+                outcome.reason = Some("the pod was deleted while it ran".into());
+                return true;
             }
+            let (o, done) = read(&p);
+            outcome = o;
+            done
         })
         .await;
-        over = waited.is_ok();
         outcome.timed_out = !over;
     }
     // A DRA pod's claims: the devices the driver allocated, read before the pod (and with it a
@@ -333,46 +314,26 @@ pub async fn run_group(
     // Each created pod's latest state: whether it is Running, whether it is over.
     let mut now: BTreeMap<String, (bool, bool)> = uids.keys().map(|n| (n.clone(), (false, false))).collect();
     if failed.is_none() && !uids.is_empty() {
-        let watch_api = Api::<Pod>::namespaced(watcher.clone(), namespace);
         let selector = format!("{}={group}", super::share::GROUP_LABEL);
-        let _ = tokio::time::timeout(deadline, async {
-            loop {
-                let params = WatchParams::default().labels(&selector).timeout(290);
-                let Ok(stream) = watch_api.watch(&params, "0").await else {
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                    continue;
-                };
-                let mut stream = stream.boxed();
-                while let Some(Ok(event)) = stream.next().await {
-                    let (p, deleted) = match event {
-                        WatchEvent::Added(p) | WatchEvent::Modified(p) => (p, false),
-                        WatchEvent::Deleted(p) => (p, true),
-                        _ => continue,
-                    };
-                    let name = p.metadata.name.clone().unwrap_or_default();
-                    if !now.contains_key(&name) {
-                        continue;
-                    }
-                    let (mut o, over) = read(&p);
-                    if deleted {
-                        o.reason = Some("the pod was deleted while it ran".into());
-                    }
-                    // A deleted pod holds nothing any more: it never counts as Running again.
-                    let running = o.phase == "Running" && !over && !deleted;
-                    now.insert(name.clone(), (running, over || deleted));
-                    run.outcomes.insert(name, o);
-                    let running_now: Vec<String> = now.iter().filter(|(_, s)| s.0).map(|(n, _)| n.clone()).collect();
-                    if running_now.len() > run.together.len() {
-                        run.together = running_now;
-                    }
-                    // Every pod together, or every one that is not Running is done for.
-                    if run.together.len() == now.len() || now.values().all(|(running, over)| *running || *over) {
-                        return;
-                    }
-                }
-                // The watch ended or broke: start again after a breath, not in a spin.
-                tokio::time::sleep(Duration::from_millis(500)).await;
+        watch_until(watcher, namespace, &selector, deadline, |p, deleted| {
+            let name = p.metadata.name.clone().unwrap_or_default();
+            if !now.contains_key(&name) {
+                return false;
             }
+            let (mut o, over) = read(&p);
+            if deleted {
+                o.reason = Some("the pod was deleted while it ran".into());
+            }
+            // A deleted pod holds nothing any more: it never counts as Running again.
+            let running = o.phase == "Running" && !over && !deleted;
+            now.insert(name.clone(), (running, over || deleted));
+            run.outcomes.insert(name, o);
+            let running_now: Vec<String> = now.iter().filter(|(_, s)| s.0).map(|(n, _)| n.clone()).collect();
+            if running_now.len() > run.together.len() {
+                run.together = running_now;
+            }
+            // Every pod together, or every one that is not Running is done for.
+            run.together.len() == now.len() || now.values().all(|(running, over)| *running || *over)
         })
         .await;
         // A pod prints its device before it holds it: wait (within the deadline) until each
@@ -395,6 +356,40 @@ pub async fn run_group(
         Some(e) => Err(e),
         None => Ok(run),
     }
+}
+
+/// Watches the pods `selector` picks in `namespace` until `seen` says it has what it waits
+/// for (`true`) or `deadline` passes; a watch that ends or breaks starts again after a breath.
+/// `seen` gets each pod as it is now, and whether it was deleted. Whether it ended in time.
+async fn watch_until(
+    watcher: &Client,
+    namespace: &str,
+    selector: &str,
+    deadline: Duration,
+    mut seen: impl FnMut(Pod, bool) -> bool,
+) -> bool {
+    let api = Api::<Pod>::namespaced(watcher.clone(), namespace);
+    tokio::time::timeout(deadline, async {
+        loop {
+            let params = WatchParams::default().labels(selector).timeout(290);
+            if let Ok(stream) = api.watch(&params, "0").await {
+                let mut stream = stream.boxed();
+                while let Some(Ok(event)) = stream.next().await {
+                    let (pod, deleted) = match event {
+                        WatchEvent::Added(p) | WatchEvent::Modified(p) => (p, false),
+                        WatchEvent::Deleted(p) => (p, true),
+                        _ => continue,
+                    };
+                    if seen(pod, deleted) {
+                        return;
+                    }
+                }
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+    })
+    .await
+    .is_ok()
 }
 
 /// Deletes our pod at once, only that very object (uid precondition); a failure is said on
