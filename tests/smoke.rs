@@ -492,6 +492,37 @@ fn dra_claims_are_proven_by_a_pod_each_and_a_shared_claim_by_overlap() {
     );
 }
 
+/// A ResourceClaim of the shared claim's name that the test did not create is left alone, and
+/// the sharing check says so instead of taking it over.
+#[test]
+fn someone_elses_claim_of_that_name_is_left_alone() {
+    let c = cluster(Kubelet::Healthy, &[]);
+    std::fs::write(c.dir.path().join("k3dgpu.toml"), "[sharing]\nmode = \"dra\"\n[[claims]]\nname = \"igpu\"\n")
+        .unwrap();
+    c.server.change(|s| {
+        s.objects.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+            "metadata": {"name": "k3d-gpu-shared-igpu", "namespace": "default", "uid": "theirs", "labels": {"team": "ml"}},
+            "spec": {}}));
+    });
+    let out = c.test(&["--json"]);
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shared = doc["shares"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["resource"] == "claim default/k3d-gpu-shared-igpu")
+        .cloned();
+    let cause = shared.unwrap_or_else(|| panic!("{doc:#}"))["verdict"]["cause"].as_str().unwrap().to_string();
+    assert!(cause.contains("k3d-gpu test did not create; it is left alone"), "{cause}");
+    let theirs = c.server.state.lock().unwrap().objects.iter().any(|o| {
+        o["kind"] == "ResourceClaim"
+            && o["metadata"]["name"] == "k3d-gpu-shared-igpu"
+            && o["metadata"]["labels"]["team"] == "ml"
+    });
+    assert!(theirs, "their claim is still there, unchanged");
+    assert_eq!(c.pods_left(), 0);
+}
+
 #[test]
 fn a_cluster_that_cannot_be_reached_is_exit_2() {
     let dir = tempfile::tempdir().unwrap();
