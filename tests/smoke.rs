@@ -21,6 +21,12 @@ fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
+/// The sharing group of `resource` in a `test --json` document.
+fn share(doc: &Value, resource: &str) -> Value {
+    let shares = doc["shares"].as_array().unwrap_or_else(|| panic!("no shares in {doc:#}"));
+    shares.iter().find(|s| s["resource"] == resource).cloned().unwrap_or_else(|| panic!("no {resource} in {doc:#}"))
+}
+
 /// How the kubelet treats the pods.
 #[derive(Clone, Copy, PartialEq)]
 enum Kubelet {
@@ -228,6 +234,16 @@ impl Cluster {
             .output()
     }
 
+    /// `test --json` with `config` as the cluster's k3dgpu.toml: its exit code and document.
+    fn test_config(&self, config: &str) -> (Option<i32>, Value) {
+        std::fs::write(self.dir.path().join("k3dgpu.toml"), config).unwrap();
+        let out = self.test(&["--json"]);
+        let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+            panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+        });
+        (out.status.code(), doc)
+    }
+
     fn pods_left(&self) -> usize {
         self.server.state.lock().unwrap().objects.iter().filter(|o| o["kind"] == "Pod").count()
     }
@@ -415,19 +431,13 @@ fn pods_that_ran_one_after_another_fail_the_sharing_proof() {
 fn mps_sharing_is_proven_through_the_control_daemon() {
     let config = "[sharing]\nshared = 1\n[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 2\n";
     let serving = cluster(Kubelet::MpsServing, &[("nvidia.com/gpu", "4")]);
-    std::fs::write(serving.dir.path().join("k3dgpu.toml"), config).unwrap();
-    let out = serving.test(&["--json"]);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let nvidia =
-        |doc: &Value| doc["shares"].as_array().unwrap().iter().find(|s| s["resource"] == "nvidia.com/gpu").cloned();
-    let share = nvidia(&doc).unwrap_or_else(|| panic!("{doc:#}"));
-    assert_eq!(share["verdict"]["passed"], true, "{share:#}");
+    let (_, doc) = serving.test_config(config);
+    let nvidia = share(&doc, "nvidia.com/gpu");
+    assert_eq!(nvidia["verdict"]["passed"], true, "{nvidia:#}");
     let idle = cluster(Kubelet::Healthy, &[("nvidia.com/gpu", "4")]);
-    std::fs::write(idle.dir.path().join("k3dgpu.toml"), config).unwrap();
-    let out = idle.test(&["--json"]);
-    assert_eq!(out.status.code(), Some(1));
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let share = nvidia(&doc).unwrap_or_else(|| panic!("{doc:#}"));
+    let (code, doc) = idle.test_config(config);
+    assert_eq!(code, Some(1));
+    let share = share(&doc, "nvidia.com/gpu");
     assert!(share["verdict"]["cause"].as_str().unwrap().contains("did not reach the MPS control daemon"), "{share:#}");
     assert_eq!(idle.pods_left(), 0);
 }
@@ -439,22 +449,13 @@ fn mps_sharing_is_proven_through_the_control_daemon() {
 fn dra_claims_are_proven_by_a_pod_each_and_a_shared_claim_by_overlap() {
     let config = "[sharing]\nmode = \"dra\"\n[[claims]]\nname = \"igpu\"\n";
     let together = cluster(Kubelet::Healthy, &[]);
-    std::fs::write(together.dir.path().join("k3dgpu.toml"), config).unwrap();
-    let out = together.test(&["--json"]);
-    let doc: Value =
-        serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    let (_, doc) = together.test_config(config);
     let claim = &doc["claims"][0];
     assert_eq!(claim["template"], "igpu", "{doc:#}");
     assert_eq!(claim["verdict"]["passed"], true, "{claim:#}");
     assert_eq!(claim["verdict"]["seen"], json!(["0000:00:02.0"]));
     assert_eq!(claim["verdict"]["allocated"], json!(["0000-00-02-0-0xa780"]));
-    let shared = doc["shares"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["resource"] == "claim default/k3d-gpu-shared-igpu")
-        .cloned();
-    let shared = shared.unwrap_or_else(|| panic!("{doc:#}"));
+    let shared = share(&doc, "claim default/k3d-gpu-shared-igpu");
     assert_eq!(shared["verdict"]["passed"], true, "{shared:#}");
     assert_eq!(together.pods_left(), 0);
     let claims_left = together
@@ -469,21 +470,13 @@ fn dra_claims_are_proven_by_a_pod_each_and_a_shared_claim_by_overlap() {
     assert_eq!(claims_left, 0, "the shared claim is deleted");
 
     let apart = cluster(Kubelet::OneAtATime, &[]);
-    std::fs::write(apart.dir.path().join("k3dgpu.toml"), config).unwrap();
-    let out = apart.test(&["--json"]);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let shared = doc["shares"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["resource"] == "claim default/k3d-gpu-shared-igpu")
-        .cloned()
-        .unwrap();
+    let (_, doc) = apart.test_config(config);
+    let shared = share(&doc, "claim default/k3d-gpu-shared-igpu");
     assert_eq!(shared["verdict"]["passed"], false, "{shared:#}");
     assert!(shared["verdict"]["cause"].as_str().unwrap().contains("one after another"), "{shared:#}");
     // `report --test` shows both: the template's pod and the shared claim.
     let saved = apart.dir.path().join("test.json");
-    std::fs::write(&saved, &out.stdout).unwrap();
+    std::fs::write(&saved, doc.to_string()).unwrap();
     let page = String::from_utf8_lossy(&apart.report(&saved, "k3dgpu.toml").stdout).into_owned();
     assert!(page.contains("pass claim template default/igpu"), "{page}");
     assert!(
@@ -497,22 +490,13 @@ fn dra_claims_are_proven_by_a_pod_each_and_a_shared_claim_by_overlap() {
 #[test]
 fn someone_elses_claim_of_that_name_is_left_alone() {
     let c = cluster(Kubelet::Healthy, &[]);
-    std::fs::write(c.dir.path().join("k3dgpu.toml"), "[sharing]\nmode = \"dra\"\n[[claims]]\nname = \"igpu\"\n")
-        .unwrap();
     c.server.change(|s| {
         s.objects.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
             "metadata": {"name": "k3d-gpu-shared-igpu", "namespace": "default", "uid": "theirs", "labels": {"team": "ml"}},
             "spec": {}}));
     });
-    let out = c.test(&["--json"]);
-    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
-    let shared = doc["shares"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|s| s["resource"] == "claim default/k3d-gpu-shared-igpu")
-        .cloned();
-    let cause = shared.unwrap_or_else(|| panic!("{doc:#}"))["verdict"]["cause"].as_str().unwrap().to_string();
+    let (_, doc) = c.test_config("[sharing]\nmode = \"dra\"\n[[claims]]\nname = \"igpu\"\n");
+    let cause = share(&doc, "claim default/k3d-gpu-shared-igpu")["verdict"]["cause"].as_str().unwrap().to_string();
     assert!(cause.contains("k3d-gpu test did not create; it is left alone"), "{cause}");
     let theirs = c.server.state.lock().unwrap().objects.iter().any(|o| {
         o["kind"] == "ResourceClaim"

@@ -144,7 +144,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                     }
                 };
                 let verdict = smoke::share::verdict(&group, &run, &hints);
-                shared.push(smoke::share::GroupResult::new(&group, verdict));
+                shared.push(smoke::share::GroupResult { group, verdict });
             }
             // DRA: each template's pod, then one claim made from it shared by two pods.
             let device_image = images.get(smoke::DEVICE_IMAGE).cloned().unwrap_or_default();
@@ -196,7 +196,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                     }
                 };
                 let verdict = smoke::share::verdict(&group, &run, &hints);
-                shared.push(smoke::share::GroupResult::new(&group, verdict));
+                shared.push(smoke::share::GroupResult { group, verdict });
             }
             let problems = smoke::count_problems(&facts, &counts, &hints);
             let found = smoke::Found { pods: results, shares: shared, claims: claimed, counts, problems };

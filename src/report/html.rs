@@ -173,12 +173,9 @@ fn test_section(o: &mut String, t: &TestResult) {
         o.push_str("</li>\n");
     }
     for c in &t.claims {
-        let word = if c.verdict.passed { "pass" } else { "FAIL" };
-        o.push_str(&format!("<li>{word} claim template <code>{}/{}</code>", esc(&c.namespace), esc(&c.template)));
-        for (label, line) in [("cause", &c.verdict.cause), ("fix", &c.verdict.fix)] {
-            if let Some(line) = line {
-                o.push_str(&format!("<br>{label}: <code>{}</code>", esc(line)));
-            }
+        o.push_str(&format!("<li>{} claim template <code>{}/{}</code>", c.word(), esc(&c.namespace), esc(&c.template)));
+        for (label, line) in c.notes() {
+            o.push_str(&format!("<br>{label}: <code>{}</code>", esc(line)));
         }
         o.push_str("</li>\n");
     }

@@ -104,10 +104,24 @@ impl TestShare {
     }
 
     fn notes(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        [("cause", &self.verdict.cause), ("fix", &self.verdict.fix)]
-            .into_iter()
-            .filter_map(|(label, line)| line.as_deref().map(|l| (label, l)))
+        notes(&self.verdict.cause, &self.verdict.fix)
     }
+}
+
+impl TestClaim {
+    fn word(&self) -> &'static str {
+        if self.verdict.passed { "pass" } else { "FAIL" }
+    }
+
+    fn notes(&self) -> impl Iterator<Item = (&'static str, &str)> {
+        notes(&self.verdict.cause, &self.verdict.fix)
+    }
+}
+
+/// A failed verdict's cause and fix, labelled, those it has (the text and the page both list
+/// them).
+fn notes<'a>(cause: &'a Option<String>, fix: &'a Option<String>) -> impl Iterator<Item = (&'static str, &'a str)> {
+    [("cause", cause), ("fix", fix)].into_iter().filter_map(|(label, line)| line.as_deref().map(|l| (label, l)))
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -156,9 +170,7 @@ impl TestPod {
 
     /// The cause and the fix a failed pod's verdict gave, labelled, those it has.
     fn notes(&self) -> impl Iterator<Item = (&'static str, &str)> {
-        [("cause", &self.verdict.cause), ("fix", &self.verdict.fix)]
-            .into_iter()
-            .filter_map(|(label, line)| line.as_deref().map(|l| (label, l)))
+        notes(&self.verdict.cause, &self.verdict.fix)
     }
 }
 
@@ -332,12 +344,9 @@ fn test_text(t: &TestResult) -> String {
         }
     }
     for c in &t.claims {
-        let word = if c.verdict.passed { "pass" } else { "FAIL" };
-        out.push_str(&format!("  {word} claim template {}/{}\n", e(&c.namespace), e(&c.template)));
-        for (label, line) in [("cause", &c.verdict.cause), ("fix", &c.verdict.fix)] {
-            if let Some(line) = line {
-                out.push_str(&format!("       {label}: {}\n", e(line)));
-            }
+        out.push_str(&format!("  {} claim template {}/{}\n", c.word(), e(&c.namespace), e(&c.template)));
+        for (label, line) in c.notes() {
+            out.push_str(&format!("       {label}: {}\n", e(line)));
         }
     }
     for p in &t.problems {

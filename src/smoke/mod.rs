@@ -678,22 +678,17 @@ pub fn text(r: &Report) -> String {
         for e in &p.verdict.evidence {
             let _ = writeln!(out, "      | {e}");
         }
-        if let Some(c) = &p.verdict.cause {
-            let _ = writeln!(out, "      cause: {c}");
-        }
-        if let Some(f) = &p.verdict.fix {
-            let _ = writeln!(out, "      fix: {f}");
-        }
+        notes(&mut out, &p.verdict.cause, &p.verdict.fix);
     }
     for s in &r.shares {
         let word = if s.verdict.passed { "pass" } else { "FAIL" };
         let _ = writeln!(
             out,
             "{word}  {} on {} shared: {} pod(s) for {} device(s), {} together",
-            s.resource,
-            s.node,
-            s.pods.len(),
-            s.devices,
+            s.group.resource,
+            s.group.node,
+            s.group.pods.len(),
+            s.group.devices,
             s.verdict.together.len()
         );
         for (pod, device) in &s.verdict.devices {
@@ -702,12 +697,7 @@ pub fn text(r: &Report) -> String {
         if !s.verdict.apart.is_empty() {
             let _ = writeln!(out, "      never together: {}", s.verdict.apart.join(", "));
         }
-        if let Some(c) = &s.verdict.cause {
-            let _ = writeln!(out, "      cause: {c}");
-        }
-        if let Some(f) = &s.verdict.fix {
-            let _ = writeln!(out, "      fix: {f}");
-        }
+        notes(&mut out, &s.verdict.cause, &s.verdict.fix);
     }
     for c in &r.claims {
         let word = if c.verdict.passed { "pass" } else { "FAIL" };
@@ -720,11 +710,7 @@ pub fn text(r: &Report) -> String {
             if c.verdict.seen.is_empty() { "nothing".to_string() } else { c.verdict.seen.join(", ") },
             if c.verdict.allocated.is_empty() { "nothing".to_string() } else { c.verdict.allocated.join(", ") }
         );
-        for (label, line) in [("cause", &c.verdict.cause), ("fix", &c.verdict.fix)] {
-            if let Some(line) = line {
-                let _ = writeln!(out, "      {label}: {line}");
-            }
-        }
+        notes(&mut out, &c.verdict.cause, &c.verdict.fix);
     }
     for c in &r.counts {
         let facts = c.facts.map_or("not counted".to_string(), |n| n.to_string());
@@ -737,9 +723,19 @@ pub fn text(r: &Report) -> String {
         + r.shares.iter().filter(|s| !s.verdict.passed).count()
         + r.claims.iter().filter(|c| !c.verdict.passed).count()
         + r.problems.len();
-    let pods = r.pods.len() + r.shares.iter().map(|s| s.pods.len()).sum::<usize>() + r.claims.len();
+    let pods = r.pods.len() + r.shares.iter().map(|s| s.group.pods.len()).sum::<usize>() + r.claims.len();
     let _ = writeln!(out, "\n{pods} pod(s), {failed} failure(s)");
     out
+}
+
+/// A failed verdict's cause and fix, those it has, indented under its line.
+fn notes(out: &mut String, cause: &Option<String>, fix: &Option<String>) {
+    use std::fmt::Write;
+    for (label, line) in [("cause", cause), ("fix", fix)] {
+        if let Some(line) = line {
+            let _ = writeln!(out, "      {label}: {line}");
+        }
+    }
 }
 
 #[cfg(test)]

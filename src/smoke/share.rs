@@ -76,7 +76,13 @@ pub struct Group {
     /// Shared through CUDA MPS: each pod must reach the control daemon, and the GPU's
     /// exclusive compute mode is the daemon's own doing.
     pub mps: bool,
+    /// Shown by name in `test --json`.
+    #[serde(serialize_with = "pod_names")]
     pub pods: Vec<SmokePod>,
+}
+
+fn pod_names<S: serde::Serializer>(pods: &[SmokePod], s: S) -> Result<S::Ok, S::Error> {
+    s.collect_seq(pods.iter().map(|p| &p.pod))
 }
 
 /// Units of each resource pods already hold on each node: `(node, resource)` → units.
@@ -367,32 +373,12 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
     out
 }
 
-/// One group's result, as `test --json` prints it.
+/// One group's result, as `test --json` prints it: the group, and its verdict.
 #[derive(Debug, Clone, Serialize)]
 pub struct GroupResult {
-    pub resource: String,
-    pub node: String,
-    pub promised: u32,
-    pub devices: u32,
-    pub allocatable: u64,
-    pub held: u64,
-    pub pods: Vec<String>,
+    #[serde(flatten)]
+    pub group: Group,
     pub verdict: Verdict,
-}
-
-impl GroupResult {
-    pub fn new(g: &Group, verdict: Verdict) -> GroupResult {
-        GroupResult {
-            resource: g.resource.clone(),
-            node: g.node.clone(),
-            promised: g.promised,
-            devices: g.devices,
-            allocatable: g.allocatable,
-            held: g.held,
-            pods: g.pods.iter().map(|p| p.pod.clone()).collect(),
-            verdict,
-        }
-    }
 }
 
 #[cfg(test)]
