@@ -76,6 +76,11 @@ pub fn same_value(a: &str, b: &str) -> bool {
     }
 }
 
+/// Whether quantity `a` is at least `b` by value; `None` when either is not a quantity.
+pub fn at_least(a: &str, b: &str) -> Option<bool> {
+    Some(Quantity::parse(a).ok()?.cmp_value(&Quantity::parse(b).ok()?) != Ordering::Less)
+}
+
 /// Whether a map entry `key` under `parent` holds a `resource.Quantity` in the kinds k3d-gpu
 /// emits or reads (kubernetes/api `core/v1/types.go` at v0.37.0-beta.0: `ResourceList` values of
 /// `limits`, `requests`, `capacity`, `allocatable`, `hard`, `used`, `overhead`; RuntimeClass

@@ -28,7 +28,7 @@ fn shape(node: &str) -> (usize, &'static [&'static str], bool) {
         "accelerator-node" => (0, &[], false),
         "upstream" => (1, &["version"], false),
         "image" | "after" => (1, &[], true),
-        "when" => (0, &["vendor", "intel-gpu-mode", "balloons", "telemetry", "sandbox", "nvidia-sharing"], true),
+        "when" => (0, &["vendor", "intel-gpu-mode", "nvidia-gpu-mode", "balloons", "telemetry", "sandbox", "nvidia-sharing"], true),
         "provides" => (0, &["resource", "label"], true),
         "rollout" => (2, &[], true),
         "configure" => (1, &["container"], true),
@@ -529,6 +529,7 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
                 file.error(entry.span, e.to_string(), "unknown vendor", None)
             })?),
             "intel-gpu-mode" => Condition::IntelGpuMode(config_value(value).map_err(bad)?),
+            "nvidia-gpu-mode" => Condition::NvidiaGpuMode(config_value(value).map_err(bad)?),
             "balloons" => Condition::Balloons(config_value(value).map_err(bad)?),
             "telemetry" => Condition::Telemetry(config_value(value).map_err(bad)?),
             "sandbox" => Condition::Sandbox(match value {
@@ -542,7 +543,7 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
                     entry.span,
                     format!("unknown condition key `{key}`"),
                     "here",
-                    Some("keys: vendor, intel-gpu-mode, balloons, telemetry, sandbox, nvidia-sharing".into()),
+                    Some("keys: vendor, intel-gpu-mode, nvidia-gpu-mode, balloons, telemetry, sandbox, nvidia-sharing".into()),
                 ));
             }
         });

@@ -22,7 +22,7 @@ pub use kdl_file::parse_component;
 pub use manifest::{Objects, parse_manifest};
 pub use yaml::plurals as crd_resources;
 
-use crate::config::{Balloons, IntelGpuMode};
+use crate::config::{Balloons, GpuMode};
 use crate::facts::Vendor;
 
 mod embedded {
@@ -37,7 +37,10 @@ mod tests;
 #[serde(rename_all = "kebab-case", tag = "key", content = "value")]
 pub enum Condition {
     Vendor(Vendor),
-    IntelGpuMode(IntelGpuMode),
+    /// `intel-gpu-mode=dra`: Intel GPUs take this path (`[sharing] mode`).
+    IntelGpuMode(GpuMode),
+    /// `nvidia-gpu-mode=dra`: NVIDIA GPUs take this path (`[sharing] mode`).
+    NvidiaGpuMode(GpuMode),
     Balloons(Balloons),
     /// `[telemetry]` wants this exporter (the compiler decides: `compile::telemetry`).
     Telemetry(crate::config::TelemetryExporter),

@@ -10,7 +10,7 @@ use serde::Serialize;
 use super::held::{Held, Taken};
 use super::intel::IntelPlan;
 use super::{CompileError, Context, Warning};
-use crate::config::{AddonDevice, AddonName, AgentBackend, AgentDevice, IntelGpuMode};
+use crate::config::{AddonDevice, AddonName, AgentBackend, AgentDevice, GpuMode};
 use crate::facts::targets::{Target, TargetKind};
 use crate::facts::{IntelGpu, Vendor, Xmx};
 
@@ -201,6 +201,8 @@ struct Offer {
     refused: Option<Target>,
     /// NVIDIA GPUs the cluster advertises as nvidia.com/gpu.
     nvidia: bool,
+    /// NVIDIA GPUs are active but go to DRA claims, so nothing advertises nvidia.com/gpu.
+    nvidia_dra: bool,
     /// The largest one's memory: what nvidia-smi reported at capture, else what the board's
     /// PCI id is sold with.
     cuda_gib: Option<u32>,
@@ -209,7 +211,7 @@ struct Offer {
 impl Offer {
     fn read(cx: &Context, intel: &IntelPlan) -> Offer {
         let targets = &cx.facts.targets;
-        let dra = cx.intel_mode() == IntelGpuMode::Dra;
+        let dra = cx.intel_mode() == GpuMode::Dra;
         let advertised: Vec<IntelGpu> = if cx.is_active(Vendor::Intel) && !dra {
             cx.facts.host.intel_gpus.iter().filter(|g| intel.gpus.contains(&g.pci_address)).cloned().collect()
         } else {
@@ -220,7 +222,9 @@ impl Offer {
         };
         let usable = advertised.iter().filter(|g| refusal(g).is_none()).cloned().collect();
         let refused = advertised.iter().find_map(refusal);
-        let nvidia = cx.is_active(Vendor::Nvidia) && !cx.facts.host.nvidia.gpus.is_empty();
+        let nvidia_present = cx.is_active(Vendor::Nvidia) && !cx.facts.host.nvidia.gpus.is_empty();
+        let nvidia_dra = nvidia_present && cx.nvidia_mode() == GpuMode::Dra;
+        let nvidia = nvidia_present && !nvidia_dra;
         Offer {
             gaudi: cx.is_active(Vendor::Gaudi) && targets.iter().any(|t| t.kind == TargetKind::Gaudi && t.usable),
             npu: cx.is_active(Vendor::Npu) && targets.iter().any(|t| t.kind == TargetKind::Npu && t.usable),
@@ -231,6 +235,7 @@ impl Offer {
             usable,
             refused,
             nvidia,
+            nvidia_dra,
             cuda_gib: cx.facts.host.nvidia.gpus.iter().filter_map(nvidia_gib).max().filter(|_| nvidia),
         }
     }
@@ -442,6 +447,11 @@ fn accelerator(device: AgentDevice, backend: &str, offer: &Offer) -> Option<Resu
     let vllm = backend == "vllm";
     Some(match device {
         AgentDevice::Cuda if offer.nvidia => Ok(placed("CUDA", "forced: vLLM (CUDA) on an NVIDIA GPU")),
+        AgentDevice::Cuda if offer.nvidia_dra => Err(refusal(
+            "device",
+            "device = \"cuda\" but the NVIDIA GPUs go to DRA claims ([sharing] mode), and nothing advertises nvidia.com/gpu, which the agent requests",
+            "give NVIDIA the plugin path: [sharing] mode = { nvidia = \"plugin\" } (Intel's path stays as you set it)",
+        )),
         AgentDevice::Cuda => Err(refusal(
             "device",
             "device = \"cuda\" but the cluster will advertise no NVIDIA GPU",

@@ -4,7 +4,7 @@ use serde_json::json;
 
 use super::experimental::FeaturePlan;
 use super::{Change, CompileError, Context, DRA_NODE_LABEL, Resource, ResourceKind};
-use crate::config::IntelGpuMode;
+use crate::config::GpuMode;
 use crate::facts::Vendor;
 
 /// More nodes than a single machine's k3d cluster sensibly runs is a typo.
@@ -174,7 +174,10 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
     }
     let mut k3s_args: Vec<serde_json::Value> = Vec::new();
     let mut arg = |arg: String, nodes: &str| k3s_args.push(json!({ "arg": arg, "nodes": nodes }));
-    if nvidia {
+    // NVIDIA DRA hands GPUs to pods through CDI, which runc applies; nvidia as the default
+    // runtime would also give every pod whose image sets NVIDIA_VISIBLE_DEVICES=all (CUDA's
+    // do) every GPU, claim or not. Upstream's own pods set it to `void` for that reason.
+    if nvidia && !super::nvidia_dra::wanted(cx) {
         // k3s finds the nvidia runtime but leaves runc the default: pods would start without
         // the driver libraries and the plugin would advertise zero GPUs.
         arg("--default-runtime=nvidia".into(), "server:*");
@@ -194,8 +197,8 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
     // Never both Intel GPU paths, whatever the catalog holds: k3s skips the baked copy of the
     // one this mode does not use.
     baked.push(match cx.intel_mode() {
-        IntelGpuMode::Dra => "intel-gpu-plugin",
-        IntelGpuMode::Plugin => "intel-gpu-dra",
+        GpuMode::Dra => "intel-gpu-plugin",
+        GpuMode::Plugin => "intel-gpu-dra",
     });
     baked.sort_unstable();
     baked.dedup();
@@ -456,7 +459,7 @@ pub fn node_labels(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) 
             false
         }
     });
-    if cx.is_active(Vendor::Intel) && cx.intel_mode() == IntelGpuMode::Dra {
+    if cx.is_active(Vendor::Intel) && cx.intel_mode() == GpuMode::Dra {
         labels.insert(DRA_NODE_LABEL.into(), "true".into());
     }
     for (key, value) in &cx.config.cluster.node_labels {

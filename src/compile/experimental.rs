@@ -165,7 +165,7 @@ pub fn plan(cx: &mut Context) -> FeaturePlan {
     }
     let version = kubernetes_version(cluster, k3s_tag);
     let image = image_name(cluster, k3s_tag);
-    if cx.config.sharing.mode == crate::config::IntelGpuMode::Dra {
+    if cx.intel_mode() == crate::config::GpuMode::Dra && cx.is_active(Vendor::Intel) {
         match version {
             Some(v) if v < (1, 36) => cx.error(CompileError::new(
                 "dra-kubernetes-too-old",
@@ -179,6 +179,28 @@ pub fn plan(cx: &mut Context) -> FeaturePlan {
                 format!(
                     "cannot tell which Kubernetes {image} runs; DRA mode needs 1.36+: set [cluster] kubernetes_version"
                 ),
+            ),
+            Some(_) => {}
+        }
+    }
+    if super::nvidia_dra::wanted(cx) {
+        let at_least = "the NVIDIA DRA driver needs Kubernetes 1.34.2 or later";
+        match version {
+            Some(v) if v < (1, 34) => cx.error(CompileError::new(
+                "nvidia-dra-kubernetes-too-old",
+                &["sharing", "mode"],
+                format!("{at_least}, and {image} runs {}.{}", v.0, v.1),
+                Some("use a node image with a newer k3s, or give NVIDIA the plugin path: [sharing] mode = { nvidia = \"plugin\" }".to_string()),
+            )),
+            Some((1, 34)) => cx.warn(
+                "nvidia-dra-kubernetes-patch",
+                Some("sharing.mode"),
+                format!("{at_least}; {image} runs 1.34, and 1.34.0 and 1.34.1 are too old (check its patch release)"),
+            ),
+            None => cx.warn(
+                "kubernetes-version-unknown",
+                Some("cluster.kubernetes_version"),
+                format!("cannot tell which Kubernetes {image} runs; {at_least}: set [cluster] kubernetes_version"),
             ),
             Some(_) => {}
         }

@@ -2,7 +2,7 @@
 //! the plugin's sharing flags by the reference rules, and DRA mode instead of the plugin.
 
 use super::{CompileError, Context, Warning};
-use crate::config::{Allocation, GpuSet, IntelGpuMode, Shared};
+use crate::config::{Allocation, GpuSet, GpuMode, Shared};
 use crate::facts::{IntelGpu, Vendor};
 
 /// The reference default: pods per GPU when every Intel GPU is integrated.
@@ -71,14 +71,17 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
     let mut out = IntelPlan::default();
     let set_keys = plugin_keys_set(sharing);
     if !cx.is_active(Vendor::Intel) {
-        cx.warnings.extend(without_intel(sharing.mode, &set_keys));
+        // `mode = "dra"` on an NVIDIA host is NVIDIA's DRA: nothing to say about Intel.
+        let nvidia_dra = cx.nvidia_mode() == GpuMode::Dra && cx.is_active(Vendor::Nvidia);
+        let intel_dra = sharing.mode.intel() == GpuMode::Dra && !nvidia_dra;
+        cx.warnings.extend(without_intel(if intel_dra { GpuMode::Dra } else { GpuMode::Plugin }, &set_keys));
         return out;
     }
     let usable: Vec<&IntelGpu> = cx.facts.host.intel_gpus.iter().filter(|g| g.usable()).collect();
 
     // DRA mode: the driver publishes every GPU; the plugin's keys do nothing, so they are
     // neither applied nor checked, only named.
-    if sharing.mode == IntelGpuMode::Dra {
+    if sharing.mode.intel() == GpuMode::Dra {
         out.gpus = usable.iter().map(|g| g.pci_address.clone()).collect();
         cx.warnings.extend(ignored_in_dra(&set_keys));
         return out;
@@ -137,7 +140,7 @@ fn warning(code: &str, key: &str, text: String) -> Warning {
 
 /// `[sharing]` is Intel-only: on an NVIDIA-only host `shared = 4` would otherwise validate
 /// "ok" and do nothing, so each key set says it has no effect (and so does DRA mode).
-fn without_intel(mode: IntelGpuMode, set_keys: &[&str]) -> Vec<Warning> {
+fn without_intel(mode: GpuMode, set_keys: &[&str]) -> Vec<Warning> {
     let mut out: Vec<Warning> = set_keys
         .iter()
         .map(|key| {
@@ -148,7 +151,7 @@ fn without_intel(mode: IntelGpuMode, set_keys: &[&str]) -> Vec<Warning> {
             )
         })
         .collect();
-    if mode == IntelGpuMode::Dra {
+    if mode == GpuMode::Dra {
         out.push(warning(
             "dra-without-intel",
             "sharing.mode",
@@ -173,7 +176,7 @@ fn ignored_in_dra(set_keys: &[&str]) -> Vec<Warning> {
 }
 
 /// At most five items, then how many more: a long list must not make a long report.
-fn shown(items: &[String]) -> String {
+pub(super) fn shown(items: &[String]) -> String {
     let mut text = items.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
     if items.len() > 5 {
         text.push_str(&format!(" and {} more", items.len() - 5));
@@ -353,7 +356,7 @@ pub(super) mod tests {
             ("shared", Sharing { shared: Shared::Pods(2), ..Default::default() }, &["sharing.shared"]),
             // `shared = 1` is still set by the user, though it means exclusive.
             ("shared = 1", Sharing { shared: Shared::Pods(1), ..Default::default() }, &["sharing.shared"]),
-            ("mode is not a plugin key", Sharing { mode: IntelGpuMode::Dra, ..Default::default() }, &[]),
+            ("mode is not a plugin key", Sharing { mode: crate::config::SharingMode::All(GpuMode::Dra), ..Default::default() }, &[]),
             (
                 "every key",
                 Sharing {
@@ -382,31 +385,31 @@ pub(super) mod tests {
 
     #[test]
     fn keys_without_an_intel_gpu_or_in_dra_mode_are_named() {
-        type Rule = fn(IntelGpuMode, &[&str]) -> Vec<Warning>;
+        type Rule = fn(GpuMode, &[&str]) -> Vec<Warning>;
         let dra: Rule = |_, keys| ignored_in_dra(keys);
         const KEYS: &[&str] = &["sharing.shared", "sharing.gpus"];
-        type Case<'a> = (&'a str, Rule, IntelGpuMode, &'a [&'a str], &'a [(&'a str, &'a str)]);
+        type Case<'a> = (&'a str, Rule, GpuMode, &'a [&'a str], &'a [(&'a str, &'a str)]);
         let cases: [Case; 5] = [
-            ("no intel, nothing set", without_intel, IntelGpuMode::Plugin, &[], &[]),
+            ("no intel, nothing set", without_intel, GpuMode::Plugin, &[], &[]),
             (
                 "no intel, keys set",
                 without_intel,
-                IntelGpuMode::Plugin,
+                GpuMode::Plugin,
                 KEYS,
                 &[("sharing-without-intel", "sharing.shared"), ("sharing-without-intel", "sharing.gpus")],
             ),
             (
                 "no intel, dra mode last",
                 without_intel,
-                IntelGpuMode::Dra,
+                GpuMode::Dra,
                 &["sharing.gpus"],
                 &[("sharing-without-intel", "sharing.gpus"), ("dra-without-intel", "sharing.mode")],
             ),
-            ("dra, nothing set", dra, IntelGpuMode::Dra, &[], &[]),
+            ("dra, nothing set", dra, GpuMode::Dra, &[], &[]),
             (
                 "dra, keys set",
                 dra,
-                IntelGpuMode::Dra,
+                GpuMode::Dra,
                 KEYS,
                 &[("ignored-in-dra-mode", "sharing.shared"), ("ignored-in-dra-mode", "sharing.gpus")],
             ),
@@ -416,7 +419,7 @@ pub(super) mod tests {
             let got: Vec<(&str, &str)> = got.iter().map(|w| (w.code.as_str(), w.key.as_deref().unwrap())).collect();
             assert_eq!(got, want, "{name}");
         }
-        assert!(without_intel(IntelGpuMode::Plugin, &["sharing.gpus"])[0].text.starts_with("sharing.gpus configures"));
+        assert!(without_intel(GpuMode::Plugin, &["sharing.gpus"])[0].text.starts_with("sharing.gpus configures"));
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod held;
 mod intel;
 pub mod models;
 pub mod nvidia;
+pub mod nvidia_dra;
 pub mod ports;
 mod registries;
 mod telemetry;
@@ -27,7 +28,7 @@ pub mod warnings;
 pub mod workloads;
 
 use crate::catalog::{Catalog, Condition};
-use crate::config::{Config, IntelGpuMode, VendorSelection};
+use crate::config::{Config, GpuMode, VendorSelection};
 use crate::facts::{Detected, Facts, Vendor};
 
 pub use graph::{Change, DesiredGraph, GRAPH_SCHEMA, Resource, ResourceKind, Warning};
@@ -102,8 +103,12 @@ impl<'a> Context<'a> {
         self.active.iter().any(|d| d.vendor == vendor)
     }
 
-    pub fn intel_mode(&self) -> IntelGpuMode {
-        self.config.sharing.mode
+    pub fn intel_mode(&self) -> GpuMode {
+        self.config.sharing.mode.intel()
+    }
+
+    pub fn nvidia_mode(&self) -> GpuMode {
+        self.config.sharing.mode.nvidia()
     }
 
     fn warn(&mut self, code: &str, key: Option<&str>, text: impl Into<String>) {
@@ -121,6 +126,7 @@ impl<'a> Context<'a> {
                 line.iter().all(|c| match c {
                     Condition::Vendor(v) => self.is_active(*v),
                     Condition::IntelGpuMode(m) => self.intel_mode() == *m,
+                    Condition::NvidiaGpuMode(m) => self.nvidia_mode() == *m,
                     Condition::Balloons(b) => self.config.placement.balloons == *b,
                     Condition::Telemetry(e) => telemetry::wants(self.config, *e),
                     Condition::Sandbox(wanted) => self.config.sandbox.is_some() == *wanted,
@@ -211,6 +217,7 @@ pub(crate) fn parts(
     expect(&mut cx);
     let intel = intel::plan(&mut cx);
     let nvidia = nvidia::plan(&mut cx);
+    nvidia_dra::check(&mut cx);
     telemetry::check(&mut cx, &intel);
     let features = experimental::plan(&mut cx);
     let cluster_id = match node_image {
@@ -251,7 +258,7 @@ fn shares(
 ) -> std::collections::BTreeMap<String, u32> {
     let mut out = std::collections::BTreeMap::new();
     if let Some(n) = intel.shared.filter(|n| *n > 1)
-        && cx.intel_mode() == IntelGpuMode::Plugin
+        && cx.intel_mode() == GpuMode::Plugin
     {
         let gpus = cx.active.iter().filter(|d| d.vendor == Vendor::Intel).flat_map(|d| d.resources.iter());
         for resource in gpus.filter(|r| r.starts_with("gpu.intel.com/") && *r != "gpu.intel.com/monitoring") {

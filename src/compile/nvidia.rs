@@ -71,6 +71,20 @@ pub fn plan(cx: &mut Context) -> NvidiaPlan {
         ));
         return out;
     }
+    if cx.nvidia_mode() == crate::config::GpuMode::Dra {
+        let intel = cx.intel_mode();
+        let mode = crate::config::SharingMode::PerVendor { intel, nvidia: crate::config::GpuMode::Plugin };
+        cx.error(CompileError::new(
+            "nvidia-sharing-with-dra",
+            &["sharing", "nvidia"],
+            "[sharing.nvidia] configures the NVIDIA device plugin, and [sharing] mode gives the NVIDIA GPUs to the DRA driver, which replaces the plugin (its chart refuses to run beside it)",
+            Some(format!(
+                "to share through the plugin, set [sharing] {}; to stay on DRA, remove [sharing.nvidia] (sharing per claim: several pods referencing one ResourceClaim)",
+                mode.toml()
+            )),
+        ));
+        return out;
+    }
     let mut ok = true;
     if !(MIN_REPLICAS..=MAX_REPLICAS).contains(&sharing.replicas) {
         ok = false;

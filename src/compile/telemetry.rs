@@ -4,7 +4,7 @@
 
 use super::intel::IntelPlan;
 use super::{CompileError, Context};
-use crate::config::{Config, IntelGpuMode, TelemetryExporter};
+use crate::config::{Config, GpuMode, TelemetryExporter};
 use crate::facts::Vendor;
 
 /// Whether the config wants `exporter` (the vendor's activity is the component's own
@@ -47,7 +47,7 @@ pub fn check(cx: &mut Context, intel: &IntelPlan) {
     }
     // Plugin mode: xpumd requests gpu.intel.com/monitoring, which exists only with the
     // plugin's -enable-monitoring; without it the pod would stay Pending.
-    if intel_wanted && cx.intel_mode() == IntelGpuMode::Plugin && !intel.monitoring() {
+    if intel_wanted && cx.intel_mode() == GpuMode::Plugin && !intel.monitoring() {
         let key: &[&'static str] = if t.intel == Some(true) { &["telemetry", "intel"] } else { &["telemetry"] };
         cx.error(CompileError::new(
             "telemetry-needs-monitoring",

@@ -9,7 +9,7 @@ use super::intel::IntelPlan;
 use super::nvidia::NvidiaPlan;
 use super::{Change, Context, Resource, ResourceKind};
 use crate::catalog::INTEL_GPU_PLUGIN_ARGS;
-use crate::config::IntelGpuMode;
+use crate::config::GpuMode;
 use crate::facts::Vendor;
 
 pub fn resources(
@@ -52,12 +52,14 @@ pub fn resources(
     let wanted = &*wanted;
     runtime_classes(out);
 
-    let dra = cx.intel_mode() == IntelGpuMode::Dra;
+    let dra = cx.intel_mode() == GpuMode::Dra;
+    let nvidia_dra = super::nvidia_dra::wanted(cx);
     let active = cx.active.clone();
     for detected in &active {
         for resource in &detected.resources {
             let intel_gpu = detected.vendor == Vendor::Intel;
-            if intel_gpu && dra {
+            // A DRA driver publishes ResourceSlices: nothing is advertised as allocatable.
+            if (intel_gpu && dra) || (detected.vendor == Vendor::Nvidia && nvidia_dra) {
                 continue;
             }
             let providers: Vec<&Wanted> =

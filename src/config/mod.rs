@@ -18,7 +18,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 pub use load::{ConfigError, load_all, load_str};
-pub use selection::{ExperimentalSelection, Feature, Shared, VendorSelection};
+pub use selection::{ExperimentalSelection, Feature, Shared, SharingMode, VendorSelection};
 pub use span::{path_at, span_of, span_of_element};
 
 /// The longest cluster name: k3d names containers `k3d-<name>-server-0` and the hostname
@@ -167,8 +167,8 @@ pub struct Config {
     pub sandbox: Option<Sandbox>,
     /// Extra component files that join the catalog like built-in ones.
     pub components: Vec<ComponentRef>,
-    /// DRA claim templates: pods reference them by name to get Intel GPUs through the DRA
-    /// driver (`[sharing] mode = "dra"`).
+    /// DRA claim templates: pods reference them by name to get Intel or NVIDIA GPUs through
+    /// that vendor's DRA driver (`[sharing] mode` gives the vendor `"dra"`).
     pub claims: Vec<Claim>,
     /// The machines of an existing cluster (`[cluster] provider = "existing"` only): each
     /// node's Kubernetes name and the facts captured on it. Labels, plugin settings and
@@ -456,13 +456,25 @@ pub struct Claim {
     /// Which GPUs may serve it.
     #[serde(default)]
     pub gpus: GpuSet,
-    /// Only GPUs whose platform name contains this (e.g. `"Battlemage"`, `"Arc"`).
+    /// Only GPUs whose name contains this, any case: an Intel GPU's platform (`"Battlemage"`,
+    /// `"Arc"`), an NVIDIA GPU's board (`"H100"`, `"L40S"`).
     pub model: Option<String>,
-    /// Only these PCI device ids (hex, e.g. `"e20b"`).
+    /// Only these PCI device ids (hex, e.g. `"e20b"`, or `"2331"` for an H100 PCIe).
     #[serde(default)]
     pub pci_ids: Vec<String>,
     /// Only devices with at least this much memory (a Kubernetes quantity, e.g. `"12Gi"`).
     pub min_memory: Option<String>,
+    /// Whose GPUs: `intel` or `nvidia`. Unset: the one vendor whose GPUs go to DRA
+    /// (`[sharing] mode`); needed when both do.
+    pub vendor: Option<ClaimVendor>,
+}
+
+/// The GPU vendors with a DRA driver k3d-gpu deploys.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum ClaimVendor {
+    Intel,
+    Nvidia,
 }
 
 fn default_namespace() -> String {
@@ -659,17 +671,22 @@ pub struct Vendors {
     pub exclude: Vec<crate::facts::Vendor>,
 }
 
-/// How GPUs reach pods: for Intel, the device plugin (with optional sharing) or the DRA
-/// driver; for NVIDIA, `[sharing.nvidia]`. The two are independent, so a host with both
-/// puts each on its own path in one config: `mode = "dra"` with `[sharing.nvidia]` gives the
-/// Intel GPUs to DRA claims (`[[claims]]`) and the NVIDIA GPUs to the device plugin,
-/// time-sliced or through MPS. NVIDIA GPUs through DRA are not available yet (the NVIDIA DRA
-/// driver is not deployed), so the other way round does not combine.
+/// How GPUs reach pods: each vendor's device plugin, or its DRA driver (ResourceSlices, and
+/// pods that ask through ResourceClaims, `[[claims]]`). `mode` picks the path, for every
+/// vendor or per vendor, so a host with Intel and NVIDIA GPUs can put each on its own path in
+/// one config: `mode = { intel = "dra", nvidia = "plugin" }` gives the Intel GPUs to DRA claims
+/// and the NVIDIA GPUs to the device plugin (time-sliced or through MPS, `[sharing.nvidia]`);
+/// `mode = { intel = "plugin", nvidia = "dra" }` is the other way round. The keys below
+/// `mode` are the Intel plugin's; NVIDIA's plugin sharing lives in `[sharing.nvidia]`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields, default)]
 pub struct Sharing {
-    /// `plugin` (default) or `dra` (Intel GPU DRA driver, Kubernetes 1.36+). (K3D_GPU_DRA)
-    pub mode: IntelGpuMode,
+    /// `"plugin"` (default) or `"dra"` for every vendor, or `{ intel = …, nvidia = … }` (a
+    /// vendor left out takes the plugin). Intel's DRA driver needs Kubernetes 1.36+.
+    /// NVIDIA's (kubernetes-sigs/dra-driver-nvidia-gpu) needs Kubernetes 1.34.2+, driver 565+,
+    /// a data-center GPU for whole-GPU claims, and replaces the NVIDIA device plugin, so
+    /// `[sharing.nvidia]` does not apply to it. (K3D_GPU_DRA)
+    pub mode: SharingMode,
     /// Pods that may share one Intel GPU: `"auto"` (8 when every Intel GPU the cluster gets is
     /// integrated, else exclusive) or a number. (K3D_GPU_INTEL_SHARED)
     pub shared: Shared,
@@ -727,9 +744,10 @@ pub enum NvidiaStrategy {
     Mps,
 }
 
+/// The path one vendor's GPUs take to pods: its device plugin or its DRA driver.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 #[serde(rename_all = "lowercase")]
-pub enum IntelGpuMode {
+pub enum GpuMode {
     #[default]
     Plugin,
     Dra,

@@ -1,5 +1,6 @@
 //! Keys that take either a word or a value: `"auto"` or a list of vendors, `"auto"` or a
-//! number of pods per GPU, `"auto"`/`"off"` or a list of experimental features.
+//! number of pods per GPU, `"auto"`/`"off"` or a list of experimental features, one GPU path
+//! for every vendor or a table of them.
 //!
 //! Hand-written so a mistake reads like the others ("expected "auto" or a list of …") instead
 //! of serde's "data did not match any variant".
@@ -8,10 +9,55 @@ use std::borrow::Cow;
 use std::fmt;
 
 use schemars::{JsonSchema, Schema, SchemaGenerator, json_schema};
-use serde::de::{self, Deserializer, SeqAccess, Visitor};
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{self, Deserializer, MapAccess, SeqAccess, Visitor};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::GpuMode;
 use crate::facts::Vendor;
+
+/// `[sharing] mode`: the path GPUs take to pods, `"plugin"` or `"dra"` for every vendor, or a
+/// table that gives Intel and NVIDIA each their own (`{ intel = "dra", nvidia = "plugin" }`; a
+/// vendor left out of the table takes the plugin).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SharingMode {
+    All(GpuMode),
+    PerVendor { intel: GpuMode, nvidia: GpuMode },
+}
+
+impl Default for SharingMode {
+    fn default() -> Self {
+        SharingMode::All(GpuMode::Plugin)
+    }
+}
+
+impl SharingMode {
+    pub fn intel(self) -> GpuMode {
+        match self {
+            SharingMode::All(mode) | SharingMode::PerVendor { intel: mode, .. } => mode,
+        }
+    }
+
+    pub fn nvidia(self) -> GpuMode {
+        match self {
+            SharingMode::All(mode) | SharingMode::PerVendor { nvidia: mode, .. } => mode,
+        }
+    }
+
+    /// The TOML a user writes for this setting, for hints.
+    pub fn toml(self) -> String {
+        let word = |m: GpuMode| match m {
+            GpuMode::Plugin => "plugin",
+            GpuMode::Dra => "dra",
+        };
+        match self {
+            SharingMode::All(mode) => format!("mode = \"{}\"", word(mode)),
+            SharingMode::PerVendor { intel, nvidia } => {
+                format!("mode = {{ intel = \"{}\", nvidia = \"{}\" }}", word(intel), word(nvidia))
+            }
+        }
+    }
+}
 
 /// `"auto"` or an explicit list of vendors.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -186,6 +232,54 @@ impl<'de> Deserialize<'de> for Shared {
     }
 }
 
+/// The table form of [`SharingMode`], read by serde so an unknown vendor key is refused.
+#[derive(Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+struct VendorModes {
+    #[serde(default)]
+    intel: GpuMode,
+    #[serde(default)]
+    nvidia: GpuMode,
+}
+
+impl<'de> Deserialize<'de> for SharingMode {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ModeVisitor;
+        impl<'de> Visitor<'de> for ModeVisitor {
+            type Value = SharingMode;
+
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("\"plugin\", \"dra\", or a table such as { intel = \"dra\", nvidia = \"plugin\" }")
+            }
+
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<SharingMode, E> {
+                match v {
+                    "plugin" => Ok(SharingMode::All(GpuMode::Plugin)),
+                    "dra" => Ok(SharingMode::All(GpuMode::Dra)),
+                    _ => Err(E::custom(format!(
+                        "expected \"plugin\", \"dra\", or a table such as {{ intel = \"dra\", nvidia = \"plugin\" }}, found \"{v}\""
+                    ))),
+                }
+            }
+
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<SharingMode, A::Error> {
+                let modes = VendorModes::deserialize(MapAccessDeserializer::new(map))?;
+                Ok(SharingMode::PerVendor { intel: modes.intel, nvidia: modes.nvidia })
+            }
+        }
+        d.deserialize_any(ModeVisitor)
+    }
+}
+
+impl Serialize for SharingMode {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match *self {
+            SharingMode::All(mode) => mode.serialize(s),
+            SharingMode::PerVendor { intel, nvidia } => VendorModes { intel, nvidia }.serialize(s),
+        }
+    }
+}
+
 impl Serialize for VendorSelection {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -263,9 +357,45 @@ impl JsonSchema for Shared {
     }
 }
 
+impl JsonSchema for SharingMode {
+    fn schema_name() -> Cow<'static, str> {
+        "SharingMode".into()
+    }
+
+    fn json_schema(_: &mut SchemaGenerator) -> Schema {
+        let modes = ["plugin", "dra"];
+        json_schema!({
+            "description": "\"plugin\" or \"dra\" for every vendor's GPUs, or a path per vendor",
+            "oneOf": [
+                { "enum": modes },
+                {
+                    "type": "object",
+                    "properties": { "intel": { "enum": modes }, "nvidia": { "enum": modes } },
+                    "additionalProperties": false
+                }
+            ]
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sharing_mode_is_a_word_or_a_table_per_vendor() {
+        let all: SharingMode = serde_json::from_str(r#""dra""#).unwrap();
+        assert_eq!((all.intel(), all.nvidia()), (GpuMode::Dra, GpuMode::Dra));
+        let split: SharingMode = serde_json::from_str(r#"{"nvidia": "dra"}"#).unwrap();
+        assert_eq!((split.intel(), split.nvidia()), (GpuMode::Plugin, GpuMode::Dra), "a vendor left out takes the plugin");
+        assert_eq!(serde_json::to_string(&split).unwrap(), r#"{"intel":"plugin","nvidia":"dra"}"#);
+        assert_eq!(serde_json::to_string(&all).unwrap(), r#""dra""#);
+        assert_eq!(split.toml(), r#"mode = { intel = "plugin", nvidia = "dra" }"#);
+        let e = serde_json::from_str::<SharingMode>(r#""DRA""#).unwrap_err().to_string();
+        assert!(e.contains(r#"expected "plugin", "dra", or a table"#), "{e}");
+        let e = serde_json::from_str::<SharingMode>(r#"{"amd": "dra"}"#).unwrap_err().to_string();
+        assert!(e.contains("unknown field `amd`"), "{e}");
+    }
 
     #[test]
     fn vendors_and_features_serialise_as_their_keys() {
