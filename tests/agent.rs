@@ -424,7 +424,7 @@ fn device_gpu_on_an_nvidia_box_names_the_value_that_reaches_the_nvidia_gpu() {
     assert!(!warnings.contains(&"agent-gpu-is-intel".to_string()), "{warnings:?}");
     // A forced Intel GPU that is not there, on an NVIDIA host: the way out names "cuda".
     let e = refused(
-        "device = \"gpu\"\n[sharing]\nmode = \"dra\"\n[experimental]\nfeatures = [\"dra\"]\n",
+        "device = \"gpu\"\n[sharing]\nmode = { intel = \"dra\" }\n[experimental]\nfeatures = [\"dra\"]\n",
         "desktop-rpl-nvidia",
     );
     assert!(e.help.as_deref().unwrap_or_default().contains("device = \"cuda\""), "{e:?}");

@@ -51,7 +51,7 @@ fn machines_of_one_kind_share_one_plugin_with_its_plain_name() {
 
 #[test]
 fn claims_see_the_gpus_of_every_node_they_may_land_on() {
-    let dra = "kubernetes_version = \"1.36\"\n\n[sharing]\nmode = \"dra\"\n\n[[claims]]\nname = \"arc-12g\"\nmodel = \"Battlemage\"\n";
+    let dra = "kubernetes_version = \"1.36\"\n\n[sharing]\nmode = { intel = \"dra\" }\n\n[[claims]]\nname = \"arc-12g\"\nmodel = \"Battlemage\"\n";
     let catalog = Catalog::embedded().unwrap();
     let expect = Expect::default();
     // The B580 is on arc-01: a fleet with it can serve the claim, though gpu-01 cannot.

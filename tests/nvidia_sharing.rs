@@ -221,7 +221,7 @@ fn the_agent_on_a_shared_gpu_is_a_warning() {
 /// the DRA driver, the NVIDIA GPUs through the device plugin with MPS.
 #[test]
 fn intel_dra_and_nvidia_mps_combine_in_one_config() {
-    let toml = "[sharing]\nmode = \"dra\"\n[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 2\n";
+    let toml = "[sharing]\nmode = { intel = \"dra\", nvidia = \"plugin\" }\n[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 2\n";
     let g = graph(toml, "desktop-rpl-nvidia");
     for id in [
         "k8s/apps/DaemonSet/intel-gpu-resource-driver/intel-gpu-resource-driver-kubelet-plugin",

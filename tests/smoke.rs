@@ -40,7 +40,14 @@ enum Kubelet {
     /// As healthy, with CUDA MPS serving: the plugin hands each NVIDIA pod the daemon's pipe
     /// directory, where its control pipe is, and the GPU is EXCLUSIVE_PROCESS (MPS sets it).
     MpsServing,
+    /// As healthy, with nvidia as containerd's default runtime: a pod whose environment does
+    /// not set NVIDIA_VISIBLE_DEVICES=void gets every GPU, as its CUDA image asks (`all`),
+    /// whatever its DRA claim gives it.
+    NvidiaDefaultRuntime,
 }
+
+/// The GPUs of the stand-in's NVIDIA DRA node (two H100s, as fixture h100-pcie-x2).
+const H100S: [&str; 2] = ["GPU-5e2b7c1a", "GPU-9d04f3e6"];
 
 /// The label a sharing group's pods carry (`smoke::share::GROUP_LABEL`).
 const GROUP: &str = "k3d-gpu.io/smoke-share";
@@ -63,6 +70,20 @@ fn run_container(pod: &Value, root: &Path, kubelet: Kubelet) -> (String, i32) {
     let c = &pod["spec"]["containers"][0];
     let argv: Vec<String> = c["command"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_string()).collect();
     let share = pod["metadata"]["labels"][GROUP].is_string();
+    // An NVIDIA DRA pod: CDI gives it the claim's GPU (the first), the default runtime every
+    // GPU unless the pod says `void`.
+    if pod["spec"]["resourceClaims"].is_array() && argv.get(2).is_some_and(|s| s.starts_with("nvidia-smi -L")) {
+        let void = c["env"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|e| e["name"] == "NVIDIA_VISIBLE_DEVICES" && e["value"] == "void");
+        let seen = if kubelet == Kubelet::NvidiaDefaultRuntime && !void { &H100S[..] } else { &H100S[..1] };
+        let mut log: String =
+            seen.iter().enumerate().map(|(i, u)| format!("GPU {i}: NVIDIA H100 PCIe (UUID: {u})\n")).collect();
+        log.push_str(&format!("compute {}, Default\nready\n", H100S[0]));
+        return (log, 0);
+    }
     if argv[0] == "nvidia-smi" {
         return ("GPU 0: NVIDIA GeForce RTX 4090 (UUID: GPU-6f1d2a9e)\n".into(), 0);
     }
@@ -121,7 +142,7 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
     std::fs::create_dir_all(dev.join("dri")).unwrap();
     std::fs::write(dev.join("dri/card0"), "").unwrap();
     match kubelet {
-        Kubelet::Healthy | Kubelet::OneAtATime | Kubelet::MpsServing => {
+        Kubelet::Healthy | Kubelet::OneAtATime | Kubelet::MpsServing | Kubelet::NvidiaDefaultRuntime => {
             std::fs::write(dev.join("dri/renderD128"), "").unwrap()
         }
         // What the pod cannot open (a directory fails a read-write open, as EACCES would).
@@ -142,7 +163,7 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
         while !flag.load(Ordering::SeqCst) {
             kube.change(|s| {
                 let mut started: Vec<String> = Vec::new();
-                let mut claimed: Vec<(String, String, bool)> = Vec::new();
+                let mut claimed: Vec<(String, String, bool, bool)> = Vec::new();
                 for pod in s.objects.iter_mut().filter(|o| o["kind"] == "Pod" && o["status"]["phase"] == "Pending") {
                     if pod["metadata"]["annotations"]["test.k3d-gpu.io/seen"] == "1" {
                         continue;
@@ -172,17 +193,21 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
                             None => format!("{}-gpu", pod["metadata"]["name"].as_str().unwrap()),
                         };
                         pod["status"]["resourceClaimStatuses"] = json!([{"name": "gpu", "resourceClaimName": name}]);
-                        claimed.push((ns, name, claim.contains_key("resourceClaimTemplateName")));
+                        let nvidia = pod["spec"]["containers"][0]["command"][2].as_str().is_some_and(|s| s.starts_with("nvidia-smi"));
+                        claimed.push((ns, name, claim.contains_key("resourceClaimTemplateName"), nvidia));
                     }
                     if let Some(g) = group {
                         started.push(g);
                         started.push(pod["metadata"]["name"].as_str().unwrap().to_string());
                     }
                 }
-                // Each claim a pod used is allocated the iGPU (a template's claim made first).
-                let allocation = json!({"devices": {"results": [
-                    {"request": "gpu", "driver": "gpu.intel.com", "pool": "k3d-gpu-server-0", "device": "0000-00-02-0-0xa780"}]}});
-                for (ns, name, from_template) in claimed {
+                // Each claim a pod used is allocated the iGPU, or the first H100 for an NVIDIA
+                // pod (a template's claim made first).
+                for (ns, name, from_template, nvidia) in claimed {
+                    let (driver, device) =
+                        if nvidia { ("gpu.nvidia.com", "gpu-0") } else { ("gpu.intel.com", "0000-00-02-0-0xa780") };
+                    let allocation = json!({"devices": {"results": [
+                        {"request": "gpu", "driver": driver, "pool": "k3d-gpu-server-0", "device": device}]}});
                     if from_template {
                         s.objects.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                             "metadata": {"name": name, "namespace": ns}, "spec": {}}));
@@ -214,10 +239,15 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
 
 impl Cluster {
     fn test(&self, extra: &[&str]) -> Output {
+        self.test_on(HOST, extra)
+    }
+
+    /// `test` with the facts of fixture host `host`.
+    fn test_on(&self, host: &str, extra: &[&str]) -> Output {
         K3dGpu::new()
             .arg("test")
             .args(["-c", self.dir.path().join("k3dgpu.toml").to_str().unwrap()])
-            .args(["--root", repo().join("tests/fixtures/hosts").join(HOST).to_str().unwrap()])
+            .args(["--root", repo().join("tests/fixtures/hosts").join(host).to_str().unwrap()])
             .args(["--timeout", "60"])
             .args(extra)
             .env("KUBECONFIG", self.dir.path().join("kubeconfig"))
@@ -236,8 +266,13 @@ impl Cluster {
 
     /// `test --json` with `config` as the cluster's k3dgpu.toml: its exit code and document.
     fn test_config(&self, config: &str) -> (Option<i32>, Value) {
+        self.test_config_on(HOST, config)
+    }
+
+    /// `test --json` as [`Cluster::test_config`], with the facts of fixture host `host`.
+    fn test_config_on(&self, host: &str, config: &str) -> (Option<i32>, Value) {
         std::fs::write(self.dir.path().join("k3dgpu.toml"), config).unwrap();
-        let out = self.test(&["--json"]);
+        let out = self.test_on(host, &["--json"]);
         let doc = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
             panic!("{e}: {}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
         });
@@ -447,7 +482,7 @@ fn mps_sharing_is_proven_through_the_control_daemon() {
 /// after the other.
 #[test]
 fn dra_claims_are_proven_by_a_pod_each_and_a_shared_claim_by_overlap() {
-    let config = "[sharing]\nmode = \"dra\"\n[[claims]]\nname = \"igpu\"\n";
+    let config = "[sharing]\nmode = { intel = \"dra\" }\n[[claims]]\nname = \"igpu\"\n";
     let together = cluster(Kubelet::Healthy, &[]);
     let (_, doc) = together.test_config(config);
     let claim = &doc["claims"][0];
@@ -485,6 +520,37 @@ fn dra_claims_are_proven_by_a_pod_each_and_a_shared_claim_by_overlap() {
     );
 }
 
+/// NVIDIA DRA (`mode = "dra"` on a data-center host): the template's pod reports the UUID of
+/// the one GPU its claim gives it, the shared claim's two pods report the same UUID at once,
+/// and pods that ran one after the other fail. Under an nvidia default runtime, the pods' own
+/// `NVIDIA_VISIBLE_DEVICES=void` keeps them to their claim's GPU.
+#[test]
+fn nvidia_dra_claims_are_proven_by_uuid_and_overlap() {
+    let config = "[sharing]\nmode = \"dra\"\n[[claims]]\nname = \"h100\"\nmodel = \"H100\"\n";
+    for kubelet in [Kubelet::Healthy, Kubelet::NvidiaDefaultRuntime] {
+        let c = cluster(kubelet, &[]);
+        let (code, doc) = c.test_config_on("h100-pcie-x2", config);
+        assert_eq!(
+            (code, &doc["passed"]),
+            (Some(0), &json!(true)),
+            "nothing advertises nvidia.com/gpu, and that is right: {doc:#}"
+        );
+        let claim = &doc["claims"][0];
+        assert_eq!(claim["verdict"]["passed"], true, "{claim:#}");
+        assert_eq!(claim["verdict"]["seen"], json!([H100S[0]]), "{claim:#}");
+        assert_eq!(claim["verdict"]["allocated"], json!(["gpu-0"]));
+        let shared = share(&doc, "claim default/k3d-gpu-shared-h100");
+        assert_eq!(shared["verdict"]["passed"], true, "{shared:#}");
+        assert_eq!(shared["verdict"]["devices"]["k3d-gpu-shared-h100-0"], H100S[0], "{shared:#}");
+        assert_eq!(c.pods_left(), 0);
+    }
+    let apart = cluster(Kubelet::OneAtATime, &[]);
+    let (_, doc) = apart.test_config_on("h100-pcie-x2", config);
+    let shared = share(&doc, "claim default/k3d-gpu-shared-h100");
+    assert_eq!(shared["verdict"]["passed"], false, "{shared:#}");
+    assert!(shared["verdict"]["cause"].as_str().unwrap().contains("one after another"), "{shared:#}");
+}
+
 /// A ResourceClaim of the shared claim's name that the test did not create is left alone, and
 /// the sharing check says so instead of taking it over.
 #[test]
@@ -495,7 +561,7 @@ fn someone_elses_claim_of_that_name_is_left_alone() {
             "metadata": {"name": "k3d-gpu-shared-igpu", "namespace": "default", "uid": "theirs", "labels": {"team": "ml"}},
             "spec": {}}));
     });
-    let (_, doc) = c.test_config("[sharing]\nmode = \"dra\"\n[[claims]]\nname = \"igpu\"\n");
+    let (_, doc) = c.test_config("[sharing]\nmode = { intel = \"dra\" }\n[[claims]]\nname = \"igpu\"\n");
     let cause = share(&doc, "claim default/k3d-gpu-shared-igpu")["verdict"]["cause"].as_str().unwrap().to_string();
     assert!(cause.contains("k3d-gpu test did not create; it is left alone"), "{cause}");
     let theirs = c.server.state.lock().unwrap().objects.iter().any(|o| {

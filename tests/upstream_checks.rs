@@ -1453,3 +1453,270 @@ fn mps_is_deployed_as_upstreams_chart_deploys_it() {
     got.retain(|mount, _| wanted.contains_key(mount));
     assert_eq!(got, wanted, "the plugin's MPS mounts");
 }
+
+/// The NVIDIA DRA driver k3d-gpu compiles for `[sharing] mode = "dra"` on an NVIDIA host is
+/// upstream's, as its Helm chart renders it at the release the image pins (GPUs on,
+/// ComputeDomains off; tests/upstream/nvidia-dra-driver.toml): the DeviceClasses, the kubelet
+/// plugin's containers, commands, env, privilege, mounts, host paths, probes, affinity and
+/// tolerations, its ClusterRole and the ResourceSlice admission policy; never beside the
+/// device plugin; and the affinity's NFD labels are the ones NFD's default PCI config gives
+/// this host's GPUs (our NFD leaves that config alone).
+#[test]
+fn nvidia_dra_driver_is_deployed_as_upstreams_chart_deploys_it() {
+    let host = "h100-pcie-x2";
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/nvidia-dra-driver.toml")).unwrap();
+    let up: toml::Table = toml::from_str(&text).unwrap();
+    let text_of = |v: &toml::Value| v.as_str().unwrap().to_string();
+    let strings = |v: &toml::Value| -> Vec<String> { v.as_array().unwrap().iter().map(text_of).collect() };
+    let table = |v: &toml::Value| -> BTreeMap<String, String> {
+        v.as_table().unwrap().iter().map(|(k, v)| (k.clone(), text_of(v))).collect()
+    };
+    let pairs = |v: &toml::Value| -> BTreeMap<String, (String, String)> {
+        v.as_table()
+            .unwrap()
+            .iter()
+            .map(|(k, v)| {
+                let pair = strings(v);
+                (k.clone(), (pair[0].clone(), pair[1].clone()))
+            })
+            .collect()
+    };
+    let json_strings =
+        |v: &Value| -> Vec<String> { v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect() };
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let config = k3d_gpu::config::load_str("k3dgpu.toml", "[sharing]\nmode = \"dra\"\n").unwrap();
+    let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog)
+        .unwrap_or_else(|e| panic!("[sharing] mode = \"dra\" on {host}: {e:#?}"));
+    let get = |id: &str| &graph.get(id).unwrap_or_else(|| panic!("the graph has no {id}")).spec;
+    let ns = up["namespace"].as_str().unwrap();
+    let driver = up["driver"].as_str().unwrap();
+    let images = strings(&up["images"]);
+
+    // DeviceClasses: exactly the chart's for the driver, their selectors, and the extended
+    // resource name only where the chart gives one.
+    let classes = table(&up["device_classes"]);
+    let extended = table(&up["extended_resource_name"]);
+    for (name, cel) in &classes {
+        let class = get(&format!("k8s/resource.k8s.io/DeviceClass/{name}"));
+        assert_eq!(class["apiVersion"], "resource.k8s.io/v1", "{name}");
+        let selectors = class["spec"]["selectors"].as_array().unwrap();
+        assert_eq!(selectors.len(), 1, "{name}");
+        assert_eq!(selectors[0]["cel"]["expression"], cel.as_str(), "{name}");
+        assert_eq!(class["spec"]["extendedResourceName"].as_str(), extended.get(name).map(String::as_str), "{name}");
+    }
+    let ours: Vec<String> = graph
+        .resources()
+        .filter(|r| r.spec["kind"] == "DeviceClass")
+        .filter(|r| r.spec.to_string().contains(&format!("'{driver}'")))
+        .map(|r| r.spec["metadata"]["name"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(ours, classes.keys().cloned().collect::<Vec<_>>(), "DeviceClasses of driver {driver}");
+
+    // The kubelet plugin DaemonSet.
+    let k = &up["kubelet_plugin"];
+    let ds_id = format!("k8s/apps/DaemonSet/{ns}/{}", k["daemonset"].as_str().unwrap());
+    let ds = get(&ds_id);
+    let pod = &ds["spec"]["template"]["spec"];
+    for (key, value) in table(&k["selector"]) {
+        assert_eq!(ds["spec"]["selector"]["matchLabels"][&key], value.as_str(), "selector {key}");
+        assert_eq!(ds["spec"]["template"]["metadata"]["labels"][&key], value.as_str(), "pod label {key}");
+    }
+    assert_eq!(pod["serviceAccountName"], k["service_account"].as_str().unwrap());
+    assert_eq!(pod["priorityClassName"], k["priority_class"].as_str().unwrap());
+    assert_eq!(ds["spec"]["updateStrategy"]["type"], k["update_strategy"].as_str().unwrap());
+    assert_eq!(ds["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"], k["max_unavailable"].as_str().unwrap());
+    let names = |key: &str| -> Vec<String> {
+        pod[key].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap().to_string()).collect()
+    };
+    assert_eq!(names("initContainers"), strings(&k["init_containers"]));
+    assert_eq!(names("containers"), strings(&k["containers"]), "the gpus container only: ComputeDomains are off");
+    for c in containers(ds) {
+        let image = c["image"].as_str().unwrap();
+        let (repo, tag) = repo_tag(image);
+        assert!(images.contains(&format!("{repo}:{tag}")), "{image} is not the release read");
+    }
+    // The value of each env variable ("" when it has none) or its downward-API field.
+    let env_of = |c: &Value| -> BTreeMap<String, String> {
+        c["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                let value = match e["valueFrom"]["fieldRef"]["fieldPath"].as_str() {
+                    Some(field) => format!("fieldRef:{field}"),
+                    None => e["value"].as_str().unwrap_or_default().to_string(),
+                };
+                (e["name"].as_str().unwrap().to_string(), value)
+            })
+            .collect()
+    };
+    let mount = |c: &Value, path: &str| -> Value {
+        c["volumeMounts"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|m| m["mountPath"] == path)
+            .unwrap_or_else(|| panic!("{} does not mount {path}", c["name"]))
+            .clone()
+    };
+
+    let i = &k["init"];
+    let init = pod_container(ds, "initContainers", "init-container");
+    assert_eq!(json_strings(&init["command"]), strings(&i["command"]));
+    assert_eq!(init["securityContext"]["privileged"].as_bool(), i["privileged"].as_bool());
+    let env = env_of(init);
+    for (name, value) in table(&i["env"]) {
+        assert_eq!(env.get(&name), Some(&value), "init-container env {name}");
+    }
+    for (path, flags) in i["mounts"].as_table().unwrap() {
+        let flags = strings(flags);
+        let m = mount(init, path);
+        assert_eq!(m["readOnly"].as_bool().unwrap_or(false).to_string(), flags[0], "{path} readOnly");
+        assert_eq!(m["mountPropagation"].as_str().unwrap_or_default(), flags[1], "{path} propagation");
+    }
+    assert_eq!(host_paths(ds, init), pairs(&i["host_paths"]), "init-container host paths");
+
+    let g = &k["gpus"];
+    let gpus = pod_container(ds, "containers", "gpus");
+    assert_eq!(json_strings(&gpus["command"]), strings(&g["command"]));
+    let args = json_strings(&gpus["args"]);
+    assert_eq!(args.len(), 1, "one bash -c script");
+    assert_eq!(args[0].lines().last().map(str::trim), g["args_line"].as_str(), "the script's last line");
+    assert_eq!(gpus["securityContext"]["privileged"].as_bool(), g["privileged"].as_bool());
+    assert_eq!(gpus["imagePullPolicy"], g["image_pull_policy"].as_str().unwrap());
+    let env = env_of(gpus);
+    for (name, value) in table(&g["env"]) {
+        assert_eq!(env.get(&name), Some(&value), "gpus env {name}");
+    }
+    for (name, field) in table(&g["env_field_refs"]) {
+        assert_eq!(env.get(&name), Some(&format!("fieldRef:{field}")), "gpus env {name}");
+    }
+    let known: Vec<String> = strings(&g["binary_env"]).into_iter().chain(strings(&g["other_env"])).collect();
+    for name in env.keys() {
+        assert!(known.contains(name), "gpus env {name}: neither the binary nor its script reads it");
+    }
+    for (path, propagation) in table(&g["mounts"]) {
+        let m = mount(gpus, &path);
+        assert_eq!(m["mountPropagation"].as_str().unwrap_or_default(), propagation, "{path} propagation");
+        assert!(!m["readOnly"].as_bool().unwrap_or(false), "{path} is read-only");
+    }
+    assert_eq!(gpus["volumeMounts"].as_array().unwrap().len(), g["mounts"].as_table().unwrap().len(), "gpus mounts");
+    assert_eq!(host_paths(ds, gpus), pairs(&g["host_paths"]), "gpus host paths");
+    let port = g["probe_port"].as_integer().unwrap();
+    assert_eq!(env.get("HEALTHCHECK_PORT"), Some(&port.to_string()), "the health service listens where the probes ask");
+    for (probe, key) in [("startupProbe", "startup"), ("livenessProbe", "liveness")] {
+        let p = &gpus[probe];
+        assert_eq!(p["grpc"]["port"].as_i64(), Some(port), "{probe}");
+        assert_eq!(p["grpc"]["service"], g["probe_service"].as_str().unwrap(), "{probe}");
+        for (field, value) in g[key].as_table().unwrap() {
+            assert_eq!(p[field].as_i64(), value.as_integer(), "{probe}.{field}");
+        }
+    }
+
+    // Upstream's node affinity as it is (one label per term), beside k3d-gpu's own selector.
+    let terms = pod["affinity"]["nodeAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"]["nodeSelectorTerms"]
+        .as_array()
+        .unwrap();
+    let affinity: BTreeMap<String, String> = terms
+        .iter()
+        .map(|t| {
+            let exprs = t["matchExpressions"].as_array().unwrap();
+            assert_eq!(exprs.len(), 1, "one label per term: {t}");
+            assert_eq!(exprs[0]["operator"], "In");
+            let values = json_strings(&exprs[0]["values"]);
+            assert_eq!(values.len(), 1, "{t}");
+            (exprs[0]["key"].as_str().unwrap().to_string(), values[0].clone())
+        })
+        .collect();
+    assert_eq!(affinity, table(&k["affinity"]), "the node affinity");
+    assert!(pod["affinity"]["nodeAffinity"]["preferredDuringSchedulingIgnoredDuringExecution"].is_null());
+    let tolerations: BTreeMap<String, (String, String)> = pod["tolerations"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            let field = |f: &str| t[f].as_str().unwrap_or_default().to_string();
+            (field("key"), (field("operator"), field("effect")))
+        })
+        .collect();
+    assert_eq!(tolerations, pairs(&k["tolerations"]), "tolerations");
+    // k3d-gpu's own selector: the label the cluster sets on this path.
+    let label = "k3d-gpu.io/nvidia-gpu-dra";
+    assert_eq!(pod["nodeSelector"][label], "true", "the DaemonSet selects {label}");
+    let node_label = get(&format!("node-label/{label}"));
+    assert_eq!(node_label["value"], "true", "the cluster sets {label}");
+
+    // NFD's default PCI labels for this host's NVIDIA GPUs are among the affinity's terms, and
+    // the NFD k3d-gpu deploys keeps that default (its worker config has no pci source).
+    let nfd = table(&up["nfd_default_labels"]);
+    let devices = support::hosts_dir().join(host).join("sys/bus/pci/devices");
+    let mut gpu_classes = Vec::new();
+    for entry in std::fs::read_dir(&devices).unwrap() {
+        let dir = entry.unwrap().path();
+        let read = |f: &str| std::fs::read_to_string(dir.join(f)).unwrap_or_default().trim().to_string();
+        if read("vendor") == "0x10de" && read("class").starts_with("0x03") {
+            gpu_classes.push(read("class")[2..6].to_string());
+        }
+    }
+    assert!(!gpu_classes.is_empty(), "{host} has NVIDIA display devices");
+    for class in &gpu_classes {
+        let label = nfd.get(class).unwrap_or_else(|| panic!("no NFD label recorded for class {class}"));
+        assert_eq!(affinity.get(label).map(String::as_str), Some("true"), "NFD's {label} is not in the affinity");
+    }
+    let worker = get("k8s/core/ConfigMap/node-feature-discovery/nfd-worker-conf");
+    let conf: Value = serde_saphyr::from_str(worker["data"]["nfd-worker.conf"].as_str().unwrap()).unwrap();
+    assert!(conf["sources"]["pci"].is_null(), "NFD's pci source is configured: {}", conf["sources"]["pci"]);
+
+    // The ClusterRole bound to the plugin's account.
+    let cr = &up["cluster_role"];
+    let role_name = cr["name"].as_str().unwrap();
+    let role = get(&format!("k8s/rbac.authorization.k8s.io/ClusterRole/{role_name}"));
+    let rules = |list: Vec<[Vec<String>; 3]>| list;
+    let got = rules(
+        role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| [json_strings(&r["apiGroups"]), json_strings(&r["resources"]), json_strings(&r["verbs"])])
+            .collect(),
+    );
+    let want = rules(
+        cr["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| [strings(&r["api_groups"]), strings(&r["resources"]), strings(&r["verbs"])])
+            .collect(),
+    );
+    assert_eq!(got, want, "ClusterRole {role_name}");
+    let binding = get(&format!("k8s/rbac.authorization.k8s.io/ClusterRoleBinding/{}", cr["binding"].as_str().unwrap()));
+    assert_eq!(binding["roleRef"]["kind"], "ClusterRole");
+    assert_eq!(binding["roleRef"]["name"], role_name);
+    let subjects = binding["subjects"].as_array().unwrap();
+    assert!(
+        subjects.iter().any(|s| s["kind"] == "ServiceAccount"
+            && s["name"] == k["service_account"].as_str().unwrap()
+            && s["namespace"] == ns),
+        "{subjects:?}"
+    );
+    get(&format!("k8s/core/ServiceAccount/{ns}/{}", k["service_account"].as_str().unwrap()));
+
+    // The ResourceSlice admission policy, as rendered.
+    let ap = &up["admission_policy"];
+    let policy_name = ap["name"].as_str().unwrap();
+    let policy = get(&format!("k8s/admissionregistration.k8s.io/ValidatingAdmissionPolicy/{policy_name}"));
+    let condition = policy["spec"]["matchConditions"][0]["expression"].as_str().unwrap();
+    assert_eq!(condition.trim(), format!("request.userInfo.username == \"{}\"", ap["username"].as_str().unwrap()));
+    let policy_binding =
+        get(&format!("k8s/admissionregistration.k8s.io/ValidatingAdmissionPolicyBinding/{policy_name}"));
+    assert_eq!(policy_binding["spec"]["policyName"], policy_name);
+
+    // Never beside the NVIDIA device plugin (validation.yaml).
+    let beside = strings(&up["not_beside"]);
+    for r in graph.resources().filter(|r| r.kind == ResourceKind::Object) {
+        for c in containers(&r.spec) {
+            let (repo, _) = repo_tag(c["image"].as_str().unwrap_or_default());
+            assert!(!beside.iter().any(|b| b == repo), "{} runs {repo} beside the DRA driver", r.id);
+        }
+    }
+}

@@ -126,6 +126,13 @@ pub fn diagnosis_in(spec: &Value, context: &str, k3d: Option<&str>) -> String {
                 ])
             )
         }
+        Some("resourceslices") if field("driver") == crate::compile::nvidia_dra::DRIVER => format!(
+            "the NVIDIA GPU DRA driver published no ResourceSlices. Look: {}",
+            look(&[
+                kubectl().lit("-n dra-driver-nvidia-gpu logs ds/dra-driver-nvidia-gpu-kubelet-plugin --all-containers"),
+                kubectl().lit("get resourceslices"),
+            ])
+        ),
         Some("resourceslices") => format!(
             "the Intel GPU DRA driver published no ResourceSlices. Look: {}",
             look(&[

@@ -28,7 +28,11 @@ fn shape(node: &str) -> (usize, &'static [&'static str], bool) {
         "accelerator-node" => (0, &[], false),
         "upstream" => (1, &["version"], false),
         "image" | "after" => (1, &[], true),
-        "when" => (0, &["vendor", "intel-gpu-mode", "nvidia-gpu-mode", "balloons", "telemetry", "sandbox", "nvidia-sharing"], true),
+        "when" => (
+            0,
+            &["vendor", "intel-gpu-mode", "nvidia-gpu-mode", "balloons", "telemetry", "sandbox", "nvidia-sharing"],
+            true,
+        ),
         "provides" => (0, &["resource", "label"], true),
         "rollout" => (2, &[], true),
         "configure" => (1, &["container"], true),
@@ -543,7 +547,10 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
                     entry.span,
                     format!("unknown condition key `{key}`"),
                     "here",
-                    Some("keys: vendor, intel-gpu-mode, nvidia-gpu-mode, balloons, telemetry, sandbox, nvidia-sharing".into()),
+                    Some(
+                        "keys: vendor, intel-gpu-mode, nvidia-gpu-mode, balloons, telemetry, sandbox, nvidia-sharing"
+                            .into(),
+                    ),
                 ));
             }
         });

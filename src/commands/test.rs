@@ -30,15 +30,21 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
         "run a pod that requests the resource with `kubectl --context {context} run …`",
     )?;
     // The config compiled for this host says which devices it shares, and by how much.
-    let (catalog, facts, shares, mps, templates) = match super::inputs::compile(global, &inputs) {
+    let (catalog, facts, shares, mps, templates, dra_classes) = match super::inputs::compile(global, &inputs) {
         Ok(compiled) => {
+            let dra_classes: Vec<String> = compiled
+                .graph
+                .resources()
+                .filter(|r| r.spec["kind"] == "DeviceClass")
+                .filter_map(|r| r.spec["metadata"]["name"].as_str().map(str::to_string))
+                .collect();
             let templates: Vec<serde_json::Value> = compiled
                 .graph
                 .resources()
                 .filter(|r| r.spec["kind"] == "ResourceClaimTemplate")
                 .map(|r| r.spec.clone())
                 .collect();
-            (compiled.catalog, compiled.facts, compiled.graph.shares, compiled.graph.mps, templates)
+            (compiled.catalog, compiled.facts, compiled.graph.shares, compiled.graph.mps, templates, dra_classes)
         }
         Err(_) => {
             if !global.json {
@@ -46,7 +52,14 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                     "note: the config does not compile for this host (`k3d-gpu validate` says why); sharing is not tested"
                 );
             }
-            (super::load_catalog(global, &inputs)?, super::load_facts(global)?, BTreeMap::new(), false, Vec::new())
+            (
+                super::load_catalog(global, &inputs)?,
+                super::load_facts(global)?,
+                BTreeMap::new(),
+                false,
+                Vec::new(),
+                Vec::new(),
+            )
         }
     };
     let cluster = inputs.config.cluster.name.clone();
@@ -148,8 +161,9 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
             }
             // DRA: each template's pod, then one claim made from it shared by two pods.
             let device_image = images.get(smoke::DEVICE_IMAGE).cloned().unwrap_or_default();
+            let nvidia_image = images.get(smoke::NVIDIA_IMAGE).cloned().unwrap_or_default();
             let mut claimed = Vec::new();
-            for check in smoke::claims::checks(templates.iter(), &device_image) {
+            for check in smoke::claims::checks(templates.iter(), &device_image, &nvidia_image) {
                 if !global.json {
                     eprintln!("test: claim template {}/{}: pod {}", check.namespace, check.template, check.pod);
                 }
@@ -198,7 +212,8 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                 let verdict = smoke::share::verdict(&group, &run, &hints);
                 shared.push(smoke::share::GroupResult { group, verdict });
             }
-            let problems = smoke::count_problems(&facts, &counts, &hints);
+            let classes = dra_classes.iter().map(String::as_str);
+            let problems = smoke::count_problems(&facts, &counts, &smoke::dra_served(classes), &hints);
             let found = smoke::Found { pods: results, shares: shared, claims: claimed, counts, problems };
             Ok::<_, crate::observe::ObserveError>(smoke::Report::new(&cluster, found))
         })

@@ -119,7 +119,10 @@ pub fn resources(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) {
                 cx.error(CompileError::new(
                     "claim-vendor-ambiguous",
                     &["claims"],
-                    format!("claim {}: Intel and NVIDIA GPUs both go to DRA here, so the claim must say whose it wants", claim.name),
+                    format!(
+                        "claim {}: Intel and NVIDIA GPUs both go to DRA here, so the claim must say whose it wants",
+                        claim.name
+                    ),
                     Some("set vendor = \"intel\" or vendor = \"nvidia\" in the claim".to_string()),
                 ));
                 continue;
@@ -138,8 +141,7 @@ pub fn resources(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) {
         };
         let device_class = format!("k8s/resource.k8s.io/DeviceClass/{}", path.driver);
         let has_device_class = out.iter().any(|r| r.id == device_class);
-        if let Some(resource) =
-            one(cx, claim, path, cluster_id, has_device_class.then_some(device_class.as_str()), out)
+        if let Some(resource) = one(cx, claim, path, cluster_id, has_device_class.then_some(device_class.as_str()), out)
         {
             if !seen.insert(resource.id.clone()) {
                 cx.error(CompileError::new(
@@ -223,7 +225,10 @@ fn one(
         .iter()
         .filter(|g| claim.gpus.admits(g.integrated))
         .filter(|g| {
-            claim.model.as_ref().is_none_or(|m| g.name.as_deref().is_some_and(|p| p.to_lowercase().contains(&m.to_lowercase())))
+            claim
+                .model
+                .as_ref()
+                .is_none_or(|m| g.name.as_deref().is_some_and(|p| p.to_lowercase().contains(&m.to_lowercase())))
         })
         .filter(|g| ids.is_empty() || ids.contains(&g.id))
         .filter(|g| enough_memory(g))

@@ -3,7 +3,7 @@
 use serde_json::json;
 
 use super::experimental::FeaturePlan;
-use super::{Change, CompileError, Context, DRA_NODE_LABEL, Resource, ResourceKind};
+use super::{Change, CompileError, Context, DRA_NODE_LABEL, NVIDIA_DRA_NODE_LABEL, Resource, ResourceKind};
 use crate::config::GpuMode;
 use crate::facts::Vendor;
 
@@ -461,6 +461,9 @@ pub fn node_labels(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) 
     });
     if cx.is_active(Vendor::Intel) && cx.intel_mode() == GpuMode::Dra {
         labels.insert(DRA_NODE_LABEL.into(), "true".into());
+    }
+    if super::nvidia_dra::wanted(cx) {
+        labels.insert(NVIDIA_DRA_NODE_LABEL.into(), "true".into());
     }
     for (key, value) in &cx.config.cluster.node_labels {
         if let Err(why) = check_label(key, value) {

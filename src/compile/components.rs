@@ -236,7 +236,7 @@ fn one_accelerator_node(out: &[Resource]) -> bool {
 /// devices): on a cluster with one accelerator node, its pods run only there.
 fn advertises(c: &Component) -> bool {
     !c.provides_resources.is_empty()
-        || c.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL)
+        || c.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL || l == super::NVIDIA_DRA_NODE_LABEL)
         || c.accelerator_node
 }
 

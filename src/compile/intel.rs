@@ -2,7 +2,7 @@
 //! the plugin's sharing flags by the reference rules, and DRA mode instead of the plugin.
 
 use super::{CompileError, Context, Warning};
-use crate::config::{Allocation, GpuSet, GpuMode, Shared};
+use crate::config::{Allocation, GpuMode, GpuSet, Shared};
 use crate::facts::{IntelGpu, Vendor};
 
 /// The reference default: pods per GPU when every Intel GPU is integrated.
@@ -356,7 +356,11 @@ pub(super) mod tests {
             ("shared", Sharing { shared: Shared::Pods(2), ..Default::default() }, &["sharing.shared"]),
             // `shared = 1` is still set by the user, though it means exclusive.
             ("shared = 1", Sharing { shared: Shared::Pods(1), ..Default::default() }, &["sharing.shared"]),
-            ("mode is not a plugin key", Sharing { mode: crate::config::SharingMode::All(GpuMode::Dra), ..Default::default() }, &[]),
+            (
+                "mode is not a plugin key",
+                Sharing { mode: crate::config::SharingMode::All(GpuMode::Dra), ..Default::default() },
+                &[],
+            ),
             (
                 "every key",
                 Sharing {

@@ -386,6 +386,10 @@ pub const DATA_ANNOTATION: &str = "k3d-gpu.io/data";
 /// A label the balloons policy or the DRA driver needs, owned by the compiler.
 pub const DRA_NODE_LABEL: &str = "k3d-gpu.io/intel-gpu-dra";
 
+/// The node label the NVIDIA DRA driver's kubelet plugin selects, owned by the compiler: set
+/// only where NVIDIA GPUs take the DRA path.
+pub const NVIDIA_DRA_NODE_LABEL: &str = "k3d-gpu.io/nvidia-gpu-dra";
+
 /// The node label k3s sets at registration on the one node that advertises the host's
 /// accelerators (`[cluster] accelerator_node`); device plugins and the DRA driver select it.
 pub const ACCELERATOR_NODE_LABEL: &str = "k3d-gpu.io/accelerators";

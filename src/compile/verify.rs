@@ -118,6 +118,34 @@ pub fn resources(
             depends_on: deps,
         });
     }
+    if nvidia_dra {
+        let label = super::NVIDIA_DRA_NODE_LABEL;
+        let providers: Vec<&Wanted> =
+            wanted.iter().filter(|w| w.component.provides_labels.iter().any(|l| l == label)).collect();
+        if providers.is_empty() {
+            cx.error(super::CompileError::new(
+                "dra-without-driver",
+                &["sharing", "mode"],
+                "NVIDIA GPUs take the DRA path, but no component in the catalog provides the NVIDIA GPU DRA driver",
+                Some(format!(
+                    "add a component that provides label={label} (docs/stdlib.md), or give NVIDIA the plugin: mode = {{ nvidia = \"plugin\" }}"
+                )),
+            ));
+            return;
+        }
+        let mut deps = dependencies(&providers);
+        deps.push(format!("node-label/{label}"));
+        deps.sort();
+        let driver = super::nvidia_dra::DRIVER;
+        out.push(Resource {
+            id: format!("verify/resourceslices/{driver}"),
+            kind: ResourceKind::Verify,
+            change: Change::Verify,
+            component: providers.first().map(|w| w.component.name.clone()),
+            spec: json!({ "check": "resourceslices", "driver": driver, "min_devices": cx.facts.host.nvidia.gpus.len() }),
+            depends_on: deps,
+        });
+    }
 }
 
 /// A RuntimeClass that a workload names and no object of ours creates is the cluster's: k3s

@@ -115,7 +115,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ("vendors", "[vendors]\nenable = [\"intel\", \"npu\"]\nexclude = [\"wsl\"]\n"),
     (
         "sharing",
-        "[sharing]\nshared = 4\nallocation = \"packed\"\nmonitoring = true\ndeny_ids = [\"a780\"]\n\n[sharing.nvidia]\nreplicas = 4\n",
+        "[sharing]\nshared = 4\nallocation = \"packed\"\nmonitoring = true\ndeny_ids = [\"a780\"]\n\n[sharing.nvidia]\nreplicas = 4\n\n# Or, on a host with Intel and NVIDIA GPUs, each on its own path:\n# [sharing]\n# mode = { intel = \"dra\", nvidia = \"plugin\" }   # Intel GPUs to [[claims]], NVIDIA to the plugin\n# mode = { intel = \"plugin\", nvidia = \"dra\" }   # the other way round (data-center NVIDIA GPUs)\n",
     ),
     ("placement", "[placement]\nballoons = \"external\"\n"),
     ("experimental", "[experimental]\nfeatures = [\"dra\"]\n"),
@@ -127,7 +127,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ("components", "[[components]]\npath = \"components/my-exporter.kdl\"\n"),
     (
         "claims",
-        "[[claims]]\nname = \"arc-12g\"\nmodel = \"Battlemage\"\nmin_memory = \"12Gi\"\n\n[[claims]]\nname = \"two-gpus\"\ncount = 2\n",
+        "[[claims]]\nname = \"arc-12g\"\nmodel = \"Battlemage\"\nmin_memory = \"12Gi\"\n\n[[claims]]\nname = \"two-gpus\"\ncount = 2\n\n# With Intel and NVIDIA GPUs both on DRA, each claim names its vendor:\n[[claims]]\nname = \"h100\"\nvendor = \"nvidia\"\nmodel = \"H100\"\nmin_memory = \"40Gi\"\n",
     ),
     (
         "nodes",

@@ -387,7 +387,11 @@ mod tests {
         let all: SharingMode = serde_json::from_str(r#""dra""#).unwrap();
         assert_eq!((all.intel(), all.nvidia()), (GpuMode::Dra, GpuMode::Dra));
         let split: SharingMode = serde_json::from_str(r#"{"nvidia": "dra"}"#).unwrap();
-        assert_eq!((split.intel(), split.nvidia()), (GpuMode::Plugin, GpuMode::Dra), "a vendor left out takes the plugin");
+        assert_eq!(
+            (split.intel(), split.nvidia()),
+            (GpuMode::Plugin, GpuMode::Dra),
+            "a vendor left out takes the plugin"
+        );
         assert_eq!(serde_json::to_string(&split).unwrap(), r#"{"intel":"plugin","nvidia":"dra"}"#);
         assert_eq!(serde_json::to_string(&all).unwrap(), r#""dra""#);
         assert_eq!(split.toml(), r#"mode = { intel = "plugin", nvidia = "dra" }"#);

@@ -5,15 +5,19 @@
 //! scheduler lets the pods of one claim share its devices; a driver or cluster that cannot
 //! fails here instead of in a user's workload.
 //!
-//! The pods run the device script of [`super::share`] (each render node the driver injected,
-//! with the card behind it). The claim's own status names the device the driver allocated
-//! (`status.allocation.devices.results[].device`), which the verdict shows beside what the pod
-//! saw.
+//! The pods run the probe of [`super::share`] for their driver: for Intel (`gpu.intel.com`)
+//! each render node the driver injected, with the card behind it; for NVIDIA
+//! (`gpu.nvidia.com`) `nvidia-smi -L`, each GPU's UUID. The claim's own status names the
+//! device the driver allocated (`status.allocation.devices.results[].device`), which the
+//! verdict shows beside what the pod saw. NVIDIA pods carry `NVIDIA_VISIBLE_DEVICES=void`, as
+//! the NVIDIA driver's own pods do: a CUDA image sets it to `all`, and an nvidia runtime would
+//! then hand the pod every GPU whatever its claim, so the GPUs it sees are the claim's, or
+//! isolation is broken and the verdict says so.
 
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::share::{DEVICE_PATHS, DEVICE_SCRIPT};
+use super::share::{DEVICE_PATHS, DEVICE_SCRIPT, NVIDIA_SCRIPT};
 use super::{Hints, LABEL, Outcome, Probe, SmokePod};
 
 /// The name a pod or claim of the test gets for template `template`: DNS-1123, at most 63.
@@ -43,13 +47,20 @@ pub struct Check {
     pub claim: String,
     pub sharers: Vec<String>,
     pub image: String,
+    /// How its pods report the devices they got, from the template's DeviceClass.
+    #[serde(skip)]
+    pub probe: Probe,
     /// The template's `spec` (a claim's spec): the shared claim is made from it.
     #[serde(skip)]
     pub spec: Value,
 }
 
-/// The checks for the ResourceClaimTemplates in `objects` (the graph's objects).
-pub fn checks<'a>(objects: impl Iterator<Item = &'a Value>, image: &str) -> Vec<Check> {
+/// The NVIDIA DRA driver's DeviceClass: its pods probe with `nvidia-smi`.
+const NVIDIA_CLASS: &str = crate::compile::nvidia_dra::DRIVER;
+
+/// The checks for the ResourceClaimTemplates in `objects` (the graph's objects); an NVIDIA
+/// template's pods run `nvidia_image`, the others `device_image`.
+pub fn checks<'a>(objects: impl Iterator<Item = &'a Value>, device_image: &str, nvidia_image: &str) -> Vec<Check> {
     objects
         // `[[claims]]`' own templates: not a component's (XPU Manager's admin-access one).
         .filter(|o| {
@@ -59,7 +70,13 @@ pub fn checks<'a>(objects: impl Iterator<Item = &'a Value>, image: &str) -> Vec<
             let template = o["metadata"]["name"].as_str()?.to_string();
             let namespace = o["metadata"]["namespace"].as_str().unwrap_or("default").to_string();
             let spec = o["spec"]["spec"].clone();
-            let count = spec["devices"]["requests"][0]["exactly"]["count"].as_u64().unwrap_or(1) as u32;
+            let exactly = &spec["devices"]["requests"][0]["exactly"];
+            let count = exactly["count"].as_u64().unwrap_or(1) as u32;
+            let (probe, image) = if exactly["deviceClassName"] == NVIDIA_CLASS {
+                (Probe::NvidiaSmi, nvidia_image)
+            } else {
+                (Probe::Devices, device_image)
+            };
             Some(Check {
                 pod: name("k3d-gpu-claim", &template, ""),
                 claim: name("k3d-gpu-shared", &template, ""),
@@ -68,6 +85,7 @@ pub fn checks<'a>(objects: impl Iterator<Item = &'a Value>, image: &str) -> Vec<
                 template,
                 count,
                 image: image.to_string(),
+                probe,
                 spec,
             })
         })
@@ -85,6 +103,26 @@ fn pod(c: &Check, name: &str, source: Value, hold_s: u64, deadline_s: u64, group
     if let Some(g) = group {
         labels[super::share::GROUP_LABEL] = json!(g);
     }
+    let hold = hold_s.to_string();
+    let (command, env) = match c.probe {
+        Probe::NvidiaSmi => (
+            json!(["sh", "-c", NVIDIA_SCRIPT, "k3d-gpu-test", hold]),
+            json!([{ "name": "NVIDIA_VISIBLE_DEVICES", "value": "void" }]),
+        ),
+        Probe::Devices => {
+            (json!(["sh", "-c", DEVICE_SCRIPT, "k3d-gpu-test", hold, DEVICE_PATHS[0], DEVICE_PATHS[1]]), json!([]))
+        }
+    };
+    let mut container = json!({
+        "name": "probe",
+        "image": c.image,
+        "command": command,
+        "resources": { "claims": [{ "name": "gpu" }] },
+        "securityContext": { "allowPrivilegeEscalation": false },
+    });
+    if env.as_array().is_some_and(|e| !e.is_empty()) {
+        container["env"] = env;
+    }
     json!({
         "apiVersion": "v1",
         "kind": "Pod",
@@ -95,13 +133,7 @@ fn pod(c: &Check, name: &str, source: Value, hold_s: u64, deadline_s: u64, group
             "terminationGracePeriodSeconds": 0,
             "automountServiceAccountToken": false,
             "resourceClaims": [claim],
-            "containers": [{
-                "name": "probe",
-                "image": c.image,
-                "command": ["sh", "-c", DEVICE_SCRIPT, "k3d-gpu-test", hold_s.to_string(), DEVICE_PATHS[0], DEVICE_PATHS[1]],
-                "resources": { "claims": [{ "name": "gpu" }] },
-                "securityContext": { "allowPrivilegeEscalation": false },
-            }],
+            "containers": [container],
         },
     })
 }
@@ -149,7 +181,7 @@ pub fn group(c: &Check) -> super::share::Group {
                 node: String::new(),
                 pod: p.clone(),
                 image: c.image.clone(),
-                probe: Probe::Devices,
+                probe: c.probe,
                 requested: 1,
                 expected: 1,
                 groups: Vec::new(),
@@ -174,7 +206,7 @@ pub struct Verdict {
     pub passed: bool,
     /// The devices the driver allocated to the pod's claim.
     pub allocated: Vec<String>,
-    /// The cards the pod opened (PCI addresses).
+    /// The devices the pod saw: the cards it opened (PCI addresses), or NVIDIA GPUs' UUIDs.
     pub seen: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
@@ -183,12 +215,25 @@ pub struct Verdict {
 }
 
 pub fn verdict(c: &Check, o: &Outcome, allocated: Vec<String>, hints: &Hints) -> Verdict {
-    let seen: Vec<String> = o
-        .log
-        .lines()
-        .filter_map(|l| l.strip_prefix("device ")?.split(' ').next())
-        .map(|s| crate::escape::one_line(s).into_owned())
-        .collect();
+    let seen: Vec<String> = match c.probe {
+        Probe::NvidiaSmi => o
+            .log
+            .lines()
+            .filter(|l| l.starts_with("GPU "))
+            .filter_map(|l| l.split("(UUID: ").nth(1)?.strip_suffix(')'))
+            .map(|s| crate::escape::one_line(s).into_owned())
+            .collect(),
+        Probe::Devices => o
+            .log
+            .lines()
+            .filter_map(|l| l.strip_prefix("device ")?.split(' ').next())
+            .map(|s| crate::escape::one_line(s).into_owned())
+            .collect(),
+    };
+    let driver_logs = match c.probe {
+        Probe::NvidiaSmi => "logs nvidia-gpu-dra",
+        Probe::Devices => "logs intel-gpu-dra",
+    };
     let describe = hints.kubectl.clone().opt("-n", &c.namespace).lit("describe pod").arg(&c.pod).to_string();
     let cause = if let Some(why) = &o.refused {
         Some((format!("the pod was not created: {}", crate::escape::one_line(why)), describe.clone()))
@@ -212,6 +257,16 @@ pub fn verdict(c: &Check, o: &Outcome, allocated: Vec<String>, hints: &Hints) ->
             ),
             describe.clone(),
         ))
+    } else if c.probe == Probe::NvidiaSmi && seen.len() as u32 > c.count {
+        Some((
+            format!(
+                "the pod saw {} GPUs ({}), and its claim gives it {}: the container runtime handed it GPUs outside its claim, so DRA does not isolate pods here",
+                seen.len(),
+                seen.join(", "),
+                c.count
+            ),
+            "NVIDIA GPUs through DRA need runc as containerd's default runtime, with the nvidia runtime only by RuntimeClass: drop --default-runtime=nvidia from [cluster] k3s_args".into(),
+        ))
     } else if (seen.len() as u32) < c.count {
         Some((
             format!(
@@ -220,7 +275,7 @@ pub fn verdict(c: &Check, o: &Outcome, allocated: Vec<String>, hints: &Hints) ->
                 c.count,
                 if allocated.is_empty() { "none".to_string() } else { allocated.join(", ") }
             ),
-            format!("read the DRA driver's log: `{}`", hints.k3d_gpu.clone().lit("logs intel-gpu-dra")),
+            format!("read the DRA driver's log: `{}`", hints.k3d_gpu.clone().lit(driver_logs)),
         ))
     } else {
         None
@@ -254,7 +309,7 @@ mod tests {
     #[test]
     fn each_template_gets_a_pod_and_a_shared_claim_made_from_it() {
         let t = template();
-        let c = checks([&t].into_iter(), "busybox:1.37").remove(0);
+        let c = checks([&t].into_iter(), "busybox:1.37", "cuda").remove(0);
         assert_eq!((c.pod.as_str(), c.claim.as_str()), ("k3d-gpu-claim-arc-b580", "k3d-gpu-shared-arc-b580"));
         let pod = template_pod(&c, 60);
         assert_eq!(pod["metadata"]["namespace"], "llm");
@@ -273,7 +328,7 @@ mod tests {
                 "labels": {"k3d-gpu.io/component": "claims"}}, "spec": {"spec": {}}})
         };
         let (a, b) = (long("a"), long("b"));
-        let got = checks([&a, &b].into_iter(), "b");
+        let got = checks([&a, &b].into_iter(), "b", "c");
         assert!(
             got.iter()
                 .all(|c| c.pod.len() <= 63 && c.sharers.iter().all(|s| s.len() <= 63 && s.ends_with(char::is_numeric)))
@@ -282,13 +337,13 @@ mod tests {
         // A component's template (XPU Manager's admin-access one) is not the user's to test.
         let mut theirs = template();
         theirs["metadata"]["labels"]["k3d-gpu.io/component"] = json!("intel-xpumd-dra");
-        assert!(checks([&theirs].into_iter(), "b").is_empty());
+        assert!(checks([&theirs].into_iter(), "b", "c").is_empty());
     }
 
     #[test]
     fn the_template_pod_passes_when_it_opens_what_the_claim_asks_for() {
         let t = template();
-        let c = checks([&t].into_iter(), "busybox").remove(0);
+        let c = checks([&t].into_iter(), "busybox", "cuda").remove(0);
         let ran = Outcome {
             phase: "Succeeded".into(),
             log: "device 0000:03:00.0 renderD129\nready\n".into(),
@@ -307,5 +362,30 @@ mod tests {
         let stuck = Outcome { unschedulable: Some("cannot allocate all claims".into()), ..Default::default() };
         let v = verdict(&c, &stuck, vec![], &hints());
         assert!(v.cause.as_deref().unwrap().contains("no device could be allocated"), "{v:?}");
+    }
+
+    #[test]
+    fn an_nvidia_template_is_probed_with_nvidia_smi_and_must_see_only_its_claims_gpus() {
+        let mut t = template();
+        t["spec"]["spec"]["devices"]["requests"][0]["exactly"]["deviceClassName"] = json!("gpu.nvidia.com");
+        let c = checks([&t].into_iter(), "busybox", "nvidia/cuda:x").remove(0);
+        assert_eq!((c.probe, c.image.as_str()), (Probe::NvidiaSmi, "nvidia/cuda:x"));
+        let pod = template_pod(&c, 60);
+        let container = &pod["spec"]["containers"][0];
+        assert_eq!(container["command"][2], NVIDIA_SCRIPT);
+        assert_eq!(container["env"], json!([{"name": "NVIDIA_VISIBLE_DEVICES", "value": "void"}]));
+        assert!(group(&c).pods.iter().all(|p| p.probe == Probe::NvidiaSmi), "the sharing pods report UUIDs too");
+        let one = "GPU 0: NVIDIA H100 PCIe (UUID: GPU-aaaa)\ncompute GPU-aaaa, Default\nready\n";
+        let ran = Outcome { phase: "Succeeded".into(), log: one.into(), ..Default::default() };
+        let v = verdict(&c, &ran, vec!["gpu-0".into()], &hints());
+        assert!(v.passed && v.seen == ["GPU-aaaa"], "{v:?}");
+        // Every GPU on the node, claim or not: the runtime broke DRA's isolation.
+        let all = format!("{one}GPU 1: NVIDIA H100 PCIe (UUID: GPU-bbbb)\n");
+        let leaked = Outcome { phase: "Succeeded".into(), log: all, ..Default::default() };
+        let v = verdict(&c, &leaked, vec!["gpu-0".into()], &hints());
+        assert!(!v.passed && v.cause.as_deref().unwrap().contains("outside its claim"), "{v:?}");
+        let none = Outcome { phase: "Succeeded".into(), log: "ready\n".into(), ..Default::default() };
+        let v = verdict(&c, &none, vec!["gpu-0".into()], &hints());
+        assert!(v.fix.as_deref().unwrap().contains("logs nvidia-gpu-dra"), "{v:?}");
     }
 }

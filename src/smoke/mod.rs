@@ -567,9 +567,24 @@ fn firmware_note(facts: &Facts, p: &SmokePod) -> Option<String> {
         .map(|f| format!("the host's facts say: {} [{}]", f.text, f.code))
 }
 
+/// The resources a DRA driver serves instead of a device plugin, by the DeviceClasses the
+/// graph deploys: no node advertises them, and their claims are tested instead.
+pub fn dra_served<'a>(device_classes: impl IntoIterator<Item = &'a str>) -> Vec<&'static str> {
+    let mut out = Vec::new();
+    for class in device_classes {
+        match class {
+            "gpu.intel.com" => out.extend(["gpu.intel.com/i915", "gpu.intel.com/xe", "gpu.intel.com/monitoring"]),
+            "gpu.nvidia.com" => out.push("nvidia.com/gpu"),
+            _ => {}
+        }
+    }
+    out
+}
+
 /// The counts' verdicts: a node that advertises fewer devices than the facts hold, and a
-/// resource the facts say the host has that no node advertises.
-pub fn count_problems(facts: &Facts, counts: &[Count], hints: &Hints) -> Vec<Problem> {
+/// resource the facts say the host has that no node advertises (unless a DRA driver, `dra`,
+/// serves it).
+pub fn count_problems(facts: &Facts, counts: &[Count], dra: &[&str], hints: &Hints) -> Vec<Problem> {
     let mut out = Vec::new();
     for c in counts {
         if let Some(want) = c.facts
@@ -587,7 +602,7 @@ pub fn count_problems(facts: &Facts, counts: &[Count], hints: &Hints) -> Vec<Pro
     }
     for d in &facts.detected {
         for r in &d.resources {
-            if kind_of(r).is_none() || counts.iter().any(|c| &c.resource == r) {
+            if kind_of(r).is_none() || counts.iter().any(|c| &c.resource == r) || dra.contains(&r.as_str()) {
                 continue;
             }
             out.push(Problem {

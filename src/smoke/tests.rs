@@ -205,14 +205,18 @@ fn the_nvidia_verdicts_name_the_reference_failure_modes() {
 fn counts_fail_when_a_node_advertises_less_than_the_facts_or_nothing() {
     let f = facts("arc-b580-x2");
     let (_, counts) = plan(&f, &node(&[("gpu.intel.com/xe", "1")]), &images());
-    let problems = count_problems(&f, &counts, &hints());
+    let problems = count_problems(&f, &counts, &[], &hints());
     assert_eq!(problems.len(), 1, "{problems:?}");
     assert!(problems[0].text.contains("advertises 1 gpu.intel.com/xe, the host's facts hold 2"), "{problems:?}");
-    let problems = count_problems(&f, &[], &hints());
+    let problems = count_problems(&f, &[], &[], &hints());
     assert!(
         problems.iter().any(|p| p.resource == "gpu.intel.com/xe" && p.text.contains("no node advertises")),
         "{problems:?}"
     );
+    // Served by the DRA driver: nothing is advertised, and that is no problem.
+    let dra = dra_served(["gpu.intel.com"]);
+    assert!(count_problems(&f, &[], &dra, &hints()).iter().all(|p| p.resource != "gpu.intel.com/xe"));
+    assert_eq!(dra_served(["gpu.nvidia.com", "example.com"]), ["nvidia.com/gpu"]);
 }
 
 #[test]
