@@ -63,6 +63,17 @@ fn toolkit_version(version: &str) -> Option<(u32, u32)> {
     Some((parts.next()?.parse().ok()?, parts.next()?.parse().ok()?))
 }
 
+/// Why the node image's toolkit (`pinned`, its package version) is too old for the driver;
+/// `None` when it is new enough.
+fn toolkit_refusal(pinned: &str) -> Option<String> {
+    toolkit_version(pinned).is_none_or(|v| v < MIN_TOOLKIT).then(|| {
+        format!(
+            "the node image's NVIDIA Container Toolkit is {pinned}, and the NVIDIA DRA driver needs {}.{} or later",
+            MIN_TOOLKIT.0, MIN_TOOLKIT.1
+        )
+    })
+}
+
 /// Whether NVIDIA GPUs go to the DRA driver in this compile.
 pub fn wanted(cx: &Context) -> bool {
     cx.nvidia_mode() == GpuMode::Dra && cx.is_active(Vendor::Nvidia)
@@ -105,17 +116,8 @@ pub fn check(cx: &mut Context) {
         ),
     }
     if cx.config.cluster.provider == crate::config::Provider::K3d {
-        let pinned = crate::node_image::NVIDIA_CONTAINER_TOOLKIT_VERSION;
-        if toolkit_version(pinned).is_none_or(|v| v < MIN_TOOLKIT) {
-            cx.error(CompileError::new(
-                "nvidia-dra-toolkit-too-old",
-                key,
-                format!(
-                    "the node image's NVIDIA Container Toolkit is {pinned}, and the NVIDIA DRA driver needs {}.{} or later",
-                    MIN_TOOLKIT.0, MIN_TOOLKIT.1
-                ),
-                Some(plugin_path(cx)),
-            ));
+        if let Some(why) = toolkit_refusal(crate::node_image::NVIDIA_CONTAINER_TOOLKIT_VERSION) {
+            cx.error(CompileError::new("nvidia-dra-toolkit-too-old", key, why, Some(plugin_path(cx))));
         }
     } else {
         cx.warn(
@@ -191,5 +193,13 @@ mod tests {
         assert_eq!(driver_branch("bogus"), None);
         assert_eq!(toolkit_version("1.20.0-1"), Some((1, 20)));
         assert_eq!(toolkit_version("1.17.8-1"), Some((1, 17)));
+    }
+
+    #[test]
+    fn a_node_image_toolkit_before_1_18_is_refused() {
+        assert!(toolkit_refusal("1.17.8-1").unwrap().contains("1.17.8-1, and the NVIDIA DRA driver needs 1.18"));
+        assert!(toolkit_refusal("not-a-version").is_some(), "an unreadable pin is not taken as new enough");
+        assert_eq!(toolkit_refusal("1.18.0-1"), None);
+        assert_eq!(toolkit_refusal(crate::node_image::NVIDIA_CONTAINER_TOOLKIT_VERSION), None, "the pinned one");
     }
 }
