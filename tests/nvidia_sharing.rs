@@ -166,10 +166,25 @@ fn mps_is_refused_where_upstream_cannot_run_it() {
     assert_eq!(e.iter().map(|e| e.code).collect::<Vec<_>>(), ["nvidia-mps-replicas"]);
     assert!(e[0].message.contains("at most 48"), "{}", e[0].message);
     assert!(build(&shared(49), "rtx2000ada-x2").is_ok(), "time-slicing has no such limit");
-    // Past 16, GPUs before Turing refuse: said, not refused (the GPU's compute capability is
-    // not in the facts).
-    let g = graph(&mps(17), "rtx2000ada-x2");
-    assert!(g.warnings.iter().any(|w| w.code == "nvidia-mps-replicas-pre-turing"), "{:?}", g.warnings);
+    // Past 16, GPUs before Turing refuse: said, not refused, and only where a GPU is not known
+    // to be Turing or newer (the compute capability is not in the facts; the board is).
+    let pre_turing = |facts: &k3d_gpu::facts::Facts| {
+        let config = load_str("k3dgpu.toml", &mps(17)).unwrap();
+        let g = compile(&config, facts, &Catalog::embedded().unwrap()).unwrap();
+        g.warnings.iter().find(|w| w.code == "nvidia-mps-replicas-pre-turing").map(|w| w.text.clone())
+    };
+    assert_eq!(pre_turing(&facts_of("rtx2000ada-x2")), None, "Ada takes 48");
+    let boards = |id: u32| {
+        let mut facts = facts_of("rtx2000ada-x2");
+        facts.host.nvidia.gpus.iter_mut().for_each(|g| g.device_id = Some(id));
+        facts
+    };
+    let volta = pre_turing(&boards(0x1db1)).expect("a V100 takes 16");
+    assert!(
+        volta.contains("Not known to be Turing or newer: NVIDIA RTX 2000 Ada Generation (0000:01:00.0)"),
+        "{volta}"
+    );
+    assert!(pre_turing(&boards(0x1fff)).is_some(), "a board k3d-gpu does not know may be older");
 }
 
 #[test]

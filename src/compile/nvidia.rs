@@ -52,6 +52,14 @@ pub const MPS_ROOT: &str = "/run/nvidia/mps";
 pub const MPS_MAX_CLIENTS: u32 = 48;
 pub const MPS_MAX_CLIENTS_BEFORE_TURING: u32 = 16;
 
+/// Whether a board is Turing (compute capability 7.5) or newer, by its pci.ids name: the
+/// board table (`hwdb`) starts at Volta (7.0), whose boards are the V100s, TITAN V and Quadro
+/// GV100; every other board in it is Turing or newer. A board not in the table may be older.
+pub fn turing_or_newer(device_id: Option<u32>) -> bool {
+    let volta = |name: &str| name.contains("V100") || name == "TITAN V" || name == "Quadro GV100";
+    device_id.and_then(crate::hwdb::nvidia_board).is_some_and(|(name, _)| !volta(name))
+}
+
 impl NvidiaPlan {
     /// `sha256:` of the config file.
     pub fn digest(&self) -> Option<String> {
@@ -122,13 +130,23 @@ pub fn plan(cx: &mut Context) -> NvidiaPlan {
             Some(format!("set replicas to at most {MPS_MAX_CLIENTS}, or use strategy = \"time-slicing\"")),
         ));
     }
-    if mps && ok && sharing.replicas > MPS_MAX_CLIENTS_BEFORE_TURING {
+    let maybe_pre_turing: Vec<String> = cx
+        .facts
+        .host
+        .nvidia
+        .gpus
+        .iter()
+        .filter(|g| !turing_or_newer(g.device_id))
+        .map(|g| format!("{} ({})", g.model.as_deref().unwrap_or("unknown board"), g.pci_address))
+        .collect();
+    if mps && ok && sharing.replicas > MPS_MAX_CLIENTS_BEFORE_TURING && !maybe_pre_turing.is_empty() {
         cx.warn(
             "nvidia-mps-replicas-pre-turing",
             Some("sharing.nvidia.replicas"),
             format!(
-                "replicas = {} with MPS: a GPU before compute capability 7.5 (Turing) takes at most {MPS_MAX_CLIENTS_BEFORE_TURING} MPS clients, and the control daemon exits on more; newer GPUs take {MPS_MAX_CLIENTS}",
-                sharing.replicas
+                "replicas = {} with MPS: a GPU before compute capability 7.5 (Turing) takes at most {MPS_MAX_CLIENTS_BEFORE_TURING} MPS clients, and the control daemon exits on more; newer GPUs take {MPS_MAX_CLIENTS}. Not known to be Turing or newer: {}",
+                sharing.replicas,
+                crate::escape::one_line(&maybe_pre_turing.join(", "))
             ),
         );
     }
