@@ -18,6 +18,58 @@ struct Row {
     state: Source,
     /// What the manifests carry.
     reference: String,
+    /// Where it is used: the same three places `plan` and `render` count by.
+    #[serde(rename = "use")]
+    used_in: Role,
+}
+
+/// Where an image is used.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+enum Role {
+    /// A Kubernetes object of the graph runs it.
+    Workload,
+    /// The node image is built from it.
+    NodeImage,
+    /// Only `k3d-gpu test`'s pods run it.
+    TestPod,
+}
+
+impl Role {
+    fn word(self) -> &'static str {
+        match self {
+            Role::Workload => "workload",
+            Role::NodeImage => "node image",
+            Role::TestPod => "test pod",
+        }
+    }
+}
+
+/// Where each image of `images` is used: a test pod's when only `test` runs it, a workload's
+/// when an object of the graph names it, else a base of the node image.
+fn roles(
+    graph: &crate::compile::DesiredGraph,
+    images: &BTreeMap<String, crate::images::Use>,
+    test_pods: &[&str],
+) -> BTreeMap<String, Role> {
+    let objects: Vec<String> = graph
+        .resources()
+        .filter(|r| r.kind == crate::compile::ResourceKind::Object)
+        .map(|r| r.spec.to_string())
+        .collect();
+    images
+        .iter()
+        .map(|(name, u)| {
+            let role = if !graph.images.contains_key(name) && test_pods.contains(&name.as_str()) {
+                Role::TestPod
+            } else if objects.iter().any(|o| o.contains(&format!("\"{}\"", u.reference))) {
+                Role::Workload
+            } else {
+                Role::NodeImage
+            };
+            (name.clone(), role)
+        })
+        .collect()
 }
 
 /// `images --json`: every image the config deploys, with its lock state.
@@ -73,7 +125,8 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
     // `k3d-gpu test`'s pods too: not in the graph (no plan deploys them), pinned through the
     // same locks.
     let mut images = compiled.graph.images.clone();
-    for name in crate::smoke::images_for(&compiled.facts) {
+    let test_pods = crate::smoke::images_for(&compiled.facts);
+    for name in test_pods.iter().copied() {
         if let Ok(image) = ImageRef::parse(name) {
             images.entry(name.to_string()).or_insert_with(|| compiled.catalog.images.resolve(&image));
         }
@@ -82,7 +135,7 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
     let user = compiled.catalog.images.user.as_ref();
     let lock_path = super::inputs::lock_path(&inputs);
     match &args.command {
-        None => list(global, images),
+        None => list(global, images, &roles(&compiled.graph, images, &test_pods)),
         Some(ImagesCommand::Check(_)) => {
             let found = check(images, user);
             if global.json {
@@ -106,13 +159,14 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
     }
 }
 
-fn list(global: &Global, images: &BTreeMap<String, crate::images::Use>) -> Result<u8> {
+fn list(global: &Global, images: &BTreeMap<String, crate::images::Use>, roles: &BTreeMap<String, Role>) -> Result<u8> {
     let rows: Vec<Row> = images
         .iter()
         .map(|(name, u)| Row {
             image: ImageRef::parse(name).map(|i| i.tagged()).unwrap_or_else(|_| name.clone()),
             state: u.source,
             reference: u.reference.clone(),
+            used_in: roles.get(name).copied().unwrap_or(Role::Workload),
         })
         .collect();
     if global.json {
@@ -125,13 +179,24 @@ fn list(global: &Global, images: &BTreeMap<String, crate::images::Use>) -> Resul
         return Ok(EXIT_OK);
     }
     let width = crate::table::column_width(rows.iter().map(|r| r.image.as_str()), 5);
-    let mut out = format!("{}  {:<21}  DIGEST\n", crate::table::pad("IMAGE", width), "STATE");
+    let mut out = format!("{}  {:<10}  {:<21}  DIGEST\n", crate::table::pad("IMAGE", width), "USE", "STATE");
     for r in &rows {
         let digest = r.reference.split_once('@').map_or("-", |(_, d)| d);
-        out.push_str(&format!("{}  {:<21}  {digest}\n", crate::table::pad(&r.image, width), r.state.word()));
+        out.push_str(&format!(
+            "{}  {:<10}  {:<21}  {digest}\n",
+            crate::table::pad(&r.image, width),
+            r.used_in.word(),
+            r.state.word()
+        ));
     }
+    let unlocked = |role: Role| rows.iter().filter(|r| r.state == Source::Unlocked && r.used_in == role).count();
     if rows.iter().any(|r| r.state == Source::Unlocked) {
-        out.push_str("\nunlocked images are deployed by tag; `k3d-gpu images lock` pins them\n");
+        let count = crate::compile::warnings::unlocked_count(
+            unlocked(Role::Workload),
+            unlocked(Role::NodeImage),
+            unlocked(Role::TestPod),
+        );
+        out.push_str(&format!("\n{count}; `k3d-gpu images lock` pins them\n"));
     }
     // Image names come from manifests: escaped like every table.
     super::print_bytes(crate::escape::for_terminal(&out).as_bytes());

@@ -269,7 +269,11 @@ fn one_config(global: &Global, config: &str, lines: &[Line], cache: &mut HostCac
         };
         match host_facts(global, cache, host) {
             Ok(facts) => {
-                let (row, reports) = super::validate::against(&inputs, &catalog, host, &facts);
+                // A fixture host's tree, where `[cluster] volumes` sources are checked as `plan`
+                // checks them; a facts file has none, and the row says so.
+                let path = Path::new(host);
+                let root = (!path.is_file()).then(|| super::open_root(path).ok()).flatten();
+                let (row, reports) = super::validate::against(&inputs, &catalog, host, &facts, root.as_ref());
                 result.push(line.number, row);
                 result.diagnostics.extend(reports.map(|r| (host.clone(), r)));
             }

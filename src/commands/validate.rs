@@ -10,6 +10,7 @@ use crate::cli::Global;
 use crate::compile::{self, Warning};
 use crate::error::{EXIT_FAILED, EXIT_OK, Result};
 use crate::facts::Facts;
+use crate::host::HostRoot;
 
 #[derive(Serialize)]
 pub(crate) struct HostResult {
@@ -93,52 +94,87 @@ pub(crate) fn check(global: &Global) -> Result<Validation> {
         return fleet(global, inputs, &catalog);
     }
     let filter = global.vendor_filter()?;
-    let mut hosts: Vec<(String, Facts)> = Vec::new();
+    // Each host's facts, and its file tree where there is one (a saved facts document has none).
+    let mut hosts: Vec<(String, Facts, Option<HostRoot>)> = Vec::new();
     for root in &global.root {
         let host = super::open_root(root)?;
-        hosts.push((root.display().to_string(), super::detect_facts(&host, &filter)?));
+        hosts.push((root.display().to_string(), super::detect_facts(&host, &filter)?, Some(host)));
     }
     for file in &global.facts {
-        hosts.push((file.display().to_string(), super::facts_from_file(file, &filter, global.vendors.is_some())?));
+        let facts = super::facts_from_file(file, &filter, global.vendors.is_some())?;
+        hosts.push((file.display().to_string(), facts, None));
     }
     if hosts.is_empty() {
         let host = super::open_root(std::path::Path::new("/"))?;
-        hosts.push(("/ (this machine)".into(), super::detect_facts(&host, &filter)?));
+        hosts.push(("/ (this machine)".into(), super::detect_facts(&host, &filter)?, Some(host)));
     }
 
     let mut results = Vec::new();
     let mut diagnostics = Vec::new();
-    for (name, facts) in &hosts {
-        let (result, reports) = against(&inputs, &catalog, name, facts);
+    for (name, facts, root) in &hosts {
+        let (result, reports) = against(&inputs, &catalog, name, facts, root.as_ref());
         results.push(result);
         diagnostics.extend(reports.map(|r| (name.clone(), r)));
     }
     Ok(Validation { config: inputs.name, hosts: results, diagnostics })
 }
 
+/// The code of the warning that says `[cluster] volumes` could not be checked on this host.
+pub const VOLUMES_UNCHECKED: &str = "volume-sources-unchecked";
+
 /// The config compiled for one host: its row, and its diagnostics when it fails. Shared with
-/// `validate --machines`.
+/// `validate --machines`. `root` is the host's file tree: with it, `[cluster] volumes` sources
+/// are checked as `plan` and `images` check them; without it (a saved facts document, which
+/// records no host directories) the row says they were left to the machine.
 pub(crate) fn against(
     inputs: &super::Inputs,
     catalog: &crate::catalog::Catalog,
     name: &str,
     facts: &Facts,
+    root: Option<&HostRoot>,
 ) -> (HostResult, Option<Vec<miette::Report>>) {
+    let volumes = inputs.config.cluster.volumes.len();
+    let (volume_texts, volume_reports) = match root {
+        Some(host) if volumes > 0 => {
+            let reports = super::inputs::volume_source_errors(inputs, host);
+            (reports.iter().map(|r| r.to_string()).collect::<Vec<String>>(), reports)
+        }
+        _ => (Vec::new(), Vec::new()),
+    };
+    let unchecked = (root.is_none() && volumes > 0).then(|| Warning {
+        code: VOLUMES_UNCHECKED.into(),
+        text: format!(
+            "[cluster] volumes: {volumes} source(s) not checked here: a facts document records no host directories; `k3d-gpu plan` on the machine checks that each exists"
+        ),
+        key: Some("cluster.volumes".into()),
+    });
     match compile::compile(&inputs.config, facts, catalog) {
-        Ok(graph) => (
+        Ok(graph) if volume_reports.is_empty() => (
             HostResult {
                 host: name.to_string(),
                 ok: true,
                 active: active(facts, &inputs.config),
                 resources: graph.index.len(),
                 errors: Vec::new(),
-                warnings: graph.warnings.clone(),
+                warnings: graph.warnings.iter().cloned().chain(unchecked).collect(),
             },
             None,
         ),
+        Ok(_) => (
+            HostResult {
+                host: name.to_string(),
+                ok: false,
+                active: active(facts, &inputs.config),
+                resources: 0,
+                errors: volume_texts,
+                warnings: Vec::new(),
+            },
+            Some(volume_reports),
+        ),
         Err(errors) => {
-            let texts = errors.iter().map(|e| format!("{} [{}]", e.message, e.code)).collect();
-            let reports = compile_diagnostics(inputs, errors);
+            let texts =
+                volume_texts.into_iter().chain(errors.iter().map(|e| format!("{} [{}]", e.message, e.code))).collect();
+            let reports = volume_reports.into_iter().chain(compile_diagnostics(inputs, errors)).collect();
             (
                 HostResult {
                     host: name.to_string(),

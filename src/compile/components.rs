@@ -359,13 +359,14 @@ impl<'a> Providers<'a> {
 /// An image deployed by tag is a warning, or an error under `[policy] images = "pinned"`:
 /// a tag can be re-pushed, so what runs would change without the plan changing.
 pub(super) fn unlocked_images(cx: &mut Context) {
-    let unlocked: Vec<String> = cx
+    let bases: Vec<&String> = cx.node_image.as_ref().map(|n| n.bases.keys().collect()).unwrap_or_default();
+    let unlocked: Vec<(String, bool)> = cx
         .images
-        .values()
-        .filter(|u| u.source == crate::images::Source::Unlocked)
-        .map(|u| u.reference.clone())
+        .iter()
+        .filter(|(_, u)| u.source == crate::images::Source::Unlocked)
+        .map(|(name, u)| (u.reference.clone(), bases.contains(&name)))
         .collect();
-    for image in unlocked {
+    for (image, base) in unlocked {
         if cx.config.policy.images == crate::config::ImagePolicy::Pinned {
             cx.error(CompileError::new(
                 "image-unlocked",
@@ -374,7 +375,9 @@ pub(super) fn unlocked_images(cx: &mut Context) {
                 Some("run `k3d-gpu images lock` to pin it in images.lock beside the config".to_string()),
             ));
         } else {
-            cx.warn(super::warnings::UNLOCKED, Some("policy.images"), super::warnings::unlocked_text(&image));
+            let text =
+                if base { super::warnings::unlocked_base_text(&image) } else { super::warnings::unlocked_text(&image) };
+            cx.warn(super::warnings::UNLOCKED, Some("policy.images"), text);
         }
     }
 }

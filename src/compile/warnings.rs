@@ -12,6 +12,38 @@ pub fn unlocked_text(image: &str) -> String {
     format!("image {image} is deployed by tag (no digest in images.lock); `k3d-gpu images lock` pins it")
 }
 
+/// What marks the warning of an image the node image is built from, not one the cluster runs.
+const BASE_MARK: &str = " (a base of the node image)";
+
+/// The text of an `image-unlocked` warning about a base of the node image.
+pub fn unlocked_base_text(image: &str) -> String {
+    format!("image {image}{BASE_MARK} is deployed by tag (no digest in images.lock); `k3d-gpu images lock` pins it")
+}
+
+/// Whether an `image-unlocked` warning is about a base of the node image.
+pub fn is_base(w: &Warning) -> bool {
+    unlocked_image(w).is_some() && w.text.contains(BASE_MARK)
+}
+
+/// How many images are deployed by tag, said the same way by every command that counts them:
+/// the total, then where they are used (`plan`, `render` and `images` count different sets,
+/// and each says which).
+pub fn unlocked_count(workloads: usize, bases: usize, test_pods: usize) -> String {
+    let mut parts = Vec::new();
+    if workloads > 0 {
+        parts.push(format!("{workloads} in the cluster's workloads"));
+    }
+    if bases > 0 {
+        parts.push(format!("{bases} the node image is built from"));
+    }
+    if test_pods > 0 {
+        parts.push(format!("{test_pods} in `k3d-gpu test`'s pods"));
+    }
+    let total = workloads + bases + test_pods;
+    let noun = if total == 1 { "image is" } else { "images are" };
+    format!("{total} {noun} deployed by tag (no digest in images.lock): {}", parts.join(", "))
+}
+
 /// The image an `image-unlocked` warning is about.
 pub fn unlocked_image(w: &Warning) -> Option<&str> {
     if w.code != UNLOCKED {
@@ -25,12 +57,14 @@ pub fn unlocked_image(w: &Warning) -> Option<&str> {
 pub fn summarised<'a>(warnings: impl IntoIterator<Item = &'a Warning>) -> Vec<Warning> {
     let mut out: Vec<Warning> = Vec::new();
     let mut images: Vec<&str> = Vec::new();
+    let mut bases = 0;
     let mut images_at = None;
     for w in warnings {
         if let Some(image) = unlocked_image(w) {
             images_at.get_or_insert(out.len());
             if !images.contains(&image) {
                 images.push(image);
+                bases += usize::from(is_base(w));
             }
             if images.len() > 1 {
                 continue;
@@ -46,8 +80,8 @@ pub fn summarised<'a>(warnings: impl IntoIterator<Item = &'a Warning>) -> Vec<Wa
         out[at] = Warning {
             code: UNLOCKED.into(),
             text: format!(
-                "{} images are deployed by tag (no digest in images.lock): `k3d-gpu images` lists them, `k3d-gpu images lock` pins them",
-                images.len()
+                "{}; `k3d-gpu images` lists them, `k3d-gpu images lock` pins them",
+                unlocked_count(images.len() - bases, bases, 0)
             ),
             key: out[at].key.clone(),
         };
@@ -73,6 +107,21 @@ mod tests {
         assert_eq!(out[0], other);
         assert_eq!(out[1].code, UNLOCKED);
         assert!(out[1].text.starts_with("2 images are deployed by tag"), "{}", out[1].text);
+        assert!(out[1].text.contains(": 2 in the cluster's workloads;"), "{}", out[1].text);
+        // A base of the node image is counted as one.
+        let base = w(UNLOCKED, &unlocked_base_text("ubuntu:26.04"));
+        assert_eq!(unlocked_image(&base), Some("ubuntu:26.04"));
+        assert!(is_base(&base) && !is_base(&a));
+        let out = summarised([&a, &base, &b]);
+        assert!(
+            out[0].text.starts_with("3 images are deployed by tag (no digest in images.lock): 2 in the cluster's workloads, 1 the node image is built from;"),
+            "{}",
+            out[0].text
+        );
+        assert_eq!(
+            unlocked_count(4, 2, 1),
+            "7 images are deployed by tag (no digest in images.lock): 4 in the cluster's workloads, 2 the node image is built from, 1 in `k3d-gpu test`'s pods"
+        );
         assert!(out[1].text.contains("`k3d-gpu images` lists them"), "{}", out[1].text);
         // One image: its own warning, as it was.
         assert_eq!(summarised([&a, &a]), vec![a.clone()]);
