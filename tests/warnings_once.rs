@@ -23,7 +23,9 @@ fn stderr(out: &std::process::Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
-const ONE_LINE: &str = "images are deployed by tag (no digest in images.lock): `k3d-gpu images` lists them";
+const ONE_LINE: &str = "images are deployed by tag (no digest in images.lock): ";
+/// What follows the count's parts.
+const LISTS: &str = "; `k3d-gpu images` lists them";
 
 #[test]
 fn the_fleet_example_says_its_warnings_once_not_per_node() {
@@ -31,7 +33,7 @@ fn the_fleet_example_says_its_warnings_once_not_per_node() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = stdout(&out);
     assert_eq!(text.matches(ONE_LINE).count(), 1, "{text}");
-    assert!(text.contains(&format!("(every host)  warn    5 {ONE_LINE}")), "{text}");
+    assert!(text.contains(&format!("(every host)  warn    5 {ONE_LINE}5 in the cluster's workloads{LISTS}")), "{text}");
     assert!(!text.contains("is deployed by tag"), "no image on its own: {text}");
     // JSON keeps every warning on every host.
     let out = run(&["validate", "--json", "-c", "examples/homelab-fleet.toml"]);
@@ -54,7 +56,12 @@ fn plan_and_graph_summarise_unlocked_images_and_json_keeps_them() {
     let out = run(&plan);
     let text = stdout(&out);
     assert_eq!(text.matches("warning:").count(), 1, "{text}");
-    assert!(text.contains(&format!("warning: 4 {ONE_LINE}")), "{text}");
+    assert!(
+        text.contains(&format!(
+            "warning: 4 {ONE_LINE}2 in the cluster's workloads, 2 the node image is built from{LISTS}"
+        )),
+        "{text}"
+    );
     plan.push("--json");
     let doc: serde_json::Value = serde_json::from_slice(&run(&plan).stdout).unwrap();
     let unlocked = doc["warnings"].as_array().unwrap().iter().filter(|w| w["code"] == "image-unlocked").count();
@@ -78,7 +85,7 @@ fn render_does_not_warn_about_the_node_images_bases() {
     let err = stderr(&out);
     // The shipped Dockerfile's base (ubuntu) is in the plan, which builds it, not in render.
     assert!(!err.contains("ubuntu"), "{err}");
-    assert!(err.contains(&format!("warning: 2 {ONE_LINE}")), "{err}");
+    assert!(err.contains(&format!("warning: 2 {ONE_LINE}2 in the cluster's workloads{LISTS}")), "{err}");
     let planned = stdout(&run(&["plan", "--offline", "--json", "-c", config, "--root", &root]));
     assert!(planned.contains("image ubuntu:"), "the plan still has it: {planned}");
 }
