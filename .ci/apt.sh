@@ -8,16 +8,18 @@
 # Usage: .ci/apt.sh   (root, or a user with passwordless sudo)
 set -euo pipefail
 
-# command:package — the command that tells whether the package is there.
+# command:package — the command (or, when absolute, the file) that tells whether the package
+# is there. bash-completion: tests/install_lines.rs loads the README's bash completion line
+# through it, as a user's interactive bash does.
 wanted=(
     dockerd:docker.io /bin/busybox:busybox-static docker-registry:docker-registry
-    zsh:zsh fish:fish chromium:chromium
+    zsh:zsh fish:fish /usr/share/bash-completion/bash_completion:bash-completion chromium:chromium
     lintian:lintian rpm:rpm man:man-db ruby:ruby nix-instantiate:nix-bin shellcheck:shellcheck
 )
 missing=()
 for entry in "${wanted[@]}"; do
     probe=${entry%%:*}
-    if [ "${probe#/}" != "$probe" ]; then [ -x "$probe" ] && continue; else command -v "$probe" >/dev/null && continue; fi
+    if [ "${probe#/}" != "$probe" ]; then [ -e "$probe" ] && continue; else command -v "$probe" >/dev/null && continue; fi
     missing+=("${entry#*:}")
 done
 if [ ${#missing[@]} -eq 0 ]; then

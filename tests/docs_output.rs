@@ -7,11 +7,18 @@
 //!
 //! is compared with what the real binary prints for that command (stdout; `2>&1` adds
 //! stderr after it). The block's first line, `$ k3d-gpu …`, is the command as the reader
-//! types it and is kept as written; the rest is the output. `| head N` keeps the first N
-//! lines, `tail M` the last M, with a `…` line between when lines were left out. A block
-//! after `<!-- file: NAME -->` is written to NAME first, so a later command reads it (the
-//! README's `k3dgpu.toml`). Commands run in a scratch directory in which `tests/` and
-//! `examples/` are links to the repository's, with no K3D_GPU_* variable set.
+//! types it and is kept as written; the rest is the output. The marker's command must be
+//! that line, plus only the options that point it at a fixture instead of this machine
+//! (`--root DIR`, `--observed FILE`, which the text before the block names). `| head N`
+//! keeps the first N lines, `tail M` the last M, with a `…` line between when lines were
+//! left out. A block after `<!-- file: NAME -->` is written to NAME first, so a later
+//! command reads it (the README's `k3dgpu.toml`).
+//!
+//! Commands run as a reader runs them after the README's set-up: in bash, in a scratch
+//! checkout (`tests/` and `examples/` link to the repository's, `target/debug/k3d-gpu` to
+//! the binary under test, which stands for the set-up's build), after the set-up's lines
+//! that are not cargo commands (the one that puts `target/debug` on PATH). So `k3d-gpu` is
+//! found through PATH, or not at all, as for the reader. No K3D_GPU_* variable is set.
 //!
 //! Regenerate every block with `UPDATE_GOLDEN=1 cargo test --test docs_output` and review
 //! the diff.
@@ -27,7 +34,8 @@ use support::repo;
 const DOCS: [&str; 4] = ["README.md", "docs/config.md", "examples/README.md", "docs/host-setup.md"];
 
 struct Marker {
-    args: Vec<String>,
+    /// The command's words, `k3d-gpu` first.
+    words: Vec<String>,
     head: Option<usize>,
     tail: Option<usize>,
     stderr: bool,
@@ -45,12 +53,63 @@ fn parse_marker(text: &str) -> Marker {
     let number = |key: &str| {
         filter.iter().position(|w| *w == key).map(|i| filter[i + 1].parse::<usize>().expect("a line count"))
     };
-    Marker { args: words[1..].to_vec(), head: number("head"), tail: number("tail"), stderr }
+    Marker { words, head: number("head"), tail: number("tail"), stderr }
+}
+
+/// Whether `shown` (a block's `$ …` line) is the command `run` less the fixture options the
+/// text names: `--root DIR` and `--observed FILE` where the shown line has none.
+fn shown_as_run(shown: &str, run: &[String]) -> bool {
+    let shown: Vec<&str> = shown.split_whitespace().collect();
+    let mut kept = Vec::new();
+    let mut i = 0;
+    while i < run.len() {
+        if matches!(run[i].as_str(), "--root" | "--observed") && !shown.contains(&run[i].as_str()) {
+            i += 2;
+            continue;
+        }
+        kept.push(run[i].as_str());
+        i += 1;
+    }
+    kept == shown
+}
+
+/// The README's set-up lines that are not cargo commands, in order: what a reader types
+/// after the build so that the later `k3d-gpu …` lines find the binary.
+fn setup_lines() -> Vec<String> {
+    let text = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let section = text.split("\n## Set up on a fresh machine\n").nth(1).expect("the README's set-up section");
+    let section = section.split("\n## ").next().unwrap();
+    section
+        .lines()
+        .filter_map(|l| l.strip_prefix("    "))
+        .map(str::trim)
+        .filter(|l| !l.is_empty() && !l.starts_with("cargo "))
+        .map(String::from)
+        .collect()
+}
+
+/// A scratch checkout after the set-up's build: `tests/` and `examples/` linked to the
+/// repository's, `target/debug/k3d-gpu` to the binary under test.
+fn scratch_checkout() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for link in ["tests", "examples"] {
+        std::os::unix::fs::symlink(repo().join(link), dir.path().join(link)).unwrap();
+    }
+    K3dGpu::link_binary(&dir.path().join("target/debug/k3d-gpu"));
+    dir
+}
+
+/// bash running `script` in `dir` after the README's set-up lines, HOME being `dir`.
+fn after_setup(script: &str, dir: &Path) -> std::process::Output {
+    let mut program = setup_lines().join("\n");
+    program.push('\n');
+    program.push_str(script);
+    K3dGpu::program("bash").arg("-c").arg(program).cwd(dir).env("HOME", dir).output()
 }
 
 /// What the command prints, cut as the marker says.
 fn run(marker: &Marker, dir: &Path) -> Vec<String> {
-    let out = K3dGpu::new().args(&marker.args).cwd(dir).env("HOME", dir).output();
+    let out = after_setup(&marker.words.join(" "), dir);
     let mut text = String::from_utf8(out.stdout).unwrap();
     if marker.stderr {
         text.push_str(&String::from_utf8(out.stderr).unwrap());
@@ -88,10 +147,7 @@ fn check(doc: &str) -> Vec<String> {
     let path = repo().join(doc);
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
-    let dir = tempfile::tempdir().unwrap();
-    for link in ["tests", "examples"] {
-        std::os::unix::fs::symlink(repo().join(link), dir.path().join(link)).unwrap();
-    }
+    let dir = scratch_checkout();
     let update = std::env::var_os("UPDATE_GOLDEN").is_some();
     let mut out: Vec<String> = Vec::new();
     let mut failures = Vec::new();
@@ -105,7 +161,7 @@ fn check(doc: &str) -> Vec<String> {
                 lines[start..end].iter().map(|l| format!("{}\n", l.strip_prefix("    ").unwrap_or(""))).collect();
             std::fs::write(dir.path().join(name), body).unwrap();
         }
-        let Some(marker) = line.strip_prefix("<!-- output: ").and_then(|r| r.strip_suffix(" -->")) else {
+        let Some(marker_text) = line.strip_prefix("<!-- output: ").and_then(|r| r.strip_suffix(" -->")) else {
             i += 1;
             continue;
         };
@@ -117,10 +173,20 @@ fn check(doc: &str) -> Vec<String> {
         );
         let shown: Vec<String> =
             lines[start + 1..end].iter().map(|l| l.strip_prefix("    ").unwrap_or("").trim_end().to_string()).collect();
-        let printed = run(&parse_marker(marker), dir.path());
+        let marker = parse_marker(marker_text);
+        let typed = lines[start].trim_start().strip_prefix("$ ").unwrap();
+        if !shown_as_run(typed, &marker.words) {
+            failures.push(format!(
+                "{doc}:{}: the block shows `{typed}` but its marker runs `{}`: they may differ only by --root \
+and --observed",
+                start + 1,
+                marker.words.join(" ")
+            ));
+        }
+        let printed = run(&marker, dir.path());
         if shown != printed {
             failures.push(format!(
-                "{doc}:{}: `{marker}` prints\n{}\nbut the doc shows\n{}",
+                "{doc}:{}: `{marker_text}` prints\n{}\nbut the doc shows\n{}",
                 start + 1,
                 printed.join("\n"),
                 shown.join("\n")
@@ -155,6 +221,41 @@ fn every_output_the_docs_show_is_what_the_command_prints() {
         "{}\n\nregenerate with `UPDATE_GOLDEN=1 cargo test --test docs_output`",
         failures.join("\n\n")
     );
+}
+
+/// After the README's two set-up commands (the build, which the binary under test stands
+/// for) and its other set-up lines, `k3d-gpu` as typed is the binary that build made: the
+/// README once left it off PATH, so Getting started's first command was "command not found".
+#[test]
+fn after_the_set_up_k3d_gpu_is_the_binary_it_built() {
+    let dir = scratch_checkout();
+    let out = after_setup("command -v k3d-gpu", dir.path());
+    let found = String::from_utf8(out.stdout).unwrap();
+    let built = dir.path().join("target/debug/k3d-gpu");
+    assert!(
+        !found.trim().is_empty()
+            && std::fs::canonicalize(found.trim()).ok() == Some(std::fs::canonicalize(&built).unwrap()),
+        "after the README's set-up lines {:?}, `k3d-gpu` is {:?}, not the build's {}",
+        setup_lines(),
+        found.trim(),
+        built.display()
+    );
+    // And Getting started's first command runs as typed there.
+    let out = after_setup("k3d-gpu detect --root tests/fixtures/hosts/lunar-lake-npu", dir.path());
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8(out.stdout).unwrap().contains("Intel(R) Core(TM) Ultra 7 258V"));
+}
+
+#[test]
+fn a_block_may_leave_out_only_the_fixture_options() {
+    let run = |s: &str| s.split_whitespace().map(String::from).collect::<Vec<_>>();
+    let plan = run("k3d-gpu plan --root tests/h --observed o.json --out plan.json");
+    assert!(shown_as_run("k3d-gpu plan --out plan.json", &plan));
+    assert!(shown_as_run("k3d-gpu plan --root tests/h --out plan.json", &plan));
+    assert!(!shown_as_run("k3d-gpu plan", &plan), "--out is not a fixture option");
+    assert!(!shown_as_run("k3d-gpu plan --offline --out plan.json", &plan));
+    assert!(!shown_as_run("cargo run -- plan --out plan.json", &plan));
+    assert!(!shown_as_run("k3d-gpu validate", &run("k3d-gpu plan --root tests/h")));
 }
 
 /// A `$ k3d-gpu …` transcript in a doc without a marker would be text nothing checks.

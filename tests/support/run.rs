@@ -143,6 +143,16 @@ impl K3dGpu {
         self.env("PATH", path)
     }
 
+    /// `link` made a symbolic link to the binary: a stand-in checkout's
+    /// `target/debug/k3d-gpu`, for a test that runs the README's set-up lines as typed.
+    #[cfg(unix)]
+    pub fn link_binary(link: &Path) {
+        if let Some(dir) = link.parent() {
+            std::fs::create_dir_all(dir).unwrap();
+        }
+        std::os::unix::fs::symlink(binary(), link).unwrap();
+    }
+
     /// `key` set to the binary's path, for a script told where it is.
     pub fn env_binary(self, key: &str) -> K3dGpu {
         self.env(key, binary())
