@@ -7,7 +7,7 @@ mod support;
 
 use std::path::Path;
 
-use support::{hosts_dir, k3d_gpu_in, repo};
+use support::{K3dGpu, hosts_dir, k3d_gpu_in, repo};
 
 fn text(out: &std::process::Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
@@ -139,4 +139,29 @@ fn show_of_a_live_plan_says_how_to_apply_it() {
     let stdout = String::from_utf8_lossy(&shown.stdout);
     assert!(!stdout.contains("made against nothing"), "{stdout}");
     assert!(stdout.ends_with("to apply it: k3d-gpu apply p.json\n"), "{stdout}");
+}
+
+/// `plan --out` says where it wrote the plan after the plan, as the README shows: with stdout
+/// and stderr in one file, as a terminal shows them, it is the last line, not the first.
+#[test]
+fn wrote_the_plan_comes_after_the_plan() {
+    let dir = workdir();
+    let log = dir.path().join("both.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let status = K3dGpu::new()
+        .cwd(dir.path())
+        .env("HOME", dir.path())
+        .args(["plan", "--offline", "-c", "lab.toml", "--root", "hosts/rtx", "--out", "p.json"])
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .command()
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let both = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = both.lines().collect();
+    let wrote = lines.iter().position(|l| l.starts_with("wrote the plan to p.json (sha256:")).expect("said");
+    let hash = lines.iter().position(|l| l.starts_with("plan hash: sha256:")).expect("the hash");
+    assert!(lines[0].starts_with("  + "), "the plan first: {both}");
+    assert_eq!((hash, wrote), (lines.len() - 2, lines.len() - 1), "{both}");
 }
