@@ -67,6 +67,13 @@ impl Command {
         self.words.extend(next.words);
         self
     }
+
+    /// `self && next` (for `cd DIR && k3d-gpu apply plan.json`).
+    pub fn and(mut self, next: Command) -> Command {
+        self.words.push("&&".into());
+        self.words.extend(next.words);
+        self
+    }
 }
 
 impl fmt::Display for Command {

@@ -449,3 +449,100 @@ fn a_driver_loaded_after_the_cluster_was_made_replaces_the_cluster_with_that_rea
     assert!(p.actions.iter().all(|a| a.id != "k3d/cluster/arc"), "no replace on a guess: {:?}", p.actions);
     assert!(p.warnings.iter().any(|w| w.code == "node-devices-unrecorded"), "{:?}", p.warnings);
 }
+
+/// The lines under `id`'s action in the plan's text (its reason, attributes, diff).
+fn block<'a>(text: &'a str, id: &str) -> Vec<&'a str> {
+    let mut lines = text.lines().skip_while(|l| !(l.ends_with(")") && l.split_whitespace().nth(1) == Some(id)));
+    assert!(lines.next().is_some(), "{id} in\n{text}");
+    lines.take_while(|l| l.starts_with("      ")).collect()
+}
+
+/// A create says what it creates (issue 39): the cluster's image, ports, volumes, registry
+/// mirrors, k3s arguments and model store; a DaemonSet's image and node selector; a
+/// ConfigMap's keys, a long value by its digest; a Secret's keys and never a value. Every
+/// value escaped to one line, and each resource bounded.
+#[test]
+fn a_create_shows_what_it_creates() {
+    let text = std::fs::read_to_string(repo().join("examples/nvidia-workstation.toml")).unwrap().replace(
+        "node_labels = { \"homelab.example/role\" = \"inference\" }\n",
+        "node_labels = { \"homelab.example/role\" = \"inference\" }\nports = [\"8080:80@loadbalancer\"]\n\
+         volumes = [\"/srv/data:/data\"]\n\n[cluster.registries]\nmirrors = { \"docker.io\" = [\"https://mirror.example\"] }\n",
+    );
+    let config = k3d_gpu::config::load_str("lab.toml", &text).unwrap();
+    let compiled = compile(&config, &facts_of("desktop-rpl-nvidia"), &Catalog::embedded().unwrap()).unwrap();
+    // A user's objects: a Secret, and a ConfigMap with a long body and a hostile key.
+    let mut resources: Vec<_> = compiled.resources().cloned().collect();
+    let object = |kind: &str, body: serde_json::Value| {
+        let mut spec = json!({"apiVersion": "v1", "kind": kind, "metadata": {"name": "app", "namespace": "default"}});
+        spec.as_object_mut().unwrap().extend(body.as_object().unwrap().clone());
+        k3d_gpu::compile::Resource {
+            id: format!("k8s/core/{kind}/default/app"),
+            kind: k3d_gpu::compile::ResourceKind::Object,
+            change: k3d_gpu::compile::Change::InPlace,
+            component: None,
+            spec,
+            depends_on: vec![compiled.resources().find(|r| r.id.starts_with("k3d/cluster/")).unwrap().id.clone()],
+        }
+    };
+    let body = "line one\nline two\n".repeat(50);
+    resources.push(object("Secret", json!({"type": "Opaque", "stringData": {"password": "hunter2-s3cret"}})));
+    resources.push(object(
+        "ConfigMap",
+        json!({"data": {"app.conf": body, "mode": "fast", "evil\u{1b}[2J\nPlan: 0 to create": "x"}}),
+    ));
+    let graph = DesiredGraph::build(resources, compiled.warnings.clone(), compiled.agent.clone()).unwrap();
+    let p = plan(&graph, &Observed::nothing(), inputs());
+    let text = render(&p);
+
+    let cluster = block(&text, "k3d/cluster/cuda");
+    for line in [
+        "      cluster cuda does not exist",
+        "        image: k3d-gpu-node:",
+        "        nodes: 1 server(s), 0 agent(s)",
+        "        gpus: all",
+        "        port: 127.0.0.1:8080 → 80/tcp @loadbalancer",
+        "        volume: /lib/modules → /k3d-gpu/host/lib/modules (ro)",
+        "        your volume: /srv/data → /data (ro)",
+        "        model store: $XDG_DATA_HOME/k3d-gpu/models/cuda",
+        "        registry mirror docker.io: https://mirror.example",
+        "        k3s args @server:*: --default-runtime=nvidia ",
+    ] {
+        assert!(cluster.iter().any(|l| l.starts_with(line)), "{line:?} in\n{}", cluster.join("\n"));
+    }
+    assert!(cluster.iter().any(|l| l.contains("--disable=traefik")), "{}", cluster.join("\n"));
+
+    let plugin = block(&text, "k8s/apps/DaemonSet/kube-system/nvidia-device-plugin-daemonset");
+    assert!(
+        plugin.contains(&"        node selector: k3d-gpu.io/accelerators=true, kubernetes.io/os=linux"),
+        "{}",
+        plugin.join("\n")
+    );
+    assert!(
+        plugin
+            .iter()
+            .any(|l| l.starts_with("        container nvidia-device-plugin-ctr: nvcr.io/nvidia/k8s-device-plugin:")),
+        "{}",
+        plugin.join("\n")
+    );
+
+    let secret = block(&text, "k8s/core/Secret/default/app");
+    assert_eq!(secret[1..], ["        type: Opaque", "        data password: (sensitive)"]);
+    let digest = k3d_gpu::canonical::sha256(b"hunter2-s3cret");
+    assert!(!text.contains("hunter2") && !text.contains(&digest[7..19]), "no value, nor its digest");
+
+    let map = block(&text, "k8s/core/ConfigMap/default/app");
+    let long = k3d_gpu::canonical::sha256(body.as_bytes());
+    assert!(
+        map.contains(&format!("        data app.conf: ({} bytes, {})", body.len(), &long[..19]).as_str()),
+        "{map:?}"
+    );
+    assert!(map.contains(&"        data mode: fast"), "{map:?}");
+    assert!(map.contains(&"        data evil\\x1b[2J\\x0aPlan: 0 to create: x"), "escaped, on its line: {map:?}");
+    assert!(!text.contains('\u{1b}'));
+
+    // Bounded: a reason, then at most `attributes::MAX_LINES` (30) lines.
+    for a in p.actions.iter().filter(|a| a.action == ActionKind::Create) {
+        let lines = block(&text, &a.id);
+        assert!(lines.len() <= 1 + 30, "{}: {}", a.id, lines.len());
+    }
+}

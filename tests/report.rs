@@ -54,3 +54,35 @@ fn without_a_directory_the_text_goes_to_stdout_and_the_plan_hash_matches_plan() 
     assert!(text.contains(&format!("plan {hash}")), "{hash}\n{text}");
     assert!(text.contains("cluster: not observed (--offline)"), "{text}");
 }
+
+/// The plan's warnings are part of what the report says of the plan: each one in report.json,
+/// the text and the page as `plan` prints them (three images deployed by tag, one line).
+#[test]
+fn the_report_carries_the_plans_warnings() {
+    let plan = K3dGpu::new()
+        .cwd(repo())
+        .args(["--config", "examples/arc-homelab-dra.toml", "--root", "tests/fixtures/hosts/arc-b580-xe-rpl-igpu"])
+        .args(["plan", "--offline", "--json"])
+        .output();
+    let plan: serde_json::Value = serde_json::from_slice(&plan.stdout).unwrap();
+    let warnings = plan["warnings"].as_array().unwrap();
+    assert!(warnings.len() > 1, "the example warns of its unlocked images: {warnings:?}");
+
+    let out = report(&["--json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(&json["plan"]["warnings"], &plan["warnings"], "every warning, as plan/v1 has them");
+
+    let text = String::from_utf8(report(&[]).stdout).unwrap();
+    let said = format!(
+        "  warning: {} images are deployed by tag (no digest in images.lock): `k3d-gpu images` lists them, `k3d-gpu images lock` pins them [image-unlocked]\n",
+        warnings.len()
+    );
+    assert!(text.contains(&said), "{text}");
+
+    let dir = tempfile::tempdir().unwrap();
+    let out = report(&[dir.path().join("r").to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let page = std::fs::read_to_string(dir.path().join("r/report.html")).unwrap();
+    assert!(page.contains("<strong>warning</strong>") && page.contains("[image-unlocked]"), "{page}");
+}

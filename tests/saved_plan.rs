@@ -7,7 +7,7 @@ mod support;
 
 use std::path::Path;
 
-use support::{hosts_dir, k3d_gpu_in, repo};
+use support::{K3dGpu, hosts_dir, k3d_gpu_in, repo};
 
 fn text(out: &std::process::Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
@@ -16,9 +16,25 @@ fn text(out: &std::process::Output) -> String {
 /// A working directory with a config and a fixture host inside it, as a repository holds them.
 fn workdir() -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(repo().join("examples/nvidia-workstation.toml"), dir.path().join("lab.toml")).unwrap();
-    support::copy_tree(&hosts_dir().join("desktop-rpl-nvidia"), &dir.path().join("hosts/rtx"));
+    fill(dir.path());
     dir
+}
+
+fn fill(dir: &Path) {
+    std::fs::create_dir_all(dir).unwrap();
+    std::fs::copy(repo().join("examples/nvidia-workstation.toml"), dir.join("lab.toml")).unwrap();
+    support::copy_tree(&hosts_dir().join("desktop-rpl-nvidia"), &dir.join("hosts/rtx"));
+}
+
+/// An observation of something (not offline): a plan against it can be applied.
+fn write_observation(path: &Path) {
+    let observed = serde_json::json!({
+        "schema": "k3d-gpu.observed/v1",
+        "cluster": null,
+        "kubernetes": null,
+        "node_image": { "reference": "k3d-gpu-node:other", "present": true, "build_inputs": null },
+    });
+    std::fs::write(path, observed.to_string()).unwrap();
 }
 
 fn plan_json(path: &Path) -> serde_json::Value {
@@ -123,13 +139,7 @@ fn show_reads_a_saved_plan_as_text_and_as_json() {
 fn show_of_a_live_plan_says_how_to_apply_it() {
     // A plan against a saved observation that is not "nothing": not offline.
     let dir = workdir();
-    let observed = serde_json::json!({
-        "schema": "k3d-gpu.observed/v1",
-        "cluster": null,
-        "kubernetes": null,
-        "node_image": { "reference": "k3d-gpu-node:other", "present": true, "build_inputs": null },
-    });
-    std::fs::write(dir.path().join("o.json"), observed.to_string()).unwrap();
+    write_observation(&dir.path().join("o.json"));
     let out = k3d_gpu_in(
         dir.path(),
         &["plan", "--observed", "o.json", "-c", "lab.toml", "--root", "hosts/rtx", "--out", "p.json"],
@@ -139,4 +149,62 @@ fn show_of_a_live_plan_says_how_to_apply_it() {
     let stdout = String::from_utf8_lossy(&shown.stdout);
     assert!(!stdout.contains("made against nothing"), "{stdout}");
     assert!(stdout.ends_with("to apply it: k3d-gpu apply p.json\n"), "{stdout}");
+}
+
+/// `plan --out` says where it wrote the plan after the plan, as the README shows: with stdout
+/// and stderr in one file, as a terminal shows them, it is the last line, not the first.
+#[test]
+fn wrote_the_plan_comes_after_the_plan() {
+    let dir = workdir();
+    let log = dir.path().join("both.log");
+    let file = std::fs::File::create(&log).unwrap();
+    let status = K3dGpu::new()
+        .cwd(dir.path())
+        .env("HOME", dir.path())
+        .args(["plan", "--offline", "-c", "lab.toml", "--root", "hosts/rtx", "--out", "p.json"])
+        .stdout(file.try_clone().unwrap())
+        .stderr(file)
+        .command()
+        .status()
+        .unwrap();
+    assert_eq!(status.code(), Some(0));
+    let both = std::fs::read_to_string(&log).unwrap();
+    let lines: Vec<&str> = both.lines().collect();
+    let wrote = lines.iter().position(|l| l.starts_with("wrote the plan to p.json (sha256:")).expect("said");
+    let hash = lines.iter().position(|l| l.starts_with("plan hash: sha256:")).expect("the hash");
+    assert!(lines[0].starts_with("  + "), "the plan first: {both}");
+    assert_eq!((hash, wrote), (lines.len() - 2, lines.len() - 1), "{both}");
+}
+
+/// `show` run from another directory than the plan was made in suggests a command that runs
+/// from there: the plan's paths are relative to where it was made, so the command goes there
+/// first. Run as printed, from that other directory, it reads the plan's config and host (the
+/// refusal is Docker's, which this test has none of), not "cannot read lab.toml".
+#[test]
+fn the_apply_command_show_suggests_runs_from_the_directory_show_ran_in() {
+    let top = tempfile::tempdir().unwrap();
+    let lab = top.path().join("my lab");
+    fill(&lab);
+    write_observation(&lab.join("o.json"));
+    let made =
+        k3d_gpu_in(&lab, &["plan", "--observed", "o.json", "-c", "lab.toml", "--root", "hosts/rtx", "--out", "p.json"]);
+    assert_eq!(made.status.code(), Some(0), "{}", text(&made));
+
+    let shown = k3d_gpu_in(top.path(), &["show", "my lab/p.json"]);
+    let stdout = String::from_utf8_lossy(&shown.stdout);
+    let command = stdout.lines().find_map(|l| l.strip_prefix("to apply it: ")).expect("a command").to_string();
+    assert_eq!(command, "cd 'my lab' && k3d-gpu apply p.json", "{stdout}");
+
+    let ran = K3dGpu::program("sh")
+        .arg("-c")
+        .arg(&command)
+        .binary_on_path()
+        .cwd(top.path())
+        .env("HOME", top.path())
+        .env("KUBECONFIG", top.path().join("kubeconfig"))
+        .output();
+    let all = text(&ran);
+    assert!(all.contains("note: -c, --root from p.json, as it was made: -c lab.toml --root hosts/rtx"), "{all}");
+    assert!(!all.contains("lab.toml:") && !all.contains("cannot read"), "{all}");
+    assert!(all.contains("cannot reach Docker"), "it got as far as observing: {all}");
 }

@@ -20,7 +20,8 @@ pub struct Inputs {
     pub dir: PathBuf,
 }
 
-const DEFAULT_CONFIG: &str = "k3dgpu.toml";
+/// The config read when no `-c` is given, in the working directory.
+pub(crate) const DEFAULT_CONFIG: &str = "k3dgpu.toml";
 
 pub fn load_config(global: &Global) -> Result<Inputs> {
     let (path, explicit) = match &global.config {

@@ -228,18 +228,21 @@ pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
     // Written as it is made, never whole in memory (a plan of 100k deletes is 67 MB).
     let mut hash = None;
     if let Some(path) = &args.out {
-        let written = super::write_out_with(path, crate::output_file::PUBLIC, |file| plan.write_to(file))?;
-        eprintln!("wrote the plan to {} ({written})", path.display());
-        hash = Some(written);
+        hash = Some(super::write_out_with(path, crate::output_file::PUBLIC, |file| plan.write_to(file))?);
     }
     if args.hash {
-        super::print_bytes(format!("{}\n", hash.unwrap_or_else(|| plan.hash())).as_bytes());
+        super::print_bytes(format!("{}\n", hash.clone().unwrap_or_else(|| plan.hash())).as_bytes());
     } else if global.json {
         super::print_with(|out| plan.print_to(out));
     } else {
-        let hash = hash.unwrap_or_else(|| plan.hash());
+        let hash = hash.clone().unwrap_or_else(|| plan.hash());
         let color = std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty());
         super::print_bytes(plan::render::text(&plan, &hash, plan::render::Style { color }).as_bytes());
+    }
+    // Said once the plan is printed (stdout is flushed by then), so on a terminal it is the
+    // last line, below the hash it repeats.
+    if let (Some(path), Some(written)) = (&args.out, &hash) {
+        eprintln!("wrote the plan to {} ({written})", path.display());
     }
     let status = if args.detailed_exitcode && !plan.is_empty() { EXIT_USAGE } else { EXIT_OK };
     // The process ends with this command: a plan of 100k objects freed a map node at a time

@@ -1,6 +1,7 @@
 //! `k3d-gpu show PLANFILE`: a saved plan read back, as `plan` printed it (text, or plan/v1
 //! with --json), with what it was made from and how to apply it. Reads nothing else: no
-//! config, no host, no Docker.
+//! config, no host, no Docker; it only looks whether the paths the plan records exist, to say
+//! where its apply command runs.
 
 use std::path::Path;
 
@@ -41,8 +42,90 @@ pub fn text(file: &Path, plan: &Plan, bytes: &[u8]) -> String {
     out.push('\n');
     out.push_str(&crate::plan::render::text(plan, &hash, crate::plan::render::Style { color: false }));
     if !offline && canonical == bytes && !plan.is_empty() {
-        let apply = crate::shell::Command::new("k3d-gpu").lit("apply").arg(file.display().to_string());
+        let (apply, note) = apply_command(file, plan.inputs.made_from.as_ref(), Path::exists);
         out.push_str(&format!("to apply it: {}\n", crate::escape::one_line(&apply.to_string())));
+        if let Some(note) = note {
+            out.push_str(&format!("{}\n", crate::escape::one_line(&note)));
+        }
     }
     out
+}
+
+/// The command that applies `file` from the working directory. The plan's paths are relative
+/// to the directory it was made in, which the plan does not record (a plan is the same bytes
+/// wherever it is made): `apply` reads them relative to where it runs. So the command runs
+/// where they are found (`exists`): here, `k3d-gpu apply FILE`; else beside the plan file,
+/// `cd DIR && k3d-gpu apply NAME`. A directory holding every recorded path and, when the plan
+/// names no `-c`, a `k3dgpu.toml`, is preferred. Found in neither: the plain command, and a
+/// note saying where it must run.
+fn apply_command(
+    file: &Path,
+    made: Option<&crate::plan::MadeFrom>,
+    exists: impl Fn(&Path) -> bool,
+) -> (crate::shell::Command, Option<String>) {
+    let apply = |name: &Path| crate::shell::Command::new("k3d-gpu").lit("apply").arg(name.display().to_string());
+    let empty = crate::plan::MadeFrom::default();
+    let made = made.unwrap_or(&empty);
+    let paths: Vec<&str> =
+        (made.config.iter().chain(&made.root).chain(&made.facts).chain(&made.stdlib)).map(String::as_str).collect();
+    let default_config = made.config.is_none().then_some(super::inputs::DEFAULT_CONFIG);
+    let fits = |dir: &Path, strict: bool| {
+        paths.iter().all(|p| exists(&dir.join(p))) && (!strict || default_config.is_none_or(|c| exists(&dir.join(c))))
+    };
+    // Here, then the plan file's directory when it is another.
+    let beside = file.parent().filter(|d| !d.as_os_str().is_empty() && *d != Path::new("."));
+    let here = Path::new("");
+    let chosen =
+        [true, false].into_iter().find_map(|strict| std::iter::once(here).chain(beside).find(|dir| fits(dir, strict)));
+    match (chosen, beside, file.file_name()) {
+        (Some(dir), Some(parent), Some(name)) if dir == parent => {
+            // A directory named like an option would be read as one by `cd`.
+            let dir = dir.display().to_string();
+            let dir = if dir.starts_with('-') { format!("./{dir}") } else { dir };
+            (crate::shell::Command::new("cd").arg(dir).and(apply(Path::new(name))), None)
+        }
+        (Some(_), _, _) => (apply(file), None),
+        (None, _, _) => (
+            apply(file),
+            Some(format!(
+                "run it from the directory the plan was made in: its paths ({}) are relative to that directory, and are not all found here{}",
+                super::made_from::describe(Some(made)),
+                if beside.is_some() { " or beside the plan file" } else { "" }
+            )),
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::plan::MadeFrom;
+
+    fn made() -> MadeFrom {
+        MadeFrom { config: Some("lab.toml".into()), root: vec!["hosts/rtx".into()], ..MadeFrom::default() }
+    }
+
+    #[test]
+    fn the_apply_command_runs_where_the_recorded_paths_are() {
+        let files = |present: &'static [&'static str]| move |p: &Path| present.contains(&p.to_str().unwrap());
+        // Found here: the plain command.
+        let (c, note) = apply_command(Path::new("lab/p.json"), Some(&made()), files(&["lab.toml", "hosts/rtx"]));
+        assert_eq!((c.to_string().as_str(), note), ("k3d-gpu apply lab/p.json", None));
+        // Found beside the plan file: run there, with the file's name.
+        let (c, note) =
+            apply_command(Path::new("my lab/p.json"), Some(&made()), files(&["my lab/lab.toml", "my lab/hosts/rtx"]));
+        assert_eq!((c.to_string().as_str(), note), ("cd 'my lab' && k3d-gpu apply p.json", None));
+        let (c, _) = apply_command(Path::new("-x/p.json"), Some(&made()), files(&["-x/lab.toml", "-x/hosts/rtx"]));
+        assert_eq!(c.to_string(), "cd ./-x && k3d-gpu apply p.json");
+        // No -c recorded: the directory with a k3dgpu.toml is the one.
+        let (c, _) = apply_command(Path::new("lab/p.json"), None, files(&["lab/k3dgpu.toml"]));
+        assert_eq!(c.to_string(), "cd lab && k3d-gpu apply p.json");
+        let (c, _) = apply_command(Path::new("lab/p.json"), None, files(&[]));
+        assert_eq!(c.to_string(), "k3d-gpu apply lab/p.json");
+        // Found nowhere: said.
+        let (c, note) = apply_command(Path::new("lab/p.json"), Some(&made()), files(&["lab.toml"]));
+        assert_eq!(c.to_string(), "k3d-gpu apply lab/p.json");
+        let note = note.unwrap();
+        assert!(note.contains("(-c lab.toml --root hosts/rtx)") && note.contains("beside the plan file"), "{note}");
+    }
 }

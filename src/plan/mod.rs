@@ -1,6 +1,7 @@
 //! The plan: desired graph + observed state → the actions that make one into the other, each
 //! with a reason, as plan/v1 JSON whose canonical bytes hash to the plan hash. Pure.
 
+pub mod attributes;
 mod diff;
 pub mod digest;
 pub mod fleet;

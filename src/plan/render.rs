@@ -1,5 +1,6 @@
 //! The plan as text: grouped by resource with `+ ~ -/+ -` markers, unified diffs of what
-//! changes, a plain statement when the cluster's state will be deleted, and a summary.
+//! changes, what a create creates (`attributes`), a plain statement when the cluster's state
+//! will be deleted, and a summary.
 //! Colour only when asked (a TTY without NO_COLOR); the words carry the meaning without it.
 //! Ids, reasons, diff lines and warnings come from manifests and the cluster: every one is
 //! escaped (`escape`) before it is painted, so only our own colour codes reach the terminal
@@ -56,6 +57,14 @@ fn render_action(out: &mut String, a: &Action, style: Style) {
                 "this deletes the cluster's state: every workload, volume and object in it; back up what you need"
             )
         );
+    }
+    // A create shows what it creates (masked, long values by digest, bounded).
+    if a.action == ActionKind::Create
+        && let Some(after) = &a.after
+    {
+        for line in super::attributes::lines(&a.id, after) {
+            let _ = writeln!(out, "        {}", one_line(&line));
+        }
     }
     if matches!(a.action, ActionKind::Update | ActionKind::Replace) {
         let before = yaml(&a.before);

@@ -123,6 +123,9 @@ pub fn html(r: &Report) -> String {
             esc(&a.reason)
         ));
     }
+    for w in &crate::compile::warnings::summarised(&r.plan.warnings) {
+        o.push_str(&format!("<li><strong>warning</strong> {} <code>[{}]</code></li>\n", esc(&w.text), esc(&w.code)));
+    }
     o.push_str("</ul>\n");
     o.push_str(&format!("<h2>Resource graph ({} resources)</h2>\n<div style=\"overflow: auto;\">\n", r.graph.len()));
     o.push_str(&svg(&r.graph));

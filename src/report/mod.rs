@@ -200,6 +200,8 @@ pub struct PlanSummary {
     pub actions: Vec<PlanAction>,
     /// The checks apply runs after the actions.
     pub verify: Vec<String>,
+    /// The plan's warnings, every one (the text and the page say each once, as `plan` does).
+    pub warnings: Vec<crate::compile::Warning>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -275,6 +277,7 @@ pub fn build(
                 .map(|a| PlanAction { id: a.id.clone(), action: word(&a.action), reason: a.reason.text.clone() })
                 .collect(),
             verify: plan.verify.clone(),
+            warnings: plan.warnings.clone(),
         },
         graph: graph.resources().map(|r| GraphNode { id: r.id.clone(), depends_on: r.depends_on.clone() }).collect(),
         state,
@@ -306,6 +309,9 @@ pub fn text(r: &Report) -> String {
     out.push_str(&format!("\nplan {} ({} action(s))\n", r.plan.hash, r.plan.actions.len()));
     for a in &r.plan.actions {
         out.push_str(&format!("  {:<8} {}  ({})\n", a.action, e(&a.id), e(&a.reason)));
+    }
+    for w in &crate::compile::warnings::summarised(&r.plan.warnings) {
+        out.push_str(&format!("  warning: {} [{}]\n", e(&w.text), e(&w.code)));
     }
     out.push_str(&format!("\ngraph: {} resource(s)\n", r.graph.len()));
     out.push_str("\ncluster: ");

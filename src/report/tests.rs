@@ -20,6 +20,7 @@ fn report() -> Report {
             hash: "sha256:def".into(),
             actions: vec![PlanAction { id: "k3d/cluster".into(), action: "create".into(), reason: "absent".into() }],
             verify: vec![],
+            warnings: vec![],
         },
         graph: vec![
             GraphNode { id: "docker/node-image".into(), depends_on: vec![] },

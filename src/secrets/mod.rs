@@ -12,7 +12,7 @@
 
 mod mask;
 
-pub use mask::{digest_secrets, mask_document, mask_pair};
+pub use mask::{SENSITIVE_CHANGED, digest_secrets, mask_document, mask_pair};
 
 /// The mask written in place of a secret value.
 pub const SENSITIVE: &str = "(sensitive)";
