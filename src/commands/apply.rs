@@ -21,7 +21,7 @@ fn interactive() -> bool {
 }
 
 fn ask(question: &str) -> String {
-    eprint!("{question} ");
+    crate::stderr!("{question} ");
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
@@ -113,17 +113,17 @@ impl Reporter {
     /// A line of information between the events (the model's first reply).
     fn note(&self, text: &str) {
         if self.json {
-            eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+            crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
         } else if let Some(bar) = &self.live {
             bar.println(format!("note: {}", crate::escape::for_terminal(text)));
         } else {
-            eprintln!("note: {}", crate::escape::for_terminal(text));
+            crate::stderrln!("note: {}", crate::escape::for_terminal(text));
         }
     }
 
     fn event(&self, event: &Event) {
         if self.json {
-            eprintln!("{}", serde_json::to_string(event).unwrap_or_default());
+            crate::stderrln!("{}", serde_json::to_string(event).unwrap_or_default());
             return;
         }
         if let Event::Skipped { id, because } = event {
@@ -146,7 +146,7 @@ impl Reporter {
         })
         .into_owned();
         let Some(bar) = &self.live else {
-            eprintln!("{line}");
+            crate::stderrln!("{line}");
             return;
         };
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
@@ -245,9 +245,9 @@ impl Signals {
                     "{name}: stopping; no new action starts, the running ones (k3d among them) finish, then the lock is released"
                 );
                 if json {
-                    eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+                    crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
                 } else {
-                    eprintln!("note: {text}");
+                    crate::stderrln!("note: {text}");
                 }
             }
         });
@@ -268,9 +268,9 @@ fn providers(cluster: &str) -> Providers {
 fn print_summary(reporter: &Reporter, outcome: &Outcome, verify_failed: &[(String, String)]) {
     if reporter.json {
         let failed: Vec<_> = verify_failed.iter().map(|(id, e)| serde_json::json!({ "id": id, "error": e })).collect();
-        eprintln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
+        crate::stderrln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
     } else {
-        eprintln!("{}", crate::escape::for_terminal(&summary(outcome, verify_failed, &reporter.skipped())));
+        crate::stderrln!("{}", crate::escape::for_terminal(&summary(outcome, verify_failed, &reporter.skipped())));
     }
 }
 
@@ -360,9 +360,9 @@ fn lock_cluster(global: &Global, cluster: &str) -> Result<Lock> {
         let text =
             format!("took over the lock of pid {pid}, an apply that did not finish; re-planning shows what it left");
         if global.json {
-            eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+            crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
         } else {
-            eprintln!("note: {text}");
+            crate::stderrln!("note: {text}");
         }
     }
     Ok(lock)
@@ -474,7 +474,7 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
                 ));
             }
             if !ask("Apply this plan? [y/N]").eq_ignore_ascii_case("y") {
-                eprintln!("Nothing was applied (the answer was not `y`).");
+                crate::stderrln!("Nothing was applied (the answer was not `y`).");
                 return Err(Error::CheckFailed("not applied".into()));
             }
         }
@@ -511,7 +511,7 @@ fn then_test(global: &Global, args: &ApplyArgs, applied: &Applied) -> Result<u8>
     let report = super::test::smoke_test(global, &test_args)?;
     if global.json {
         let doc: serde_json::Value = serde_json::from_slice(&crate::canonical::to_bytes(&report)).unwrap_or_default();
-        eprintln!("{}", serde_json::json!({ "event": "test", "result": doc }));
+        crate::stderrln!("{}", serde_json::json!({ "event": "test", "result": doc }));
     } else {
         super::print_bytes(crate::escape::for_terminal(&crate::smoke::text(&report)).as_bytes());
     }
@@ -521,9 +521,9 @@ fn then_test(global: &Global, args: &ApplyArgs, applied: &Applied) -> Result<u8>
 /// A note on stderr (a JSON line with --json).
 fn note(json: bool, text: &str) {
     if json {
-        eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+        crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
     } else {
-        eprintln!("note: {}", crate::escape::for_terminal(text));
+        crate::stderrln!("note: {}", crate::escape::for_terminal(text));
     }
 }
 
@@ -594,7 +594,7 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     let Locked { lock, rt, computed, hash } = locked;
     let plan = &computed.plan;
     if plan.is_empty() {
-        eprintln!("No changes: the cluster matches the config.");
+        crate::stderrln!("No changes: the cluster matches the config.");
         let outcome = Outcome::default();
         return Ok(Applied { hash, nothing_to_do: true, outcome, verify_failed: Vec::new(), stopped: false });
     }
@@ -852,9 +852,9 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         super::print_bytes(if global.json { plan.to_bytes() } else { text.into_bytes() }.as_slice());
         if !plan.is_empty() {
             if let Some(note) = model_store_note(&plan, &inputs.config.cluster.name) {
-                eprintln!("{note}");
+                crate::stderrln!("{note}");
             }
-            eprintln!("to run it: {}", crate::shell::k3d_gpu(global).lit("destroy").opt("--plan-hash", &hash));
+            crate::stderrln!("to run it: {}", crate::shell::k3d_gpu(global).lit("destroy").opt("--plan-hash", &hash));
         }
         return Ok(EXIT_OK);
     };
@@ -862,7 +862,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         return Err(destroy_refusal(global, &hash, wanted));
     }
     if plan.is_empty() {
-        eprintln!("Nothing to destroy.");
+        crate::stderrln!("Nothing to destroy.");
         return Ok(EXIT_OK);
     }
     needs_k3d(&plan)?;
@@ -880,7 +880,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         && !global.json
         && let Some(note) = model_store_note(&plan, &inputs.config.cluster.name)
     {
-        eprintln!("{note}");
+        crate::stderrln!("{note}");
     }
     Ok(if outcome.ok() { EXIT_OK } else { EXIT_FAILED })
 }

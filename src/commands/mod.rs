@@ -84,9 +84,9 @@ fn reference_variable_notes(json: bool) {
         let Some(here) = crate::config::env::replacement(&name) else { continue };
         let text = format!("{name} is set, but k3d-gpu does not read it; instead: {here} (docs/config.md)");
         if json {
-            eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+            crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
         } else {
-            eprintln!("note: {text}");
+            crate::stderrln!("note: {text}");
         }
     }
 }

@@ -229,7 +229,7 @@ pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
     let mut hash = None;
     if let Some(path) = &args.out {
         let written = super::write_out_with(path, crate::output_file::PUBLIC, |file| plan.write_to(file))?;
-        eprintln!("wrote the plan to {} ({written})", path.display());
+        crate::stderrln!("wrote the plan to {} ({written})", path.display());
         hash = Some(written);
     }
     if args.hash {
