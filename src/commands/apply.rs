@@ -20,6 +20,13 @@ fn interactive() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
+/// Whether an answer to "Apply this plan? [y/N]" is a yes: `y` or `yes`, in any case, spaces
+/// around it ignored. Anything else, an empty line included, is a no.
+fn consents(answer: &str) -> bool {
+    let answer = answer.trim();
+    answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes")
+}
+
 fn ask(question: &str) -> String {
     crate::stderr!("{question} ");
     let _ = std::io::stderr().flush();
@@ -467,14 +474,16 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
             if plan.is_empty() {
                 return Ok(EXIT_OK);
             }
+            // What can be known without changing anything is said before consent is asked.
+            needs_k3d(plan)?;
             if !interactive() {
                 return Err(refused(
                     "apply without a plan file or --plan-hash needs a terminal to confirm".into(),
                     format!("review the plan above, then run: {}", apply_command(global, hash, false)),
                 ));
             }
-            if !ask("Apply this plan? [y/N]").eq_ignore_ascii_case("y") {
-                crate::stderrln!("Nothing was applied (the answer was not `y`).");
+            if !consents(&ask("Apply this plan? [y/N]")) {
+                crate::stderrln!("Nothing was applied (the answer was not `y` or `yes`).");
                 return Err(Error::CheckFailed("not applied".into()));
             }
         }
@@ -599,6 +608,8 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
         return Ok(Applied { hash, nothing_to_do: true, outcome, verify_failed: Vec::new(), stopped: false });
     }
     let name = &computed.inputs.config.cluster.name;
+    // Before any question: a missing k3d refuses whatever the answer would be.
+    needs_k3d(plan)?;
     if plan.replaces_cluster() && !args.allow_replace {
         let cluster = plan.actions.iter().any(|a| a.action == ActionKind::Replace && a.id.starts_with("k3d/cluster/"));
         let what = if cluster {
@@ -624,7 +635,6 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
         }
     }
 
-    needs_k3d(plan)?;
     let mut providers = providers(name);
     providers.json = global.json;
     // k3d inherits the lock: it outlives this process while a k3d it started runs.
@@ -888,6 +898,16 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn y_and_yes_in_any_case_consent_and_nothing_else_does() {
+        for yes in ["y", "Y", "yes", "YES", "Yes", " yes ", "y\n"] {
+            assert!(consents(yes), "{yes:?}");
+        }
+        for no in ["", "n", "no", "ye", "yess", "yes please", "sure", "1"] {
+            assert!(!consents(no), "{no:?}");
+        }
+    }
 
     /// One failed pull and 39 actions behind it: three lines, not 78 (a skip and a "not
     /// started" line each).
