@@ -217,7 +217,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
             let found = smoke::Found { pods: results, shares: shared, claims: claimed, counts, problems };
             Ok::<_, crate::observe::ObserveError>(smoke::Report::new(&cluster, found))
         })
-        .map_err(super::observe_failed)?;
+        .map_err(|e| super::cluster_failed(global, &cluster, e))?;
     Ok(report)
 }
 
