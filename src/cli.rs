@@ -920,11 +920,14 @@ pub fn main() -> ExitCode {
                 // Diagnostics quote names and lines from untrusted files: escaped on the way out.
                 Error::Invalid(reports) => {
                     for report in reports {
-                        eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
+                        crate::stderrln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
                     }
                 }
                 other => {
-                    eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{:?}", miette::Report::new(other))))
+                    crate::stderrln!(
+                        "{}",
+                        crate::escape::rendered_diagnostic(&format!("{:?}", miette::Report::new(other)))
+                    )
                 }
             }
             ExitCode::from(code)

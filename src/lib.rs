@@ -5,6 +5,28 @@
 //! document (pure), [`parse`] holds the pure text parsers, [`cli`] and [`commands`] are the
 //! edge that prints and exits.
 
+/// `eprintln!` that cannot panic: the line is written to stderr, and a failed write is
+/// dropped. std's `eprintln!` panics when the write fails (stderr a pipe whose reader has
+/// gone, or a full or failing file), and the command would then exit 101 instead of with its
+/// own status. The crate writes to stderr only through this and [`stderr!`]
+/// (`tests/house_rules.rs`).
+#[macro_export]
+macro_rules! stderrln {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+/// `eprint!` that cannot panic, as [`stderrln!`].
+#[macro_export]
+macro_rules! stderr {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::write!(::std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 pub mod apply;
 pub mod audit;
 pub mod canonical;

@@ -180,4 +180,19 @@ fn agent_status_of_a_server_that_does_not_answer_exits_1_and_says_why() {
         .env("KUBECONFIG", &dead)
         .output();
     assert_ne!(out.status.code(), Some(0), "{}", text(&out));
+    assert!(!text(&out).contains("does not exist"), "the context is there: {}", text(&out));
+
+    // Issue 39: no context for the cluster and no engine running its nodes: the cluster does
+    // not exist, and that is what is said (with how to create it), not "check your kubeconfig".
+    for kubeconfig in [dir.path().join("other-kubeconfig"), dir.path().join("no-kubeconfig")] {
+        std::fs::write(dir.path().join("other-kubeconfig"), kubeconfig_text("http://127.0.0.1:9", "other")).unwrap();
+        let out = K3dGpu::new()
+            .args(["agent", "status", "-c", dir.path().join("k3dgpu.toml").to_str().unwrap()])
+            .args(["--root", hosts_dir().join(HOST).to_str().unwrap()])
+            .env("KUBECONFIG", &kubeconfig)
+            .output();
+        assert_eq!(out.status.code(), Some(2), "{}", text(&out));
+        assert!(text(&out).contains("cluster gpu does not exist"), "{}", text(&out));
+        assert!(text(&out).contains("create it with `k3d-gpu "), "{}", text(&out));
+    }
 }

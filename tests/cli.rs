@@ -857,3 +857,64 @@ fn plan_places_the_agent_on_what_the_cluster_has_free() {
     assert!(stderr(&refused).contains("default/comfyui-6f9"), "{}", stderr(&refused));
     assert!(stderr(&refused).contains("device = \"auto\""), "{}", stderr(&refused));
 }
+
+/// Issue 39: a k3d port spec quoted in an error is shown as written (`8080:80@server:3` was
+/// shown as `8080:**@server:3`, read as `user:password@host`), while a URL's password on the
+/// line beside it is still blanked.
+#[test]
+fn an_error_quotes_a_port_as_written_and_still_blanks_a_urls_password() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(
+        &config,
+        "[cluster]\nports = [\"127.0.0.1:8080:80@server:3\"]\n\n[addons.video]\nsource = \"rtsp://cam:hunter2@10.0.0.5/live\"\n",
+    )
+    .unwrap();
+    let out = k3d_gpu(&["validate", "-c", config.to_str().unwrap(), "--root", &host("plain-laptop-amd")]);
+    let text = stderr(&out);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(text.contains("ports = [\"127.0.0.1:8080:80@server:3\"]"), "{text}");
+    assert!(!text.contains("8080:**"), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+}
+
+/// Issue 39: a command whose stderr (or stdout) cannot be written exits with its own status.
+/// std's `eprintln!` panics on a failed write, so a stderr pipe whose reader had gone made
+/// every command that wrote a note or an error exit 101. A closed descriptor (`2>&-`) is
+/// checked too: std gives the process /dev/null in its place.
+#[test]
+fn a_command_exits_with_its_own_status_when_stderr_cannot_be_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad_port = dir.path().join("bad.toml");
+    std::fs::write(&bad_port, "[cluster]\nports = [\"8080:80@server:3\"]\n").unwrap();
+    let root = host("plain-laptop-amd");
+    let kubeconfig = dir.path().join("no-kubeconfig");
+    let cases: [(&[&str], i32); 6] = [
+        (&["validate", "--root", &root], 0),
+        (&["plan", "--offline", "--root", &root], 0),
+        (&["validate", "-c", bad_port.to_str().unwrap(), "--root", &root], 1),
+        (&["validate", "-c", "/nonexistent/k3dgpu.toml", "--root", &root], 2),
+        (&["no-such-command"], 2),
+        (&["test", "--root", &root], 2),
+    ];
+    for (args, code) in cases {
+        let run = || K3dGpu::new().args(args).cwd(dir.path()).env("KUBECONFIG", &kubeconfig);
+        let broken = || {
+            let (reader, writer) = std::io::pipe().unwrap();
+            drop(reader);
+            writer
+        };
+        let out = run().stderr(broken()).output();
+        assert_eq!(out.status.code(), Some(code), "{args:?} with a stderr nobody reads");
+        let out = run().stdout(broken()).stderr(broken()).output();
+        assert_eq!(out.status.code(), Some(code), "{args:?} with stdout and stderr nobody reads");
+        let closed = K3dGpu::program("sh")
+            .args(["-c", "exec \"$K3D_GPU_BIN\" \"$@\" 2>&- >&-", "sh"])
+            .args(args)
+            .env_binary("K3D_GPU_BIN")
+            .cwd(dir.path())
+            .env("KUBECONFIG", &kubeconfig)
+            .output();
+        assert_eq!(closed.status.code(), Some(code), "{args:?} with stdout and stderr closed");
+    }
+}

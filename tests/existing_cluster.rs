@@ -595,3 +595,47 @@ fn validate_puts_a_warning_about_several_nodes_on_each_of_their_rows() {
     assert_eq!(codes("xeon-01"), codes("xeon-02"));
     assert!(!codes("arc-01").contains(&"resource-without-component".to_string()), "{v:#}");
 }
+
+/// `k3d-gpu apply` (no plan file, no hash) on a terminal, which `script` gives it, with
+/// `answer` typed to its question; None when `script` (util-linux) is not installed.
+fn apply_typing(f: &Fleet, answer: &str) -> Option<Output> {
+    if std::process::Command::new("script").arg("--version").output().is_err() {
+        eprintln!("skipped: script(1) is not installed, so apply's question is not answered on a terminal");
+        return None;
+    }
+    let apply = format!(
+        "\"$K3D_GPU_BIN\" apply -c '{}' --verify-timeout 30",
+        f.config().display().to_string().replace('\'', "'\\''")
+    );
+    let mut child = K3dGpu::program("script")
+        .args(["-qec", &apply, "/dev/null"])
+        .env_binary("K3D_GPU_BIN")
+        .env("KUBECONFIG", f.dir.path().join("kubeconfig"))
+        .env("K3D_GPU_K3D", f.dir.path().join("no-k3d-here"))
+        .env("XDG_STATE_HOME", f.dir.path().join("state"))
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn();
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(format!("{answer}\n").as_bytes()).unwrap();
+    Some(child.wait_with_output().unwrap())
+}
+
+/// Issue 39: `apply` takes `yes` as well as `y` (in any case); any other answer applies
+/// nothing, exit 1.
+#[test]
+fn apply_on_a_terminal_takes_y_or_yes() {
+    let f = fleet();
+    let Some(no) = apply_typing(&f, "no") else { return };
+    assert_eq!(no.status.code(), Some(1), "{}", text(&no));
+    assert!(text(&no).contains("Nothing was applied"), "{}", text(&no));
+    let writes = || f.server.requests().iter().filter(|r| !r.starts_with("GET ")).count();
+    assert_eq!(writes(), 0, "nothing was applied: {:?}", f.server.requests());
+
+    let Some(yes) = apply_typing(&f, "Yes") else { return };
+    assert!(text(&yes).contains("Apply this plan? [y/N]"), "{}", text(&yes));
+    assert_eq!(yes.status.code(), Some(0), "{}", text(&yes));
+    assert!(!text(&yes).contains("Nothing was applied"), "{}", text(&yes));
+    assert!(writes() > 0, "the plan was applied");
+}

@@ -293,3 +293,32 @@ fn the_runner_rule_sees_a_test_that_starts_the_binary_itself() {
     std::fs::write(dir.path().join("direct.rs"), format!("\n{direct}")).unwrap();
     assert_eq!(binary_outside_the_runner(dir.path()), ["direct.rs:2"]);
 }
+
+/// std's print macros panic when the write fails (a stderr pipe whose reader has gone): the
+/// command then exits 101 instead of with its own status. The crate writes stderr through
+/// `stderrln!`/`stderr!` and stdout through `commands::print_bytes`, which drop a failed write.
+#[test]
+fn no_print_macro_that_panics_on_a_failed_write() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let source = std::fs::read_to_string(&file).unwrap();
+        for (n, line) in source.lines().enumerate() {
+            let code = line.trim_start();
+            if code.starts_with("//") {
+                continue;
+            }
+            for banned in ["eprintln!(", "eprint!(", "println!(", "print!("] {
+                let hit = code
+                    .match_indices(banned)
+                    .any(|(i, _)| !code[..i].ends_with(|c: char| c.is_alphanumeric() || c == '_' || c == ':'));
+                if hit {
+                    found.push(format!("{}:{}: {banned}", file.strip_prefix(root).unwrap().display(), n + 1));
+                }
+            }
+        }
+    }
+    assert!(found.is_empty(), "print macros that panic on a failed write:\n{}", found.join("\n"));
+}

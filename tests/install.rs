@@ -88,6 +88,11 @@ fn completion_scripts_name_every_subcommand_in_every_shell() {
 /// `k3d-gpu completions SHELL` prints; None when the shell is not installed. `.ci/run`
 /// installs bash, zsh and fish and sets K3D_GPU_TEST_SHELLS=1, which makes a missing one fail.
 fn completed(shell: &str, line: &str) -> Option<Vec<String>> {
+    completed_in(shell, line, None)
+}
+
+/// [`completed`] with the shell in `cwd` (file names are completed from there).
+fn completed_in(shell: &str, line: &str, cwd: Option<&std::path::Path>) -> Option<Vec<String>> {
     if Command::new(shell).arg("-c").arg("exit 0").output().is_err() {
         assert!(std::env::var_os("K3D_GPU_TEST_SHELLS").is_none(), "{shell} is not installed");
         eprintln!("skipped: {shell} is not installed, so its completion script is not exercised");
@@ -112,20 +117,18 @@ COMP_CWORD={}; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; $f k3d-gpu '{}' '
                 words[words.len() - 1],
                 words[words.len() - 2],
             );
-            Command::new("bash").arg("--norc").arg("-c").arg(program).output().unwrap()
+            in_dir(Command::new("bash").arg("--norc").arg("-c").arg(program), cwd).output().unwrap()
         }
         "zsh" => {
             std::fs::write(dir.path().join("_k3d-gpu"), script).unwrap();
             let found = dir.path().join("found");
             let driver = repo().join("tests/support/complete.zsh");
-            let out = Command::new("timeout")
-                .args(["120", "zsh", "-f"])
-                .arg(driver)
-                .arg(dir.path())
-                .arg(&found)
-                .arg(line)
-                .output()
-                .unwrap();
+            let out = in_dir(
+                Command::new("timeout").args(["120", "zsh", "-f"]).arg(driver).arg(dir.path()).arg(&found).arg(line),
+                cwd,
+            )
+            .output()
+            .unwrap();
             assert!(out.status.success(), "zsh: {}", String::from_utf8_lossy(&out.stderr));
             let text = std::fs::read_to_string(&found).unwrap_or_default();
             assert!(text.ends_with("__done__\n"), "zsh did not finish completing {line:?}: {text}");
@@ -135,12 +138,48 @@ COMP_CWORD={}; COMP_LINE='{line}'; COMP_POINT=${{#COMP_LINE}}; $f k3d-gpu '{}' '
             let path = dir.path().join("k3d-gpu.fish");
             std::fs::write(&path, script).unwrap();
             let program = format!("source '{}'; complete -C '{line}'", path.display());
-            Command::new("fish").arg("--no-config").arg("-c").arg(program).output().unwrap()
+            in_dir(Command::new("fish").arg("--no-config").arg("-c").arg(program), cwd).output().unwrap()
         }
     };
     assert!(out.status.success(), "{shell}: {}", String::from_utf8_lossy(&out.stderr));
     // fish prints `candidate<TAB>description`.
     Some(String::from_utf8(out.stdout).unwrap().lines().map(|l| l.split('\t').next().unwrap().to_string()).collect())
+}
+
+fn in_dir<'a>(command: &'a mut Command, cwd: Option<&std::path::Path>) -> &'a mut Command {
+    match cwd {
+        Some(dir) => command.current_dir(dir),
+        None => command,
+    }
+}
+
+/// Issue 39: an option's values are completed, not file names. `--vendors` offers the vendor
+/// names, `--distro` the distros host-setup knows, `logs` the catalog's components, and `-c`
+/// (before the command too, where bash offered the commands and zsh nothing) directories and
+/// `*.toml` files only.
+#[test]
+fn each_shell_completes_option_values_and_config_files() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("lab.toml"), "").unwrap();
+    std::fs::write(dir.path().join("notes.txt"), "").unwrap();
+    for shell in ["bash", "zsh", "fish"] {
+        for (line, wanted, unwanted) in [
+            ("k3d-gpu plan --vendors ", "nvidia", "notes.txt"),
+            ("k3d-gpu detect --vendors i", "intel", "notes.txt"),
+            ("k3d-gpu host-setup --distro ", "ubuntu-24.04", "notes.txt"),
+            ("k3d-gpu logs ", "intel-gpu-plugin", "notes.txt"),
+            ("k3d-gpu logs nvidia-", "nvidia-device-plugin", "notes.txt"),
+            ("k3d-gpu plan -c ", "lab.toml", "notes.txt"),
+            ("k3d-gpu images check --config ", "lab.toml", "notes.txt"),
+            ("k3d-gpu -c ", "lab.toml", "plan"),
+            ("k3d-gpu --config ", "lab.toml", "notes.txt"),
+            ("k3d-gpu -c lab.toml pl", "plan", "lab.toml"),
+        ] {
+            let Some(found) = completed_in(shell, line, Some(dir.path())) else { break };
+            assert!(found.iter().any(|f| f == wanted), "{shell}: `{line}<TAB>` offers {found:?}, not {wanted}");
+            assert!(!found.iter().any(|f| f == unwanted), "{shell}: `{line}<TAB>` offers {unwanted}: {found:?}");
+        }
+    }
 }
 
 /// Completion past the first word, in each shell itself: a nested command's flags, a

@@ -587,5 +587,34 @@ fn a_cluster_that_cannot_be_reached_is_exit_2() {
         .args(["--root", repo().join("tests/fixtures/hosts").join(HOST).to_str().unwrap()])
         .env("KUBECONFIG", dir.path().join("kubeconfig"))
         .output();
-    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    let said = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{said}");
+    // The kubeconfig has the cluster's context: it exists, and its API is what fails.
+    assert!(!said.contains("does not exist"), "{said}");
+}
+
+/// Issue 39: with no context for the cluster in the kubeconfig (k3d writes it when it creates
+/// the cluster) and no Docker engine that runs its nodes, `test` says the cluster does not
+/// exist and how to create it, instead of sending the person to their kubeconfig.
+#[test]
+fn a_cluster_that_does_not_exist_is_said_to_be_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k3dgpu.toml"), "").unwrap();
+    std::fs::write(
+        dir.path().join("kubeconfig"),
+        support::fake_apiserver::kubeconfig_text("http://127.0.0.1:9", "other"),
+    )
+    .unwrap();
+    for kubeconfig in [dir.path().join("kubeconfig"), dir.path().join("none")] {
+        let out = K3dGpu::new()
+            .args(["test", "-c", dir.path().join("k3dgpu.toml").to_str().unwrap()])
+            .args(["--root", repo().join("tests/fixtures/hosts").join(HOST).to_str().unwrap()])
+            .env("KUBECONFIG", &kubeconfig)
+            .output();
+        let said = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{said}");
+        assert!(said.contains("cluster gpu does not exist"), "{said}");
+        assert!(said.contains("has no context k3d-gpu"), "{said}");
+        assert!(said.contains("create it with `k3d-gpu "), "how to create it: {said}");
+    }
 }

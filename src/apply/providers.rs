@@ -165,9 +165,9 @@ impl Providers {
         let id = action.id.as_str();
         let say = |line: &str| {
             if self.json {
-                eprintln!("{}", serde_json::json!({ "event": "progress", "id": id, "text": line }));
+                crate::stderrln!("{}", serde_json::json!({ "event": "progress", "id": id, "text": line }));
             } else {
-                eprintln!("           {id} | {line}");
+                crate::stderrln!("           {id} | {line}");
             }
         };
         super::node_image::run(&docker, spec, &say).await

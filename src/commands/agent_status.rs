@@ -10,7 +10,8 @@
 //!
 //! `--json` prints `k3d-gpu.agent-status/v1`. Exit 0 when the server replied, 1 when it did
 //! not (the document says what is missing, an API server that does not answer included), 2
-//! when the kubeconfig has no context for the cluster.
+//! when the kubeconfig has no context for the cluster (said as the cluster not existing when
+//! that is why: `commands::cluster_failed`).
 
 use std::time::Duration;
 
@@ -216,9 +217,14 @@ pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
     };
     let rt = super::runtime()?;
     let kubeconfig = super::plan::kubeconfig_path();
+    let client = rt.block_on(crate::observe::kubernetes::context_client(&kubeconfig, &context)).map_err(|e| {
+        // A k3d cluster (no `[cluster] context`) that does not exist is said to be missing.
+        match super::load_config(global).ok().filter(|i| i.config.cluster.context.is_none()) {
+            Some(inputs) => super::cluster_failed(global, &inputs.config.cluster.name, e),
+            None => super::observe_failed(e),
+        }
+    })?;
     rt.block_on(async {
-        let client =
-            crate::observe::kubernetes::context_client(&kubeconfig, &context).await.map_err(super::observe_failed)?;
         let get = |path: String| {
             let client = client.clone();
             async move {

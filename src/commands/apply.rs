@@ -20,8 +20,15 @@ fn interactive() -> bool {
     std::io::stdin().is_terminal() && std::io::stderr().is_terminal()
 }
 
+/// Whether an answer to "Apply this plan? [y/N]" is a yes: `y` or `yes`, in any case, spaces
+/// around it ignored. Anything else, an empty line included, is a no.
+fn consents(answer: &str) -> bool {
+    let answer = answer.trim();
+    answer.eq_ignore_ascii_case("y") || answer.eq_ignore_ascii_case("yes")
+}
+
 fn ask(question: &str) -> String {
-    eprint!("{question} ");
+    crate::stderr!("{question} ");
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
@@ -113,17 +120,17 @@ impl Reporter {
     /// A line of information between the events (the model's first reply).
     fn note(&self, text: &str) {
         if self.json {
-            eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+            crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
         } else if let Some(bar) = &self.live {
             bar.println(format!("note: {}", crate::escape::for_terminal(text)));
         } else {
-            eprintln!("note: {}", crate::escape::for_terminal(text));
+            crate::stderrln!("note: {}", crate::escape::for_terminal(text));
         }
     }
 
     fn event(&self, event: &Event) {
         if self.json {
-            eprintln!("{}", serde_json::to_string(event).unwrap_or_default());
+            crate::stderrln!("{}", serde_json::to_string(event).unwrap_or_default());
             return;
         }
         if let Event::Skipped { id, because } = event {
@@ -146,7 +153,7 @@ impl Reporter {
         })
         .into_owned();
         let Some(bar) = &self.live else {
-            eprintln!("{line}");
+            crate::stderrln!("{line}");
             return;
         };
         let mut running = self.running.lock().unwrap_or_else(|e| e.into_inner());
@@ -245,9 +252,9 @@ impl Signals {
                     "{name}: stopping; no new action starts, the running ones (k3d among them) finish, then the lock is released"
                 );
                 if json {
-                    eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+                    crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
                 } else {
-                    eprintln!("note: {text}");
+                    crate::stderrln!("note: {text}");
                 }
             }
         });
@@ -268,9 +275,9 @@ fn providers(cluster: &str) -> Providers {
 fn print_summary(reporter: &Reporter, outcome: &Outcome, verify_failed: &[(String, String)]) {
     if reporter.json {
         let failed: Vec<_> = verify_failed.iter().map(|(id, e)| serde_json::json!({ "id": id, "error": e })).collect();
-        eprintln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
+        crate::stderrln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
     } else {
-        eprintln!("{}", crate::escape::for_terminal(&summary(outcome, verify_failed, &reporter.skipped())));
+        crate::stderrln!("{}", crate::escape::for_terminal(&summary(outcome, verify_failed, &reporter.skipped())));
     }
 }
 
@@ -360,9 +367,9 @@ fn lock_cluster(global: &Global, cluster: &str) -> Result<Lock> {
         let text =
             format!("took over the lock of pid {pid}, an apply that did not finish; re-planning shows what it left");
         if global.json {
-            eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+            crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
         } else {
-            eprintln!("note: {text}");
+            crate::stderrln!("note: {text}");
         }
     }
     Ok(lock)
@@ -467,14 +474,16 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
             if plan.is_empty() {
                 return Ok(EXIT_OK);
             }
+            // What can be known without changing anything is said before consent is asked.
+            needs_k3d(plan)?;
             if !interactive() {
                 return Err(refused(
                     "apply without a plan file or --plan-hash needs a terminal to confirm".into(),
                     format!("review the plan above, then run: {}", apply_command(global, hash, false)),
                 ));
             }
-            if !ask("Apply this plan? [y/N]").eq_ignore_ascii_case("y") {
-                eprintln!("Nothing was applied (the answer was not `y`).");
+            if !consents(&ask("Apply this plan? [y/N]")) {
+                crate::stderrln!("Nothing was applied (the answer was not `y` or `yes`).");
                 return Err(Error::CheckFailed("not applied".into()));
             }
         }
@@ -511,7 +520,7 @@ fn then_test(global: &Global, args: &ApplyArgs, applied: &Applied) -> Result<u8>
     let report = super::test::smoke_test(global, &test_args)?;
     if global.json {
         let doc: serde_json::Value = serde_json::from_slice(&crate::canonical::to_bytes(&report)).unwrap_or_default();
-        eprintln!("{}", serde_json::json!({ "event": "test", "result": doc }));
+        crate::stderrln!("{}", serde_json::json!({ "event": "test", "result": doc }));
     } else {
         super::print_bytes(crate::escape::for_terminal(&crate::smoke::text(&report)).as_bytes());
     }
@@ -521,9 +530,9 @@ fn then_test(global: &Global, args: &ApplyArgs, applied: &Applied) -> Result<u8>
 /// A note on stderr (a JSON line with --json).
 fn note(json: bool, text: &str) {
     if json {
-        eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+        crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
     } else {
-        eprintln!("note: {}", crate::escape::for_terminal(text));
+        crate::stderrln!("note: {}", crate::escape::for_terminal(text));
     }
 }
 
@@ -594,11 +603,13 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
     let Locked { lock, rt, computed, hash } = locked;
     let plan = &computed.plan;
     if plan.is_empty() {
-        eprintln!("No changes: the cluster matches the config.");
+        crate::stderrln!("No changes: the cluster matches the config.");
         let outcome = Outcome::default();
         return Ok(Applied { hash, nothing_to_do: true, outcome, verify_failed: Vec::new(), stopped: false });
     }
     let name = &computed.inputs.config.cluster.name;
+    // Before any question: a missing k3d refuses whatever the answer would be.
+    needs_k3d(plan)?;
     if plan.replaces_cluster() && !args.allow_replace {
         let cluster = plan.actions.iter().any(|a| a.action == ActionKind::Replace && a.id.starts_with("k3d/cluster/"));
         let what = if cluster {
@@ -624,7 +635,6 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
         }
     }
 
-    needs_k3d(plan)?;
     let mut providers = providers(name);
     providers.json = global.json;
     // k3d inherits the lock: it outlives this process while a k3d it started runs.
@@ -852,9 +862,9 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         super::print_bytes(if global.json { plan.to_bytes() } else { text.into_bytes() }.as_slice());
         if !plan.is_empty() {
             if let Some(note) = model_store_note(&plan, &inputs.config.cluster.name) {
-                eprintln!("{note}");
+                crate::stderrln!("{note}");
             }
-            eprintln!("to run it: {}", crate::shell::k3d_gpu(global).lit("destroy").opt("--plan-hash", &hash));
+            crate::stderrln!("to run it: {}", crate::shell::k3d_gpu(global).lit("destroy").opt("--plan-hash", &hash));
         }
         return Ok(EXIT_OK);
     };
@@ -862,7 +872,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         return Err(destroy_refusal(global, &hash, wanted));
     }
     if plan.is_empty() {
-        eprintln!("Nothing to destroy.");
+        crate::stderrln!("Nothing to destroy.");
         return Ok(EXIT_OK);
     }
     needs_k3d(&plan)?;
@@ -880,7 +890,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
         && !global.json
         && let Some(note) = model_store_note(&plan, &inputs.config.cluster.name)
     {
-        eprintln!("{note}");
+        crate::stderrln!("{note}");
     }
     Ok(if outcome.ok() { EXIT_OK } else { EXIT_FAILED })
 }
@@ -888,6 +898,16 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn y_and_yes_in_any_case_consent_and_nothing_else_does() {
+        for yes in ["y", "Y", "yes", "YES", "Yes", " yes ", "y\n"] {
+            assert!(consents(yes), "{yes:?}");
+        }
+        for no in ["", "n", "no", "ye", "yess", "yes please", "sure", "1"] {
+            assert!(!consents(no), "{no:?}");
+        }
+    }
 
     /// One failed pull and 39 actions behind it: three lines, not 78 (a skip and a "not
     /// started" line each).

@@ -16,7 +16,7 @@ pub fn run(global: &Global, args: &AuditArgs) -> Result<u8> {
     if global.json {
         super::print_bytes(&crate::canonical::to_bytes(&audit));
     } else {
-        print!("{}", crate::audit::render(&audit));
+        super::print_bytes(crate::audit::render(&audit).as_bytes());
     }
     Ok(if audit.passed { EXIT_OK } else { EXIT_FAILED })
 }

@@ -58,9 +58,9 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
     if let Some(text) = &smi {
         crate::host::capture::write_sidecar(out, crate::detect::NVIDIA_SMI_SIDECAR, text.as_bytes())
             .map_err(|e| Error::Output { path: out.display().to_string(), reason: e.to_string() })?;
-        eprintln!("recorded each NVIDIA GPU's memory from nvidia-smi in {}", crate::detect::NVIDIA_SMI_SIDECAR);
+        crate::stderrln!("recorded each NVIDIA GPU's memory from nvidia-smi in {}", crate::detect::NVIDIA_SMI_SIDECAR);
     }
-    eprintln!(
+    crate::stderrln!(
         "captured {} files into {}: {} with the content detection read ({} bytes; /proc/cmdline cut to the \
 parameters detection uses, libraries to the symbol versions host-setup reads), {} device nodes as empty files, {} empty placeholders for listed entries, {} .keep \
 markers{}; {} directories, {} links",
@@ -75,6 +75,6 @@ markers{}; {} directories, {} links",
         report.dirs,
         report.links,
     );
-    eprintln!("check it: k3d-gpu detect --root {}", out.display());
+    crate::stderrln!("check it: k3d-gpu detect --root {}", out.display());
     Ok(EXIT_OK)
 }

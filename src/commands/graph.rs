@@ -17,7 +17,7 @@ pub fn compiled(global: &Global) -> Result<DesiredGraph> {
 /// Warnings on stderr, each once, repeats summarised (`compile::warnings`).
 fn print_warnings<'a>(warnings: impl IntoIterator<Item = &'a crate::compile::Warning>) {
     for w in crate::compile::warnings::summarised(warnings) {
-        eprintln!("warning: {} [{}]", crate::escape::one_line(&w.text), crate::escape::one_line(&w.code));
+        crate::stderrln!("warning: {} [{}]", crate::escape::one_line(&w.text), crate::escape::one_line(&w.code));
     }
 }
 
@@ -210,11 +210,11 @@ pub fn render(global: &Global, args: &RenderArgs) -> Result<u8> {
             let name = entry.file_name().to_string_lossy().into_owned();
             if name.ends_with(".yaml") && !files.contains_key(&name) {
                 let path = entry.path().display().to_string();
-                eprintln!("note: {} is not part of this render (left in place)", crate::escape::one_line(&path));
+                crate::stderrln!("note: {} is not part of this render (left in place)", crate::escape::one_line(&path));
             }
         }
     }
-    eprintln!("wrote {} files to {}", files.len(), out.display());
+    crate::stderrln!("wrote {} files to {}", files.len(), out.display());
     Ok(EXIT_OK)
 }
 

@@ -79,7 +79,7 @@ pub fn run(global: &Global, args: &HostSetupArgs) -> Result<u8> {
     if global.json {
         super::print_bytes(&plan.to_json());
     } else {
-        print!("{}", host_setup::render_text(&plan));
+        super::print_bytes(host_setup::render_text(&plan).as_bytes());
     }
     let code = if plan.diagnoses.is_empty() { EXIT_OK } else { EXIT_FAILED };
     if !args.apply {
@@ -101,14 +101,14 @@ pub fn run(global: &Global, args: &HostSetupArgs) -> Result<u8> {
     }
     let steps: Vec<_> = plan.runnable().collect();
     if steps.is_empty() {
-        eprintln!("nothing to run; nothing was changed");
+        crate::stderrln!("nothing to run; nothing was changed");
         return Ok(code);
     }
-    eprintln!("\n--apply runs these {} commands on this machine, in order:", steps.len());
+    crate::stderrln!("\n--apply runs these {} commands on this machine, in order:", steps.len());
     for step in &steps {
-        eprintln!("  {}", step.command);
+        crate::stderrln!("  {}", step.command);
     }
-    eprint!("type apply to run them: ");
+    crate::stderr!("type apply to run them: ");
     let _ = std::io::stderr().flush();
     let mut answer = String::new();
     let _ = std::io::stdin().lock().read_line(&mut answer);
@@ -119,7 +119,7 @@ pub fn run(global: &Global, args: &HostSetupArgs) -> Result<u8> {
         });
     }
     for (n, step) in steps.iter().enumerate() {
-        eprintln!("[{}/{}] {}", n + 1, steps.len(), step.command);
+        crate::stderrln!("[{}/{}] {}", n + 1, steps.len(), step.command);
         if let Err(why) = run_step(step) {
             return Err(Error::Refused {
                 message: format!("step {} failed ({why}); the steps after it did not run", n + 1),
@@ -129,7 +129,7 @@ pub fn run(global: &Global, args: &HostSetupArgs) -> Result<u8> {
             });
         }
     }
-    eprintln!("done; run k3d-gpu host-setup again to check");
+    crate::stderrln!("done; run k3d-gpu host-setup again to check");
     Ok(EXIT_OK)
 }
 

@@ -273,7 +273,7 @@ fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path:
     }
     super::write_out(path, lock.to_text().as_bytes(), crate::output_file::PUBLIC)?;
     super::print_bytes(crate::escape::for_terminal(&report).as_bytes());
-    eprintln!("wrote {} ({} images)", path.display(), lock.images.len());
+    crate::stderrln!("wrote {} ({} images)", path.display(), lock.images.len());
     Ok(EXIT_OK)
 }
 

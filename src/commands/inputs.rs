@@ -77,9 +77,9 @@ fn no_config_note(json: bool) {
         return;
     }
     if json {
-        eprintln!("{}", serde_json::json!({ "event": "note", "text": NO_CONFIG }));
+        crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": NO_CONFIG }));
     } else {
-        eprintln!("note: {NO_CONFIG}");
+        crate::stderrln!("note: {NO_CONFIG}");
     }
 }
 

@@ -84,7 +84,7 @@ fn print(global: &Global, args: &LogsArgs, stdout: &mut dyn std::io::Write) -> R
                 let client = crate::observe::kubernetes::client(&kubeconfig, &cluster).await?;
                 let pods = crate::logs::component_pods(client.clone(), &context, component).await?;
                 if pods.is_empty() {
-                    eprintln!("component {component}: no pods in cluster {cluster}");
+                    crate::stderrln!("component {component}: no pods in cluster {cluster}");
                 }
                 crate::logs::pod_logs(client, &context, &pods, args.tail, stdout).await
             })

@@ -354,20 +354,20 @@ fn print(global: &Global, name: &str, results: &[ConfigResult], exit: u8) {
     super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
     for c in results {
         if let Some(e) = &c.error {
-            eprintln!("\n{}:", crate::escape::one_line(&c.config));
+            crate::stderrln!("\n{}:", crate::escape::one_line(&c.config));
             match e {
                 Error::Invalid(reports) => {
                     for report in reports {
-                        eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
+                        crate::stderrln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
                     }
                 }
-                other => eprintln!("{}", crate::escape::one_line(&one_line_error(other))),
+                other => crate::stderrln!("{}", crate::escape::one_line(&one_line_error(other))),
             }
         }
         for (host, reports) in &c.diagnostics {
-            eprintln!("\n{} on {}:", crate::escape::one_line(&c.config), crate::escape::one_line(host));
+            crate::stderrln!("\n{} on {}:", crate::escape::one_line(&c.config), crate::escape::one_line(host));
             for report in reports {
-                eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
+                crate::stderrln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
             }
         }
     }

@@ -84,9 +84,9 @@ fn reference_variable_notes(json: bool) {
         let Some(here) = crate::config::env::replacement(&name) else { continue };
         let text = format!("{name} is set, but k3d-gpu does not read it; instead: {here} (docs/config.md)");
         if json {
-            eprintln!("{}", serde_json::json!({ "event": "note", "text": text }));
+            crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
         } else {
-            eprintln!("note: {text}");
+            crate::stderrln!("note: {text}");
         }
     }
 }
@@ -252,6 +252,32 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
 /// server not reachable), with what to check.
 pub fn observe_failed(e: crate::observe::ObserveError) -> Error {
     Error::Usage { help: Some(e.help()), message: e.to_string() }
+}
+
+/// [`observe_failed`] for k3d cluster `cluster`'s API, except when the cause is that the
+/// cluster does not exist (`observe::k3d_cluster_missing`): then that is said, with the command
+/// that creates it, instead of sending the person to their kubeconfig.
+pub fn cluster_failed(global: &Global, cluster: &str, e: crate::observe::ObserveError) -> Error {
+    if matches!(e, crate::observe::ObserveError::KubernetesUnreachable { .. })
+        && let Ok(rt) = runtime()
+    {
+        let docker = crate::observe::docker::endpoint(&|k| std::env::var(k).ok(), None);
+        let kubeconfig = plan::kubeconfig_path();
+        if let Some(why) = rt.block_on(crate::observe::k3d_cluster_missing(&docker, &kubeconfig, cluster)) {
+            return Error::Usage {
+                message: format!("cluster {cluster} does not exist: {why}"),
+                help: Some(format!(
+                    "create it with `{}` (it shows the plan and asks first); if it runs on another Docker engine, `{}` adds its context",
+                    crate::shell::k3d_gpu(global).lit("apply"),
+                    crate::shell::Command::new("k3d")
+                        .lit("kubeconfig merge")
+                        .arg(cluster)
+                        .lit("--kubeconfig-merge-default")
+                )),
+            };
+        }
+    }
+    observe_failed(e)
 }
 
 /// Checks, before any work, that `--out FILE` can be created: a directory that does not

@@ -242,7 +242,7 @@ pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
     // Said once the plan is printed (stdout is flushed by then), so on a terminal it is the
     // last line, below the hash it repeats.
     if let (Some(path), Some(written)) = (&args.out, &hash) {
-        eprintln!("wrote the plan to {} ({written})", path.display());
+        crate::stderrln!("wrote the plan to {} ({written})", path.display());
     }
     let status = if args.detailed_exitcode && !plan.is_empty() { EXIT_USAGE } else { EXIT_OK };
     // The process ends with this command: a plan of 100k objects freed a map node at a time

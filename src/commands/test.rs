@@ -48,7 +48,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
         }
         Err(_) => {
             if !global.json {
-                eprintln!(
+                crate::stderrln!(
                     "note: the config does not compile for this host (`k3d-gpu validate` says why); sharing is not tested"
                 );
             }
@@ -82,7 +82,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                 // Refused when a pod needs it (below): a host without NVIDIA never uses cuda.
                 images.insert(name, String::new());
             } else if !global.json {
-                eprintln!("note: {} is not in images.lock; its pod pulls it by tag", image.tagged());
+                crate::stderrln!("note: {} is not in images.lock; its pod pulls it by tag", image.tagged());
             }
         }
     }
@@ -108,7 +108,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
             let mut results = Vec::new();
             for pod in pods {
                 if !global.json {
-                    eprintln!("test: {} on {}: pod {}/{}", pod.resource, pod.node, smoke::NAMESPACE, pod.pod);
+                    crate::stderrln!("test: {} on {}: pod {}/{}", pod.resource, pod.node, smoke::NAMESPACE, pod.pod);
                 }
                 let outcome = match group_refusal(&client, &context, std::slice::from_ref(&pod)).await? {
                     Some(refused) => refused,
@@ -134,7 +134,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
             }
             for group in smoke::share::groups(&facts, &shares, &allocatable, &held, mps, &images) {
                 if !global.json {
-                    eprintln!(
+                    crate::stderrln!(
                         "test: {} on {} shared: {} pods at once ({}=…)",
                         group.resource,
                         group.node,
@@ -165,7 +165,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
             let mut claimed = Vec::new();
             for check in smoke::claims::checks(templates.iter(), &device_image, &nvidia_image) {
                 if !global.json {
-                    eprintln!("test: claim template {}/{}: pod {}", check.namespace, check.template, check.pod);
+                    crate::stderrln!("test: claim template {}/{}: pod {}", check.namespace, check.template, check.pod);
                 }
                 let pods = smoke::claims::group(&check).pods;
                 let refusal = group_refusal(&client, &context, &pods).await?;
@@ -217,7 +217,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
             let found = smoke::Found { pods: results, shares: shared, claims: claimed, counts, problems };
             Ok::<_, crate::observe::ObserveError>(smoke::Report::new(&cluster, found))
         })
-        .map_err(super::observe_failed)?;
+        .map_err(|e| super::cluster_failed(global, &cluster, e))?;
     Ok(report)
 }
 

@@ -47,9 +47,9 @@ pub fn run(global: &Global) -> Result<u8> {
     } else {
         super::print_bytes(crate::escape::for_terminal(&table(&config, &results)).as_bytes());
         for (host, reports) in diagnostics {
-            eprintln!("\n{}:", crate::escape::one_line(&host.to_string()));
+            crate::stderrln!("\n{}:", crate::escape::one_line(&host.to_string()));
             for report in reports {
-                eprintln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
+                crate::stderrln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
             }
         }
     }

@@ -85,7 +85,9 @@ fn exit_on_signal(inner: std::sync::Arc<server::Inner>) -> Result<()> {
         let mut told = false;
         while inner.applies.stop_all() > 0 {
             if !told {
-                eprintln!("note: {name}: stopping the running apply; the server exits once its running actions finish");
+                crate::stderrln!(
+                    "note: {name}: stopping the running apply; the server exits once its running actions finish"
+                );
                 told = true;
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;

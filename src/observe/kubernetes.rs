@@ -100,6 +100,17 @@ pub fn said(error: &kube::Error) -> String {
     }
 }
 
+/// Whether `kubeconfig` holds `context`: `Some(false)` when it does not, or when there is no
+/// file there at all; `None` when it cannot be read or parsed (then the file is the problem,
+/// not the context).
+pub fn has_context(kubeconfig: &Path, context: &str) -> Option<bool> {
+    if std::fs::symlink_metadata(kubeconfig).is_err() {
+        return Some(false);
+    }
+    let file = read_kubeconfig(kubeconfig).ok()?;
+    Some(file.contexts.iter().any(|c| c.name == context))
+}
+
 /// The kubeconfig, read as every input is (a regular file, bounded, never blocking: not
 /// `KUBECONFIG=/dev/zero` or a FIFO while apply holds the lock), with the files it names made
 /// absolute against its directory as kube's own reader does.

@@ -111,6 +111,38 @@ pub async fn observe_containers(
     docker::observe_cluster(&engine, endpoint, cluster, image).await
 }
 
+/// Why k3d cluster `name` does not exist, or `None` when it may (then the caller's own error
+/// stands). k3d writes the context `k3d-NAME` into the kubeconfig when it creates a cluster and
+/// removes it when it deletes one, so a kubeconfig without it is the first sign; Docker, when
+/// it answers, settles it: node containers of the cluster mean it exists and only the context
+/// is missing (the kubeconfig is to blame), none mean it does not.
+pub async fn k3d_cluster_missing(
+    endpoint: &docker::Endpoint,
+    kubeconfig: &std::path::Path,
+    name: &str,
+) -> Option<String> {
+    let context = kubernetes::context_name(name);
+    if kubernetes::has_context(kubeconfig, &context)? {
+        return None;
+    }
+    let containers = match docker::connect(endpoint) {
+        Ok(engine) => docker::observe_cluster(&engine, endpoint, name, "").await.ok(),
+        Err(_) => None,
+    };
+    match containers {
+        Some(Some(_)) => None,
+        Some(None) => Some(format!(
+            "Docker at {} runs no node of it, and {} has no context {context}",
+            endpoint.shown(),
+            kubeconfig.display()
+        )),
+        None => Some(format!(
+            "{} has no context {context}, which k3d writes when it creates the cluster",
+            kubeconfig.display()
+        )),
+    }
+}
+
 pub const SCHEMA: &str = "k3d-gpu.observed/v1";
 
 /// How long one Docker or Kubernetes call may take before the engine or API server counts

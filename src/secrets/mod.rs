@@ -72,6 +72,11 @@ pub fn mask_arg(arg: &str) -> String {
 /// scheme or without) turned into `*`, byte for byte, so offsets into it stay valid: a config
 /// file is quoted in a diagnostic by span, and the line it quotes may hold a stream URI with
 /// credentials. A bare `user@host` (an email address) has no password and stays.
+///
+/// Without a scheme, `A:B@F` is also how k3d spells a port or volume with its node filter
+/// (`8080:80@loadbalancer`, `127.0.0.1:8443:443@server:0`): when `A:B` is nothing but
+/// addresses and ports and `F` is a k3d node filter, it is that, and stays. With a scheme
+/// (`https://8080:80@loadbalancer`) it is userinfo whatever it looks like.
 pub fn blank_passwords(text: &str) -> String {
     let mut out = text.as_bytes().to_vec();
     let is_break = |b: u8| b.is_ascii_whitespace() || b"\"'`<>(),;[]{}=".contains(&b);
@@ -84,6 +89,7 @@ pub fn blank_passwords(text: &str) -> String {
         let authority = &authority[..authority.find(['/', '?', '#']).unwrap_or(authority.len())];
         if let Some(at) = authority.rfind('@')
             && let Some(colon) = authority[..at].find(':')
+            && (at_host > 0 || !is_k3d_mapping(&authority[..at], &token[at_host + at + 1..]))
         {
             let from = start + at_host + colon + 1;
             out[from..start + at_host + at].fill(b'*');
@@ -93,6 +99,33 @@ pub fn blank_passwords(text: &str) -> String {
     // Only ASCII bytes of a password were replaced, whole characters at a time… unless the
     // password held multi-byte characters: their bytes became `*` too, which is still UTF-8.
     String::from_utf8(out).unwrap_or_else(|_| text.to_string())
+}
+
+/// Whether `mapping@filter` (no scheme before it) is a k3d port or volume with its node
+/// filter rather than `user:password@host`: the mapping only digits, dots, dashes and colons
+/// (`[ADDRESS:]HOST_PORT:CONTAINER_PORT`, ranges included), the filter k3d's grammar (a group,
+/// then optionally `:*` or `:N[,M…]`/`:N-M`, then optionally `:suffix`). A password of digits
+/// for a host literally named `server` reads as a mapping; any letter in it does not.
+fn is_k3d_mapping(mapping: &str, filter: &str) -> bool {
+    let numeric = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_digit() || b == b'.' || b == b'-');
+    if !mapping.split(':').all(|part| part.is_empty() || numeric(part)) || !mapping.bytes().any(|b| b.is_ascii_digit())
+    {
+        return false;
+    }
+    let mut parts = filter.split(':');
+    let group = parts.next().unwrap_or_default();
+    if !["server", "servers", "agent", "agents", "loadbalancer", "all"].contains(&group) {
+        return false;
+    }
+    let rest: Vec<&str> = parts.collect();
+    let subset = |s: &str| s == "*" || numeric(s);
+    let suffix = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphabetic());
+    match rest[..] {
+        [] => true,
+        [one] => subset(one) || suffix(one),
+        [one, two] => subset(one) && suffix(two),
+        _ => false,
+    }
 }
 
 #[cfg(test)]
@@ -109,6 +142,39 @@ mod tests {
         assert!(blanked.contains("a@b.c"));
         let unicode = "u = \"rtsp://u:pä@h\"";
         assert_eq!(blank_passwords(unicode), "u = \"rtsp://u:***@h\"");
+    }
+
+    /// k3d's `A:B@FILTER` is not userinfo; a URL's userinfo is, whatever it looks like.
+    #[test]
+    fn k3d_ports_and_volumes_are_not_passwords() {
+        for kept in [
+            "ports = [\"8080:80@loadbalancer\"]",
+            "ports = [\"127.0.0.1:8080:80@server:0\"]",
+            "ports = [\"0.0.0.0:5353:53/udp@agent:0:direct\"]",
+            "ports = [\"8443:443@loadbalancer:proxy\", \"9000:9000@agents:*\"]",
+            "ports = [\"8000-8010:8000-8010@all\"]",
+            "ports = [\"[::1]:8080:80@server:0\"]",
+            "volumes = [\"/srv/data:/data:rw@agent:0;server:0\"]",
+            "volumes = [\"models:/models@server:0,1\"]",
+            "--port 8080:80@loadbalancer",
+        ] {
+            assert_eq!(blank_passwords(kept), kept);
+        }
+        for (text, blanked) in [
+            // With a scheme, userinfo is blanked whatever it looks like.
+            ("https://u:p@mirror.lan:5000/v2", "https://u:*@mirror.lan:5000/v2"),
+            ("http://8080:80@loadbalancer", "http://8080:**@loadbalancer"),
+            ("tcp://admin:hunter2@server:2376", "tcp://admin:*******@server:2376"),
+            // Without one: a password with a letter in it, or a host that is no node filter.
+            ("\"u:p@mirror.lan:5000\"", "\"u:*@mirror.lan:5000\""),
+            ("\"admin:1234@server:0\"", "\"admin:****@server:0\""),
+            ("\"admin:pw@loadbalancer\"", "\"admin:**@loadbalancer\""),
+            ("\"1234:5678@cam:554\"", "\"1234:****@cam:554\""),
+            ("\"1234:5678@server.lan\"", "\"1234:****@server.lan\""),
+            ("\"8080:80@server:0:x:y\"", "\"8080:**@server:0:x:y\""),
+        ] {
+            assert_eq!(blank_passwords(text), blanked, "{text}");
+        }
     }
 
     #[test]

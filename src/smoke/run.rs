@@ -210,7 +210,7 @@ pub async fn delete_claim(client: &Client, namespace: &str, name: &str, uid: Opt
     let params =
         DeleteParams { preconditions: Some(Preconditions { uid, resource_version: None }), ..DeleteParams::default() };
     if let Err(e) = claims_api(client, namespace).delete(name, &params).await {
-        eprintln!("note: could not delete resourceclaim {namespace}/{name}: {}", said(&e));
+        crate::stderrln!("note: could not delete resourceclaim {namespace}/{name}: {}", said(&e));
     }
 }
 
@@ -401,7 +401,7 @@ async fn delete(api: &Api<Pod>, name: &str, uid: Option<String>) {
         ..DeleteParams::default()
     };
     if let Err(e) = api.delete(name, &params).await {
-        eprintln!("note: could not delete pod {}/{name}: {}", api_namespace(api), said(&e));
+        crate::stderrln!("note: could not delete pod {}/{name}: {}", api_namespace(api), said(&e));
     }
 }
 
