@@ -206,11 +206,12 @@ pub enum Command {
     /// only: it never writes to the host. Exits 1 when a finding is `fail`.
     Doctor(DoctorCmd),
 
-    /// What the host itself needs for each active vendor (Intel compute runtime and Level
-    /// Zero, the media driver and libva, the NPU driver and firmware, the NVIDIA container
-    /// toolkit, Gaudi's driver), as a pinned install plan for this distro (or --distro's), after
-    /// the diagnoses of a partial upgrade. Prints the commands; --apply runs them on this machine
-    /// only after showing them and a typed confirmation. Exits 1 when a diagnosis fails.
+    /// What the host itself needs for each active vendor the config's [vendors] keep (Intel
+    /// compute runtime and Level Zero, the media driver and libva, the NPU driver and firmware,
+    /// the NVIDIA container toolkit, Gaudi's driver), as a pinned install plan for this distro
+    /// (or --distro's), after the diagnoses of a partial upgrade. Prints the commands; --apply
+    /// runs them on this machine only after showing them and a typed confirmation. Exits 1 when
+    /// a diagnosis fails.
     HostSetup(HostSetupCmd),
 
     /// Print the facts/v1 document: deterministic bytes, no clock, no machine paths.
@@ -310,6 +311,7 @@ impl Command {
             Command::Detect(a) => none.with_host(&a.host).with_json(&a.json),
             Command::Doctor(a) => Global::from(&a.data),
             Command::HostSetup(a) => Global {
+                config: a.config.config.clone(),
                 root: a.root.root.iter().cloned().collect(),
                 vendors: a.vendors.vendors.clone(),
                 json: a.json.json,
@@ -355,9 +357,11 @@ pub struct DoctorCmd {
 }
 
 /// `host-setup`: one host root (never a facts document: it reads libraries sysfs does not
-/// describe).
+/// describe), and the config, whose `[vendors]` say which vendors the cluster gets.
 #[derive(Debug, Args)]
 pub struct HostSetupCmd {
+    #[command(flatten)]
+    pub config: ConfigOpt,
     #[command(flatten)]
     pub root: RootOpt,
     #[command(flatten)]
