@@ -856,3 +856,26 @@ fn plan_places_the_agent_on_what_the_cluster_has_free() {
     assert!(stderr(&refused).contains("default/comfyui-6f9"), "{}", stderr(&refused));
     assert!(stderr(&refused).contains("device = \"auto\""), "{}", stderr(&refused));
 }
+
+/// Issue 39: the launcher's test-image variables point at `k3d-gpu test`, which runs the smoke
+/// pods and takes both images as options.
+#[test]
+fn the_test_image_variables_name_the_test_command() {
+    use clap::CommandFactory;
+    let out = K3dGpu::new()
+        .args(["detect", "--root", &host("lunar-lake-npu")])
+        .env("K3D_GPU_TEST_IMAGE", "nvidia/cuda:x")
+        .env("K3D_GPU_DEVICE_TEST_IMAGE", "busybox:x")
+        .output();
+    let text = stderr(&out);
+    for name in ["K3D_GPU_TEST_IMAGE", "K3D_GPU_DEVICE_TEST_IMAGE"] {
+        let note = text.lines().find(|l| l.contains(name)).unwrap_or_else(|| panic!("no note on {name}: {text}"));
+        assert!(note.contains("`k3d-gpu test`") && note.contains("--nvidia-image") && note.contains("--device-image"));
+        assert!(!note.contains("without a test pod"), "{note}");
+    }
+    let cli = k3d_gpu::cli::Cli::command();
+    let test = cli.find_subcommand("test").expect("k3d-gpu test exists");
+    for flag in ["nvidia-image", "device-image"] {
+        assert!(test.get_arguments().any(|a| a.get_long() == Some(flag)), "test --{flag}");
+    }
+}

@@ -327,3 +327,28 @@ fn the_configs_vendors_choose_what_is_planned() {
     assert!(vendors.is_empty(), "{vendors:?}");
     assert_eq!(steps, "[]");
 }
+
+/// Issue 39: no document calls a command that exists "not implemented".
+#[test]
+fn no_doc_calls_an_existing_command_not_implemented() {
+    use clap::CommandFactory;
+    let cli = k3d_gpu::cli::Cli::command();
+    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(support::repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.push(support::repo().join("README.md"));
+    let mut wrong = Vec::new();
+    for doc in docs {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for line in text.lines().filter(|l| l.contains("not implemented")) {
+            for word in line.split("`k3d-gpu ").skip(1).filter_map(|rest| rest.split([' ', '`']).next()) {
+                if cli.find_subcommand(word).is_some() {
+                    wrong.push(format!("{}: {line}", doc.display()));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
