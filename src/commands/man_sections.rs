@@ -26,6 +26,7 @@ fn examples(path: &str) -> &'static [&'static str] {
         }
         "facts" => &["k3d-gpu facts --out host.json", "k3d-gpu detect --facts host.json"],
         "facts capture" => &["k3d-gpu facts capture --out hosts/my-box"],
+        "version" => &["k3d-gpu version", "k3d-gpu --version --json"],
         "validate" => {
             &["k3d-gpu validate", "k3d-gpu validate -c k3dgpu.toml --root hosts/a --root hosts/b --facts host.json"]
         }

@@ -24,6 +24,7 @@ mod schema;
 mod show;
 mod test;
 pub(crate) mod validate;
+mod version;
 
 use inputs::{Inputs, load_catalog, load_config};
 
@@ -68,6 +69,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Destroy(a) => apply::destroy(global, &a.args),
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),
+        Command::Version(_) => version::run(global.json),
         Command::Mcp(a) => crate::mcp::serve(global, &a.args),
         Command::Test(a) => test::run(global, &a.args),
     }
