@@ -166,6 +166,11 @@ impl Global {
         self
     }
 
+    fn with_stdlib(mut self, s: &StdlibOpt) -> Global {
+        self.stdlib = s.stdlib.clone();
+        self
+    }
+
     fn with_host(mut self, h: &HostOpts) -> Global {
         self.root = h.root.root.iter().cloned().collect();
         self.facts = h.facts.iter().cloned().collect();
@@ -216,6 +221,12 @@ pub enum Command {
 
     /// Print the facts/v1 document: deterministic bytes, no clock, no machine paths.
     Facts(FactsArgs),
+
+    /// Write a commented k3dgpu.toml for this host (or --root's, --facts'): its active vendors
+    /// as `[expect]`, and where the agent would run, in a comment. `validate` accepts what it
+    /// writes. It never replaces a file: when --out (default ./k3dgpu.toml) exists, it writes
+    /// nothing and exits 1.
+    Init(InitCmd),
 
     /// Check the config against one or more hosts (--root/--facts, each may repeat): a table
     /// per host, every error with the config line it is about. No Docker, no cluster. Exits 1
@@ -324,6 +335,7 @@ impl Command {
                 ..none
             },
             Command::Facts(a) => a.global(),
+            Command::Init(a) => none.with_host(&a.host).with_stdlib(&a.stdlib),
             Command::Validate(a) => a.global(),
             Command::Graph(d) | Command::Observe(d) => Global::from(d),
             Command::Agent(a) => Global::from(a.data()),
@@ -395,6 +407,25 @@ pub struct HostSetupArgs {
     /// Where release downloads go (made mode 0700) [default: ${XDG_CACHE_HOME:-~/.cache}/k3d-gpu/host-setup].
     #[arg(long, value_name = "DIR", env = "K3D_GPU_SETUP_DIR")]
     pub download_dir: Option<PathBuf>,
+}
+
+/// `init`: one host and the catalog; the config is what it writes.
+#[derive(Debug, Args)]
+pub struct InitCmd {
+    #[command(flatten)]
+    pub stdlib: StdlibOpt,
+    #[command(flatten)]
+    pub host: HostOpts,
+    #[command(flatten)]
+    pub args: InitArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to write the config; `-` prints it on stdout. A file (or a link, even a dangling
+    /// one) already there is never replaced: init writes nothing and exits 1.
+    #[arg(long, value_name = "FILE", default_value = "k3dgpu.toml")]
+    pub out: PathBuf,
 }
 
 /// `version`.

@@ -12,6 +12,7 @@ mod fleet;
 pub(crate) mod graph;
 mod host_setup;
 mod images;
+mod init;
 pub(crate) mod inputs;
 pub mod json;
 mod logs;
@@ -47,6 +48,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Doctor(a) => doctor::run(global, &a.args),
         Command::HostSetup(a) => host_setup::run(global, &a.args),
         Command::Facts(args) => facts::run(global, args),
+        Command::Init(a) => init::run(global, &a.args),
         Command::Validate(a) => match &a.machines {
             Some(file) => machines::run(global, file),
             None => validate::run(global),
