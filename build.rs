@@ -18,6 +18,10 @@ mod yaml;
 #[path = "src/catalog/kdl_tree.rs"]
 mod kdl_tree;
 
+#[allow(dead_code)]
+#[path = "src/build_commit.rs"]
+mod build_commit;
+
 /// The files of `dir` ending in `.ext`, sorted; the directory and each file are build inputs.
 fn files(dir: &str, ext: &str) -> Vec<PathBuf> {
     println!("cargo:rerun-if-changed={dir}");
@@ -47,7 +51,21 @@ fn sha256(bytes: &[u8]) -> String {
     out
 }
 
+/// The commit `k3d-gpu version` reports, as `K3D_GPU_COMMIT` at compile time
+/// (src/build_commit.rs says where it comes from).
+fn record_commit() {
+    println!("cargo:rerun-if-changed=src/build_commit.rs");
+    println!("cargo:rerun-if-env-changed={}", build_commit::ENV);
+    let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+    for path in build_commit::watched(&manifest_dir) {
+        println!("cargo:rerun-if-changed={}", path.display());
+    }
+    let given = std::env::var(build_commit::ENV).ok();
+    println!("cargo:rustc-env=K3D_GPU_COMMIT={}", build_commit::commit(&manifest_dir, given.as_deref()));
+}
+
 fn main() {
+    record_commit();
     println!("cargo:rerun-if-changed=src/catalog/yaml.rs");
     println!("cargo:rerun-if-changed=src/catalog/kdl_tree.rs");
     let out_dir = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));

@@ -166,6 +166,11 @@ impl Global {
         self
     }
 
+    fn with_stdlib(mut self, s: &StdlibOpt) -> Global {
+        self.stdlib = s.stdlib.clone();
+        self
+    }
+
     fn with_host(mut self, h: &HostOpts) -> Global {
         self.root = h.root.root.iter().cloned().collect();
         self.facts = h.facts.iter().cloned().collect();
@@ -206,15 +211,22 @@ pub enum Command {
     /// only: it never writes to the host. Exits 1 when a finding is `fail`.
     Doctor(DoctorCmd),
 
-    /// What the host itself needs for each active vendor (Intel compute runtime and Level
-    /// Zero, the media driver and libva, the NPU driver and firmware, the NVIDIA container
-    /// toolkit, Gaudi's driver), as a pinned install plan for this distro (or --distro's), after
-    /// the diagnoses of a partial upgrade. Prints the commands; --apply runs them on this machine
-    /// only after showing them and a typed confirmation. Exits 1 when a diagnosis fails.
+    /// What the host itself needs for each active vendor the config's [vendors] keep (Intel
+    /// compute runtime and Level Zero, the media driver and libva, the NPU driver and firmware,
+    /// the NVIDIA container toolkit, Gaudi's driver), as a pinned install plan for this distro
+    /// (or --distro's), after the diagnoses of a partial upgrade. Prints the commands; --apply
+    /// runs them on this machine only after showing them and a typed confirmation. Exits 1 when
+    /// a diagnosis fails.
     HostSetup(HostSetupCmd),
 
     /// Print the facts/v1 document: deterministic bytes, no clock, no machine paths.
     Facts(FactsArgs),
+
+    /// Write a commented k3dgpu.toml for this host (or --root's, --facts'): its active vendors
+    /// as `[expect]`, and where the agent would run, in a comment. `validate` accepts what it
+    /// writes. It never replaces a file: when --out (default ./k3dgpu.toml) exists, it writes
+    /// nothing and exits 1.
+    Init(InitCmd),
 
     /// Check the config against one or more hosts (--root/--facts, each may repeat): a table
     /// per host, every error with the config line it is about. No Docker, no cluster. Exits 1
@@ -287,6 +299,12 @@ pub enum Command {
     /// Print the man page k3d-gpu(1); with --out, write it and one page per subcommand.
     Man(ManArgs),
 
+    /// This build's version and git commit (`unknown` outside a checkout), and what it pins:
+    /// the node image's k3s, the k3d release it is tested against, the NVIDIA container
+    /// toolkit, and each catalog component's upstream release. --json prints
+    /// k3d-gpu.version/v1, as does `k3d-gpu --version --json`.
+    Version(VersionArgs),
+
     /// Prove each accelerator resource the cluster advertises usable from inside a pod: one
     /// smoke pod per resource and node (NVIDIA: `nvidia-smi -L` under RuntimeClass nvidia;
     /// Intel GPU/NPU, Gaudi, DSA/IAA/QAT: the device nodes the plugin handed over exist and
@@ -310,12 +328,14 @@ impl Command {
             Command::Detect(a) => none.with_host(&a.host).with_json(&a.json),
             Command::Doctor(a) => Global::from(&a.data),
             Command::HostSetup(a) => Global {
+                config: a.config.config.clone(),
                 root: a.root.root.iter().cloned().collect(),
                 vendors: a.vendors.vendors.clone(),
                 json: a.json.json,
                 ..none
             },
             Command::Facts(a) => a.global(),
+            Command::Init(a) => none.with_host(&a.host).with_stdlib(&a.stdlib),
             Command::Validate(a) => a.global(),
             Command::Graph(d) | Command::Observe(d) => Global::from(d),
             Command::Agent(a) => Global::from(a.data()),
@@ -330,6 +350,7 @@ impl Command {
             Command::Logs(a) => none.with_catalog(&a.catalog).with_json(&a.json),
             Command::Report(a) => Global::from(&a.data),
             Command::Completions(_) | Command::Man(_) => none,
+            Command::Version(a) => none.with_json(&a.json),
             Command::Mcp(a) => Global::from(&a.inputs),
             Command::Test(a) => Global::from(&a.data),
         }
@@ -355,9 +376,11 @@ pub struct DoctorCmd {
 }
 
 /// `host-setup`: one host root (never a facts document: it reads libraries sysfs does not
-/// describe).
+/// describe), and the config, whose `[vendors]` say which vendors the cluster gets.
 #[derive(Debug, Args)]
 pub struct HostSetupCmd {
+    #[command(flatten)]
+    pub config: ConfigOpt,
     #[command(flatten)]
     pub root: RootOpt,
     #[command(flatten)]
@@ -384,6 +407,32 @@ pub struct HostSetupArgs {
     /// Where release downloads go (made mode 0700) [default: ${XDG_CACHE_HOME:-~/.cache}/k3d-gpu/host-setup].
     #[arg(long, value_name = "DIR", env = "K3D_GPU_SETUP_DIR")]
     pub download_dir: Option<PathBuf>,
+}
+
+/// `init`: one host and the catalog; the config is what it writes.
+#[derive(Debug, Args)]
+pub struct InitCmd {
+    #[command(flatten)]
+    pub stdlib: StdlibOpt,
+    #[command(flatten)]
+    pub host: HostOpts,
+    #[command(flatten)]
+    pub args: InitArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct InitArgs {
+    /// Where to write the config; `-` prints it on stdout. A file (or a link, even a dangling
+    /// one) already there is never replaced: init writes nothing and exits 1.
+    #[arg(long, value_name = "FILE", default_value = "k3dgpu.toml")]
+    pub out: PathBuf,
+}
+
+/// `version`.
+#[derive(Debug, Args)]
+pub struct VersionArgs {
+    #[command(flatten)]
+    pub json: JsonOpt,
 }
 
 /// `validate`: the config against several hosts.
@@ -889,13 +938,29 @@ pub fn options_after_command(args: Vec<OsString>, cmd: &clap::Command) -> Vec<Os
     out
 }
 
+/// `k3d-gpu --version --json` (or `-V --json`, either order) → `k3d-gpu version --json`: clap's
+/// own `--version` prints one line (`k3d-gpu 0.1.0`, which packages test) and takes nothing
+/// beside it. Any other line is left as it is.
+pub fn version_flag_as_command(args: Vec<OsString>) -> Vec<OsString> {
+    let words: Vec<Option<&str>> = args.iter().skip(1).map(|a| a.to_str()).collect();
+    let is_version = |w: &Option<&str>| matches!(w, Some("--version" | "-V"));
+    match words.as_slice() {
+        [a, b] if (is_version(a) && *b == Some("--json")) || (*a == Some("--json") && is_version(b)) => {
+            let mut out = args[..1].to_vec();
+            out.extend(["version".into(), "--json".into()]);
+            out
+        }
+        _ => args,
+    }
+}
+
 /// Parses arguments, runs the command, renders an error once, and returns the exit code.
 pub fn main() -> ExitCode {
     // No wrapping: a wrapped help line breaks the hash or command a user copies from it, and
     // a terminal wraps long lines by itself without inserting newlines.
     let _ = miette::set_hook(Box::new(|_| Box::new(miette::MietteHandlerOpts::new().wrap_lines(false).build())));
     let cmd = Cli::command();
-    let args = options_after_command(std::env::args_os().collect(), &cmd);
+    let args = options_after_command(version_flag_as_command(std::env::args_os().collect()), &cmd);
     let parsed = cmd.try_get_matches_from(args).and_then(|m| Cli::from_arg_matches(&m));
     let cli = match parsed {
         Ok(cli) => cli,
@@ -1047,6 +1112,21 @@ mod tests {
         assert_eq!(moved("k3d-gpu --root R"), "k3d-gpu --root R");
         assert_eq!(moved("k3d-gpu --root R --help"), "k3d-gpu --root R --help");
         assert_eq!(moved("k3d-gpu --json=1 plan"), "k3d-gpu --json=1 plan");
+    }
+
+    #[test]
+    fn version_flag_with_json_is_the_version_command() {
+        let rewritten = |line: &str| {
+            let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();
+            let out = super::version_flag_as_command(args);
+            out.iter().map(|a| a.to_str().unwrap()).collect::<Vec<_>>().join(" ")
+        };
+        assert_eq!(rewritten("k3d-gpu --version --json"), "k3d-gpu version --json");
+        assert_eq!(rewritten("k3d-gpu --json -V"), "k3d-gpu version --json");
+        // Anything else is clap's: `--version` alone prints its one line.
+        assert_eq!(rewritten("k3d-gpu --version"), "k3d-gpu --version");
+        assert_eq!(rewritten("k3d-gpu --json --json"), "k3d-gpu --json --json");
+        assert_eq!(rewritten("k3d-gpu plan --json"), "k3d-gpu plan --json");
     }
 
     /// The refusal the old hand-kept table gave is clap's own now: the option is not in the

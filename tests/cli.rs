@@ -3,6 +3,10 @@
 
 mod support;
 
+#[allow(dead_code)]
+#[path = "../src/build_commit.rs"]
+mod build_commit;
+
 use std::path::Path;
 use std::process::{Command, Output};
 
@@ -705,6 +709,7 @@ fn every_json_output_is_one_object_with_a_schema_key() {
         vec!["images", "check"],
         vec!["report", "--offline"],
         vec!["show", offline.to_str().unwrap()],
+        vec!["version"],
         // Failures: no Docker engine here, an offline plan, a config that does not parse.
         vec!["observe"],
         vec!["destroy"],
@@ -741,12 +746,13 @@ fn every_json_output_is_one_object_with_a_schema_key() {
     for run in runs {
         let host_only = matches!(run[0], "detect" | "facts" | "host-setup");
         // Commands that read no host.
-        let no_host = matches!(run[0], "show" | "audit" | "logs" | "test") || run[..] == ["agent", "status"];
+        let no_host =
+            matches!(run[0], "show" | "version" | "audit" | "logs" | "test") || run[..] == ["agent", "status"];
         let args = [
             &run[..],
             &["--json"],
             if no_host {
-                if run[0] == "show" { &[][..] } else { &inputs[..2] }
+                if matches!(run[0], "show" | "version") { &[][..] } else { &inputs[..2] }
             } else if host_only {
                 &inputs[2..]
             } else {
@@ -917,4 +923,146 @@ fn a_command_exits_with_its_own_status_when_stderr_cannot_be_written() {
             .output();
         assert_eq!(closed.status.code(), Some(code), "{args:?} with stdout and stderr closed");
     }
+}
+/// Issue 39: the launcher's test-image variables point at `k3d-gpu test`, which runs the smoke
+/// pods and takes both images as options.
+#[test]
+fn the_test_image_variables_name_the_test_command() {
+    use clap::CommandFactory;
+    let out = K3dGpu::new()
+        .args(["detect", "--root", &host("lunar-lake-npu")])
+        .env("K3D_GPU_TEST_IMAGE", "nvidia/cuda:x")
+        .env("K3D_GPU_DEVICE_TEST_IMAGE", "busybox:x")
+        .output();
+    let text = stderr(&out);
+    for name in ["K3D_GPU_TEST_IMAGE", "K3D_GPU_DEVICE_TEST_IMAGE"] {
+        let note = text.lines().find(|l| l.contains(name)).unwrap_or_else(|| panic!("no note on {name}: {text}"));
+        assert!(note.contains("`k3d-gpu test`") && note.contains("--nvidia-image") && note.contains("--device-image"));
+        assert!(!note.contains("without a test pod"), "{note}");
+    }
+    let cli = k3d_gpu::cli::Cli::command();
+    let test = cli.find_subcommand("test").expect("k3d-gpu test exists");
+    for flag in ["nvidia-image", "device-image"] {
+        assert!(test.get_arguments().any(|a| a.get_long() == Some(flag)), "test --{flag}");
+    }
+}
+
+// --- version (issue 39) ------------------------------------------------------------------
+
+fn version_json(args: &[&str]) -> serde_json::Value {
+    let out = k3d_gpu(args);
+    assert_eq!(out.status.code(), Some(0), "{args:?}: {}", stderr(&out));
+    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{args:?}: {e}: {}", stdout(&out)))
+}
+
+/// `version --json` reports what the code pins, read here from the same constants and the
+/// same catalog, and the commit the checkout is at (or `unknown` outside one).
+#[test]
+fn version_json_reports_what_the_code_pins() {
+    let doc = version_json(&["version", "--json"]);
+    assert_eq!(doc["schema"], "k3d-gpu.version/v1");
+    assert_eq!(doc["version"], env!("CARGO_PKG_VERSION"));
+    assert_eq!(doc["k3s"], k3d_gpu::node_image::K3S_TAG);
+    assert_eq!(doc["k3d"]["tested"], k3d_gpu::apply::k3d::K3D_TESTED);
+    let (major, minor, patch) = k3d_gpu::doctor::live::K3D_FLOOR;
+    assert_eq!(doc["k3d"]["minimum"], format!("v{major}.{minor}.{patch}"));
+    assert_eq!(doc["nvidia_container_toolkit"], k3d_gpu::node_image::NVIDIA_CONTAINER_TOOLKIT_VERSION);
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let pinned: Vec<serde_json::Value> = catalog
+        .components
+        .values()
+        .map(|c| serde_json::json!({ "name": c.name, "upstream": c.upstream, "version": c.version }))
+        .collect();
+    assert_eq!(doc["components"], serde_json::Value::Array(pinned));
+    // The device plugins are among them, each with the version its component file names.
+    for plugin in ["nvidia-device-plugin", "intel-gpu-plugin", "intel-npu-plugin", "gaudi-device-plugin"] {
+        let entry = doc["components"].as_array().unwrap().iter().find(|c| c["name"] == plugin).unwrap();
+        let file = std::fs::read_to_string(repo().join(format!("stdlib/{plugin}.kdl"))).unwrap();
+        let version = entry["version"].as_str().unwrap();
+        assert!(file.contains(&format!("version={version}")), "{plugin}: {version}");
+    }
+    let given = std::env::var(build_commit::ENV).ok();
+    assert_eq!(doc["commit"], build_commit::commit(&repo(), given.as_deref()), "the build's commit");
+    // docs/version.md names every field.
+    let doc_text = std::fs::read_to_string(repo().join("docs/version.md")).unwrap();
+    for key in doc.as_object().unwrap().keys().filter(|k| *k != "schema") {
+        assert!(doc_text.contains(&format!("| `{key}")), "docs/version.md does not describe {key}");
+    }
+    assert!(doc_text.contains("`k3d.tested`") && doc_text.contains("`k3d.minimum`"));
+    // The same document through the flag.
+    assert_eq!(version_json(&["--version", "--json"]), doc);
+    assert_eq!(version_json(&["--json", "-V"]), doc);
+}
+
+#[test]
+fn version_text_names_each_pin_and_the_plain_flag_stays_one_line() {
+    let out = k3d_gpu(&["version"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    let doc = version_json(&["version", "--json"]);
+    assert!(text.starts_with(&format!("k3d-gpu {}\n", env!("CARGO_PKG_VERSION"))), "{text}");
+    let line = |key: &str| text.lines().find(|l| l.split_whitespace().next() == Some(key)).unwrap_or_default();
+    let commit = doc["commit"].as_str().unwrap();
+    assert!(line("commit").contains(commit), "{text}");
+    assert!(line("k3s").contains(k3d_gpu::node_image::K3S_TAG), "{text}");
+    assert!(line("k3d").contains(k3d_gpu::apply::k3d::K3D_TESTED), "{text}");
+    assert!(line("nvidia-container-toolkit").contains(k3d_gpu::node_image::NVIDIA_CONTAINER_TOOLKIT_VERSION));
+    for c in doc["components"].as_array().unwrap() {
+        let words: Vec<&str> = line(c["name"].as_str().unwrap()).split_whitespace().collect();
+        assert_eq!(words, [&c["name"], &c["upstream"], &c["version"]].map(|v| v.as_str().unwrap()), "{text}");
+    }
+    // `--version` alone is clap's one line, which the Homebrew formula's test reads.
+    let plain = k3d_gpu(&["--version"]);
+    assert_eq!(stdout(&plain), format!("k3d-gpu {}\n", env!("CARGO_PKG_VERSION")));
+}
+
+/// The commit a build records: the checkout's, or `unknown` where there is none, never the
+/// commit of some other repository a tarball was unpacked in.
+#[test]
+fn the_build_commit_falls_back_to_unknown_outside_a_checkout() {
+    let tarball = tempfile::tempdir().unwrap();
+    std::fs::write(tarball.path().join("Cargo.toml"), "[package]\n").unwrap();
+    assert_eq!(build_commit::commit(tarball.path(), None), build_commit::UNKNOWN);
+    assert!(build_commit::watched(tarball.path()).is_empty(), "nothing to rebuild on");
+    // A packager's variable wins, when it is a commit id.
+    assert_eq!(build_commit::commit(tarball.path(), Some("0123abc")), "0123abc");
+    assert_eq!(build_commit::commit(tarball.path(), Some("main; rm -rf /")), build_commit::UNKNOWN);
+    // A crate from crates.io: cargo package's record.
+    let sha = "4f".repeat(20);
+    let vcs = format!("{{\"git\": {{\"sha1\": \"{sha}\"}}, \"path_in_vcs\": \"\"}}");
+    std::fs::write(tarball.path().join(".cargo_vcs_info.json"), vcs).unwrap();
+    assert_eq!(build_commit::commit(tarball.path(), None), sha);
+    // Unpacked inside another repository, whose commit is not the crate's.
+    let git = |dir: &Path, args: &[&str]| {
+        Command::new("git").arg("-C").arg(dir).args(args).output().is_ok_and(|o| o.status.success())
+    };
+    let outer = tempfile::tempdir().unwrap();
+    if !git(outer.path(), &["init", "-q"]) {
+        return; // no git here: the rest needs it
+    }
+    std::fs::write(outer.path().join("notes.txt"), "x\n").unwrap();
+    let committed = git(outer.path(), &["add", "notes.txt"])
+        && git(outer.path(), &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "x"]);
+    assert!(committed);
+    let crate_dir = outer.path().join("k3d-gpu-0.1.0");
+    std::fs::create_dir(&crate_dir).unwrap();
+    std::fs::write(crate_dir.join("Cargo.toml"), "[package]\n").unwrap();
+    assert_eq!(build_commit::commit(&crate_dir, None), build_commit::UNKNOWN);
+    // Once git tracks it there, that checkout's commit is the build's.
+    assert!(git(outer.path(), &["add", "k3d-gpu-0.1.0/Cargo.toml"]));
+    assert!(git(outer.path(), &["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "y"]));
+    let head = Command::new("git").arg("-C").arg(outer.path()).args(["rev-parse", "HEAD"]).output().unwrap();
+    let head = String::from_utf8(head.stdout).unwrap().trim().to_string();
+    assert_eq!(build_commit::commit(&crate_dir, None), head);
+    assert!(!build_commit::watched(&crate_dir).is_empty(), "a commit there rebuilds");
+}
+
+/// The one k3d release the tests' upstream files are read from is the one `version` reports.
+#[test]
+fn the_tested_k3d_is_the_release_the_upstream_files_are_read_from() {
+    let entrypoint = std::fs::read_to_string(repo().join("tests/upstream/k3d-entrypoint.txt")).unwrap();
+    let tested = k3d_gpu::apply::k3d::K3D_TESTED;
+    assert!(entrypoint.contains(&format!("Read from k3d-io/k3d at tag {tested}")), "{tested}");
+    let checks = std::fs::read_to_string(repo().join("docs/upstream-checks.md")).unwrap();
+    assert!(checks.contains(&format!("k3d {tested}, commit")), "{tested}");
 }

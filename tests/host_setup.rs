@@ -289,3 +289,66 @@ fn facts_capture_carries_the_files_host_setup_reads() {
     assert_eq!(a.status.code(), Some(1));
     assert_eq!(text(&a.stdout), text(&b.stdout), "the capture plans the same as its source");
 }
+
+/// Issue 39: the config's `[vendors]` choose the vendors host-setup plans for, as they choose
+/// the ones the cluster gets; a vendor the cluster will not get needs no host software.
+#[test]
+fn the_configs_vendors_choose_what_is_planned() {
+    let dir = tempfile::tempdir().unwrap();
+    let planned = |name: &str, config: Option<&str>| -> (Vec<String>, String) {
+        let mut args = vec!["--root".to_string(), host(name), "--json".into()];
+        if let Some(text) = config {
+            let path = dir.path().join("k3dgpu.toml");
+            std::fs::write(&path, text).unwrap();
+            args.extend(["-c".into(), path.display().to_string()]);
+        }
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let out = host_setup(&args);
+        assert!(matches!(out.status.code(), Some(0 | 1)), "{args:?}: {}", text(&out.stderr));
+        let doc = json(&out);
+        let mut vendors: Vec<String> =
+            doc["vendors"].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_string()).collect();
+        vendors.sort();
+        (vendors, doc["steps"].to_string())
+    };
+    // rtx2000ada-x2 has NVIDIA GPUs and an Intel iGPU.
+    let (all, steps) = planned("rtx2000ada-x2", None);
+    assert_eq!(all, ["intel", "nvidia"]);
+    assert!(steps.contains("nvidia-container-toolkit"), "{steps}");
+    let (vendors, steps) = planned("rtx2000ada-x2", Some("[vendors]\nexclude = [\"nvidia\"]\n"));
+    assert_eq!(vendors, ["intel"]);
+    assert!(!steps.contains("nvidia"), "an excluded vendor gets no steps: {steps}");
+    let (vendors, steps) = planned("rtx2000ada-x2", Some("[vendors]\nenable = [\"nvidia\"]\n"));
+    assert_eq!(vendors, ["nvidia"]);
+    assert!(!steps.contains("intel-opencl") && !steps.contains("level-zero"), "{steps}");
+    // A Gaudi without its driver counts for host-setup, unless the config leaves it out.
+    assert_eq!(planned("gaudi3-no-driver", None).0, ["gaudi"]);
+    let (vendors, steps) = planned("gaudi3-no-driver", Some("[vendors]\nexclude = [\"gaudi\"]\n"));
+    assert!(vendors.is_empty(), "{vendors:?}");
+    assert_eq!(steps, "[]");
+}
+
+/// Issue 39: no document calls a command that exists "not implemented".
+#[test]
+fn no_doc_calls_an_existing_command_not_implemented() {
+    use clap::CommandFactory;
+    let cli = k3d_gpu::cli::Cli::command();
+    let mut docs: Vec<std::path::PathBuf> = std::fs::read_dir(support::repo().join("docs"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "md"))
+        .collect();
+    docs.push(support::repo().join("README.md"));
+    let mut wrong = Vec::new();
+    for doc in docs {
+        let text = std::fs::read_to_string(&doc).unwrap();
+        for line in text.lines().filter(|l| l.contains("not implemented")) {
+            for word in line.split("`k3d-gpu ").skip(1).filter_map(|rest| rest.split([' ', '`']).next()) {
+                if cli.find_subcommand(word).is_some() {
+                    wrong.push(format!("{}: {line}", doc.display()));
+                }
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}

@@ -10,6 +10,12 @@ use serde_json::{Value, json};
 use super::error::ApplyError;
 use crate::observe::CLUSTER_SPEC_LABEL;
 
+/// The k3d release k3d-gpu is built and tested against: the SimpleConfig schema, the node
+/// entrypoint and the node-filter grammar in `tests/upstream/` are read from this tag, and
+/// `k3d-gpu version` reports it. Older k3d v5 releases are accepted (doctor's floor is
+/// `doctor::live::K3D_FLOOR`).
+pub const K3D_TESTED: &str = "v5.9.0";
+
 /// How long `k3d cluster create` may take: pulling the node image on a slow line is minutes.
 pub const CREATE_TIMEOUT: Duration = Duration::from_secs(900);
 

@@ -16,7 +16,7 @@ pub fn run(global: &Global) -> Result<u8> {
     Ok(EXIT_OK)
 }
 
-fn gib(kib: Option<u64>) -> String {
+pub(crate) fn gib(kib: Option<u64>) -> String {
     kib.map_or("? GiB".into(), |k| format!("{:.1} GiB", k as f64 / 1024.0 / 1024.0))
 }
 
@@ -83,7 +83,7 @@ pub fn render(facts: &Facts) -> String {
     out
 }
 
-fn device_lines(facts: &Facts) -> Vec<String> {
+pub(crate) fn device_lines(facts: &Facts) -> Vec<String> {
     let h = &facts.host;
     let mut lines = Vec::new();
     for g in &h.intel_gpus {

@@ -1,7 +1,7 @@
-//! `k3d-gpu host-setup`: reads the host (or a fixture host), prints the install plan, and
-//! with `--apply` runs its commands — only on the real host, only after showing them, and
-//! only when the person types `apply` on a terminal. Nothing else (no config key, no
-//! variable) makes it run anything.
+//! `k3d-gpu host-setup`: reads the host (or a fixture host) and the config's `[vendors]`,
+//! prints the install plan for the vendors the cluster gets, and with `--apply` runs its
+//! commands — only on the real host, only after showing them, and only when the person types
+//! `apply` on a terminal. Nothing else (no config key, no variable) makes it run anything.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -44,6 +44,9 @@ pub fn make_plan(global: &Global, args: &HostSetupArgs) -> Result<(HostSetupPlan
         })?),
         None => None,
     };
+    // The config's [vendors] choose among the host's vendors as they do for the cluster: a
+    // vendor the cluster will not get needs no host software from this plan.
+    let config = super::load_config(global)?.config;
     let host = super::open_host(global)?;
     let facts = super::detect_facts(&host, &global.vendor_filter()?)?;
     let state = host_setup::probe::read(&host);
@@ -58,9 +61,10 @@ pub fn make_plan(global: &Global, args: &HostSetupArgs) -> Result<(HostSetupPlan
         })?,
     };
     let gaudi = &facts.host.gaudi;
-    let mut vendors: Vec<Vendor> = facts.detected.iter().map(|d| d.vendor).collect();
+    let mut vendors: Vec<Vendor> =
+        crate::compile::active_vendors(&config, &facts).into_iter().map(|d| d.vendor).collect();
     // A Gaudi is inactive exactly when its driver is missing, which is what host-setup is for.
-    if !gaudi.devices.is_empty() && facts.vendor_filter.allows(Vendor::Gaudi) {
+    if !gaudi.devices.is_empty() && facts.vendor_filter.allows(Vendor::Gaudi) && config.vendors.allows(Vendor::Gaudi) {
         vendors.push(Vendor::Gaudi);
     }
     let inputs = Inputs {

@@ -14,6 +14,7 @@ fn examples(path: &str) -> &'static [&'static str] {
     match path {
         "" => &[
             "k3d-gpu detect",
+            "k3d-gpu init",
             "k3d-gpu validate",
             "k3d-gpu plan --out plan.json",
             "k3d-gpu show plan.json",
@@ -26,6 +27,12 @@ fn examples(path: &str) -> &'static [&'static str] {
         }
         "facts" => &["k3d-gpu facts --out host.json", "k3d-gpu detect --facts host.json"],
         "facts capture" => &["k3d-gpu facts capture --out hosts/my-box"],
+        "init" => &[
+            "k3d-gpu init",
+            "k3d-gpu init --root tests/fixtures/hosts/rtx2000ada-x2 --out lab.toml",
+            "k3d-gpu init --out -",
+        ],
+        "version" => &["k3d-gpu version", "k3d-gpu --version --json"],
         "validate" => {
             &["k3d-gpu validate", "k3d-gpu validate -c k3dgpu.toml --root hosts/a --root hosts/b --facts host.json"]
         }
@@ -110,7 +117,11 @@ pub fn sections(cmd: &clap::Command, path: &str) -> String {
     out.push_str(".SH \"EXIT STATUS\"\n");
     for (code, text) in [
         ("0", "Success."),
-        ("1", "A check failed: the config is invalid, a finding failed, a plan was refused or an apply failed."),
+        (
+            "1",
+            "A check failed: the config is invalid, a finding failed, a plan was refused or an apply failed, or \
+             init found a file where it would write.",
+        ),
         (
             "2",
             "Bad usage or unreadable input (with plan --detailed-exitcode: the plan has changes). Under --json a \

@@ -12,6 +12,7 @@ mod fleet;
 pub(crate) mod graph;
 mod host_setup;
 mod images;
+mod init;
 pub(crate) mod inputs;
 pub mod json;
 mod logs;
@@ -24,6 +25,7 @@ mod schema;
 mod show;
 mod test;
 pub(crate) mod validate;
+mod version;
 
 use inputs::{Inputs, load_catalog, load_config};
 
@@ -46,6 +48,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Doctor(a) => doctor::run(global, &a.args),
         Command::HostSetup(a) => host_setup::run(global, &a.args),
         Command::Facts(args) => facts::run(global, args),
+        Command::Init(a) => init::run(global, &a.args),
         Command::Validate(a) => match &a.machines {
             Some(file) => machines::run(global, file),
             None => validate::run(global),
@@ -68,6 +71,7 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Destroy(a) => apply::destroy(global, &a.args),
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),
+        Command::Version(_) => version::run(global.json),
         Command::Mcp(a) => crate::mcp::serve(global, &a.args),
         Command::Test(a) => test::run(global, &a.args),
     }

@@ -288,17 +288,7 @@ pub(crate) fn fleet_claims(
 /// The vendors the cluster gets: the host's active ones, less `[vendors] exclude`, and only
 /// those `[vendors] enable` lists when it is a list.
 pub fn active_vendors(config: &Config, facts: &Facts) -> Vec<Detected> {
-    let vendors = &config.vendors;
-    facts
-        .detected
-        .iter()
-        .filter(|d| !vendors.exclude.contains(&d.vendor))
-        .filter(|d| match &vendors.enable {
-            VendorSelection::Auto => true,
-            VendorSelection::Only(list) => list.contains(&d.vendor),
-        })
-        .cloned()
-        .collect()
+    facts.detected.iter().filter(|d| config.vendors.allows(d.vendor)).cloned().collect()
 }
 
 /// The config's vendor selection applied to what the host has, with a word on each

@@ -46,8 +46,9 @@ const NOT_KEYS: &[(&[&str], &str)] = &[
     ),
     (
         &["K3D_GPU_TEST_IMAGE", "K3D_GPU_DEVICE_TEST_IMAGE"],
-        "no key: `apply` verifies without a test pod, through the plan's `verify/…` nodes (allocatable \
-         resources, rollouts, ResourceSlices)",
+        "no key: `k3d-gpu test` runs the smoke pods, one per accelerator resource a node advertises; \
+         `test --nvidia-image IMAGE` and `test --device-image IMAGE` replace their images (`apply --test` runs \
+         it after an apply)",
     ),
     (
         &["K3D_GPU_BIN", "K3D_GPU_MCP_TIMEOUT"],

@@ -671,6 +671,18 @@ pub struct Vendors {
     pub exclude: Vec<crate::facts::Vendor>,
 }
 
+impl Vendors {
+    /// Whether the cluster gets `vendor` where the host has it: not excluded, and listed when
+    /// `enable` is a list.
+    pub fn allows(&self, vendor: crate::facts::Vendor) -> bool {
+        !self.exclude.contains(&vendor)
+            && match &self.enable {
+                VendorSelection::Auto => true,
+                VendorSelection::Only(list) => list.contains(&vendor),
+            }
+    }
+}
+
 /// How GPUs reach pods: each vendor's device plugin, or its DRA driver (ResourceSlices, and
 /// pods that ask through ResourceClaims, `[[claims]]`). `mode` picks the path, for every
 /// vendor or per vendor, so a host with Intel and NVIDIA GPUs can put each on its own path in
