@@ -44,7 +44,7 @@ pub fn run(global: &Global, args: &InitArgs) -> Result<u8> {
         }
     })?;
     let validate = crate::shell::k3d_gpu(&Global { config: Some(args.out.clone()), ..global.clone() }).lit("validate");
-    eprintln!("wrote {}; check it with: {validate}", crate::escape::one_line(&args.out.display().to_string()));
+    crate::stderrln!("wrote {}; check it with: {validate}", crate::escape::one_line(&args.out.display().to_string()));
     Ok(EXIT_OK)
 }
 
