@@ -1370,6 +1370,23 @@ fn pod_container<'a>(object: &'a Value, key: &str, name: &str) -> &'a Value {
 }
 
 /// The host path (and its type, "" for none) behind each mount of `container` in `object`.
+/// A facts file's list of strings.
+fn toml_strings(v: &toml::Value) -> Vec<String> {
+    v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
+}
+
+/// A facts file's table of two-string lists (`"/mps" = ["/run/nvidia/mps", "DirectoryOrCreate"]`).
+fn toml_pairs(v: &toml::Value) -> BTreeMap<String, (String, String)> {
+    v.as_table()
+        .unwrap()
+        .iter()
+        .map(|(k, v)| {
+            let pair = toml_strings(v);
+            (k.clone(), (pair[0].clone(), pair[1].clone()))
+        })
+        .collect()
+}
+
 fn host_paths(object: &Value, container: &Value) -> BTreeMap<String, (String, String)> {
     let volumes = object["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
     container["volumeMounts"]
@@ -1393,19 +1410,8 @@ fn host_paths(object: &Value, container: &Value) -> BTreeMap<String, (String, St
 fn mps_is_deployed_as_upstreams_chart_deploys_it() {
     let text = std::fs::read_to_string(support::repo().join("tests/upstream/nvidia-mps.toml")).unwrap();
     let up: toml::Table = toml::from_str(&text).unwrap();
-    let strings = |v: &toml::Value| -> Vec<String> {
-        v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect()
-    };
-    let paths = |v: &toml::Value| -> BTreeMap<String, (String, String)> {
-        v.as_table()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| {
-                let pair = strings(v);
-                (k.clone(), (pair[0].clone(), pair[1].clone()))
-            })
-            .collect()
-    };
+    let strings = toml_strings;
+    let paths = toml_pairs;
     let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
     let config =
         k3d_gpu::config::load_str("k3dgpu.toml", "[sharing.nvidia]\nstrategy = \"mps\"\nreplicas = 4\n").unwrap();
@@ -1467,20 +1473,11 @@ fn nvidia_dra_driver_is_deployed_as_upstreams_chart_deploys_it() {
     let text = std::fs::read_to_string(support::repo().join("tests/upstream/nvidia-dra-driver.toml")).unwrap();
     let up: toml::Table = toml::from_str(&text).unwrap();
     let text_of = |v: &toml::Value| v.as_str().unwrap().to_string();
-    let strings = |v: &toml::Value| -> Vec<String> { v.as_array().unwrap().iter().map(text_of).collect() };
+    let strings = toml_strings;
     let table = |v: &toml::Value| -> BTreeMap<String, String> {
         v.as_table().unwrap().iter().map(|(k, v)| (k.clone(), text_of(v))).collect()
     };
-    let pairs = |v: &toml::Value| -> BTreeMap<String, (String, String)> {
-        v.as_table()
-            .unwrap()
-            .iter()
-            .map(|(k, v)| {
-                let pair = strings(v);
-                (k.clone(), (pair[0].clone(), pair[1].clone()))
-            })
-            .collect()
-    };
+    let pairs = toml_pairs;
     let json_strings =
         |v: &Value| -> Vec<String> { v.as_array().unwrap().iter().map(|s| s.as_str().unwrap().to_string()).collect() };
     let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
