@@ -215,21 +215,10 @@ pub struct Verdict {
 }
 
 pub fn verdict(c: &Check, o: &Outcome, allocated: Vec<String>, hints: &Hints) -> Verdict {
-    let seen: Vec<String> = match c.probe {
-        Probe::NvidiaSmi => o
-            .log
-            .lines()
-            .filter(|l| l.starts_with("GPU "))
-            .filter_map(|l| l.split("(UUID: ").nth(1)?.strip_suffix(')'))
-            .map(|s| crate::escape::one_line(s).into_owned())
-            .collect(),
-        Probe::Devices => o
-            .log
-            .lines()
-            .filter_map(|l| l.strip_prefix("device ")?.split(' ').next())
-            .map(|s| crate::escape::one_line(s).into_owned())
-            .collect(),
-    };
+    let seen: Vec<String> = super::share::devices_seen(c.probe, &o.log)
+        .into_iter()
+        .map(|s| crate::escape::one_line(s).into_owned())
+        .collect();
     let driver_logs = match c.probe {
         Probe::NvidiaSmi => "logs nvidia-gpu-dra",
         Probe::Devices => "logs intel-gpu-dra",

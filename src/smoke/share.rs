@@ -188,18 +188,23 @@ pub struct Verdict {
     pub fix: Option<String>,
 }
 
-/// The device a pod reported: an NVIDIA GPU's UUID, an Intel card's PCI address.
-fn identity(probe: Probe, log: &str) -> Option<String> {
-    let ids: Vec<&str> = match probe {
+/// Each device a probe's log names, as printed: an NVIDIA GPU's UUID (`nvidia-smi -L`), the
+/// PCI address of the card behind a render node it opened. Not yet escaped.
+pub(super) fn devices_seen(probe: Probe, log: &str) -> Vec<&str> {
+    match probe {
         Probe::NvidiaSmi => log
             .lines()
             .filter(|l| l.starts_with("GPU "))
             .filter_map(|l| l.split("(UUID: ").nth(1)?.strip_suffix(')'))
             .collect(),
         Probe::Devices => log.lines().filter_map(|l| l.strip_prefix("device ")?.split(' ').next()).collect(),
-    };
+    }
+}
+
+/// The device a pod reported: an NVIDIA GPU's UUID, an Intel card's PCI address.
+fn identity(probe: Probe, log: &str) -> Option<String> {
     // The set of devices the pod got (one for a plugin's unit; a DRA claim may hold several).
-    let mut ids = ids;
+    let mut ids = devices_seen(probe, log);
     ids.sort_unstable();
     ids.dedup();
     (!ids.is_empty()).then(|| crate::escape::one_line(&ids.join("+")).into_owned())
