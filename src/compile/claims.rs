@@ -163,7 +163,9 @@ fn pci_id(vendor: ClaimVendor, raw: &str) -> Option<String> {
         ClaimVendor::Intel => normalise_id(raw),
         ClaimVendor::Nvidia => {
             let t = raw.trim().to_ascii_lowercase();
-            normalise_id(t.strip_prefix("10de:").unwrap_or(&t))
+            let t = t.strip_prefix("10de:").unwrap_or(&t);
+            // Another vendor's prefix (`8086:`) is not an NVIDIA id.
+            if t.contains(':') { None } else { normalise_id(t) }
         }
     }
 }
@@ -318,6 +320,15 @@ fn one(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_pci_id_takes_only_its_own_vendors_prefix() {
+        assert_eq!(pci_id(ClaimVendor::Nvidia, "10DE:2331").as_deref(), Some("2331"));
+        assert_eq!(pci_id(ClaimVendor::Nvidia, "0x2331").as_deref(), Some("2331"));
+        assert_eq!(pci_id(ClaimVendor::Nvidia, "8086:2331"), None);
+        assert_eq!(pci_id(ClaimVendor::Intel, "8086:e20b").as_deref(), Some("e20b"));
+        assert_eq!(pci_id(ClaimVendor::Intel, "10de:e20b"), None);
+    }
 
     #[test]
     fn quantities() {

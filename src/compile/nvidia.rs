@@ -80,15 +80,13 @@ pub fn plan(cx: &mut Context) -> NvidiaPlan {
         return out;
     }
     if cx.nvidia_mode() == crate::config::GpuMode::Dra {
-        let intel = cx.intel_mode();
-        let mode = crate::config::SharingMode::PerVendor { intel, nvidia: crate::config::GpuMode::Plugin };
+        let mode = super::nvidia_dra::plugin_mode(cx);
         cx.error(CompileError::new(
             "nvidia-sharing-with-dra",
             &["sharing", "nvidia"],
             "[sharing.nvidia] configures the NVIDIA device plugin, and [sharing] mode gives the NVIDIA GPUs to the DRA driver, which replaces the plugin (its chart refuses to run beside it)",
             Some(format!(
-                "to share through the plugin, set [sharing] {}; to stay on DRA, remove [sharing.nvidia] (sharing per claim: several pods referencing one ResourceClaim)",
-                mode.toml()
+                "to share through the plugin, set [sharing] {mode}; to stay on DRA, remove [sharing.nvidia] (sharing per claim: several pods referencing one ResourceClaim)"
             )),
         ));
         return out;

@@ -79,11 +79,14 @@ pub fn wanted(cx: &Context) -> bool {
     cx.nvidia_mode() == GpuMode::Dra && cx.is_active(Vendor::Nvidia)
 }
 
+/// `[sharing] mode` as it is, but with NVIDIA on the plugin path, as the user writes it.
+pub fn plugin_mode(cx: &Context) -> String {
+    crate::config::SharingMode::PerVendor { intel: cx.intel_mode(), nvidia: GpuMode::Plugin }.toml()
+}
+
 /// The hint that keeps every other setting and puts NVIDIA back on the plugin path.
 fn plugin_path(cx: &Context) -> String {
-    let intel = cx.intel_mode();
-    let mode = crate::config::SharingMode::PerVendor { intel, nvidia: GpuMode::Plugin };
-    format!("set [sharing] {}: the device plugin serves every NVIDIA GPU", mode.toml())
+    format!("set [sharing] {}: the device plugin serves every NVIDIA GPU", plugin_mode(cx))
 }
 
 pub fn check(cx: &mut Context) {
