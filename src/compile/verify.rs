@@ -92,60 +92,61 @@ pub fn resources(
         }
     }
     if dra && cx.is_active(Vendor::Intel) {
-        let providers: Vec<&Wanted> =
-            wanted.iter().filter(|w| w.component.provides_labels.iter().any(|l| l == super::DRA_NODE_LABEL)).collect();
-        if providers.is_empty() {
-            cx.error(super::CompileError::new(
-                "dra-without-driver",
-                &["sharing", "mode"],
-                "DRA mode is set, but no component in the catalog provides the Intel GPU DRA driver",
-                Some(format!(
-                    "add a component that provides label={} (docs/stdlib.md), or use mode = \"plugin\"",
-                    super::DRA_NODE_LABEL
-                )),
-            ));
-            return;
-        }
-        let mut deps = dependencies(&providers);
-        deps.push(format!("node-label/{}", super::DRA_NODE_LABEL));
-        deps.sort();
-        out.push(Resource {
-            id: "verify/resourceslices/gpu.intel.com".into(),
-            kind: ResourceKind::Verify,
-            change: Change::Verify,
-            component: providers.first().map(|w| w.component.name.clone()),
-            spec: json!({ "check": "resourceslices", "driver": "gpu.intel.com", "min_devices": intel.gpus.len() }),
-            depends_on: deps,
-        });
+        let driver =
+            SlicesOf { driver: "gpu.intel.com", label: super::DRA_NODE_LABEL, what: "the Intel GPU DRA driver" };
+        slices(cx, wanted, driver, intel.gpus.len(), "use mode = \"plugin\"", out);
     }
     if nvidia_dra {
-        let label = super::NVIDIA_DRA_NODE_LABEL;
-        let providers: Vec<&Wanted> =
-            wanted.iter().filter(|w| w.component.provides_labels.iter().any(|l| l == label)).collect();
-        if providers.is_empty() {
-            cx.error(super::CompileError::new(
-                "dra-without-driver",
-                &["sharing", "mode"],
-                "NVIDIA GPUs take the DRA path, but no component in the catalog provides the NVIDIA GPU DRA driver",
-                Some(format!(
-                    "add a component that provides label={label} (docs/stdlib.md), or give NVIDIA the plugin: mode = {{ nvidia = \"plugin\" }}"
-                )),
-            ));
-            return;
-        }
-        let mut deps = dependencies(&providers);
-        deps.push(format!("node-label/{label}"));
-        deps.sort();
-        let driver = super::nvidia_dra::DRIVER;
-        out.push(Resource {
-            id: format!("verify/resourceslices/{driver}"),
-            kind: ResourceKind::Verify,
-            change: Change::Verify,
-            component: providers.first().map(|w| w.component.name.clone()),
-            spec: json!({ "check": "resourceslices", "driver": driver, "min_devices": cx.facts.host.nvidia.gpus.len() }),
-            depends_on: deps,
-        });
+        let driver = SlicesOf {
+            driver: super::nvidia_dra::DRIVER,
+            label: super::NVIDIA_DRA_NODE_LABEL,
+            what: "the NVIDIA GPU DRA driver",
+        };
+        let gpus = cx.facts.host.nvidia.gpus.len();
+        slices(cx, wanted, driver, gpus, "give NVIDIA the plugin: mode = { nvidia = \"plugin\" }", out);
     }
+}
+
+/// A DRA driver as its ResourceSlice check names it: the driver, the node label the component
+/// that deploys it provides, and its name in words.
+struct SlicesOf {
+    driver: &'static str,
+    label: &'static str,
+    what: &'static str,
+}
+
+/// Apply waits until `of`'s driver has published at least `min_devices` devices, after the
+/// component that provides its node label; without such a component the config cannot work.
+fn slices(
+    cx: &mut Context,
+    wanted: &[Wanted],
+    of: SlicesOf,
+    min_devices: usize,
+    other_way: &str,
+    out: &mut Vec<Resource>,
+) {
+    let providers: Vec<&Wanted> =
+        wanted.iter().filter(|w| w.component.provides_labels.iter().any(|l| l == of.label)).collect();
+    if providers.is_empty() {
+        cx.error(super::CompileError::new(
+            "dra-without-driver",
+            &["sharing", "mode"],
+            format!("DRA mode is set, but no component in the catalog provides {}", of.what),
+            Some(format!("add a component that provides label={} (docs/stdlib.md), or {other_way}", of.label)),
+        ));
+        return;
+    }
+    let mut deps = dependencies(&providers);
+    deps.push(format!("node-label/{}", of.label));
+    deps.sort();
+    out.push(Resource {
+        id: format!("verify/resourceslices/{}", of.driver),
+        kind: ResourceKind::Verify,
+        change: Change::Verify,
+        component: providers.first().map(|w| w.component.name.clone()),
+        spec: json!({ "check": "resourceslices", "driver": of.driver, "min_devices": min_devices }),
+        depends_on: deps,
+    });
 }
 
 /// A RuntimeClass that a workload names and no object of ours creates is the cluster's: k3s
