@@ -63,7 +63,12 @@ fn apply_command(
     made: Option<&crate::plan::MadeFrom>,
     exists: impl Fn(&Path) -> bool,
 ) -> (crate::shell::Command, Option<String>) {
-    let apply = |name: &Path| crate::shell::Command::new("k3d-gpu").lit("apply").arg(name.display().to_string());
+    // A path named like an option would be read as one, by `cd` and by `apply` alike.
+    let not_an_option = |path: &Path| {
+        let shown = path.display().to_string();
+        if shown.starts_with('-') { format!("./{shown}") } else { shown }
+    };
+    let apply = |name: &Path| crate::shell::Command::new("k3d-gpu").lit("apply").arg(not_an_option(name));
     let empty = crate::plan::MadeFrom::default();
     let made = made.unwrap_or(&empty);
     let paths: Vec<&str> =
@@ -79,10 +84,7 @@ fn apply_command(
         [true, false].into_iter().find_map(|strict| std::iter::once(here).chain(beside).find(|dir| fits(dir, strict)));
     match (chosen, beside, file.file_name()) {
         (Some(dir), Some(parent), Some(name)) if dir == parent => {
-            // A directory named like an option would be read as one by `cd`.
-            let dir = dir.display().to_string();
-            let dir = if dir.starts_with('-') { format!("./{dir}") } else { dir };
-            (crate::shell::Command::new("cd").arg(dir).and(apply(Path::new(name))), None)
+            (crate::shell::Command::new("cd").arg(not_an_option(dir)).and(apply(Path::new(name))), None)
         }
         (Some(_), _, _) => (apply(file), None),
         (None, _, _) => (
@@ -117,6 +119,10 @@ mod tests {
         assert_eq!((c.to_string().as_str(), note), ("cd 'my lab' && k3d-gpu apply p.json", None));
         let (c, _) = apply_command(Path::new("-x/p.json"), Some(&made()), files(&["-x/lab.toml", "-x/hosts/rtx"]));
         assert_eq!(c.to_string(), "cd ./-x && k3d-gpu apply p.json");
+        let (c, _) = apply_command(Path::new("lab/-p.json"), Some(&made()), files(&["lab/lab.toml", "lab/hosts/rtx"]));
+        assert_eq!(c.to_string(), "cd lab && k3d-gpu apply ./-p.json", "a plan file named like an option");
+        let (c, _) = apply_command(Path::new("-p.json"), Some(&made()), files(&["lab.toml", "hosts/rtx"]));
+        assert_eq!(c.to_string(), "k3d-gpu apply ./-p.json");
         // No -c recorded: the directory with a k3dgpu.toml is the one.
         let (c, _) = apply_command(Path::new("lab/p.json"), None, files(&["lab/k3dgpu.toml"]));
         assert_eq!(c.to_string(), "cd lab && k3d-gpu apply p.json");
