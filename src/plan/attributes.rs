@@ -54,6 +54,12 @@ fn cap(mut lines: Vec<String>) -> Vec<String> {
     lines
 }
 
+/// One shell word of an argument list. A create has no "before", so a masked part reads
+/// "(sensitive)" as `value` shows it, not "(sensitive, changed)".
+fn word(text: &str) -> String {
+    crate::shell::word(&text.replace(SENSITIVE_CHANGED, SENSITIVE))
+}
+
 /// A scalar or short value as it reads; a masked secret as "(sensitive)"; a long or
 /// multi-line one as its size and digest.
 fn value(v: &Value) -> String {
@@ -225,7 +231,7 @@ fn cluster(spec: &Value, out: &mut Vec<String>) {
     let mut by_filter: Vec<(String, Vec<String>)> = Vec::new();
     for a in items(&spec["k3s_args"]) {
         let filter = value(&a["nodes"]);
-        let arg = crate::shell::word(a["arg"].as_str().unwrap_or_default());
+        let arg = word(a["arg"].as_str().unwrap_or_default());
         match by_filter.iter_mut().find(|(f, _)| *f == filter) {
             Some((_, args)) => args.push(arg),
             None => by_filter.push((filter, vec![arg])),
@@ -390,7 +396,7 @@ fn container(kind: &str, c: &Value, out: &mut Vec<String>) {
             .iter()
             .map(|w| {
                 let text = w.as_str().map_or_else(|| w.to_string(), str::to_string);
-                if is_long(&text) { summary(&text) } else { crate::shell::word(&text) }
+                if is_long(&text) { summary(&text) } else { word(&text) }
             })
             .collect()
     };
@@ -447,6 +453,8 @@ mod tests {
         assert!(shown.starts_with("(81 bytes, sha256:") && shown.len() < 40, "{shown}");
         assert!(value(&json!("a\nb")).starts_with("(3 bytes, sha256:"));
         assert_eq!(value(&json!(SENSITIVE_CHANGED)), SENSITIVE);
+        let masked = word(&format!("--token={SENSITIVE_CHANGED}"));
+        assert!(masked.contains(SENSITIVE) && !masked.contains("changed"), "{masked}");
     }
 
     #[test]
