@@ -56,7 +56,10 @@ pub fn run(global: &Global, args: &ReportArgs) -> Result<u8> {
         let path = dir.join(name);
         super::write_out(&path, bytes, crate::output_file::PUBLIC)?;
     }
-    crate::stderrln!("wrote report.txt, report.json and report.html to {}", dir.display());
+    crate::stderrln!(
+        "wrote report.txt, report.json and report.html to {}",
+        crate::escape::one_line(&dir.display().to_string())
+    );
     Ok(EXIT_OK)
 }
 
