@@ -150,12 +150,16 @@ mod tests {
         for kept in [
             "ports = [\"8080:80@loadbalancer\"]",
             "ports = [\"127.0.0.1:8080:80@server:0\"]",
+            "ports = [\"5353:53@agent:0:direct\"]",
+            "ports = [\"8080:80@all:*\"]",
+            // These stop at the first '/' before any '@': kept by the authority's cut, not by
+            // the mapping rule; a guard that the cut stays.
             "ports = [\"0.0.0.0:5353:53/udp@agent:0:direct\"]",
+            "volumes = [\"/srv/data:/data:rw@agent:0;server:0\"]",
+            "volumes = [\"models:/models@server:0,1\"]",
             "ports = [\"8443:443@loadbalancer:proxy\", \"9000:9000@agents:*\"]",
             "ports = [\"8000-8010:8000-8010@all\"]",
             "ports = [\"[::1]:8080:80@server:0\"]",
-            "volumes = [\"/srv/data:/data:rw@agent:0;server:0\"]",
-            "volumes = [\"models:/models@server:0,1\"]",
             "--port 8080:80@loadbalancer",
         ] {
             assert_eq!(blank_passwords(kept), kept);
