@@ -102,6 +102,8 @@ fn init_never_replaces_a_file_and_says_so() {
     let message = text(&out.stderr);
     assert!(message.contains("k3dgpu.toml already exists") && message.contains("nothing was written"), "{message}");
     assert!(message.contains("--out"), "it says how to write another: {message}");
+    // The check it suggests is of that host, not this machine: the --root is kept.
+    assert!(message.contains(&format!("--root {root}")) && message.contains("validate"), "{message}");
     assert_eq!(std::fs::read_to_string(dir.path().join("k3dgpu.toml")).unwrap(), "# mine\n");
     // A link there, even one to nowhere, is not written through or replaced.
     std::os::unix::fs::symlink(dir.path().join("target.toml"), dir.path().join("link.toml")).unwrap();

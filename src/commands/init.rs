@@ -26,7 +26,7 @@ const WIDTH: usize = 96;
 pub fn run(global: &Global, args: &InitArgs) -> Result<u8> {
     let to_stdout = args.out == Path::new("-");
     if !to_stdout {
-        refuse_existing(&args.out)?;
+        refuse_existing(global, &args.out)?;
         super::check_out_file(&args.out)?;
     }
     let facts = super::load_facts(global)?;
@@ -38,7 +38,7 @@ pub fn run(global: &Global, args: &InitArgs) -> Result<u8> {
     }
     crate::output_file::write_new(&args.out, text.as_bytes(), crate::output_file::PUBLIC).map_err(|e| {
         if e.kind() == std::io::ErrorKind::AlreadyExists {
-            exists(&args.out)
+            exists(global, &args.out)
         } else {
             Error::Output { path: args.out.display().to_string(), reason: e.to_string() }
         }
@@ -48,22 +48,24 @@ pub fn run(global: &Global, args: &InitArgs) -> Result<u8> {
     Ok(EXIT_OK)
 }
 
-/// The refusal when something is at `out` already: exit 1, nothing written.
-fn exists(out: &Path) -> Error {
+/// The refusal when something is at `out` already: exit 1, nothing written. The command that
+/// checks the file there keeps the user's --root, --facts, --stdlib and --vendors.
+fn exists(global: &Global, out: &Path) -> Error {
     let shown = crate::shell::word(&out.display().to_string());
+    let validate = crate::shell::k3d_gpu(&Global { config: Some(out.to_path_buf()), ..global.clone() }).lit("validate");
     Error::Refused {
         message: format!("{shown} already exists; init never replaces a file, so nothing was written"),
         help: Some(format!(
-            "move it away, or write another file with --out FILE (or --out - for stdout); `k3d-gpu validate -c {shown}` checks the one you have"
+            "move it away, or write another file with --out FILE (or --out - for stdout); `{validate}` checks the one you have"
         )),
     }
 }
 
 /// Refuses before reading the host when `out` is taken (a file, directory or link, even a
 /// dangling one). The write checks again, without a window.
-fn refuse_existing(out: &Path) -> Result<()> {
+fn refuse_existing(global: &Global, out: &Path) -> Result<()> {
     match std::fs::symlink_metadata(out) {
-        Ok(_) => Err(exists(out)),
+        Ok(_) => Err(exists(global, out)),
         Err(_) => Ok(()),
     }
 }
