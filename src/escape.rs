@@ -32,15 +32,25 @@ pub fn for_terminal(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
-/// Like [`for_terminal`], for one line: a newline or tab is escaped too, so a name cannot
-/// start a line of its own.
+/// A character that starts a line for a reader: a newline, and Unicode's line and paragraph
+/// separators, which editors and some terminals show as a line break.
+fn breaks_line(c: char) -> bool {
+    matches!(c, '\n' | '\u{2028}' | '\u{2029}')
+}
+
+/// Like [`for_terminal`], for one line: a newline, a line or paragraph separator or a tab is
+/// escaped too, so a name cannot start a line of its own.
 pub fn one_line(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(|c| is_control(c) || c == '\n' || c == '\t') {
+    if !text.chars().any(|c| is_control(c) || breaks_line(c) || c == '\t') {
         return Cow::Borrowed(text);
     }
     let escaped: String = text
         .chars()
-        .map(|c| if c == '\n' || c == '\t' { format!("\\x{:02x}", c as u32) } else { c.to_string() })
+        .map(|c| match c {
+            '\n' | '\t' => format!("\\x{:02x}", c as u32),
+            '\u{2028}' | '\u{2029}' => format!("\\u{{{:x}}}", c as u32),
+            _ => c.to_string(),
+        })
         .collect();
     Cow::Owned(for_terminal(&escaped).into_owned())
 }
@@ -156,6 +166,7 @@ mod tests {
         assert_eq!(for_terminal("\u{9b}\u{7f}\r"), "\\x9b\\x7f\\x0d");
         assert_eq!(for_terminal("x\u{202e}y"), "x\\u{202e}y");
         assert_eq!(one_line("a\nb"), "a\\x0ab");
+        assert_eq!(one_line("a\u{2028}b\u{2029}c"), "a\\u{2028}b\\u{2029}c", "line and paragraph separators too");
         assert_eq!(quoted("\x1b"), "\"\\u{1b}\"");
     }
 

@@ -119,12 +119,10 @@ fn toml_string(text: &str) -> String {
     toml::Value::String(text.to_string()).to_string()
 }
 
-/// `text` as comment lines starting `prefix`, escaped to one line first (so nothing in it
-/// ends the comment; the Unicode line and paragraph separators too, which editors show as a
-/// line break), then wrapped at a space where it grows past [`WIDTH`].
+/// `text` as comment lines starting `prefix`, escaped to one line first (so nothing in it,
+/// the Unicode line and paragraph separators included, ends the comment), then wrapped at a space where it grows past [`WIDTH`].
 fn comment(out: &mut String, prefix: &str, text: &str) {
-    let one_line = crate::escape::one_line(text).replace('\u{2028}', "\\u{2028}").replace('\u{2029}', "\\u{2029}");
-    let escaped = crate::escape::capped(one_line);
+    let escaped = crate::escape::capped(crate::escape::one_line(text).into_owned());
     let mut line = String::from(prefix);
     for (i, word) in escaped.split(' ').enumerate() {
         if i > 0 && !word.is_empty() && line.len() + 1 + word.len() > WIDTH && line.trim_end().len() > prefix.len() {
