@@ -15,7 +15,6 @@ use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::commands;
 use crate::error::{EXIT_USAGE, Error};
 use crate::facts::VendorFilter;
 
@@ -46,6 +45,32 @@ pub struct Global {
     pub stdlib: Option<PathBuf>,
     pub json: bool,
     pub vendors: Option<String>,
+}
+
+impl Global {
+    /// `k3d-gpu` with the options this run was given, before the subcommand that follows: the
+    /// config, each host root and facts file, the catalog and the vendor filter. `--json` is not
+    /// carried; the command that follows says its own output.
+    pub fn k3d_gpu(&self) -> crate::shell::Command {
+        let path = |p: &std::path::Path| p.display().to_string();
+        let mut c = crate::shell::Command::new("k3d-gpu");
+        if let Some(config) = &self.config {
+            c = c.opt("-c", path(config));
+        }
+        for root in &self.root {
+            c = c.opt("--root", path(root));
+        }
+        for facts in &self.facts {
+            c = c.opt("--facts", path(facts));
+        }
+        if let Some(stdlib) = &self.stdlib {
+            c = c.opt("--stdlib", path(stdlib));
+        }
+        if let Some(vendors) = &self.vendors {
+            c = c.opt("--vendors", vendors);
+        }
+        c
+    }
 }
 
 /// `-c/--config`.
@@ -623,7 +648,7 @@ pub struct ReportArgs {
 pub struct CompletionsArgs {
     /// The shell to complete for.
     #[arg(value_name = "SHELL")]
-    pub shell: crate::commands::Shell,
+    pub shell: clap_complete::Shell,
 }
 
 #[derive(Debug, Args)]
@@ -954,50 +979,18 @@ pub fn version_flag_as_command(args: Vec<OsString>) -> Vec<OsString> {
     }
 }
 
-/// Parses arguments, runs the command, renders an error once, and returns the exit code.
-pub fn main() -> ExitCode {
-    // No wrapping: a wrapped help line breaks the hash or command a user copies from it, and
-    // a terminal wraps long lines by itself without inserting newlines.
-    let _ = miette::set_hook(Box::new(|_| Box::new(miette::MietteHandlerOpts::new().wrap_lines(false).build())));
+/// The command line parsed: the options may come before the command, and `--version` reads
+/// as the `version` command. `Err` is the exit code after clap has printed its help, version
+/// or usage error.
+pub fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
     let cmd = Cli::command();
-    let args = options_after_command(version_flag_as_command(std::env::args_os().collect()), &cmd);
+    let args = options_after_command(version_flag_as_command(args), &cmd);
     let parsed = cmd.try_get_matches_from(args).and_then(|m| Cli::from_arg_matches(&m));
-    let cli = match parsed {
-        Ok(cli) => cli,
-        Err(e) => {
-            let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
-            let _ = e.print();
-            return ExitCode::from(code);
-        }
-    };
-    let json = cli.command.global().json;
-    match commands::run(cli) {
-        Ok(code) => ExitCode::from(code),
-        Err(error) => {
-            let code = error.exit_code();
-            // Asked for JSON: one object on stdout whatever happened (the text still goes to
-            // stderr). A failed check has printed its own document already.
-            if json && !matches!(error, Error::CheckFailed(_)) {
-                commands::print_bytes(&commands::json::error_document(&error));
-            }
-            match error {
-                Error::CheckFailed(_) => {}
-                // Diagnostics quote names and lines from untrusted files: escaped on the way out.
-                Error::Invalid(reports) => {
-                    for report in reports {
-                        crate::stderrln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
-                    }
-                }
-                other => {
-                    crate::stderrln!(
-                        "{}",
-                        crate::escape::rendered_diagnostic(&format!("{:?}", miette::Report::new(other)))
-                    )
-                }
-            }
-            ExitCode::from(code)
-        }
-    }
+    parsed.map_err(|e| {
+        let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
+        let _ = e.print();
+        ExitCode::from(code)
+    })
 }
 
 #[cfg(test)]
@@ -1140,5 +1133,29 @@ mod tests {
         let mut cmd = Cli::command();
         let schema = cmd.find_subcommand_mut("schema").unwrap().render_long_help().to_string();
         assert!(!schema.contains("--root"), "{schema}");
+    }
+
+    #[test]
+    fn a_k3d_gpu_command_carries_the_options_given() {
+        let global = super::Global {
+            config: Some("lab dir/k3dgpu.toml".into()),
+            root: vec!["~root".into(), "hosts/a".into()],
+            facts: vec!["$(touch pwned).json".into()],
+            stdlib: Some("cat".into()),
+            json: true,
+            vendors: Some("intel,npu".into()),
+        };
+        let c = global.k3d_gpu().lit("apply").opt("--plan-hash", "sha256:ab").to_string();
+        assert_eq!(
+            c,
+            "k3d-gpu -c 'lab dir/k3dgpu.toml' --root '~root' --root hosts/a --facts '$(touch pwned).json' \
+--stdlib cat --vendors intel,npu apply --plan-hash sha256:ab"
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let words = crate::shell::tests::sh_words(c.strip_prefix("k3d-gpu ").unwrap(), dir.path());
+        assert_eq!(words[1], "lab dir/k3dgpu.toml");
+        assert_eq!(words[3], "~root");
+        assert_eq!(words.len(), 15);
+        assert!(!dir.path().join("pwned").exists());
     }
 }

@@ -6,6 +6,9 @@
 use std::io::Read;
 use std::path::Path;
 
+// The tree is a node image's build context; its types belong to the image's pure model.
+pub use crate::node_image::{TreeFile, TreeLimits};
+
 /// Far above any real config, document or manifest.
 pub const MAX_INPUT: u64 = 32 << 20;
 
@@ -78,21 +81,6 @@ mod libc_flags {
 /// The kind of error std gives for a missing file, for callers that treat "absent" specially.
 pub fn is_missing(path: &Path) -> bool {
     matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
-}
-
-/// A regular file of a directory tree read by [`read_tree`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TreeFile {
-    pub bytes: Vec<u8>,
-    /// Any execute bit set: a script that runs in the image must stay runnable there.
-    pub executable: bool,
-}
-
-/// How much of a tree [`read_tree`] reads before it refuses.
-#[derive(Debug, Clone, Copy)]
-pub struct TreeLimits {
-    pub files: usize,
-    pub bytes: u64,
 }
 
 /// A directory's regular files by relative path (`/`-separated), bounded in count and size.

@@ -12,7 +12,6 @@ use std::collections::BTreeMap;
 use serde_json::{Value, json};
 
 use crate::images::{ImageRef, Locks, Use};
-pub use crate::input_file::{TreeFile, TreeLimits};
 
 /// The Dockerfile the tool ships, compiled in so a plan never depends on where it runs.
 pub const SHIPPED_DOCKERFILE: &str = include_str!("../Dockerfile");
@@ -30,6 +29,21 @@ pub const INPUTS_LABEL: &str = "io.k3d-gpu.build-inputs";
 pub const K3S_VERSION_LABEL: &str = "io.k3d-gpu.k3s-version";
 /// The repository local builds are tagged in.
 pub const LOCAL_REPOSITORY: &str = "k3d-gpu-node";
+
+/// A regular file of a directory tree read by `input_file::read_tree`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TreeFile {
+    pub bytes: Vec<u8>,
+    /// Any execute bit set: a script that runs in the image must stay runnable there.
+    pub executable: bool,
+}
+
+/// How much of a tree `input_file::read_tree` reads before it refuses.
+#[derive(Debug, Clone, Copy)]
+pub struct TreeLimits {
+    pub files: usize,
+    pub bytes: u64,
+}
 
 /// A build context can be a whole directory tree; more than this is a mistake (a home
 /// directory given as the context), not a node image.
@@ -75,7 +89,7 @@ impl Source {
 
     /// The source with what an observation says about a prebuilt image: its k3s release
     /// label, when the observed image is this one. A build says its own version.
-    pub fn with_observed(self, observed: &crate::observe::Observed) -> Source {
+    pub fn with_observed(self, observed: &crate::observed::Observed) -> Source {
         match self {
             Source::Prebuilt { reference, k3s_version: None } => {
                 let k3s_version = observed

@@ -7,15 +7,13 @@
 //!   `'\''`. A leading `~` (`~root`), `$(…)`, `;`, spaces and globs are quoted; the empty
 //!   string is `''`. A control character cannot be pasted faithfully: it is written as a
 //!   visible escape (`\x0a`) inside the quotes, so the command stays one line and one word;
-//! - a `k3d-gpu` command carries the options the person gave ([`k3d_gpu`]: `-c`, `--root`,
+//! - a `k3d-gpu` command carries the options the person gave (`cli::Global::k3d_gpu`: `-c`, `--root`,
 //!   `--facts`, `--stdlib`, `--vendors`), so pasted it plans the same config on the same host.
 //!
 //! The words the tool itself writes (`kubectl`, `--context`, `get`, `nodes`) are literals:
 //! [`Command::lit`] is for text in this source, [`Command::arg`] for everything else.
 
 use std::fmt;
-
-use crate::cli::Global;
 
 /// The characters a bare word may hold: none is special to sh, bash, dash or zsh anywhere in a
 /// word (`~` is, at the start; `=` only in a first word, which is always a literal here).
@@ -82,41 +80,17 @@ impl fmt::Display for Command {
     }
 }
 
-/// `k3d-gpu` with the options this run was given, before the subcommand that follows: the
-/// config, each host root and facts file, the catalog and the vendor filter. `--json` is not
-/// carried; the command that follows says its own output.
-pub fn k3d_gpu(global: &Global) -> Command {
-    let path = |p: &std::path::Path| p.display().to_string();
-    let mut c = Command::new("k3d-gpu");
-    if let Some(config) = &global.config {
-        c = c.opt("-c", path(config));
-    }
-    for root in &global.root {
-        c = c.opt("--root", path(root));
-    }
-    for facts in &global.facts {
-        c = c.opt("--facts", path(facts));
-    }
-    if let Some(stdlib) = &global.stdlib {
-        c = c.opt("--stdlib", path(stdlib));
-    }
-    if let Some(vendors) = &global.vendors {
-        c = c.opt("--vendors", vendors);
-    }
-    c
-}
-
 /// `kubectl --context CONTEXT`.
 pub fn kubectl(context: &str) -> Command {
     Command::new("kubectl").opt("--context", context)
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// What `sh` makes of `words`: one line per word it passed to printf.
-    fn sh_words(words: &str, dir: &std::path::Path) -> Vec<String> {
+    pub(crate) fn sh_words(words: &str, dir: &std::path::Path) -> Vec<String> {
         let out = std::process::Command::new("sh")
             .arg("-c")
             .arg(format!("printf '%s\\n' {words}"))
@@ -174,27 +148,7 @@ mod tests {
     }
 
     #[test]
-    fn a_k3d_gpu_command_carries_the_options_given() {
-        let global = Global {
-            config: Some("lab dir/k3dgpu.toml".into()),
-            root: vec!["~root".into(), "hosts/a".into()],
-            facts: vec!["$(touch pwned).json".into()],
-            stdlib: Some("cat".into()),
-            json: true,
-            vendors: Some("intel,npu".into()),
-        };
-        let c = k3d_gpu(&global).lit("apply").opt("--plan-hash", "sha256:ab").to_string();
-        assert_eq!(
-            c,
-            "k3d-gpu -c 'lab dir/k3dgpu.toml' --root '~root' --root hosts/a --facts '$(touch pwned).json' \
---stdlib cat --vendors intel,npu apply --plan-hash sha256:ab"
-        );
-        let dir = tempfile::tempdir().unwrap();
-        let words = sh_words(c.strip_prefix("k3d-gpu ").unwrap(), dir.path());
-        assert_eq!(words[1], "lab dir/k3dgpu.toml");
-        assert_eq!(words[3], "~root");
-        assert_eq!(words.len(), 15);
-        assert!(!dir.path().join("pwned").exists());
+    fn a_kubectl_command_quotes_its_context() {
         assert_eq!(kubectl("k3d-x;y").lit("get nodes").to_string(), "kubectl --context 'k3d-x;y' get nodes");
     }
 }

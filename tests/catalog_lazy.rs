@@ -45,22 +45,24 @@ fn a_stdlib_dir_manifest_is_parsed_and_checked_when_wanted() {
         "    when vendor=npu\n",
         "apiVersion: v1\nkind: Pod\nmetadata: {name: p, namespace: default}\nspec:\n  containers: [{name: c, image: \"busybox:1.37\"}]\n",
     );
-    let catalog = Catalog::from_dir(dir.path()).unwrap();
+    let catalog = k3d_gpu::component_files::from_dir(dir.path()).unwrap();
     let config = load_str("k3dgpu.toml", "").unwrap();
     // A host that wants neither never reads them.
     compile(&config, &facts_of("plain-laptop-amd"), &catalog).unwrap();
     assert!(!catalog.components["broken"].objects.decoded());
     // One that wants the broken one gets its error, as a compile error naming the component.
-    let errors = compile(&config, &facts_of("gaudi3-server"), &Catalog::from_dir(dir.path()).unwrap()).unwrap_err();
+    let errors = compile(&config, &facts_of("gaudi3-server"), &k3d_gpu::component_files::from_dir(dir.path()).unwrap())
+        .unwrap_err();
     let e = errors.iter().find(|e| e.code == "component-manifest").expect("the manifest's error");
     assert!(e.message.starts_with("component broken: ") && e.message.contains("is not valid YAML"), "{}", e.message);
     // The image check holds for a manifest parsed late too.
-    let errors = compile(&config, &facts_of("lunar-lake-npu"), &Catalog::from_dir(dir.path()).unwrap());
+    let errors =
+        compile(&config, &facts_of("lunar-lake-npu"), &k3d_gpu::component_files::from_dir(dir.path()).unwrap());
     let errors = errors.unwrap_err();
     let e = errors.iter().find(|e| e.code == "component-manifest").expect("the image check");
     assert!(e.message.contains("uses image busybox:1.37, which component unlisted does not list"), "{}", e.message);
     // The digest still covers a manifest nobody used: changing it changes the digest.
-    let before = Catalog::from_dir(dir.path()).unwrap().digest();
+    let before = k3d_gpu::component_files::from_dir(dir.path()).unwrap().digest();
     std::fs::write(dir.path().join("broken.yml"), "apiVersion: v1\nkind: [still unclosed\n").unwrap();
-    assert_ne!(before, Catalog::from_dir(dir.path()).unwrap().digest());
+    assert_ne!(before, k3d_gpu::component_files::from_dir(dir.path()).unwrap().digest());
 }

@@ -9,7 +9,7 @@ use k3d_gpu::config::load_str;
 use support::{facts_of, repo};
 
 fn catalog() -> Catalog {
-    Catalog::from_dir(&repo().join("tests/fixtures/catalog")).unwrap()
+    k3d_gpu::component_files::from_dir(&repo().join("tests/fixtures/catalog")).unwrap()
 }
 
 fn build(toml: &str, host: &str) -> Result<DesiredGraph, Vec<CompileError>> {

@@ -129,7 +129,7 @@ fn a_cycle_between_user_components() {
         )
         .unwrap();
     }
-    let err = Catalog::from_dir(dir.path()).unwrap_err();
+    let err = k3d_gpu::component_files::from_dir(dir.path()).unwrap_err();
     assert_eq!(err.message, "components depend on each other in a cycle: a → b → a");
 }
 

@@ -70,7 +70,7 @@ fn claims_see_the_gpus_of_every_node_they_may_land_on() {
 fn the_graph_does_not_depend_on_the_order_of_the_nodes() {
     // The small test catalog has no DSA/IAA/QAT plugin: each Xeon gets a warning about it,
     // which names both Xeons, whatever order the config lists them in.
-    let catalog = Catalog::from_dir(&repo().join("tests/fixtures/catalog")).unwrap();
+    let catalog = k3d_gpu::component_files::from_dir(&repo().join("tests/fixtures/catalog")).unwrap();
     let expect = Expect::default();
     let names = ["arc-01", "xeon-01", "xeon-02"];
     let machines: Vec<(&str, Facts)> =

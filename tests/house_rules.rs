@@ -9,6 +9,8 @@
 //! Tests run the binary only through `support::K3dGpu` (tests/support/run.rs), which clears
 //! the environment: a test that spawned it itself would inherit the developer's `K3D_GPU_*`,
 //! `KUBECONFIG` or `DOCKER_HOST`, and pass or fail by the shell it was run from.
+//!
+//! The import rules of docs/ARCHITECTURE.md are held by tests/layers.rs.
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -120,67 +122,6 @@ fn pure() {
     assert_eq!(unignored_docker_tests(source, &gates), ["hidden"]);
 }
 
-/// The rows of docs/ARCHITECTURE.md's "What may import what": each module named in a row's
-/// first cell, and the crate modules its second cell allows (backticked names before the
-/// first " — ", parentheses dropped; `everything` allows all).
-fn import_table(doc: &str, modules: &BTreeSet<String>) -> std::collections::BTreeMap<String, BTreeSet<String>> {
-    let section = doc.split("## What may import what").nth(1).expect("ARCHITECTURE.md has its import table");
-    let mut table = std::collections::BTreeMap::new();
-    for row in section.lines().take_while(|l| !l.starts_with("## ")).filter(|l| l.starts_with("| `")) {
-        let cells: Vec<&str> = row.trim_matches('|').split(" | ").collect();
-        let [who, may] = cells[..] else { panic!("a row with two cells: {row}") };
-        let mut may = may.split(" — ").next().unwrap_or_default().to_string();
-        while let (Some(open), Some(close)) = (may.find('('), may.find(')')) {
-            if close < open {
-                break;
-            }
-            may.replace_range(open..=close, "");
-        }
-        let allowed: BTreeSet<String> = if may.contains("everything") {
-            modules.clone()
-        } else {
-            ticked(&may).map(|m| m.split("::").next().unwrap_or_default().to_string()).collect()
-        };
-        for m in ticked(who) {
-            table.insert(m.to_string(), allowed.clone());
-        }
-    }
-    table
-}
-
-fn ticked(text: &str) -> impl Iterator<Item = &str> {
-    text.split('`').skip(1).step_by(2)
-}
-
-/// The crate modules `source` names through `crate::`, comments left out.
-fn crate_imports(source: &str) -> BTreeSet<String> {
-    let mut found = BTreeSet::new();
-    for line in source.lines().map(str::trim_start).filter(|l| !l.starts_with("//")) {
-        for (i, _) in line.match_indices("crate::") {
-            let before = line[..i].chars().next_back();
-            if before.is_some_and(|c| c.is_alphanumeric() || c == '_') {
-                continue; // `k3d_gpu_crate::`, not ours
-            }
-            let rest = &line[i + "crate::".len()..];
-            let name: String = rest.chars().take_while(|c| c.is_alphanumeric() || *c == '_').collect();
-            if !name.is_empty() {
-                found.insert(name);
-            }
-            // `use crate::{a, b::c}`
-            if let Some(group) = rest.strip_prefix('{') {
-                let group = group.split('}').next().unwrap_or_default();
-                for part in group.split(',') {
-                    let name = part.trim().split("::").next().unwrap_or_default();
-                    if !name.is_empty() {
-                        found.insert(name.to_string());
-                    }
-                }
-            }
-        }
-    }
-    found
-}
-
 fn rust_files(path: &Path, out: &mut Vec<std::path::PathBuf>) {
     if path.is_dir() {
         for entry in std::fs::read_dir(path).unwrap() {
@@ -189,56 +130,6 @@ fn rust_files(path: &Path, out: &mut Vec<std::path::PathBuf>) {
     } else if path.is_file() && path.extension().is_some_and(|e| e == "rs") {
         out.push(path.to_path_buf());
     }
-}
-
-#[test]
-fn every_module_imports_only_what_architecture_md_allows() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let lib = std::fs::read_to_string(root.join("src/lib.rs")).unwrap();
-    let modules: BTreeSet<String> = lib
-        .lines()
-        .filter_map(|l| l.strip_prefix("pub mod ").or_else(|| l.strip_prefix("mod ")))
-        .map(|l| l.trim_end_matches(';').to_string())
-        .collect();
-    assert!(modules.len() > 20, "{modules:?}");
-    let doc = std::fs::read_to_string(root.join("docs/ARCHITECTURE.md")).unwrap();
-    let table = import_table(&doc, &modules);
-    let unlisted: Vec<&String> = modules.iter().filter(|m| !table.contains_key(*m)).collect();
-    let mut problems: Vec<String> = unlisted.iter().map(|m| format!("{m}: no row in the table")).collect();
-    for module in &modules {
-        let Some(allowed) = table.get(module) else { continue };
-        let mut files = Vec::new();
-        rust_files(&root.join("src").join(module), &mut files);
-        rust_files(&root.join("src").join(format!("{module}.rs")), &mut files);
-        for file in files {
-            // Tests are the code's consumers, not part of its layering: a `tests.rs` file and
-            // everything from a file's `#[cfg(test)]` on may use any module.
-            if file.file_name().is_some_and(|n| n == "tests.rs") {
-                continue;
-            }
-            let source = std::fs::read_to_string(&file).unwrap();
-            let source = source.split("\n#[cfg(test)]").next().unwrap_or_default();
-            for used in crate_imports(source) {
-                if used != *module && modules.contains(&used) && !allowed.contains(&used) {
-                    problems.push(format!("{}: uses crate::{used}", file.strip_prefix(root).unwrap().display()));
-                }
-            }
-        }
-    }
-    assert!(problems.is_empty(), "imports docs/ARCHITECTURE.md's table does not allow:\n{}", problems.join("\n"));
-}
-
-#[test]
-fn the_import_reader_sees_paths_groups_and_skips_comments() {
-    let source =
-        "use crate::{facts::Facts, escape};\n// crate::observe in a comment\nlet x = crate::shell::quote(y);\n";
-    let found: Vec<String> = crate_imports(source).into_iter().collect();
-    assert_eq!(found, ["escape", "facts", "shell"]);
-    let modules = BTreeSet::from(["a".to_string(), "b".to_string(), "c".to_string()]);
-    let doc = "## What may import what\n\n| module | may use |\n|---|---|\n| `a`, `b` | `c` (not `b`); serde — never `a` |\n| `c` | everything |\n";
-    let table = import_table(doc, &modules);
-    assert_eq!(table["a"], BTreeSet::from(["c".to_string()]));
-    assert_eq!(table["c"], modules);
 }
 
 /// Where a test file names the binary's path (the `env!` cargo sets for it) itself, bypassing

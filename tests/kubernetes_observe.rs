@@ -592,7 +592,7 @@ fn observe_reads_the_pods_that_hold_accelerators() {
         );
         let requests = server.requests();
         assert!(requests.iter().any(|r| r.starts_with("GET /api/v1/pods")), "{requests:?}");
-        let held = observed.held();
+        let held = k3d_gpu::compile::held::Held::from_observed(&observed);
         let taken = held.taken("nvidia.com/gpu", 1).expect("comfyui and warmup hold 3 of 2");
         assert_eq!(taken.sentence(), "nvidia.com/gpu: 0 of 2 free, held by default/comfyui (1), ml/warmup (2)");
     });

@@ -189,7 +189,7 @@ fn mps_is_refused_where_upstream_cannot_run_it() {
 
 #[test]
 fn a_catalog_without_the_hook_cannot_share() {
-    let catalog = Catalog::from_dir(&repo().join("tests/fixtures/catalog")).unwrap();
+    let catalog = k3d_gpu::component_files::from_dir(&repo().join("tests/fixtures/catalog")).unwrap();
     let config = load_str("k3dgpu.toml", &shared(4)).unwrap();
     let e = compile(&config, &facts_of("desktop-rpl-nvidia"), &catalog).unwrap_err();
     assert!(e.iter().any(|e| e.code == "nvidia-sharing-without-plugin"), "{e:#?}");

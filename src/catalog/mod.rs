@@ -2,8 +2,9 @@
 //! embedded at build time or read from `--stdlib DIR`, plus the user's own component files.
 //! Format: docs/stdlib.md.
 //!
-//! Parsing is pure (text in, [`Component`] or a diagnostic out); only [`Catalog::from_dir`]
-//! and [`Catalog::add_file`] read files. A catalog's manifests are parsed when first used
+//! The module is pure: text in, [`Component`] or a diagnostic out. The files of `--stdlib DIR`
+//! and `[[components]]` are read by `component_files`, which passes their text and a manifest
+//! loader to [`Catalog::from_texts`] and [`Catalog::add_user_component`]. A catalog's manifests are parsed when first used
 //! ([`Objects`]): the shipped ones were turned into JSON by `build.rs`, and a run parses only
 //! those of the components its config wants.
 
@@ -13,7 +14,6 @@ mod manifest;
 mod yaml;
 
 use std::collections::BTreeMap;
-use std::path::Path;
 
 use miette::Diagnostic;
 use serde::Serialize;
@@ -161,61 +161,33 @@ impl Catalog {
         Ok(catalog)
     }
 
-    /// A catalog from a directory laid out like the repository's: `DIR/stdlib/*.kdl` and
-    /// `DIR/share/*.yml` (or the `.kdl` files and manifests side by side in DIR). The files are
-    /// read now; each manifest is parsed (and its images checked) when first used.
-    pub fn from_dir(dir: &Path) -> Result<Catalog, Box<CatalogError>> {
-        let stdlib = if dir.join("stdlib").is_dir() { dir.join("stdlib") } else { dir.to_path_buf() };
-        let share = if dir.join("share").is_dir() { dir.join("share") } else { dir.to_path_buf() };
-        let mut files: Vec<_> = std::fs::read_dir(&stdlib)
-            .map_err(|e| CatalogError::plain(format!("cannot read {}: {e}", stdlib.display()), None))?
-            .filter_map(Result::ok)
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "kdl"))
-            .collect();
-        files.sort();
-        // A directory laid out like the repository carries its own shipped lock.
-        let lock = share.join(crate::images::LOCK_FILE);
-        let shipped = if lock.is_file() {
-            let text = crate::input_file::read_text(&lock)
-                .map_err(|e| CatalogError::plain(format!("cannot read {}: {e}", lock.display()), None))?;
-            crate::images::Lock::parse(&text)
-                .map_err(|e| CatalogError::plain(format!("{}: {e}", lock.display()), None))?
-        } else {
-            crate::images::Lock::default()
-        };
+    /// A catalog from component files given as `(origin, text)` and a shipped lock; each
+    /// manifest's text comes from `load_manifest` by name now, and is parsed when first used.
+    /// The edge that reads a `--stdlib` directory (`component_files`) supplies all three.
+    pub fn from_texts<'t>(
+        shipped: crate::images::Lock,
+        files: impl IntoIterator<Item = (String, &'t str)>,
+        load_manifest: &dyn Fn(&str) -> Result<String, String>,
+    ) -> Result<Catalog, Box<CatalogError>> {
         let mut catalog = Catalog { images: crate::images::Locks { user: None, shipped }, ..Catalog::default() };
-        for path in files {
-            catalog.add_file(&path, &share)?;
+        for (origin, text) in files {
+            let component = kdl_file::parse_with(&origin, text, None, kdl_file::Manifest::Later(load_manifest))?;
+            catalog.insert(component)?;
         }
         catalog.check()?;
         Ok(catalog)
     }
 
-    /// Reads one of the config's own component files (`[[components]]`).
-    /// Its manifest must be a `.yml`/`.yaml` file beside it, not a link: a component in a pull
-    /// request must not name `.env` or a link to `~/.kube/config` as its manifest.
-    pub fn add_user_file(&mut self, path: &Path, manifest_dir: &Path) -> Result<(), Box<CatalogError>> {
-        let text = crate::input_file::read_text_capped(path, MAX_COMPONENT)
-            .map_err(|e| CatalogError::plain(format!("cannot read component {}: {e}", path.display()), None))?;
-        let mut component = parse_component(&path.display().to_string(), &text, &|name| {
-            let file = manifest_dir.join(name);
-            if !(name.ends_with(".yml") || name.ends_with(".yaml")) {
-                return Err(format!("{} is not a .yml or .yaml file", file.display()));
-            }
-            if std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_symlink()) {
-                return Err(format!("{} is a link; a component's manifest must be a file beside it", file.display()));
-            }
-            crate::input_file::read_text(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))
-        })?;
+    /// Adds one of the config's own components (`[[components]]`), its manifest parsed now
+    /// from what `load_manifest` returns for its name.
+    pub fn add_user_component(
+        &mut self,
+        origin: &str,
+        text: &str,
+        load_manifest: &dyn Fn(&str) -> Result<String, String>,
+    ) -> Result<(), Box<CatalogError>> {
+        let mut component = parse_component(origin, text, load_manifest)?;
         component.user = true;
-        self.insert(component)
-    }
-
-    /// Reads one component file; its manifest is looked up in `manifest_dir` and parsed when
-    /// first used.
-    pub fn add_file(&mut self, path: &Path, manifest_dir: &Path) -> Result<(), Box<CatalogError>> {
-        let component = read_component(path, manifest_dir)?;
         self.insert(component)
     }
 
@@ -305,14 +277,4 @@ impl Catalog {
             self.components.values().map(|c| View { component: c, objects: c.objects.digest() }).collect();
         crate::canonical::digest(&all)
     }
-}
-
-fn read_component(path: &Path, manifest_dir: &Path) -> Result<Component, Box<CatalogError>> {
-    let text = crate::input_file::read_text(path)
-        .map_err(|e| CatalogError::plain(format!("cannot read component {}: {e}", path.display()), None))?;
-    let load = |name: &str| {
-        let file = manifest_dir.join(name);
-        crate::input_file::read_text(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))
-    };
-    kdl_file::parse_with(&path.display().to_string(), &text, None, kdl_file::Manifest::Later(&load))
 }

@@ -564,8 +564,8 @@ pub(crate) fn made_offline(plan: &Plan) -> bool {
 /// live plan can match it.
 fn refuse_offline(global: &Global, file: &std::path::Path, plan: &Plan) -> Result<()> {
     if made_offline(plan) {
-        let replan = crate::shell::k3d_gpu(global).lit("plan").opt("--out", "plan.json");
-        let apply = crate::shell::k3d_gpu(global).lit("apply").arg("plan.json");
+        let replan = global.k3d_gpu().lit("plan").opt("--out", "plan.json");
+        let apply = global.k3d_gpu().lit("apply").arg("plan.json");
         return Err(refused(
             format!(
                 "refused: the plan in {} was made offline (as if nothing existed), not against this machine's Docker and cluster",
@@ -725,7 +725,7 @@ fn execute(global: &Global, args: &ApplyArgs, locked: Locked, stop: &Signals, te
 }
 
 fn refusal(global: &Global, why: &str) -> Error {
-    let k3d_gpu = || crate::shell::k3d_gpu(global);
+    let k3d_gpu = || global.k3d_gpu();
     refused(
         format!("refused: {why}"),
         format!(
@@ -740,7 +740,7 @@ fn refusal(global: &Global, why: &str) -> Error {
 /// (crate::shell): what a person pastes to apply the plan they reviewed. The MCP server's
 /// terminal command is this one too.
 pub fn apply_command(global: &Global, hash: &str, allow_replace: bool) -> crate::shell::Command {
-    let command = crate::shell::k3d_gpu(global).lit("apply").opt("--plan-hash", hash);
+    let command = global.k3d_gpu().lit("apply").opt("--plan-hash", hash);
     if allow_replace { command.lit("--allow-replace") } else { command }
 }
 
@@ -782,7 +782,7 @@ fn destroy_refusal(global: &Global, hash: &str, wanted: &str) -> Error {
         format!("refused: the destroy plan now hashes to {hash}, not {wanted}"),
         format!(
             "run `{}` to review the current destroy plan; it prints the command that runs it",
-            crate::shell::k3d_gpu(global).lit("destroy")
+            global.k3d_gpu().lit("destroy")
         ),
     )
 }
@@ -864,7 +864,7 @@ pub fn destroy(global: &Global, args: &DestroyArgs) -> Result<u8> {
             if let Some(note) = model_store_note(&plan, &inputs.config.cluster.name) {
                 crate::stderrln!("{note}");
             }
-            crate::stderrln!("to run it: {}", crate::shell::k3d_gpu(global).lit("destroy").opt("--plan-hash", &hash));
+            crate::stderrln!("to run it: {}", global.k3d_gpu().lit("destroy").opt("--plan-hash", &hash));
         }
         return Ok(EXIT_OK);
     };

@@ -47,7 +47,7 @@ fn live_findings(global: &Global, facts: &crate::facts::Facts) -> Result<Vec<Fin
     let rt = super::runtime()?;
     let mut out = rt.block_on(crate::doctor::live::engine_findings(&target.docker, nvidia));
     out.extend(rt.block_on(crate::doctor::live::node_image_findings(&target.docker, &image, nvidia)));
-    out.extend(rt.block_on(crate::doctor::live::cluster_findings(&target, &crate::shell::k3d_gpu(global))));
+    out.extend(rt.block_on(crate::doctor::live::cluster_findings(&target, &global.k3d_gpu())));
     Ok(out)
 }
 

@@ -163,7 +163,7 @@ pub fn compute(
     // The agent is placed on what other workloads leave free on its node.
     let mut compiled = compiled;
     if let (Some(_), Some(k)) = (&inputs.config.agent, &observed.kubernetes) {
-        let held = k.held();
+        let held = crate::compile::held::Held::from_observed(k);
         if !held.is_empty() {
             let nodes = fleet_nodes(&inputs, &compiled.fleet);
             compiled.graph = crate::compile::fleet::compile_against(&inputs.config, &nodes, &compiled.catalog, &held)

@@ -43,7 +43,7 @@ pub fn run(global: &Global, args: &InitArgs) -> Result<u8> {
             Error::Output { path: args.out.display().to_string(), reason: e.to_string() }
         }
     })?;
-    let validate = crate::shell::k3d_gpu(&Global { config: Some(args.out.clone()), ..global.clone() }).lit("validate");
+    let validate = (Global { config: Some(args.out.clone()), ..global.clone() }).k3d_gpu().lit("validate");
     crate::stderrln!("wrote {}; check it with: {validate}", crate::escape::one_line(&args.out.display().to_string()));
     Ok(EXIT_OK)
 }
@@ -52,7 +52,7 @@ pub fn run(global: &Global, args: &InitArgs) -> Result<u8> {
 /// checks the file there keeps the user's --root, --facts, --stdlib and --vendors.
 fn exists(global: &Global, out: &Path) -> Error {
     let shown = crate::shell::word(&out.display().to_string());
-    let validate = crate::shell::k3d_gpu(&Global { config: Some(out.to_path_buf()), ..global.clone() }).lit("validate");
+    let validate = (Global { config: Some(out.to_path_buf()), ..global.clone() }).k3d_gpu().lit("validate");
     Error::Refused {
         message: format!("{shown} already exists; init never replaces a file, so nothing was written"),
         help: Some(format!(

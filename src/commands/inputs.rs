@@ -147,7 +147,7 @@ pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
                 reason: e.kind().to_string(),
                 help: Some("--stdlib takes a directory laid out like the repository's stdlib/ and share/".into()),
             })?;
-            Catalog::from_dir(dir).map_err(invalid)?
+            crate::component_files::from_dir(dir).map_err(invalid)?
         }
         None => Catalog::embedded().map_err(invalid)?,
     };
@@ -159,7 +159,7 @@ pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
             Error::Invalid(vec![config_error(inputs, span, "components", message, help)])
         })?;
         let manifests = path.parent().map(Path::to_path_buf).unwrap_or_else(|| ".".into());
-        catalog.add_user_file(&path, &manifests).map_err(invalid)?;
+        crate::component_files::add_user_file(&mut catalog, &path, &manifests).map_err(invalid)?;
     }
     catalog.check().map_err(invalid)?;
     catalog.images.user = user_lock(inputs)?;

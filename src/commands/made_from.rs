@@ -83,7 +83,7 @@ pub fn describe(made: Option<&MadeFrom>) -> String {
         json: false,
         vendors: made.vendors.clone(),
     };
-    let line = crate::shell::k3d_gpu(&global).to_string();
+    let line = global.k3d_gpu().to_string();
     line.strip_prefix("k3d-gpu ").unwrap_or("(no options: the defaults)").to_string()
 }
 

@@ -29,7 +29,6 @@ mod version;
 
 use inputs::{Inputs, load_catalog, load_config};
 
-pub use completions::Shell;
 pub use detect::render as render_detect;
 
 use std::path::Path;
@@ -39,7 +38,10 @@ use crate::error::{Error, Result};
 use crate::facts::{Facts, VendorFilter};
 use crate::host::HostRoot;
 
-pub fn run(cli: Cli) -> Result<u8> {
+/// Runs the parsed command. `serve_mcp` runs `k3d-gpu mcp`: the server sits above the
+/// commands (it calls their cores), so the binary hands it in rather than this module naming
+/// it.
+pub fn run(cli: Cli, serve_mcp: fn(&Global, &crate::cli::McpArgs) -> Result<u8>) -> Result<u8> {
     let global = cli.command.global();
     let global = &global;
     reference_variable_notes(global.json);
@@ -72,8 +74,41 @@ pub fn run(cli: Cli) -> Result<u8> {
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),
         Command::Version(_) => version::run(global.json),
-        Command::Mcp(a) => crate::mcp::serve(global, &a.args),
+        Command::Mcp(a) => serve_mcp(global, &a.args),
         Command::Test(a) => test::run(global, &a.args),
+    }
+}
+
+/// The exit code of a run, after rendering its error once: as text on stderr, and also as one
+/// JSON object on stdout when `--json` was asked for.
+pub fn exit_code(result: Result<u8>, json: bool) -> std::process::ExitCode {
+    use std::process::ExitCode;
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(error) => {
+            let code = error.exit_code();
+            // Asked for JSON: one object on stdout whatever happened (the text still goes to
+            // stderr). A failed check has printed its own document already.
+            if json && !matches!(error, Error::CheckFailed(_)) {
+                print_bytes(&json::error_document(&error));
+            }
+            match error {
+                Error::CheckFailed(_) => {}
+                // Diagnostics quote names and lines from untrusted files: escaped on the way out.
+                Error::Invalid(reports) => {
+                    for report in reports {
+                        crate::stderrln!("{}", crate::escape::rendered_diagnostic(&format!("{report:?}")));
+                    }
+                }
+                other => {
+                    crate::stderrln!(
+                        "{}",
+                        crate::escape::rendered_diagnostic(&format!("{:?}", miette::Report::new(other)))
+                    )
+                }
+            }
+            ExitCode::from(code)
+        }
     }
 }
 
@@ -272,7 +307,7 @@ pub fn cluster_failed(global: &Global, cluster: &str, e: crate::observe::Observe
                 message: format!("cluster {cluster} does not exist: {why}"),
                 help: Some(format!(
                     "create it with `{}` (it shows the plan and asks first); if it runs on another Docker engine, `{}` adds its context",
-                    crate::shell::k3d_gpu(global).lit("apply"),
+                    global.k3d_gpu().lit("apply"),
                     crate::shell::Command::new("k3d")
                         .lit("kubeconfig merge")
                         .arg(cluster)

@@ -52,7 +52,7 @@ pub fn compute_compiled(
     // image's k3s release label (a build says its own version, from K3S_TAG), and the
     // accelerators other workloads hold, which the agent is placed around.
     let held = match (&inputs.config.agent, &observed.kubernetes) {
-        (Some(_), Some(k)) => k.held(),
+        (Some(_), Some(k)) => crate::compile::held::Held::from_observed(k),
         _ => Default::default(),
     };
     if let Some(source) = source {

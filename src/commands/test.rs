@@ -89,7 +89,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
     let context = crate::observe::kubernetes::context_name(&cluster);
     let hints = Hints {
         kubectl: crate::shell::kubectl(&context),
-        k3d_gpu: crate::shell::k3d_gpu(global),
+        k3d_gpu: global.k3d_gpu(),
         component: catalog
             .components
             .values()

@@ -51,6 +51,23 @@ pub struct Taken {
 const NAMED_HOLDERS: usize = 3;
 
 impl Held {
+    /// What other workloads hold of each accelerator resource, per node, as an observation
+    /// reports it. The agent's own namespace is the plan's to decide, so its pods never count.
+    pub fn from_observed(k: &crate::observed::ObservedKubernetes) -> Held {
+        let pods: Vec<PodUse> = k
+            .holders
+            .iter()
+            .map(|p| PodUse {
+                namespace: p.namespace.clone(),
+                name: p.name.clone(),
+                node: p.node.clone(),
+                units: p.resources.iter().filter_map(|(k, v)| Some((k.clone(), units(v)?))).collect(),
+            })
+            .collect();
+        let nodes = k.nodes.iter().map(|n| (n.name.as_str(), &n.allocatable));
+        Held::from_pods(nodes, &pods, crate::compile::workloads::NAMESPACE)
+    }
+
     /// The accounting of `nodes` (name and allocatable quantities) and the pods that hold
     /// resources on them. Pods in `ours` (the agent's namespace: the plan itself decides what
     /// runs there, and a server being replaced lets go of its device first) are not counted.

@@ -1,5 +1,5 @@
 //! Comparing desired against observed. Objects are compared on the fields k3d-gpu sets, and
-//! on those it owns (its `managedFields` entry, [`crate::observe::managed`]): the API server's
+//! on those it owns (its `managedFields` entry, [`crate::observed::managed`]): the API server's
 //! defaults, status and other managers' fields are not drift, while a field we set before and
 //! the config no longer sets is (server-side apply removes it on the next apply). Quantities
 //! compare by value (`1024Mi` is `1Gi`), as the API server writes them back canonical.
@@ -12,8 +12,8 @@ use serde_json::{Map, Value};
 pub fn owned_differences(desired: &Value, observed: &Value) -> Vec<String> {
     let mut out = Vec::new();
     walk(desired, observed, "", &mut out);
-    if let Some(set) = crate::observe::managed::owned_set(observed) {
-        for path in crate::observe::managed::owned_not_desired(&set, observed, desired) {
+    if let Some(set) = crate::observed::managed::owned_set(observed) {
+        for path in crate::observed::managed::owned_not_desired(&set, observed, desired) {
             let covered = out
                 .iter()
                 .any(|p| path == *p || path.strip_prefix(p.as_str()).is_some_and(|rest| rest.starts_with(['.', '['])));

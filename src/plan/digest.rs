@@ -27,7 +27,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 
 use crate::compile::{DesiredGraph, ResourceKind};
-use crate::observe::{MANAGED_LABELS_ANNOTATION, Observed, managed};
+use crate::observed::{MANAGED_LABELS_ANNOTATION, Observed, managed};
 
 /// Metadata the API server changes by itself, never a decision's input.
 const VOLATILE_METADATA: &[&str] = &["resourceVersion", "generation", "creationTimestamp", "managedFields", "selfLink"];
@@ -55,7 +55,7 @@ pub fn project<'a>(graph: Option<&DesiredGraph>, observed: &'a Observed) -> Proj
             .nodes
             .iter()
             .map(|n| {
-                let listed = n.annotations.get(MANAGED_LABELS_ANNOTATION).map(|l| crate::observe::managed_labels(l));
+                let listed = n.annotations.get(MANAGED_LABELS_ANNOTATION).map(|l| crate::observed::managed_labels(l));
                 let ours = |key: &str| {
                     desired_keys.contains(key)
                         || key == MANAGED_LABELS_ANNOTATION
@@ -208,7 +208,7 @@ pub fn strip_volatile(mut o: Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::{ObservedKubernetes, ObservedNode};
+    use crate::observed::{ObservedKubernetes, ObservedNode};
 
     fn observed(object: Value, slices: Vec<Value>) -> Observed {
         let node = ObservedNode {
@@ -251,7 +251,7 @@ mod tests {
         let odd = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": "not a map", "status": 1});
         let mut o = observed(daemonset(), vec![]);
         o.kubernetes.as_mut().unwrap().objects.extend([bare.clone(), odd.clone(), json!([1, 2]), json!("x")]);
-        o.node_image = Some(crate::observe::ObservedImage {
+        o.node_image = Some(crate::observed::ObservedImage {
             reference: "k3d-gpu/node:1".into(),
             present: true,
             id: Some("sha256:1".into()),

@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::{Action, ActionKind, reason};
 use crate::compile::{DesiredGraph, ResourceKind, Warning};
-use crate::observe::{MANAGED_LABELS_ANNOTATION, Observed, ObservedNode};
+use crate::observed::{MANAGED_LABELS_ANNOTATION, Observed, ObservedNode};
 
 /// The prefix of the node annotations k3d-gpu sets (`k3d-gpu.io/favored-cpus`, …).
 const ANNOTATION_PREFIX: &str = "k3d-gpu.io/";
@@ -140,7 +140,7 @@ pub fn node_actions(
         // What the record lists, and every key under k3d-gpu's own component prefix: that
         // label selects our plugins, so a node that no longer wants one loses it even when the
         // record was edited away (a restore, `kubectl annotate … managed-labels-`).
-        let recorded = node.annotations.get(MANAGED_LABELS_ANNOTATION).map(|l| crate::observe::managed_labels(l));
+        let recorded = node.annotations.get(MANAGED_LABELS_ANNOTATION).map(|l| crate::observed::managed_labels(l));
         let component_keys = node.labels.keys().filter(|k| k.starts_with(crate::compile::fleet::COMPONENT_NODE_LABEL));
         let keys: BTreeSet<String> = recorded.into_iter().flatten().chain(component_keys.cloned()).collect();
         for key in keys {
@@ -203,7 +203,7 @@ pub fn is_system_label(key: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::observe::{ObservedKubernetes, ObservedNode};
+    use crate::observed::{ObservedKubernetes, ObservedNode};
 
     fn cluster(names: &[String]) -> Observed {
         let nodes = names.iter().map(|n| ObservedNode { name: n.clone(), ..ObservedNode::default() }).collect();

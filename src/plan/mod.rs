@@ -14,7 +14,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::compile::{Change, DesiredGraph, Resource, ResourceKind, Warning};
-use crate::observe::{MANAGED_LABELS_ANNOTATION, Observed};
+use crate::observed::{MANAGED_LABELS_ANNOTATION, Observed};
 
 use diff::{changed_keys, owned_differences, project};
 
@@ -715,7 +715,7 @@ fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mu
     let nodes = observed.kubernetes.as_ref().map(|k| k.nodes.as_slice()).unwrap_or_default();
     for (kind, prefix) in [(ResourceKind::NodeLabel, "node-label/"), (ResourceKind::NodeAnnotation, "node-annotation/")]
     {
-        let current = |n: &crate::observe::ObservedNode, key: &str| -> Option<String> {
+        let current = |n: &crate::observed::ObservedNode, key: &str| -> Option<String> {
             if kind == ResourceKind::NodeLabel { n.labels.get(key).cloned() } else { n.annotations.get(key).cloned() }
         };
         let mut desired_keys = BTreeSet::new();
@@ -747,7 +747,7 @@ fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mu
         let ours: BTreeSet<String> = nodes
             .iter()
             .filter_map(|n| n.annotations.get(MANAGED_LABELS_ANNOTATION))
-            .flat_map(|list| crate::observe::managed_labels(list))
+            .flat_map(|list| crate::observed::managed_labels(list))
             .collect();
         for key in ours.difference(&desired_keys) {
             if let Some(value) = nodes.iter().find_map(|n| n.labels.get(key)) {

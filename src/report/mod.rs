@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::compile::DesiredGraph;
 use crate::facts::{Facts, Finding};
-use crate::observe::Observed;
+use crate::observed::Observed;
 use crate::plan::Plan;
 
 pub use html::{html, svg};
