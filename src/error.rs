@@ -1,8 +1,10 @@
 //! Errors that reach the user, and the exit codes of the CLI contract.
 //!
 //! 0 success; 1 a check failed / config invalid / plan refused / apply failed; 2 bad usage or
-//! unreadable input. Every error is a miette diagnostic with a help line, rendered once in
-//! `cli::main`.
+//! unreadable input — a Docker engine or API server that does not answer is input that cannot
+//! be read. Every error is a miette diagnostic with a help line, rendered once by
+//! `commands::exit_code`. The exit code and every hint that depends on the kind of failure
+//! are chosen by the variant, never by the message's text.
 
 use miette::Diagnostic;
 
@@ -31,6 +33,15 @@ pub enum Error {
     #[error("cannot write {path}: {reason}")]
     Output { path: String, reason: String },
 
+    /// Docker or the API server did not answer: the world this command reads is unreachable
+    /// (a plan can say how to go on without it: `--offline`).
+    #[error("{message}")]
+    Unreachable {
+        message: String,
+        #[help]
+        help: Option<String>,
+    },
+
     /// The config or a component is invalid: one diagnostic per problem, each pointing at
     /// its source.
     #[error("{} problem(s) in the configuration", .0.len())]
@@ -52,7 +63,7 @@ pub enum Error {
 impl Error {
     pub fn exit_code(&self) -> u8 {
         match self {
-            Error::Usage { .. } | Error::Input { .. } => EXIT_USAGE,
+            Error::Usage { .. } | Error::Input { .. } | Error::Unreachable { .. } => EXIT_USAGE,
             Error::Output { .. } | Error::CheckFailed(_) | Error::Invalid(_) | Error::Refused { .. } => EXIT_FAILED,
         }
     }

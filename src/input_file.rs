@@ -12,19 +12,53 @@ pub use crate::node_image::{TreeFile, TreeLimits};
 /// Far above any real config, document or manifest.
 pub const MAX_INPUT: u64 = 32 << 20;
 
+/// Why a file was not read. Shown as a sentence for the user; callers that treat a kind
+/// specially (a missing file, a file too large) match the variant, never the text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// What the operating system said (missing, no permission, …).
+    #[error("{text}")]
+    Io { kind: std::io::ErrorKind, text: String },
+    #[error("is a kernel file (/proc or /sys), not a document")]
+    KernelFile,
+    #[error("not a regular file")]
+    NotRegular,
+    #[error("{}", too_large(*.0))]
+    TooLarge(u64),
+    #[error("reading it would wait (not an ordinary file)")]
+    WouldBlock,
+    #[error("not UTF-8 text")]
+    NotUtf8,
+    /// A build context: more files than allowed.
+    #[error("more than {0} files")]
+    TooManyFiles(usize),
+    /// A build context: a link, a special file or a name that is not plain text, at `path`.
+    #[error("{path}: {why}")]
+    NotInTree { path: String, why: &'static str },
+    /// A build context: `path` could not be read.
+    #[error("{path}: {source}")]
+    InTree { path: String, source: Box<InputError> },
+}
+
+impl From<std::io::Error> for InputError {
+    fn from(e: std::io::Error) -> InputError {
+        InputError::Io { kind: e.kind(), text: e.to_string() }
+    }
+}
+
 /// Reads `path` as UTF-8 text, refusing anything that is not a regular file or is larger
 /// than [`MAX_INPUT`]. The error is a sentence for the user.
-pub fn read_text(path: &Path) -> Result<String, String> {
+pub fn read_text(path: &Path) -> Result<String, InputError> {
     read_text_capped(path, MAX_INPUT)
 }
 
 /// [`read_text`] with a smaller cap.
-pub fn read_text_capped(path: &Path, cap: u64) -> Result<String, String> {
+pub fn read_text_capped(path: &Path, cap: u64) -> Result<String, InputError> {
     let bytes = read_capped(path, cap)?;
-    String::from_utf8(bytes).map_err(|_| "not UTF-8 text".to_string())
+    String::from_utf8(bytes).map_err(|_| InputError::NotUtf8)
 }
 
-pub fn read_bytes(path: &Path) -> Result<Vec<u8>, String> {
+pub fn read_bytes(path: &Path) -> Result<Vec<u8>, InputError> {
     read_capped(path, MAX_INPUT)
 }
 
@@ -32,37 +66,36 @@ pub fn read_bytes(path: &Path) -> Result<Vec<u8>, String> {
 /// type of what was opened (not of what the name pointed to a moment before), and reads at
 /// most `cap` bytes. procfs calls `/proc/kmsg` a regular file, yet a read waits for the next
 /// kernel message: non-blocking, that read is an error instead of a hang.
-fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, String> {
+fn read_capped(path: &Path, cap: u64) -> Result<Vec<u8>, InputError> {
     use std::os::unix::fs::OpenOptionsExt;
     // No input of ours lives in the kernel's own filesystems; some of their "regular files"
     // block or have side effects when read (/proc/kmsg consumes the kernel log).
-    let resolved = std::fs::canonicalize(path).map_err(|e| e.to_string())?;
+    let resolved = std::fs::canonicalize(path)?;
     if resolved.starts_with("/proc") || resolved.starts_with("/sys") {
-        return Err("is a kernel file (/proc or /sys), not a document".into());
+        return Err(InputError::KernelFile);
     }
-    let meta = std::fs::metadata(path).map_err(|e| e.to_string())?;
+    let meta = std::fs::metadata(path)?;
     if !meta.is_file() {
-        return Err("not a regular file".into());
+        return Err(InputError::NotRegular);
     }
     let file = std::fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc_flags::O_NONBLOCK | libc_flags::O_NOCTTY)
-        .open(path)
-        .map_err(|e| e.to_string())?;
-    let meta = file.metadata().map_err(|e| e.to_string())?;
+        .open(path)?;
+    let meta = file.metadata()?;
     if !meta.is_file() {
-        return Err("not a regular file".into());
+        return Err(InputError::NotRegular);
     }
     if meta.len() > cap {
-        return Err(too_large(cap));
+        return Err(InputError::TooLarge(cap));
     }
     let mut bytes = Vec::new();
     file.take(cap + 1).read_to_end(&mut bytes).map_err(|e| match e.kind() {
-        std::io::ErrorKind::WouldBlock => "reading it would wait (not an ordinary file)".to_string(),
-        _ => e.to_string(),
+        std::io::ErrorKind::WouldBlock => InputError::WouldBlock,
+        _ => e.into(),
     })?;
     if bytes.len() as u64 > cap {
-        return Err(too_large(cap));
+        return Err(InputError::TooLarge(cap));
     }
     Ok(bytes)
 }
@@ -89,39 +122,39 @@ pub fn is_missing(path: &Path) -> bool {
 pub fn read_tree(
     dir: &Path,
     limits: TreeLimits,
-) -> std::result::Result<std::collections::BTreeMap<String, TreeFile>, String> {
+) -> std::result::Result<std::collections::BTreeMap<String, TreeFile>, InputError> {
     use std::os::unix::fs::PermissionsExt;
     let TreeLimits { files: max_files, bytes: max_bytes } = limits;
     let mut files = std::collections::BTreeMap::new();
     let mut total: u64 = 0;
     let mut stack: Vec<(std::path::PathBuf, String)> = vec![(dir.to_path_buf(), String::new())];
     while let Some((path, rel)) = stack.pop() {
-        let meta = std::fs::symlink_metadata(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+        let in_tree = |e: InputError| InputError::InTree { path: path.display().to_string(), source: Box::new(e) };
+        let meta = std::fs::symlink_metadata(&path).map_err(|e| in_tree(e.into()))?;
         if meta.is_dir() {
-            for entry in std::fs::read_dir(&path).map_err(|e| format!("{}: {e}", path.display()))? {
-                let entry = entry.map_err(|e| e.to_string())?;
+            for entry in std::fs::read_dir(&path).map_err(|e| in_tree(e.into()))? {
+                let entry = entry?;
                 let name = entry.file_name();
                 let Some(name) = name.to_str().filter(|n| !n.chars().any(char::is_control)) else {
-                    return Err(format!("{}: a file name that is not plain UTF-8", path.display()));
+                    let why = "a file name that is not plain UTF-8";
+                    return Err(InputError::NotInTree { path: path.display().to_string(), why });
                 };
                 let child = if rel.is_empty() { name.to_string() } else { format!("{rel}/{name}") };
                 stack.push((entry.path(), child));
             }
         } else if meta.is_file() {
             if files.len() >= max_files {
-                return Err(format!("more than {max_files} files"));
+                return Err(InputError::TooManyFiles(max_files));
             }
             total += meta.len();
             if total > max_bytes {
-                return Err(format!("larger than {} MiB", max_bytes >> 20));
+                return Err(InputError::TooLarge(max_bytes));
             }
-            let bytes = read_capped(&path, max_bytes).map_err(|e| format!("{}: {e}", path.display()))?;
+            let bytes = read_capped(&path, max_bytes).map_err(in_tree)?;
             files.insert(rel, TreeFile { bytes, executable: meta.permissions().mode() & 0o111 != 0 });
         } else {
-            return Err(format!(
-                "{} is a link or special file; a build context holds files and directories",
-                path.display()
-            ));
+            let why = "a link or special file; a build context holds files and directories";
+            return Err(InputError::NotInTree { path: path.display().to_string(), why });
         }
     }
     Ok(files)
@@ -145,17 +178,17 @@ mod tests {
         assert_eq!(tree.keys().collect::<Vec<_>>(), ["Dockerfile", "bin/entry.sh"]);
         assert!(tree["bin/entry.sh"].executable);
         assert!(!tree["Dockerfile"].executable);
-        assert_eq!(read_tree(dir.path(), TreeLimits { files: 1, ..limits }).unwrap_err(), "more than 1 files");
-        assert_eq!(read_tree(dir.path(), TreeLimits { bytes: 8, ..limits }).unwrap_err(), "larger than 0 MiB");
+        assert_eq!(read_tree(dir.path(), TreeLimits { files: 1, ..limits }).unwrap_err(), InputError::TooManyFiles(1));
+        assert_eq!(read_tree(dir.path(), TreeLimits { bytes: 8, ..limits }).unwrap_err(), InputError::TooLarge(8));
     }
 
     #[test]
     fn devices_and_fifos_are_refused() {
-        assert_eq!(read_bytes(Path::new("/dev/zero")).unwrap_err(), "not a regular file");
+        assert_eq!(read_bytes(Path::new("/dev/zero")).unwrap_err(), InputError::NotRegular);
         let dir = tempfile::tempdir().unwrap();
         let fifo = dir.path().join("fifo");
         assert!(std::process::Command::new("mkfifo").arg(&fifo).status().unwrap().success());
-        assert_eq!(read_text(&fifo).unwrap_err(), "not a regular file");
+        assert_eq!(read_text(&fifo).unwrap_err(), InputError::NotRegular);
         assert!(is_missing(&dir.path().join("nothing")));
     }
 
@@ -163,12 +196,12 @@ mod tests {
     fn a_file_that_would_block_is_an_error_not_a_hang() {
         // procfs says "regular file", and a read of /proc/kmsg waits for the next message.
         let start = std::time::Instant::now();
-        assert!(read_bytes(Path::new("/proc/kmsg")).unwrap_err().contains("kernel file"));
-        assert!(read_bytes(Path::new("/proc/self/environ")).unwrap_err().contains("kernel file"));
+        assert_eq!(read_bytes(Path::new("/proc/kmsg")).unwrap_err(), InputError::KernelFile);
+        assert_eq!(read_bytes(Path::new("/proc/self/environ")).unwrap_err(), InputError::KernelFile);
         assert!(start.elapsed() < std::time::Duration::from_secs(5));
         let dir = tempfile::tempdir().unwrap();
         let big = dir.path().join("big");
         std::fs::write(&big, vec![b'x'; 2048]).unwrap();
-        assert_eq!(read_text_capped(&big, 1024).unwrap_err(), "larger than 1 KiB");
+        assert_eq!(read_text_capped(&big, 1024).unwrap_err().to_string(), "larger than 1 KiB");
     }
 }

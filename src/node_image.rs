@@ -59,12 +59,17 @@ pub fn tar_mode(file: &TreeFile) -> u32 {
 
 /// A user's build context as the edge reads it: bounded, regular files only, a Dockerfile
 /// at its top.
-pub fn check_context(files: BTreeMap<String, TreeFile>) -> Result<BTreeMap<String, TreeFile>, String> {
+pub fn check_context(files: BTreeMap<String, TreeFile>) -> Result<BTreeMap<String, TreeFile>, NoDockerfile> {
     if !files.contains_key("Dockerfile") {
-        return Err("no Dockerfile in it".into());
+        return Err(NoDockerfile);
     }
     Ok(files)
 }
+
+/// A build context without a Dockerfile at its top.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("no Dockerfile in it")]
+pub struct NoDockerfile;
 
 /// Where the node image comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -40,7 +40,8 @@ fn context_files(spec: &Value, args: &BTreeMap<String, String>) -> Result<BTreeM
             Source::Prebuilt { .. } => unreachable!("the shipped source is a build"),
         },
         dir => crate::input_file::read_tree(std::path::Path::new(dir), crate::node_image::CONTEXT_LIMITS)
-            .and_then(crate::node_image::check_context)
+            .map_err(|e| e.to_string())
+            .and_then(|files| crate::node_image::check_context(files).map_err(|e| e.to_string()))
             .map_err(|reason| ApplyError::File { what: format!("the build context {dir}"), reason })?,
     };
     let digest = crate::canonical::digest(&crate::node_image::build_inputs(&files, args));

@@ -299,7 +299,7 @@ fn registry_credentials(
     let path = config_dir.join(file);
     let what = || format!("credentials file {}", path.display());
     let unusable = |reason: String| ApplyError::File { what: what(), reason };
-    let text = crate::input_file::read_text(&path).map_err(unusable)?;
+    let text = crate::input_file::read_text(&path).map_err(|e| unusable(e.to_string()))?;
     let credentials = super::registries::Credentials::parse(&text).map_err(|e| unusable(e.to_string()))?;
     if Some(credentials.digest().as_str()) != named["digest"].as_str() {
         return Err(ApplyError::ChangedSincePlan { what: what() });

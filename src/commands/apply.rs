@@ -545,7 +545,7 @@ pub(crate) fn read_plan_file(file: &std::path::Path) -> Result<(Plan, Vec<u8>)> 
         reason,
         help: Some("write one with `k3d-gpu plan --out FILE`".into()),
     };
-    let bytes = crate::input_file::read_bytes(file).map_err(input)?;
+    let bytes = crate::input_file::read_bytes(file).map_err(|e| input(e.to_string()))?;
     let value: serde_json::Value = serde_json::from_slice(&bytes).map_err(|e| input(e.to_string()))?;
     if value["schema"] != crate::plan::SCHEMA {
         return Err(input(format!("schema is {}, expected {:?}", value["schema"], crate::plan::SCHEMA)));

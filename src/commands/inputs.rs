@@ -37,7 +37,7 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
         crate::input_file::read_text(&path).map_err(|reason| Error::Input {
             what: "config",
             path: path.display().to_string(),
-            reason,
+            reason: reason.to_string(),
             help: Some("pass -c FILE, or run where k3dgpu.toml is".into()),
         })?
     };
@@ -94,6 +94,7 @@ fn read_registry_credentials(config: &mut Config, dir: &Path) {
         return; // compile says why
     }
     let read = crate::input_file::read_text(&dir.join(file))
+        .map_err(|e| e.to_string())
         .and_then(|text| crate::apply::registries::Credentials::parse(&text).map_err(|e| e.to_string()))
         .map(|c| crate::config::CredentialsRead { digest: c.digest(), registries: c.registries() });
     registries.credentials_read = Some(read);
@@ -219,7 +220,7 @@ pub fn user_lock(inputs: &Inputs) -> Result<Option<crate::images::Lock>> {
         reason,
         help: Some("fix or delete it, then run `k3d-gpu images lock`".into()),
     };
-    let text = crate::input_file::read_text(&path).map_err(bad)?;
+    let text = crate::input_file::read_text(&path).map_err(|e| bad(e.to_string()))?;
     crate::images::Lock::parse(&text).map(Some).map_err(bad)
 }
 
@@ -296,7 +297,8 @@ pub fn node_image_source(inputs: &Inputs) -> Result<crate::node_image::Source> {
     let Some(dir) = &cluster.build_context else { return Ok(crate::node_image::Source::shipped()) };
     let path = inputs.dir.join(dir);
     let files = crate::input_file::read_tree(&path, crate::node_image::CONTEXT_LIMITS)
-        .and_then(crate::node_image::check_context)
+        .map_err(|e| e.to_string())
+        .and_then(|files| crate::node_image::check_context(files).map_err(|e| e.to_string()))
         .map_err(|reason| Error::Input {
             what: "node image build context",
             path: path.display().to_string(),

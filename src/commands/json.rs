@@ -61,6 +61,7 @@ pub fn diagnostics(error: &Error) -> Vec<Diagnostic> {
     let kind = match error {
         Error::Usage { .. } => "usage",
         Error::Input { .. } => "input",
+        Error::Unreachable { .. } => "unreachable",
         Error::Output { .. } => "output",
         Error::Invalid(_) => "config",
         Error::Refused { .. } => "refused",

@@ -167,7 +167,7 @@ pub fn run(global: &Global, machines: &Path) -> Result<u8> {
     let text = crate::input_file::read_text(machines).map_err(|reason| Error::Input {
         what: "machines file",
         path: machines.display().to_string(),
-        reason,
+        reason: reason.to_string(),
         help: Some("one `CONFIG [HOST]` a line (examples/ci/k3d-gpu-configs.yml)".into()),
     })?;
     let name = machines.display().to_string();

@@ -252,7 +252,7 @@ pub fn read_document<T: serde::de::DeserializeOwned>(
 ) -> Result<T> {
     let input =
         |reason: String| Error::Input { what, path: path.display().to_string(), reason, help: Some(help.to_string()) };
-    let bytes = crate::input_file::read_bytes(path).map_err(input)?;
+    let bytes = crate::input_file::read_bytes(path).map_err(|e| input(e.to_string()))?;
     // The schema first, so a document of another kind is named as such rather than by its
     // first field that does not fit; then the typed parse straight from the bytes. A
     // `serde_json::Value` of the whole document in between would hold a second, larger copy
@@ -287,10 +287,10 @@ pub fn runtime() -> Result<tokio::runtime::Runtime> {
         .map_err(|e| Error::Output { path: "tokio runtime".into(), reason: e.to_string() })
 }
 
-/// An observation that could not be made: bad usage of the environment (an engine or API
-/// server not reachable), with what to check.
+/// An observation that could not be made (an engine or API server that does not answer),
+/// with what to check.
 pub fn observe_failed(e: crate::observe::ObserveError) -> Error {
-    Error::Usage { help: Some(e.help()), message: e.to_string() }
+    Error::Unreachable { help: Some(e.help()), message: e.to_string() }
 }
 
 /// [`observe_failed`] for k3d cluster `cluster`'s API, except when the cause is that the

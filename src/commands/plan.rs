@@ -87,9 +87,10 @@ pub(crate) fn observed_file(offline: bool, observed: Option<&std::path::Path>) -
 /// out, so apply's errors do not name it.
 pub(crate) fn offline_hint(e: Error, how: &str) -> Error {
     match e {
-        Error::Usage { message, help } if message.starts_with("cannot reach") => {
-            Error::Usage { message, help: Some(format!("{}; or plan without them: {how}", help.unwrap_or_default())) }
-        }
+        Error::Unreachable { message, help } => Error::Unreachable {
+            message,
+            help: Some(format!("{}; or plan without them: {how}", help.unwrap_or_default())),
+        },
         e => e,
     }
 }
@@ -249,4 +250,22 @@ pub fn run(global: &Global, args: &PlanArgs) -> Result<u8> {
     // was a tenth of the run, to give memory back to a process about to exit.
     std::mem::forget(plan);
     Ok(status)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_offline_hint_follows_the_kind_of_error_not_its_words() {
+        let unreachable = Error::Unreachable { message: "engine gone".into(), help: Some("start dockerd".into()) };
+        let hinted = offline_hint(unreachable, "--offline");
+        assert!(
+            matches!(&hinted, Error::Unreachable { help: Some(h), .. } if h == "start dockerd; or plan without them: --offline")
+        );
+        assert_eq!(hinted.exit_code(), crate::error::EXIT_USAGE);
+        // A usage error whose text happens to read like one is left alone.
+        let usage = Error::Usage { message: "cannot reach the moon".into(), help: None };
+        assert!(matches!(offline_hint(usage, "--offline"), Error::Usage { help: None, .. }));
+    }
 }

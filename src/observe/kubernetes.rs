@@ -115,7 +115,7 @@ pub fn has_context(kubeconfig: &Path, context: &str) -> Option<bool> {
 /// `KUBECONFIG=/dev/zero` or a FIFO while apply holds the lock), with the files it names made
 /// absolute against its directory as kube's own reader does.
 fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, String> {
-    let text = crate::input_file::read_text(path)?;
+    let text = crate::input_file::read_text(path).map_err(|e| e.to_string())?;
     let mut config = Kubeconfig::from_yaml(&text).map_err(|e| e.to_string())?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let absolute = |file: &mut Option<String>| {
