@@ -13,7 +13,7 @@ use tokio::sync::{Mutex, OnceCell};
 use super::error::ApplyError;
 use super::executor::Runner;
 use super::{k3d, kubernetes};
-use crate::plan::{Action, ActionKind};
+use crate::plan::{Action, ActionKind, Target};
 
 pub struct Providers {
     pub k3d: PathBuf,
@@ -258,19 +258,14 @@ impl Providers {
 impl Runner for Providers {
     fn run<'a>(&'a self, action: &'a Action) -> Pin<Box<dyn Future<Output = Result<(), ApplyError>> + Send + 'a>> {
         Box::pin(async move {
-            let id = action.id.as_str();
-            if id == crate::compile::NODE_IMAGE_ID {
-                self.node_image(action).await
-            } else if id.starts_with("k3d/cluster/") {
-                self.cluster(action).await
-            } else if id.starts_with("node-label/") {
-                self.node_metadata(action, true).await
-            } else if id.starts_with("node-annotation/") {
-                self.node_metadata(action, false).await
-            } else if id.starts_with("k8s/") {
-                self.object(action).await
-            } else {
-                Err(ApplyError::Malformed(format!("no provider for {id}")))
+            // Routed on the typed target: an object's comes from the object the action carries,
+            // which must give the action's id back (crate::plan::target).
+            match action.target().map_err(|e| ApplyError::Malformed(e.to_string()))? {
+                Target::NodeImage => self.node_image(action).await,
+                Target::Cluster { .. } => self.cluster(action).await,
+                Target::NodeLabel { .. } => self.node_metadata(action, true).await,
+                Target::NodeAnnotation { .. } => self.node_metadata(action, false).await,
+                Target::Object(_) => self.object(action).await,
             }
         })
     }

@@ -551,6 +551,10 @@ pub(crate) fn read_plan_file(file: &std::path::Path) -> Result<(Plan, Vec<u8>)> 
         return Err(input(format!("schema is {}, expected {:?}", value["schema"], crate::plan::SCHEMA)));
     }
     let plan: Plan = serde_json::from_value(value).map_err(|e| input(e.to_string()))?;
+    // Every action must say what it acts on, consistently with the object it carries.
+    if let Some(e) = plan.actions.iter().find_map(|a| a.target().err()) {
+        return Err(input(crate::escape::one_line(&e.to_string()).into_owned()));
+    }
     Ok((plan, bytes))
 }
 

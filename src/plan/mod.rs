@@ -7,6 +7,9 @@ pub mod digest;
 pub mod fleet;
 pub mod immutable;
 pub mod render;
+pub mod target;
+
+pub use target::{ObjectRef, Target, TargetError};
 
 use std::collections::{BTreeMap, BTreeSet};
 
