@@ -24,6 +24,7 @@ fn main() {
     for i in 0..runs {
         let resource = format!("example.com/device-{i}");
         let spec = json!({"check": "allocatable", "resource": resource, "min": 1});
+        let before = server.requests().len();
         let waiting = {
             let client = client.clone();
             runtime.spawn(async move {
@@ -32,8 +33,9 @@ fn main() {
                     .map(|()| Instant::now())
             })
         };
-        // Let the watch start and see the current (false) state first.
-        std::thread::sleep(Duration::from_millis(50));
+        // The watch has started (its list and its watch are in): it saw the current (false)
+        // state first.
+        server.wait_until("verify's list and watch", Duration::from_secs(10), |s| s.requests.len() >= before + 2);
         let became_true = Instant::now();
         server.change(|s| s.nodes[0]["status"]["allocatable"][resource.as_str()] = json!("1"));
         let noticed = runtime.block_on(waiting).unwrap().unwrap();

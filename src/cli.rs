@@ -907,32 +907,47 @@ pub(crate) fn plan_hash(text: &str) -> Result<String, String> {
     }
 }
 
-/// The options that may come before the command, and whether each takes a value.
-const LEADING: [(&str, bool); 7] = [
-    ("-c", true),
-    ("--config", true),
-    ("--root", true),
-    ("--facts", true),
-    ("--stdlib", true),
-    ("--vendors", true),
-    ("--json", false),
-];
+/// The options that may come before the command, by id: the fields of [`Global`], which every
+/// command reads through it. How each is spelled (`-c`, `--config`) and whether it takes a
+/// value are read from the command tree ([`leading_spellings`]), not written here again.
+pub(crate) const LEADING: [&str; 6] = ["config", "root", "facts", "stdlib", "vendors", "json"];
+
+/// Each leading option's spellings (`--config`, `-c`) and whether it takes a value, as the
+/// first (sub)command that defines it declares them (the commands share one definition of
+/// each, the option groups above).
+fn leading_spellings(cmd: &clap::Command) -> Vec<(String, bool)> {
+    fn find<'a>(cmd: &'a clap::Command, id: &str) -> Option<&'a clap::Arg> {
+        cmd.get_arguments()
+            .find(|a| a.get_id().as_str() == id)
+            .or_else(|| cmd.get_subcommands().find_map(|s| find(s, id)))
+    }
+    let mut out = Vec::new();
+    for arg in LEADING.iter().filter_map(|id| find(cmd, id)) {
+        let takes_value = arg.get_action().takes_values();
+        out.extend(arg.get_long().map(|long| (format!("--{long}"), takes_value)));
+        out.extend(arg.get_short().map(|short| (format!("-{short}"), takes_value)));
+    }
+    out
+}
 
 /// `k3d-gpu -c lab.toml --root R images check` → `k3d-gpu images check -c lab.toml --root R`:
 /// the shared options given before the command move behind its (sub)command path, where its
 /// own definition accepts or refuses them. Anything else before the command (`--help`, a
 /// typo) leaves the line as it is, for clap to report.
 pub fn options_after_command(args: Vec<OsString>, cmd: &clap::Command) -> Vec<OsString> {
+    let leading = leading_spellings(cmd);
     let mut moved = Vec::new();
     let mut i = 1;
     while let Some(word) = args.get(i).and_then(|a| a.to_str()) {
         // `--name`, `--name=value`, `-c`, `-cVALUE` or `-c=VALUE`.
         let (name, inline) = match word.strip_prefix("--") {
             Some(rest) => rest.split_once('=').map_or((word, false), |(n, _)| (&word[..n.len() + 2], true)),
-            None if word.starts_with("-c") => ("-c", word.len() > 2),
-            None => break,
+            None => match word.get(..2) {
+                Some(short) if short.starts_with('-') => (short, word.len() > 2),
+                _ => break,
+            },
         };
-        let Some(&(_, takes_value)) = LEADING.iter().find(|(n, _)| *n == name) else { break };
+        let Some(&(_, takes_value)) = leading.iter().find(|(n, _)| n == name) else { break };
         if inline && !takes_value {
             break;
         }
@@ -1083,6 +1098,29 @@ mod tests {
                 let cli = Cli::try_parse_from(&args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
                 assert_eq!(cli.command.global().facts.len(), 1, "{what}: --facts");
             }
+        }
+    }
+
+    /// The leading options' spellings come from the command tree: the set the help promises
+    /// (`-c, --root, --facts, --stdlib, --vendors and --json may also come before the
+    /// command`), each found, with whether it takes a value as its definition says.
+    #[test]
+    fn the_leading_options_are_spelled_as_the_commands_define_them() {
+        let mut got = super::leading_spellings(&Cli::command());
+        got.sort();
+        let want = [
+            ("--config", true),
+            ("--facts", true),
+            ("--json", false),
+            ("--root", true),
+            ("--stdlib", true),
+            ("--vendors", true),
+            ("-c", true),
+        ];
+        assert_eq!(got, want.map(|(n, v)| (n.to_string(), v)));
+        let about = Cli::command().get_long_about().map(ToString::to_string).unwrap_or_default();
+        for (name, _) in got.iter().filter(|(n, _)| n != "--config") {
+            assert!(about.contains(&format!("{name},")) || about.contains(&format!("{name} ")), "{name}: {about}");
         }
     }
 

@@ -60,6 +60,7 @@ pub mod quantity;
 pub mod report;
 pub mod secrets;
 pub mod shell;
+mod signals;
 pub mod smoke;
 pub mod suggest;
 pub mod table;

@@ -148,7 +148,7 @@ fn check(doc: &str) -> Vec<String> {
     let text = std::fs::read_to_string(&path).unwrap();
     let lines: Vec<&str> = text.lines().collect();
     let dir = scratch_checkout();
-    let update = std::env::var_os("UPDATE_GOLDEN").is_some();
+    let update = support::update_golden();
     let mut out: Vec<String> = Vec::new();
     let mut failures = Vec::new();
     let mut i = 0;
@@ -318,4 +318,17 @@ fn the_readme_counts_the_examples_there_are() {
     let readme = std::fs::read_to_string(repo().join("README.md")).unwrap().replace('\n', " ");
     let said = format!("`examples/` has {} real configs", words[machines]);
     assert!(readme.contains(&said), "the README should say {said:?}");
+}
+
+/// `UPDATE_GOLDEN=0` compares (it once rewrote every document, since only the variable's
+/// presence was read); `1` and the other truthy spellings rewrite.
+#[test]
+fn update_golden_is_read_as_a_yes_or_no() {
+    use std::ffi::OsStr;
+    for no in [None, Some(""), Some("0"), Some("false"), Some("no"), Some("off")] {
+        assert!(!support::truthy(no.map(OsStr::new)), "{no:?}");
+    }
+    for yes in ["1", "true", "TRUE", "yes", "on"] {
+        assert!(support::truthy(Some(OsStr::new(yes))), "{yes}");
+    }
 }

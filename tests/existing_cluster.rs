@@ -9,28 +9,19 @@ mod support;
 
 use std::path::PathBuf;
 use std::process::Output;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 use support::K3dGpu;
-use support::fake_apiserver::{FakeApiServer, State, k3s_node};
+use support::fake_apiserver::{State, k3s_node};
 use support::repo;
+use support::world::{World, roll_out};
 
 const CONTEXT: &str = "homelab";
 const NODES: [&str; 3] = ["arc-01", "gpu-01", "xeon-01"];
 
-struct Fleet {
-    dir: tempfile::TempDir,
-    server: FakeApiServer,
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for Fleet {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
+/// The fleet: the fake API server, the scratch directory with the example's config, and the
+/// kubelets and controllers (`support::world`).
+type Fleet = World;
 
 /// The kubeconfig: context `homelab` points at the fake server; the current context at a dead
 /// port, so a client that used the current context would fail.
@@ -47,8 +38,7 @@ fn fleet() -> Fleet {
     fleet_with(true)
 }
 
-/// [`fleet`], whose plugins advertise their devices only when `advertise` is set (decided
-/// before the thread starts: it plays the kubelets from its first iteration).
+/// [`fleet`], whose plugins advertise their devices only when `advertise` is set.
 fn fleet_with(advertise: bool) -> Fleet {
     let mut nodes: Vec<Value> = NODES.iter().map(|n| k3s_node(n, *n == "arc-01")).collect();
     let mut edge = k3s_node("edge-01", false);
@@ -62,72 +52,47 @@ fn fleet_with(advertise: bool) -> Fleet {
     // The warm-up reaches the server through a port-forward to its pod, which the thread
     // below starts once the Service exists (as the Deployment's ReplicaSet would).
     let proxied = vec![("vllm:8000/v1/models".to_string(), models)];
-    let server = FakeApiServer::start_in_background(State { nodes, proxied, ..State::k3s() });
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let advertise = Arc::new(AtomicBool::new(advertise));
-    let devices = advertise.clone();
-    let controllers = server.handle();
-    std::thread::spawn(move || {
-        while !flag.load(Ordering::SeqCst) {
-            controllers.change(|s| {
-                let vllm = s.objects.iter().find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "vllm").cloned();
-                if let Some(svc) = vllm
-                    && !s.objects.iter().any(|o| o["kind"] == "Pod" && o["metadata"]["name"] == "vllm-0")
-                {
-                    let (pod, key) = support::port_forward::ready_pod_behind(&svc, 8000);
-                    s.objects.push(pod);
-                    s.forwarded.retain(|(k, _)| !k.starts_with("vllm-0:"));
-                    s.forwarded.push((format!("{key}/v1/chat/completions"), reply.clone()));
-                }
-                for o in s.objects.iter_mut() {
-                    let generation = o["metadata"]["generation"].clone();
-                    o["status"] = match o["kind"].as_str() {
-                        Some("DaemonSet") => json!({"observedGeneration": generation, "desiredNumberScheduled": 1, "numberReady": 1, "updatedNumberScheduled": 1}),
-                        Some("Deployment") => json!({"observedGeneration": generation, "replicas": 1, "availableReplicas": 1, "updatedReplicas": 1}),
-                        _ => continue,
-                    };
-                }
-                if !devices.load(Ordering::SeqCst) {
-                    return;
-                }
-                let advertised = [
-                    ("arc-01", &["gpu.intel.com/xe", "gpu.intel.com/monitoring"][..]),
-                    ("gpu-01", &["nvidia.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/monitoring"][..]),
-                    (
-                        "xeon-01",
-                        &[
-                            "dsa.intel.com/wq-user-dedicated",
-                            "dsa.intel.com/wq-user-shared",
-                            "iaa.intel.com/wq-user-dedicated",
-                            "qat.intel.com/cy",
-                            "qat.intel.com/dc",
-                        ][..],
-                    ),
-                ];
-                for n in s.nodes.iter_mut() {
-                    let name = n["metadata"]["name"].as_str().unwrap_or_default().to_string();
-                    for (node, resources) in advertised {
-                        if name == node {
-                            for r in resources {
-                                n["status"]["allocatable"][*r] = json!("1");
-                            }
-                        }
-                    }
-                }
-                // arc-01's facts also have the iGPU, exclusive like the B580.
-                for n in s.nodes.iter_mut().filter(|n| n["metadata"]["name"] == "arc-01") {
-                    n["status"]["allocatable"]["gpu.intel.com/i915"] = json!("1");
-                }
-            });
-            std::thread::sleep(std::time::Duration::from_millis(20));
+    let state = State { nodes, proxied, ..State::k3s() };
+    let f = World::start(state, move |s| {
+        let vllm = s.objects.iter().find(|o| o["kind"] == "Service" && o["metadata"]["name"] == "vllm").cloned();
+        if let Some(svc) = vllm
+            && !s.objects.iter().any(|o| o["kind"] == "Pod" && o["metadata"]["name"] == "vllm-0")
+        {
+            let (pod, key) = support::port_forward::ready_pod_behind(&svc, 8000);
+            s.objects.push(pod);
+            s.forwarded.retain(|(k, _)| !k.starts_with("vllm-0:"));
+            s.forwarded.push((format!("{key}/v1/chat/completions"), reply.clone()));
+        }
+        roll_out(s);
+        if !advertise {
+            return;
+        }
+        let advertised = [
+            ("arc-01", &["gpu.intel.com/xe", "gpu.intel.com/monitoring"][..]),
+            ("gpu-01", &["nvidia.com/gpu", "gpu.intel.com/i915", "gpu.intel.com/monitoring"][..]),
+            (
+                "xeon-01",
+                &[
+                    "dsa.intel.com/wq-user-dedicated",
+                    "dsa.intel.com/wq-user-shared",
+                    "iaa.intel.com/wq-user-dedicated",
+                    "qat.intel.com/cy",
+                    "qat.intel.com/dc",
+                ][..],
+            ),
+            // arc-01's facts also have the iGPU, exclusive like the B580.
+            ("arc-01", &["gpu.intel.com/i915"][..]),
+        ];
+        for (node, resources) in advertised {
+            for r in resources {
+                support::world::advertise(s, |n| n == node, r, "1");
+            }
         }
     });
-    let dir = tempfile::tempdir().unwrap();
-    support::copy_tree(&repo().join("examples/homelab-fleet"), &dir.path().join("homelab-fleet"));
-    std::fs::copy(repo().join("examples/homelab-fleet.toml"), dir.path().join("k3dgpu.toml")).unwrap();
-    std::fs::write(dir.path().join("kubeconfig"), kubeconfig(&server.url)).unwrap();
-    Fleet { dir, server, stop }
+    support::copy_tree(&repo().join("examples/homelab-fleet"), &f.join("homelab-fleet"));
+    std::fs::copy(repo().join("examples/homelab-fleet.toml"), f.join("k3dgpu.toml")).unwrap();
+    std::fs::write(f.join("kubeconfig"), kubeconfig(&f.server.url)).unwrap();
+    f
 }
 
 impl Fleet {

@@ -9,12 +9,11 @@ mod support;
 
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 use support::K3dGpu;
-use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
+use support::fake_apiserver::{State, kubeconfig_text};
+use support::world::{World, advertise, daemonset_applied, roll_out};
 use support::{docker_ready, hosts_dir, import_image, repo};
 
 const HOST: &str = "lunar-lake-npu";
@@ -298,15 +297,17 @@ fn a_signal_ends_the_server_with_the_shells_code() {
         initialize(&mut s);
         let killed = Command::new("kill").arg(format!("-{signal}")).arg(s.child.id().to_string()).status().unwrap();
         assert!(killed.success());
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        let status = loop {
-            if let Some(status) = s.child.try_wait().unwrap() {
-                break status;
-            }
-            assert!(std::time::Instant::now() < deadline, "SIG{signal}: the server is still running");
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        };
-        assert_eq!(status.code(), Some(code), "SIG{signal}: {status:?}");
+        // stdin stays open: the signal, not the end of input, ends the server.
+        let Session { mut child, stdin, stdout: _stdout } = s;
+        let pid = child.id();
+        let exited =
+            support::within(&format!("SIG{signal} ends the server"), std::time::Duration::from_secs(60), move || {
+                child.wait().unwrap()
+            });
+        drop(stdin);
+        // Already gone when the test passes; only a server that outlived its deadline is here.
+        let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).stderr(Stdio::null()).status();
+        assert_eq!(exited.code(), Some(code), "SIG{signal}: {exited:?}");
     }
 }
 
@@ -324,9 +325,8 @@ fn a_call_past_its_deadline_answers_with_the_fix() {
     let (_listener, docker) = silent_docker(dir.path());
     let mut s = Session::start_with(&["--timeout", "1"], Some(&docker));
     initialize(&mut s);
-    let began = std::time::Instant::now();
+    // Answered by the per-call deadline, which the answer names (Docker never answers).
     let observe = s.call(2, "tools/call", json!({ "name": "observe", "arguments": {} }));
-    assert!(began.elapsed() < std::time::Duration::from_secs(8), "waited {:?}", began.elapsed());
     assert_eq!(observe["result"]["isError"], true, "{observe}");
     let text = observe["result"]["content"][0]["text"].as_str().unwrap();
     assert!(text.contains("no answer within 1s") && text.contains("--timeout"), "{text}");
@@ -337,90 +337,55 @@ fn a_call_past_its_deadline_answers_with_the_fix() {
 #[test]
 fn a_cancelled_call_is_not_answered_and_the_server_goes_on() {
     let dir = tempfile::tempdir().unwrap();
-    let (_listener, docker) = silent_docker(dir.path());
+    let (listener, docker) = silent_docker(dir.path());
     // A deadline of 1 s: a call that was not cancelled would be answered (with the timeout)
-    // within it.
+    // once it passes.
     let mut s = Session::start_with(&["--timeout", "1"], Some(&docker));
     initialize(&mut s);
     s.send(
         json!({ "jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": { "name": "observe", "arguments": {} } }),
     );
-    std::thread::sleep(std::time::Duration::from_millis(300));
+    // The call is under way once it has reached Docker (held open, never answered).
+    let _held = support::within("the observe call reached Docker", std::time::Duration::from_secs(60), move || {
+        let accepted = listener.accept().unwrap();
+        (listener, accepted)
+    });
     s.send(json!({ "jsonrpc": "2.0", "method": "notifications/cancelled", "params": { "requestId": 2 } }));
     // The next message is the answer to the next call: nothing comes for the cancelled one.
     let list = s.call(3, "tools/list", json!({}));
     assert!(list["result"]["tools"].is_array(), "{list}");
     let facts = s.call(4, "tools/call", json!({ "name": "facts", "arguments": { "root": root() } }));
     assert_eq!(facts["result"]["isError"], false, "{facts}");
-    // And nothing comes later either, though the deadline passes.
-    let Session { mut child, stdin, mut stdout } = s;
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        let mut line = String::new();
-        let _ = stdout.read_line(&mut line);
-        let _ = tx.send(line);
-    });
-    let late = rx.recv_timeout(std::time::Duration::from_secs(3));
-    let _ = child.kill();
-    let _ = child.wait();
-    drop(stdin);
-    assert!(late.is_err() || late.as_ref().is_ok_and(|l| l.is_empty()), "the cancelled call was answered: {late:?}");
+    // And nothing comes later either: another observe call, started after the cancelled one
+    // with the same deadline, is answered when its deadline passes; an answer to the
+    // cancelled call would have come first.
+    let later = s.call(5, "tools/call", json!({ "name": "observe", "arguments": {} }));
+    assert_eq!(later["result"]["isError"], true, "{later}");
+    assert!(
+        later["result"]["content"][0]["text"].as_str().is_some_and(|t| t.contains("no answer within 1s")),
+        "{later}"
+    );
 }
 
 /// A private engine with an imported node image, the fake API server starting like k3s (one
-/// ready server node) and a thread playing the controllers and the NPU plugin.
-struct World {
-    dir: tempfile::TempDir,
-    cluster: String,
-    server: FakeApiServer,
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let filter = format!("label=k3d.cluster={}", self.cluster);
-        let ids = Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output().unwrap();
-        for id in String::from_utf8_lossy(&ids.stdout).split_whitespace() {
-            let _ = Command::new("docker").args(["rm", "-f", id]).output();
-        }
-    }
-}
-
+/// ready server node), and the controllers and the NPU plugin (`support::world`).
 fn world(cluster: &str) -> World {
     let image = format!("k3d-gpu-test/node:{cluster}");
     import_image(&image, "0.1.0");
     let mut node = support::fake_apiserver::k3s_node(&format!("k3d-{cluster}-server-0"), true);
     node["metadata"]["labels"]["k3d-gpu.io/accelerators"] = json!("true");
-    let server = FakeApiServer::start_in_background(State { nodes: vec![node], ..State::k3s() });
-    let stop = Arc::new(AtomicBool::new(false));
-    let (flag, controllers) = (stop.clone(), server.handle());
-    std::thread::spawn(move || {
-        while !flag.load(Ordering::SeqCst) {
-            controllers.change(|s| {
-                let npu = s.objects.iter().any(|o| o["kind"] == "DaemonSet" && o["metadata"]["name"] == "intel-npu-plugin");
-                for o in s.objects.iter_mut() {
-                    let generation = o["metadata"]["generation"].clone();
-                    o["status"] = match o["kind"].as_str() {
-                        Some("DaemonSet") => json!({"observedGeneration": generation, "desiredNumberScheduled": 1, "numberReady": 1, "updatedNumberScheduled": 1}),
-                        Some("Deployment") => json!({"observedGeneration": generation, "replicas": 1, "availableReplicas": 1, "updatedReplicas": 1}),
-                        _ => continue,
-                    };
-                }
-                for n in s.nodes.iter_mut() {
-                    n["status"]["allocatable"]["gpu.intel.com/xe"] = json!("8");
-                    if npu {
-                        n["status"]["allocatable"]["npu.intel.com/accel"] = json!("1");
-                    }
-                }
-            });
-            std::thread::sleep(std::time::Duration::from_millis(20));
+    let w = World::start(State { nodes: vec![node], ..State::k3s() }, |s| {
+        let npu = daemonset_applied(s, "intel-npu-plugin");
+        roll_out(s);
+        advertise(s, |_| true, "gpu.intel.com/xe", "8");
+        if npu {
+            advertise(s, |_| true, "npu.intel.com/accel", "1");
         }
-    });
-    let dir = tempfile::tempdir().unwrap();
+    })
+    .with_cluster(cluster);
     let config = format!("[cluster]\nname = \"{cluster}\"\nimage = \"{image}\"\n");
-    std::fs::write(dir.path().join("k3dgpu.toml"), config).unwrap();
-    World { dir, cluster: cluster.into(), server, stop }
+    std::fs::write(w.join("k3dgpu.toml"), config).unwrap();
+    w
 }
 
 #[test]
@@ -446,7 +411,7 @@ fn python_client() {
         .env("MCP_TEST_CONFIG", w.dir.path().join("k3dgpu.toml"))
         .env("KUBECONFIG", w.dir.path().join("kubeconfig"))
         .env("K3D_GPU_K3D", repo().join("tests/support/k3d-stub"))
-        .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&w.server.url, &w.cluster))
+        .env("K3D_STUB_KUBECONFIG_TEXT", kubeconfig_text(&w.server.url, w.cluster()))
         .env("XDG_STATE_HOME", &state)
         .env("XDG_DATA_HOME", w.dir.path().join("data"))
         .output();
@@ -455,7 +420,7 @@ fn python_client() {
     assert!(out.status.success(), "{text}");
     assert!(text.contains("all MCP client checks passed"), "{text}");
     // The applied plans made the cluster: its node containers are there.
-    let filter = format!("label=k3d.cluster={}", w.cluster);
+    let filter = format!("label=k3d.cluster={}", w.cluster());
     let ps = Command::new("docker").args(["ps", "-aq", "--filter", &filter]).output().unwrap();
     assert!(!String::from_utf8_lossy(&ps.stdout).trim().is_empty(), "no cluster after the accepted apply:\n{text}");
 }

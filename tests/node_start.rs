@@ -26,9 +26,27 @@ use std::time::Duration;
 
 use support::{docker_ready, node_images, repo};
 
-/// How long a node must keep running: k3d's entrypoint reaches its `trap` in well under a
-/// second on a stand-in, and the real nodes died within this.
-const SETTLE: Duration = Duration::from_secs(20);
+/// A deadline for a node to reach k3s or stop: it only turns a hang into a failure.
+const DEADLINE: Duration = Duration::from_secs(120);
+
+/// Waits until node `name`'s log has a line containing `marker` (`docker logs --follow`).
+fn wait_for_log(name: &str, marker: &str) {
+    let (name, marker) = (name.to_string(), marker.to_string());
+    let what = format!("{name} logs {marker:?}");
+    support::within(&what, DEADLINE, move || {
+        use std::io::BufRead;
+        let mut follow = Command::new("sh")
+            .args(["-c", "exec docker logs --follow \"$1\" 2>&1", "sh", &name])
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = follow.stdout.take().unwrap();
+        let seen = std::io::BufReader::new(out).lines().map_while(Result::ok).any(|l| l.contains(&marker));
+        let _ = follow.kill();
+        let _ = follow.wait();
+        assert!(seen, "{name}: its log ended without {marker:?}");
+    });
+}
 
 /// Removes what a test made, whatever happened.
 #[derive(Default)]
@@ -296,7 +314,16 @@ fn the_shipped_node_image_runs_as_a_k3d_server_and_agent_and_the_dash_layout_doe
         made.containers.push(name.clone());
         start_as_k3d(dir.path(), image, name, role);
     }
-    std::thread::sleep(SETTLE);
+    // Each node reaches its end: the shipped image's entrypoint starts k3s (past its trap);
+    // the dash layout's PID 1 exits (`docker wait` returns when the container stops).
+    for (image, name, _) in &nodes {
+        if *image == shipped {
+            wait_for_log(name, "k3s stand-in started as");
+        } else {
+            let name = name.clone();
+            support::within(&format!("{name} stops"), DEADLINE, move || docker(&["wait", &name]));
+        }
+    }
 
     for (image, name, role) in &nodes {
         let (running, restarts, said) = state(name);

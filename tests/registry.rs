@@ -214,22 +214,34 @@ fn auth_registry(user: &str, password: &str) -> AuthRegistry {
     assert!(hash.status.success());
     std::fs::write(dir.path().join("htpasswd"), format!("{user}:{}", String::from_utf8(hash.stdout).unwrap())).unwrap();
     let config = format!(
-        "version: 0.1\nlog: {{level: warn}}\nstorage: {{filesystem: {{rootdirectory: {0}/data}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\nauth: {{htpasswd: {{realm: test, path: {0}/htpasswd}}}}\n",
+        "version: 0.1\nlog: {{level: info}}\nstorage: {{filesystem: {{rootdirectory: {0}/data}}}}\nhttp: {{addr: 127.0.0.1:{port}}}\nauth: {{htpasswd: {{realm: test, path: {0}/htpasswd}}}}\n",
         dir.path().display()
     );
     std::fs::write(dir.path().join("config.yml"), config).unwrap();
-    let child = Command::new("docker-registry")
+    let mut child = Command::new("docker-registry")
         .args(["serve", dir.path().join("config.yml").to_str().unwrap()])
         .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("docker-registry (apt install docker-registry)");
     let address = format!("127.0.0.1:{port}");
-    for _ in 0..100 {
-        if std::net::TcpStream::connect(&address).is_ok() {
-            break;
+    // Ready once it says it listens (distribution's registry logs "listening on ADDR" after
+    // its listener is bound, before it serves). Its log is read to the end, so it never blocks.
+    let log = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        use std::io::BufRead;
+        for line in std::io::BufReader::new(log).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
         }
-        std::thread::sleep(std::time::Duration::from_millis(100));
+    });
+    let listening = format!("listening on {address}");
+    loop {
+        match rx.recv_timeout(std::time::Duration::from_secs(60)) {
+            Ok(line) if line.contains(&listening) => break,
+            Ok(_) => continue,
+            Err(_) => panic!("docker-registry never said {listening:?}"),
+        }
     }
     AuthRegistry { child, address, _dir: dir }
 }

@@ -8,12 +8,11 @@ mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 use support::K3dGpu;
-use support::fake_apiserver::{FakeApiServer, State, k3s_node};
+use support::fake_apiserver::{State, k3s_node};
+use support::world::World;
 
 const HOST: &str = "desktop-rpl-nvidia";
 
@@ -52,17 +51,9 @@ const H100S: [&str; 2] = ["GPU-5e2b7c1a", "GPU-9d04f3e6"];
 /// The label a sharing group's pods carry (`smoke::share::GROUP_LABEL`).
 const GROUP: &str = "k3d-gpu.io/smoke-share";
 
-struct Cluster {
-    dir: tempfile::TempDir,
-    server: FakeApiServer,
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for Cluster {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
+/// The cluster: the fake API server with one node, the node's `/dev` and `/sys` in the
+/// scratch directory, and a stand-in kubelet (`support::world`) that runs each pod's command.
+type Cluster = World;
 
 /// Runs a pod's command as the kubelet would, with `/dev/…` and `/sys/…` paths under `root`.
 /// A sharing pod's hold (its first argument) is cut to 0: the stand-in keeps it Running itself.
@@ -135,7 +126,6 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
         // A node image without the NVIDIA runtime: k3s made no `nvidia` RuntimeClass.
         state.objects.retain(|o| !(o["kind"] == "RuntimeClass" && o["metadata"]["name"] == "nvidia"));
     }
-    let server = FakeApiServer::start_in_background(state);
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("node");
     let dev = root.join("dev");
@@ -156,85 +146,82 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
         root.join("sys/class/drm/renderD128/device"),
     )
     .unwrap();
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let kube = server.handle();
-    std::thread::spawn(move || {
-        while !flag.load(Ordering::SeqCst) {
-            kube.change(|s| {
-                let mut started: Vec<String> = Vec::new();
-                let mut claimed: Vec<(String, String, bool, bool)> = Vec::new();
-                for pod in s.objects.iter_mut().filter(|o| o["kind"] == "Pod" && o["status"]["phase"] == "Pending") {
-                    if pod["metadata"]["annotations"]["test.k3d-gpu.io/seen"] == "1" {
-                        continue;
-                    }
-                    let group = pod["metadata"]["labels"][GROUP].as_str().map(str::to_string);
-                    // One of a group at a time: the next waits for a later round.
-                    if kubelet == Kubelet::OneAtATime && group.is_some() && !started.is_empty() {
-                        continue;
-                    }
-                    pod["metadata"]["annotations"]["test.k3d-gpu.io/seen"] = json!("1");
-                    let wants_nvidia = pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"].is_string();
-                    if kubelet == Kubelet::Broken && wants_nvidia {
-                        pod["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                            "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}]);
-                        continue;
-                    }
-                    let (log, code) = run_container(pod, &root, kubelet);
-                    pod["spec"]["nodeName"] = json!("k3d-gpu-server-0");
-                    pod["metadata"]["annotations"]["fake.k3d-gpu.io/log"] = json!(log);
-                    pod["status"] = ran(code, group.is_some());
-                    // DRA: the claim controller's and the scheduler's part, done later in this
-                    // round (the claims are other objects).
-                    if let Some(claim) = pod["spec"]["resourceClaims"][0].as_object().cloned() {
-                        let ns = pod["metadata"]["namespace"].as_str().unwrap().to_string();
-                        let name = match claim.get("resourceClaimName").and_then(Value::as_str) {
-                            Some(shared) => shared.to_string(),
-                            None => format!("{}-gpu", pod["metadata"]["name"].as_str().unwrap()),
-                        };
-                        pod["status"]["resourceClaimStatuses"] = json!([{"name": "gpu", "resourceClaimName": name}]);
-                        let nvidia = pod["spec"]["containers"][0]["command"][2].as_str().is_some_and(|s| s.starts_with("nvidia-smi"));
-                        claimed.push((ns, name, claim.contains_key("resourceClaimTemplateName"), nvidia));
-                    }
-                    if let Some(g) = group {
-                        started.push(g);
-                        started.push(pod["metadata"]["name"].as_str().unwrap().to_string());
-                    }
+    let w = World::start_in(dir, state, move |s| {
+        let mut started: Vec<String> = Vec::new();
+        let mut claimed: Vec<(String, String, bool, bool)> = Vec::new();
+        for pod in s.objects.iter_mut().filter(|o| o["kind"] == "Pod" && o["status"]["phase"] == "Pending") {
+            if pod["metadata"]["annotations"]["test.k3d-gpu.io/seen"] == "1" {
+                continue;
+            }
+            let group = pod["metadata"]["labels"][GROUP].as_str().map(str::to_string);
+            // One of a group at a time: the next waits for a later round.
+            if kubelet == Kubelet::OneAtATime && group.is_some() && !started.is_empty() {
+                continue;
+            }
+            pod["metadata"]["annotations"]["test.k3d-gpu.io/seen"] = json!("1");
+            let wants_nvidia = pod["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"].is_string();
+            if kubelet == Kubelet::Broken && wants_nvidia {
+                pod["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                    "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}]);
+                continue;
+            }
+            let (log, code) = run_container(pod, &root, kubelet);
+            pod["spec"]["nodeName"] = json!("k3d-gpu-server-0");
+            pod["metadata"]["annotations"]["fake.k3d-gpu.io/log"] = json!(log);
+            pod["status"] = ran(code, group.is_some());
+            // DRA: the claim controller's and the scheduler's part, done later in this
+            // round (the claims are other objects).
+            if let Some(claim) = pod["spec"]["resourceClaims"][0].as_object().cloned() {
+                let ns = pod["metadata"]["namespace"].as_str().unwrap().to_string();
+                let name = match claim.get("resourceClaimName").and_then(Value::as_str) {
+                    Some(shared) => shared.to_string(),
+                    None => format!("{}-gpu", pod["metadata"]["name"].as_str().unwrap()),
+                };
+                pod["status"]["resourceClaimStatuses"] = json!([{"name": "gpu", "resourceClaimName": name}]);
+                let nvidia =
+                    pod["spec"]["containers"][0]["command"][2].as_str().is_some_and(|s| s.starts_with("nvidia-smi"));
+                claimed.push((ns, name, claim.contains_key("resourceClaimTemplateName"), nvidia));
+            }
+            if let Some(g) = group {
+                started.push(g);
+                started.push(pod["metadata"]["name"].as_str().unwrap().to_string());
+            }
+        }
+        // Each claim a pod used is allocated the iGPU, or the first H100 for an NVIDIA
+        // pod (a template's claim made first).
+        for (ns, name, from_template, nvidia) in claimed {
+            let (driver, device) =
+                if nvidia { ("gpu.nvidia.com", "gpu-0") } else { ("gpu.intel.com", "0000-00-02-0-0xa780") };
+            let allocation = json!({"devices": {"results": [
+                {"request": "gpu", "driver": driver, "pool": "k3d-gpu-server-0", "device": device}]}});
+            if from_template {
+                s.objects.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                    "metadata": {"name": name, "namespace": ns}, "spec": {}}));
+            }
+            if let Some(claim) = s.objects.iter_mut().find(|o| {
+                o["kind"] == "ResourceClaim"
+                    && o["metadata"]["name"] == name.as_str()
+                    && o["metadata"]["namespace"] == ns.as_str()
+            }) {
+                claim["status"]["allocation"] = allocation.clone();
+            }
+        }
+        // One at a time: the pod that ran before this round's ends as it starts.
+        if kubelet == Kubelet::OneAtATime
+            && let [group, name] = &started[..]
+        {
+            for pod in
+                s.objects.iter_mut().filter(|o| o["kind"] == "Pod" && o["metadata"]["labels"][GROUP] == group.as_str())
+            {
+                if pod["metadata"]["name"] != name.as_str() && pod["status"]["phase"] == "Running" {
+                    pod["status"] = ran(0, false);
                 }
-                // Each claim a pod used is allocated the iGPU, or the first H100 for an NVIDIA
-                // pod (a template's claim made first).
-                for (ns, name, from_template, nvidia) in claimed {
-                    let (driver, device) =
-                        if nvidia { ("gpu.nvidia.com", "gpu-0") } else { ("gpu.intel.com", "0000-00-02-0-0xa780") };
-                    let allocation = json!({"devices": {"results": [
-                        {"request": "gpu", "driver": driver, "pool": "k3d-gpu-server-0", "device": device}]}});
-                    if from_template {
-                        s.objects.push(json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-                            "metadata": {"name": name, "namespace": ns}, "spec": {}}));
-                    }
-                    if let Some(claim) = s.objects.iter_mut().find(|o| {
-                        o["kind"] == "ResourceClaim" && o["metadata"]["name"] == name.as_str() && o["metadata"]["namespace"] == ns.as_str()
-                    }) {
-                        claim["status"]["allocation"] = allocation.clone();
-                    }
-                }
-                // One at a time: the pod that ran before this round's ends as it starts.
-                if kubelet == Kubelet::OneAtATime
-                    && let [group, name] = &started[..]
-                {
-                    for pod in s.objects.iter_mut().filter(|o| o["kind"] == "Pod" && o["metadata"]["labels"][GROUP] == group.as_str()) {
-                        if pod["metadata"]["name"] != name.as_str() && pod["status"]["phase"] == "Running" {
-                            pod["status"] = ran(0, false);
-                        }
-                    }
-                }
-            });
-            std::thread::sleep(std::time::Duration::from_millis(20));
+            }
         }
     });
-    std::fs::write(dir.path().join("k3dgpu.toml"), "").unwrap();
-    server.kubeconfig("gpu", dir.path());
-    Cluster { dir, server, stop }
+    std::fs::write(w.join("k3dgpu.toml"), "").unwrap();
+    w.server.kubeconfig("gpu", w.dir());
+    w
 }
 
 impl Cluster {

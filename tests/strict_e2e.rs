@@ -16,82 +16,42 @@ mod support;
 
 use std::path::PathBuf;
 use std::process::Output;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 use serde_json::{Value, json};
 use support::K3dGpu;
-use support::fake_apiserver::{FakeApiServer, State, k3s_node};
+use support::fake_apiserver::{State, k3s_node};
 use support::repo;
-
-struct World {
-    dir: tempfile::TempDir,
-    server: FakeApiServer,
-    stop: Arc<AtomicBool>,
-}
-
-impl Drop for World {
-    fn drop(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-    }
-}
+use support::world::{World, advertise, roll_out};
 
 const CONFIG: &str = "[cluster]\nprovider = \"existing\"\ncontext = \"homelab\"\n\n[[nodes]]\nname = \"gpu-01\"\nfacts = \"gpu-01.json\"\n\n[[components]]\npath = \"chaos.kdl\"\n";
 
-/// A fresh k3s with node gpu-01 (`state` edits it first); a thread plays the controllers
-/// (workloads roll out) and the device plugins (gpu-01 advertises its devices).
+/// A fresh k3s with node gpu-01 (`state` edits it first); the controllers roll workloads out
+/// and the device plugins make gpu-01 advertise its devices.
 fn world(state: impl FnOnce(&mut State)) -> World {
     let mut s = State { nodes: vec![k3s_node("gpu-01", true)], ..State::k3s() };
     state(&mut s);
-    let server = FakeApiServer::start_in_background(s);
-    let stop = Arc::new(AtomicBool::new(false));
-    let flag = stop.clone();
-    let controllers = server.handle();
-    std::thread::spawn(move || {
-        while !flag.load(Ordering::SeqCst) {
-            controllers.change(|s| {
-                for o in s.objects.iter_mut() {
-                    let generation = o["metadata"]["generation"].clone();
-                    let status = match o["kind"].as_str() {
-                        Some("DaemonSet") => json!({"observedGeneration": generation, "desiredNumberScheduled": 1, "numberReady": 1, "updatedNumberScheduled": 1}),
-                        Some("Deployment") => json!({"observedGeneration": generation, "replicas": 1, "availableReplicas": 1, "updatedReplicas": 1}),
-                        _ => continue,
-                    };
-                    // Only what a controller would write: the rest of a status a test set stays.
-                    for (k, v) in status.as_object().unwrap() {
-                        o["status"][k] = v.clone();
-                    }
-                }
-                // The plugins advertise only once the watches a test expires were answered
-                // 410: verify's allocatable checks are watching by then, not done at their list.
-                if s.expire_watches > 0 {
-                    return;
-                }
-                for n in s.nodes.iter_mut() {
-                    for r in ["nvidia.com/gpu", "gpu.intel.com/i915"] {
-                        n["status"]["allocatable"][r] = json!("1");
-                    }
-                }
-            });
-            std::thread::sleep(std::time::Duration::from_millis(20));
+    let w = World::start(s, |s| {
+        roll_out(s);
+        // The plugins advertise only once the watches a test expires were answered
+        // 410: verify's allocatable checks are watching by then, not done at their list.
+        if s.expire_watches > 0 {
+            return;
+        }
+        for r in ["nvidia.com/gpu", "gpu.intel.com/i915"] {
+            advertise(s, |_| true, r, "1");
         }
     });
-    let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(repo().join("examples/homelab-fleet/gpu-01.json"), dir.path().join("gpu-01.json")).unwrap();
+    std::fs::copy(repo().join("examples/homelab-fleet/gpu-01.json"), w.join("gpu-01.json")).unwrap();
     for file in ["chaos.kdl", "chaos.yml"] {
-        std::fs::copy(repo().join("tests/fixtures/strict-e2e").join(file), dir.path().join(file)).unwrap();
+        std::fs::copy(repo().join("tests/fixtures/strict-e2e").join(file), w.join(file)).unwrap();
     }
-    std::fs::write(dir.path().join("k3dgpu.toml"), CONFIG).unwrap();
-    let kubeconfig = support::fake_apiserver::kubeconfig_text(&server.url, "unused").replace("k3d-unused", "homelab");
-    std::fs::write(dir.path().join("kubeconfig"), kubeconfig).unwrap();
-    World { dir, server, stop }
+    std::fs::write(w.join("k3dgpu.toml"), CONFIG).unwrap();
+    let kubeconfig = support::fake_apiserver::kubeconfig_text(&w.server.url, "unused").replace("k3d-unused", "homelab");
+    std::fs::write(w.join("kubeconfig"), kubeconfig).unwrap();
+    w
 }
 
 impl World {
-    fn path(&self, name: &str) -> String {
-        self.dir.path().join(name).display().to_string()
-    }
-
     fn run(&self, args: &[&str]) -> Output {
         let config: PathBuf = self.dir.path().join("k3dgpu.toml");
         K3dGpu::new()

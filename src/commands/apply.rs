@@ -225,27 +225,18 @@ impl Signals {
 
     /// This stop, also triggered by SIGINT, SIGTERM or SIGHUP.
     pub(crate) fn watching(self, rt: &tokio::runtime::Runtime, json: bool) -> Result<Signals> {
-        use tokio::signal::unix::{SignalKind, signal};
         if self.client_only {
             return Ok(self);
         }
-        let streams = rt.block_on(async {
-            Ok::<_, std::io::Error>((
-                signal(SignalKind::interrupt())?,
-                signal(SignalKind::terminate())?,
-                signal(SignalKind::hangup())?,
-            ))
-        });
-        let (mut int, mut term, mut hup) =
-            streams.map_err(|e| Error::Output { path: "signal handlers".into(), reason: e.to_string() })?;
+        let mut stops = {
+            let _runtime = rt.enter();
+            crate::signals::listen()
+        }
+        .map_err(|e| Error::Output { path: "signal handlers".into(), reason: e.to_string() })?;
         let (flag, wake) = (self.stopped.clone(), self.notify.clone());
         rt.spawn(async move {
             loop {
-                let name = tokio::select! {
-                    _ = int.recv() => "SIGINT",
-                    _ = term.recv() => "SIGTERM",
-                    _ = hup.recv() => "SIGHUP",
-                };
+                let name = stops.next().await.name;
                 flag.store(true, std::sync::atomic::Ordering::SeqCst);
                 wake.notify_waiters();
                 let text = format!(

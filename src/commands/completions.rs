@@ -31,9 +31,6 @@ pub fn completion_script(shell: Shell) -> Vec<u8> {
     }
 }
 
-/// The options that may come before the command (`cli::options_after_command`), by id.
-const LEADING: [&str; 6] = ["config", "root", "facts", "stdlib", "vendors", "json"];
-
 /// The command tree as the scripts see it, which no parse ever uses: the values an option
 /// takes where they are known words (`--vendors`, `--distro`, `logs COMPONENT`), `-c` as a
 /// file, and the options that may come before the command on the binary itself, so
@@ -72,7 +69,7 @@ fn with_values(cmd: clap::Command) -> clap::Command {
         crate::catalog::Catalog::embedded().map(|c| c.components.keys().cloned().collect()).unwrap_or_default();
     let mut cmd = walk(cmd, &components);
     // The leading options, as the first command that takes each defines it (values included).
-    let leading: Vec<clap::Arg> = LEADING
+    let leading: Vec<clap::Arg> = crate::cli::LEADING
         .iter()
         .filter_map(|id| {
             cmd.get_subcommands().find_map(|s| s.get_arguments().find(|a| a.get_id().as_str() == *id).cloned())
@@ -163,7 +160,7 @@ fn fish_config_files(cmd: &clap::Command, script: Vec<u8>) -> Vec<u8> {
         if line.contains(" -s c -l config ") {
             line = line.replacen(" -r -F", &format!(" -r -f -a \"({prefix}_toml_files)\""), 1);
         }
-        let leading = LEADING.iter().any(|id| line.contains(&format!(" -l {id} ")));
+        let leading = crate::cli::LEADING.iter().any(|id| line.contains(&format!(" -l {id} ")));
         if leading && line.contains(" -r") {
             line = line.replacen(&top, &no_command, 1);
         }

@@ -65,34 +65,22 @@ pub(crate) fn release_freed_memory() {
 /// a signal never leaves `k3d cluster create` running with no lock held. Registered once for
 /// the server's life: a handler registered per apply would outlive it and swallow the signals.
 fn exit_on_signal(inner: std::sync::Arc<server::Inner>) -> Result<()> {
-    use tokio::signal::unix::{SignalKind, signal};
-    let streams = (|| {
-        Ok::<_, std::io::Error>((
-            signal(SignalKind::interrupt())?,
-            signal(SignalKind::terminate())?,
-            signal(SignalKind::hangup())?,
-        ))
-    })();
-    let (mut int, mut term, mut hup) =
-        streams.map_err(|e| Error::Output { path: "signal handlers".into(), reason: e.to_string() })?;
+    let mut stops = crate::signals::listen()
+        .map_err(|e| Error::Output { path: "signal handlers".into(), reason: e.to_string() })?;
     tokio::spawn(async move {
-        // The shell's convention: 128 + the signal's number.
-        let (name, code) = tokio::select! {
-            _ = int.recv() => ("SIGINT", 130),
-            _ = term.recv() => ("SIGTERM", 143),
-            _ = hup.recv() => ("SIGHUP", 129),
-        };
+        let caught = stops.next().await;
         let mut told = false;
         while inner.applies.stop_all() > 0 {
             if !told {
                 crate::stderrln!(
-                    "note: {name}: stopping the running apply; the server exits once its running actions finish"
+                    "note: {}: stopping the running apply; the server exits once its running actions finish",
+                    caught.name
                 );
                 told = true;
             }
             tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
-        std::process::exit(code);
+        std::process::exit(i32::from(caught.code));
     });
     Ok(())
 }

@@ -37,7 +37,6 @@
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::TcpListener;
 use tokio::sync::Notify;
 
@@ -106,6 +105,9 @@ pub struct State {
     /// ERROR 410 Gone event and the end, as when etcd compacts between a client's list and its
     /// watch, or the watch cache's window moves past a watch served from it.
     pub expire_watches: usize,
+    /// Connections open now (a test waits for a killed client's last request to be read:
+    /// its connection ends once every request in its socket has been served).
+    pub connections: usize,
     /// Seeds the uids the server hands out (random unless a test fixes it, as for goldens).
     pub uid_seed: u64,
     /// Service cluster IPs handed out.
@@ -1419,7 +1421,12 @@ impl FakeApiServer {
             loop {
                 let Ok((stream, _)) = listener.accept().await else { return };
                 let (state, changed) = (shared.clone(), notify.clone());
-                tokio::spawn(async move { serve_connection(stream, state, changed).await });
+                state.lock().unwrap().connections += 1;
+                tokio::spawn(async move {
+                    serve_connection(stream, state.clone(), changed.clone()).await;
+                    state.lock().unwrap().connections -= 1;
+                    changed.notify_waiters();
+                });
             }
         });
         FakeApiServer { url, state, changed }
@@ -1444,6 +1451,41 @@ impl FakeApiServer {
     /// Another handle on the same server (for a thread playing a controller).
     pub fn handle(&self) -> FakeApiServer {
         FakeApiServer { url: self.url.clone(), state: self.state.clone(), changed: self.changed.clone() }
+    }
+
+    /// Resolves at the next change to the state, or after the next request served (a request
+    /// may change what a controller reacts to: the watches a test expires are counted down by
+    /// requests). What a thread playing a controller waits on, instead of a clock.
+    pub fn changed(&self) -> tokio::sync::futures::Notified<'_> {
+        self.changed.notified()
+    }
+
+    /// Blocks until `holds` is true of the state: checked now and again after each change and
+    /// each request served. Past `deadline` it panics naming `what` (the deadline only turns a
+    /// hang into a failure; nothing is measured).
+    pub fn wait_until(&self, what: &str, deadline: std::time::Duration, holds: impl Fn(&State) -> bool) {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_time().build().unwrap();
+        let until = async {
+            loop {
+                // Registered before the state is read, so no change falls between.
+                let changed = self.changed.notified();
+                tokio::pin!(changed);
+                changed.as_mut().enable();
+                if holds(&self.state.lock().unwrap()) {
+                    return;
+                }
+                changed.await;
+            }
+        };
+        // The timer is made inside the runtime, which drives it.
+        let waited = rt.block_on(async { tokio::time::timeout(deadline, until).await });
+        assert!(waited.is_ok(), "never happened: {what}; requests: {:?}", self.requests());
+    }
+
+    /// Wakes whatever waits on [`FakeApiServer::changed`] (the watches re-read the state and
+    /// send only what changed, so a wake with no change sends nothing).
+    pub fn wake(&self) {
+        self.changed.notify_waiters();
     }
 
     /// Changes the state as a controller or kubelet would (status, allocatable): every object
@@ -1494,194 +1536,201 @@ pub fn kubeconfig_text(url: &str, cluster: &str) -> String {
     )
 }
 
+/// One connection, served by hyper's HTTP/1.1 server (with upgrades, for port-forwards).
 async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>>, changed: Arc<Notify>) {
-    let (read, mut write) = stream.into_split();
-    let mut reader = BufReader::new(read);
-    loop {
-        let mut request_line = String::new();
-        if reader.read_line(&mut request_line).await.unwrap_or(0) == 0 {
-            return;
+    let service = hyper::service::service_fn(move |request| serve_request(request, state.clone(), changed.clone()));
+    let _ = hyper::server::conn::http1::Builder::new()
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), service)
+        .with_upgrades()
+        .await;
+}
+
+type Body = http_body_util::combinators::BoxBody<hyper::body::Bytes, std::convert::Infallible>;
+
+/// A response with `body`, of `content_type`, and nothing else the client reads.
+fn reply(code: u16, content_type: &str, body: String) -> hyper::Response<Body> {
+    use http_body_util::BodyExt;
+    hyper::Response::builder()
+        .status(code)
+        .header(hyper::header::CONTENT_TYPE, content_type)
+        .body(http_body_util::Full::new(hyper::body::Bytes::from(body)).boxed())
+        .unwrap()
+}
+
+/// A streamed (chunked) response: each string `lines` yields, as it comes, until it ends.
+fn streamed(lines: tokio::sync::mpsc::Receiver<String>) -> hyper::Response<Body> {
+    use http_body_util::BodyExt;
+    let frames = futures_util::stream::unfold(lines, |mut lines| async move {
+        let line = lines.recv().await?;
+        Some((Ok(hyper::body::Frame::data(hyper::body::Bytes::from(line))), lines))
+    });
+    hyper::Response::builder()
+        .status(200)
+        .header(hyper::header::CONTENT_TYPE, "application/json")
+        .body(http_body_util::StreamBody::new(frames).boxed())
+        .unwrap()
+}
+
+async fn serve_request(
+    mut request: hyper::Request<hyper::body::Incoming>,
+    state: Arc<Mutex<State>>,
+    changed: Arc<Notify>,
+) -> Result<hyper::Response<Body>, std::convert::Infallible> {
+    use http_body_util::BodyExt;
+    // A header sent more than once reads as one comma list, as HTTP defines it.
+    let header = |name: hyper::header::HeaderName| {
+        let values: Vec<&str> =
+            request.headers().get_all(name).iter().filter_map(|v| v.to_str().ok()).map(str::trim).collect();
+        values.join(", ")
+    };
+    let headers = Headers {
+        content_type: header(hyper::header::CONTENT_TYPE),
+        user_agent: header(hyper::header::USER_AGENT),
+        upgrade: header(hyper::header::UPGRADE),
+        websocket_key: header(hyper::header::SEC_WEBSOCKET_KEY),
+        websocket_protocols: header(hyper::header::SEC_WEBSOCKET_PROTOCOL),
+    };
+    let method = request.method().as_str().to_string();
+    let target = request.uri().path_and_query().map_or("/", |p| p.as_str()).to_string();
+    if method == "GET" && target.split('?').next().is_some_and(|p| p.ends_with("/portforward")) {
+        let path = target.split('?').next().unwrap_or_default();
+        state.lock().unwrap().requests.push(format!("GET {path}"));
+        let refusal = super::port_forward::accept(
+            &state,
+            &target,
+            &headers.upgrade,
+            &headers.websocket_key,
+            &headers.websocket_protocols,
+        );
+        return Ok(match refusal {
+            Err((code, value)) => reply(code, "application/json", value.to_string()),
+            Ok(accepted) => {
+                let upgraded = hyper::upgrade::on(&mut request);
+                let switching = hyper::Response::builder()
+                    .status(101)
+                    .header(hyper::header::UPGRADE, "websocket")
+                    .header(hyper::header::CONNECTION, "Upgrade")
+                    .header(hyper::header::SEC_WEBSOCKET_ACCEPT, accepted.accept_key())
+                    .header(hyper::header::SEC_WEBSOCKET_PROTOCOL, super::port_forward::PROTOCOL)
+                    .body(http_body_util::Empty::new().boxed())
+                    .unwrap();
+                tokio::spawn(async move {
+                    if let Ok(stream) = upgraded.await {
+                        let stream = hyper_util::rt::TokioIo::new(stream);
+                        super::port_forward::serve(stream, accepted, state, changed).await;
+                    }
+                });
+                switching
+            }
+        });
+    }
+    let Ok(body) = request.into_body().collect().await.map(|b| b.to_bytes()) else {
+        return Ok(reply(400, "application/json", json!({"error": "the body could not be read"}).to_string()));
+    };
+    let delayed = {
+        let mut s = state.lock().unwrap();
+        let delayed = method == "PATCH" && s.patch_delay_ms > 0;
+        s.patches_in_flight += usize::from(delayed);
+        delayed.then_some(s.patch_delay_ms)
+    };
+    if let Some(delay) = delayed {
+        // Simulated slowness: nothing asserts on how long it takes.
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    }
+    let answer = respond(&state, &changed, &method, &target, &headers, &body);
+    if delayed.is_some() {
+        state.lock().unwrap().patches_in_flight -= 1;
+    }
+    // Whatever the request did, the controllers (`support::world`) look again.
+    changed.notify_waiters();
+    Ok(match answer {
+        Reply::Once(code, value) => reply(code, "application/json", value.to_string()),
+        Reply::Text(code, body) => reply(code, "text/plain", body),
+        Reply::WatchGone(gone) => {
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            let _ = tx.try_send(json!({"type": "ERROR", "object": gone}).to_string() + "\n");
+            streamed(rx)
         }
-        let mut content_length = 0usize;
-        let mut headers = Headers::default();
-        loop {
-            let mut header = String::new();
-            if reader.read_line(&mut header).await.unwrap_or(0) == 0 {
+        Reply::Watch(selection, from, bookmarks) => {
+            let (tx, rx) = tokio::sync::mpsc::channel(64);
+            tokio::spawn(watch(selection, from, bookmarks, state, changed, tx));
+            streamed(rx)
+        }
+    })
+}
+
+/// A watch's events, one JSON line each, into `events` until the client goes away.
+async fn watch(
+    selection: Selection,
+    from: Option<u64>,
+    bookmarks: bool,
+    state: Arc<Mutex<State>>,
+    changed: Arc<Notify>,
+    events: tokio::sync::mpsc::Sender<String>,
+) {
+    let key_of = |o: &Value| {
+        format!(
+            "{}/{}",
+            o["metadata"]["namespace"].as_str().unwrap_or(""),
+            o["metadata"]["name"].as_str().unwrap_or("")
+        )
+    };
+    let version_of = |o: &Value| o["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string();
+    // From a resourceVersion: what the caller already has is not sent again (only its later
+    // changes); without one, the current state first, as ADDED.
+    let mut sent: std::collections::BTreeMap<String, (String, Value)> = Default::default();
+    if let Some(from) = from {
+        let state = state.lock().unwrap();
+        for o in selection.pick(&state) {
+            if version_of(o).parse::<u64>().is_ok_and(|v| v <= from) {
+                sent.insert(key_of(o), (version_of(o), o.clone()));
+            }
+        }
+    }
+    loop {
+        // Registered before reading the state, so no change falls between.
+        let notified = changed.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let lines: Vec<String> = {
+            let state = state.lock().unwrap();
+            let now: std::collections::BTreeMap<String, &Value> =
+                selection.pick(&state).map(|o| (key_of(o), o)).collect();
+            let mut lines = Vec::new();
+            for (key, o) in &now {
+                let rv = version_of(o);
+                let kind = if sent.contains_key(key) { "MODIFIED" } else { "ADDED" };
+                if sent.get(key).map(|(v, _)| v) != Some(&rv) {
+                    lines.push(json!({"type": kind, "object": o}).to_string());
+                    sent.insert(key.clone(), (rv, (*o).clone()));
+                }
+            }
+            let gone: Vec<String> = sent.keys().filter(|k| !now.contains_key(*k)).cloned().collect();
+            for key in gone {
+                if let Some((_, mut last)) = sent.remove(&key) {
+                    last["metadata"]["resourceVersion"] = json!(state.version.to_string());
+                    lines.push(json!({"type": "DELETED", "object": last}).to_string());
+                }
+            }
+            if bookmarks && !lines.is_empty() {
+                let kind = if selection.nodes() { "Node".to_string() } else { String::new() };
+                lines.push(
+                    json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "v1",
+                    "metadata": {"resourceVersion": state.version.to_string()}}})
+                    .to_string(),
+                );
+            }
+            lines
+        };
+        for line in lines {
+            if events.send(line + "\n").await.is_err() {
                 return;
             }
-            if header == "\r\n" {
-                break;
-            }
-            if let Some((name, value)) = header.split_once(':')
-                && name.eq_ignore_ascii_case("content-length")
-            {
-                content_length = value.trim().parse().unwrap_or(0);
-            }
-            if let Some((name, value)) = header.split_once(':') {
-                let value = value.trim().to_string();
-                match name.to_ascii_lowercase().as_str() {
-                    "content-type" => headers.content_type = value,
-                    "user-agent" => headers.user_agent = value,
-                    "upgrade" => headers.upgrade = value,
-                    "sec-websocket-key" => headers.websocket_key = value,
-                    "sec-websocket-protocol" => headers.websocket_protocols = value,
-                    _ => {}
-                }
-            }
         }
-        let mut body = vec![0u8; content_length];
-        if reader.read_exact(&mut body).await.is_err() {
-            return;
-        }
-        let mut parts = request_line.split_whitespace();
-        let method = parts.next().unwrap_or_default().to_string();
-        let target = parts.next().unwrap_or_default().to_string();
-        if method == "GET" && target.split('?').next().is_some_and(|p| p.ends_with("/portforward")) {
-            let path = target.split('?').next().unwrap_or_default();
-            state.lock().unwrap().requests.push(format!("GET {path}"));
-            let refusal = super::port_forward::accept(
-                &state,
-                &target,
-                &headers.upgrade,
-                &headers.websocket_key,
-                &headers.websocket_protocols,
-            );
-            match refusal {
-                Err((code, value)) => {
-                    let body = value.to_string();
-                    let response = format!(
-                        "HTTP/1.1 {code} Error\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                        body.len()
-                    );
-                    if write.write_all(response.as_bytes()).await.is_err() {
-                        return;
-                    }
-                    continue;
-                }
-                Ok(accepted) => {
-                    let buffered = reader.buffer().to_vec();
-                    let Ok(stream) = reader.into_inner().reunite(write) else { return };
-                    super::port_forward::serve(stream, buffered, accepted, state).await;
-                    return;
-                }
-            }
-        }
-        let delayed = {
-            let mut s = state.lock().unwrap();
-            let delayed = method == "PATCH" && s.patch_delay_ms > 0;
-            s.patches_in_flight += usize::from(delayed);
-            delayed.then_some(s.patch_delay_ms)
-        };
-        if let Some(delay) = delayed {
-            tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
-        }
-        let reply = respond(&state, &changed, &method, &target, &headers, &body);
-        if delayed.is_some() {
-            state.lock().unwrap().patches_in_flight -= 1;
-        }
-        match reply {
-            Reply::Once(code, value) => {
-                let body = value.to_string();
-                let reason = if code < 300 { "OK" } else { "Error" };
-                let response = format!(
-                    "HTTP/1.1 {code} {reason}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                if write.write_all(response.as_bytes()).await.is_err() {
-                    return;
-                }
-            }
-            Reply::Text(code, body) => {
-                let response = format!(
-                    "HTTP/1.1 {code} OK\r\nContent-Type: text/plain\r\nContent-Length: {}\r\n\r\n{body}",
-                    body.len()
-                );
-                if write.write_all(response.as_bytes()).await.is_err() {
-                    return;
-                }
-            }
-            Reply::WatchGone(gone) => {
-                let event = json!({"type": "ERROR", "object": gone}).to_string() + "\n";
-                let response = format!(
-                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n{event}\r\n0\r\n\r\n",
-                    event.len()
-                );
-                if write.write_all(response.as_bytes()).await.is_err() {
-                    return;
-                }
-            }
-            Reply::Watch(selection, from, bookmarks) => {
-                let head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n";
-                if write.write_all(head.as_bytes()).await.is_err() {
-                    return;
-                }
-                let key_of = |o: &Value| {
-                    format!(
-                        "{}/{}",
-                        o["metadata"]["namespace"].as_str().unwrap_or(""),
-                        o["metadata"]["name"].as_str().unwrap_or("")
-                    )
-                };
-                let version_of = |o: &Value| o["metadata"]["resourceVersion"].as_str().unwrap_or("").to_string();
-                // From a resourceVersion: what the caller already has is not sent again (only
-                // its later changes); without one, the current state first, as ADDED.
-                let mut sent: std::collections::BTreeMap<String, (String, Value)> = Default::default();
-                if let Some(from) = from {
-                    let state = state.lock().unwrap();
-                    for o in selection.pick(&state) {
-                        if version_of(o).parse::<u64>().is_ok_and(|v| v <= from) {
-                            sent.insert(key_of(o), (version_of(o), o.clone()));
-                        }
-                    }
-                }
-                loop {
-                    // Registered before reading the state, so no change falls between.
-                    let notified = changed.notified();
-                    tokio::pin!(notified);
-                    notified.as_mut().enable();
-                    let events: Vec<String> = {
-                        let state = state.lock().unwrap();
-                        let now: std::collections::BTreeMap<String, &Value> =
-                            selection.pick(&state).map(|o| (key_of(o), o)).collect();
-                        let mut events = Vec::new();
-                        for (key, o) in &now {
-                            let rv = version_of(o);
-                            let kind = if sent.contains_key(key) { "MODIFIED" } else { "ADDED" };
-                            if sent.get(key).map(|(v, _)| v) != Some(&rv) {
-                                events.push(json!({"type": kind, "object": o}).to_string());
-                                sent.insert(key.clone(), (rv, (*o).clone()));
-                            }
-                        }
-                        let gone: Vec<String> = sent.keys().filter(|k| !now.contains_key(*k)).cloned().collect();
-                        for key in gone {
-                            if let Some((_, mut last)) = sent.remove(&key) {
-                                last["metadata"]["resourceVersion"] = json!(state.version.to_string());
-                                events.push(json!({"type": "DELETED", "object": last}).to_string());
-                            }
-                        }
-                        if bookmarks && !events.is_empty() {
-                            let kind = if selection.nodes() { "Node".to_string() } else { String::new() };
-                            events.push(
-                                json!({"type": "BOOKMARK", "object": {"kind": kind, "apiVersion": "v1",
-                                "metadata": {"resourceVersion": state.version.to_string()}}})
-                                .to_string(),
-                            );
-                        }
-                        events
-                    };
-                    for event in events {
-                        let line = event + "\n";
-                        let chunk = format!("{:x}\r\n{line}\r\n", line.len());
-                        if write.write_all(chunk.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                    if write.flush().await.is_err() {
-                        return;
-                    }
-                    notified.await;
-                }
-            }
+        // A client that goes away (hyper drops the body) ends the watch at once.
+        tokio::select! {
+            () = &mut notified => {}
+            () = events.closed() => return,
         }
     }
 }

@@ -13,6 +13,8 @@ pub mod run;
 #[allow(dead_code)]
 pub mod schema;
 pub mod ssa;
+#[allow(dead_code)]
+pub mod world;
 
 use std::path::{Path, PathBuf};
 
@@ -73,12 +75,61 @@ pub fn facts_at(root: &Path, filter: &VendorFilter) -> Facts {
     k3d_gpu::detect::facts(&host, filter)
 }
 
+/// `f`'s result, run on its own thread; past `deadline` the test fails naming `what`. For a
+/// wait with no deadline of its own (a child's exit, a FIFO, an accept): the deadline only
+/// turns a hang into a failure, and nothing is measured.
+pub fn within<T: Send + 'static>(
+    what: &str,
+    deadline: std::time::Duration,
+    f: impl FnOnce() -> T + Send + 'static,
+) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(f());
+    });
+    rx.recv_timeout(deadline).unwrap_or_else(|_| panic!("never happened: {what}"))
+}
+
+/// Whether this run rewrites goldens instead of comparing: `UPDATE_GOLDEN` set to a truthy
+/// value. `UPDATE_GOLDEN=0` (or `false`, or empty) compares, as an unset variable does.
+pub fn update_golden() -> bool {
+    truthy(std::env::var_os("UPDATE_GOLDEN").as_deref())
+}
+
+/// `1`, `true`, `yes` or `on` (any case); anything else, or nothing, is false.
+pub fn truthy(value: Option<&std::ffi::OsStr>) -> bool {
+    value
+        .and_then(|v| v.to_str())
+        .is_some_and(|v| ["1", "true", "yes", "on"].iter().any(|t| v.trim().eq_ignore_ascii_case(t)))
+}
+
+/// What a plan golden holds in place of the plan hash. The hash covers every byte of the
+/// plan, so a golden that kept it would change with any change to any planned object; the
+/// goldens show the plan's text, and `plan.rs`'s `the_plan_hash_is_pinned` pins one hash.
+pub const PLAN_HASH_PLACEHOLDER: &str = "plan hash: sha256:[hash]";
+
+/// `text` with each `plan hash: sha256:<64 hex>` line's value replaced by
+/// [`PLAN_HASH_PLACEHOLDER`] (written and compared so, as snapshot tools filter what varies).
+pub fn without_plan_hash(text: &str) -> String {
+    text.split_inclusive('\n')
+        .map(|line| {
+            let (body, end) = line.strip_suffix('\n').map_or((line, ""), |b| (b, "\n"));
+            match body.strip_prefix("plan hash: sha256:") {
+                Some(hex) if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) => {
+                    format!("{PLAN_HASH_PLACEHOLDER}{end}")
+                }
+                _ => line.to_string(),
+            }
+        })
+        .collect()
+}
+
 /// Compares `actual` with the golden file at `path` (relative to the repo), or rewrites it
 /// when `UPDATE_GOLDEN=1`. Returns a description of the mismatch instead of panicking so one
 /// run reports every stale golden.
 pub fn check_golden(path: &str, actual: &[u8]) -> Result<(), String> {
     let full = repo().join(path);
-    if std::env::var_os("UPDATE_GOLDEN").is_some_and(|v| v == "1") {
+    if update_golden() {
         std::fs::create_dir_all(full.parent().unwrap()).unwrap();
         std::fs::write(&full, actual).unwrap();
         return Ok(());

@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{Value, json};
-use tokio::io::AsyncWriteExt;
 use tokio_tungstenite::WebSocketStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::protocol::Role;
@@ -21,7 +20,7 @@ use tokio_tungstenite::tungstenite::protocol::Role;
 use super::fake_apiserver::State;
 
 /// The channel protocol the fake answers with, as a v1.37 kubelet does for kube-rs.
-const PROTOCOL: &str = "v4.channel.k8s.io";
+pub const PROTOCOL: &str = "v4.channel.k8s.io";
 
 /// A port-forward the server agreed to.
 pub struct Accepted {
@@ -86,16 +85,22 @@ pub fn accept(
     }
 }
 
-/// Answers the upgrade and serves the forwarded port until the client closes.
-pub async fn serve(mut stream: tokio::net::TcpStream, buffered: Vec<u8>, accepted: Accepted, state: Arc<Mutex<State>>) {
-    let head = format!(
-        "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: {}\r\nSec-WebSocket-Protocol: {PROTOCOL}\r\n\r\n",
-        accepted.accept
-    );
-    if stream.write_all(head.as_bytes()).await.is_err() {
-        return;
+impl Accepted {
+    /// `Sec-WebSocket-Accept` for the client's key.
+    pub fn accept_key(&self) -> &str {
+        &self.accept
     }
-    let mut ws = WebSocketStream::from_partially_read(stream, buffered, Role::Server, None).await;
+}
+
+/// Serves the forwarded port over the upgraded connection (the 101 answer already sent) until
+/// the client closes.
+pub async fn serve<S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin>(
+    stream: S,
+    accepted: Accepted,
+    state: Arc<Mutex<State>>,
+    changed: Arc<tokio::sync::Notify>,
+) {
+    let mut ws = WebSocketStream::from_raw_socket(stream, Role::Server, None).await;
     let [lo, hi] = accepted.port.to_le_bytes();
     for channel in [0u8, 1] {
         if ws.send(Message::Binary(vec![channel, lo, hi].into())).await.is_err() {
@@ -122,6 +127,8 @@ pub async fn serve(mut stream: tokio::net::TcpStream, buffered: Vec<u8>, accepte
                 s.forwarded_requests.push((format!("{key}{path}"), method.clone(), posted));
                 s.forwarded.iter().find(|(k, _)| *k == format!("{key}{path}")).map(|(_, v)| v.clone())
             };
+            // A test may wait for the request it records (`FakeApiServer::wait_until`).
+            changed.notify_waiters();
             let (code, body) = match answer {
                 Some(v) => (200, v.to_string()),
                 None => (404, json!({"error": format!("no route {path}")}).to_string()),

@@ -203,6 +203,25 @@ impl K3dGpu {
         self.command().output().unwrap_or_else(|e| panic!("cannot run {}: {e}", program.to_string_lossy()))
     }
 
+    /// [`K3dGpu::output`], for a run that must not wait on its input (a FIFO, a device): past
+    /// `deadline` the child is killed and the test fails naming the wait. The deadline only
+    /// turns a hang into a failure; how long the run took is not asserted.
+    pub fn output_within(self, deadline: std::time::Duration) -> Output {
+        let child = self.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn();
+        let pid = child.id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(deadline) {
+            Ok(out) => out.unwrap(),
+            Err(_) => {
+                let _ = Command::new("kill").args(["-KILL", &pid.to_string()]).status();
+                panic!("k3d-gpu was still running after {deadline:?}: it waited on its input");
+            }
+        }
+    }
+
     /// Starts it.
     pub fn spawn(self) -> Child {
         let program = self.program.clone();
