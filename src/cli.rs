@@ -418,14 +418,16 @@ pub struct HostSetupCmd {
 
 #[derive(Debug, Clone, Default, Args)]
 pub struct HostSetupArgs {
-    /// Print the plan for this distro instead of the one /etc/os-release names: ubuntu-24.04,
-    /// ubuntu-26.04, fedora or arch (Arch and Manjaro).
+    /// Print the plan for this distro instead of the one /etc/os-release names: ubuntu-22.04,
+    /// ubuntu-24.04, ubuntu-26.04, debian-12, debian-13 (Proxmox VE 8 and 9), fedora or arch
+    /// (Arch and Manjaro).
     #[arg(long, value_name = "DISTRO")]
     pub distro: Option<String>,
 
-    /// Run the plan's commands on this machine, after showing them and asking you to type
-    /// `apply` on the terminal. Refused with --root, without a terminal, or with any other
-    /// answer; by-hand steps (downloads from release pages) are never run.
+    /// Run the plan's commands and sha256 checks on this machine, after showing them and
+    /// asking you to type `apply` on the terminal. Refused with --root, without a terminal, or
+    /// with any other answer; a download whose sha256 does not match stops the run; by-hand
+    /// steps (Gaudi's installer) are never run.
     #[arg(long, conflicts_with = "json")]
     pub apply: bool,
 

@@ -1,7 +1,8 @@
 //! `k3d-gpu host-setup`: reads the host (or a fixture host) and the config's `[vendors]`,
 //! prints the install plan for the vendors the cluster gets, and with `--apply` runs its
-//! commands — only on the real host, only after showing them, and only when the person types
-//! `apply` on a terminal. Nothing else (no config key, no variable) makes it run anything.
+//! commands and its sha256 checks — only on the real host, only after showing them, and only
+//! when the person types `apply` on a terminal. Nothing else (no config key, no variable)
+//! makes it run anything.
 
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
@@ -9,7 +10,7 @@ use std::path::{Path, PathBuf};
 use crate::cli::{Global, HostSetupArgs};
 use crate::error::{EXIT_FAILED, EXIT_OK, Error, Result};
 use crate::facts::Vendor;
-use crate::host_setup::{self, Distro, HostSetupPlan, Inputs};
+use crate::host_setup::{self, Distro, HostSetupPlan, Inputs, StepKind};
 
 fn distro_names() -> String {
     Distro::ALL.iter().map(|d| d.key()).collect::<Vec<_>>().join(", ")
@@ -108,7 +109,7 @@ pub fn run(global: &Global, args: &HostSetupArgs) -> Result<u8> {
         crate::stderrln!("nothing to run; nothing was changed");
         return Ok(code);
     }
-    crate::stderrln!("\n--apply runs these {} commands on this machine, in order:", steps.len());
+    crate::stderrln!("\n--apply runs these {} commands and checks on this machine, in order:", steps.len());
     for step in &steps {
         crate::stderrln!("  {}", step.command);
     }
@@ -122,19 +123,99 @@ pub fn run(global: &Global, args: &HostSetupArgs) -> Result<u8> {
             help: Some("type the word apply to run the commands".into()),
         });
     }
-    for (n, step) in steps.iter().enumerate() {
-        crate::stderrln!("[{}/{}] {}", n + 1, steps.len(), step.command);
-        if let Err(why) = run_step(step) {
-            return Err(Error::Refused {
-                message: format!("step {} failed ({why}); the steps after it did not run", n + 1),
-                help: Some(
-                    "fix what it printed, then run host-setup again: it plans from what is now installed".into(),
-                ),
-            });
+    let total = steps.len();
+    execute(&steps, |n, step| crate::stderrln!("[{}/{total}] {}", n + 1, step.command)).map_err(|(n, why)| {
+        Error::Refused {
+            message: format!("step {} failed ({why}); the steps after it did not run", n + 1),
+            help: Some("fix what it printed, then run host-setup again: it plans from what is now installed".into()),
         }
-    }
+    })?;
     crate::stderrln!("done; run k3d-gpu host-setup again to check");
     Ok(EXIT_OK)
+}
+
+/// Runs `steps` in order, telling `progress` before each; the first that fails stops the
+/// run, and its index and reason come back. A check is done here, not by a program.
+pub fn execute(
+    steps: &[&host_setup::Step],
+    mut progress: impl FnMut(usize, &host_setup::Step),
+) -> std::result::Result<(), (usize, String)> {
+    for (n, step) in steps.iter().enumerate() {
+        progress(n, step);
+        let done = match step.kind {
+            StepKind::Run => run_step(step),
+            StepKind::Verify => verify_step(step),
+            StepKind::Manual => Ok(()),
+        };
+        done.map_err(|why| (n, why))?;
+    }
+    Ok(())
+}
+
+fn is_sha256(s: &str) -> bool {
+    s.len() == 64 && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+}
+
+/// The sha256 of the file at `path`, read in pieces (release files run to 100 MB).
+fn sha256_of(path: &Path) -> std::io::Result<String> {
+    use sha2::{Digest, Sha256};
+    use std::io::Read;
+    let mut file = std::fs::File::open(path)?;
+    let mut hasher = Sha256::new();
+    let mut buf = vec![0u8; 1 << 16];
+    loop {
+        let n = file.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        hasher.update(&buf[..n]);
+    }
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+}
+
+/// The digest a `sha256sum`-format list gives for `name` (`HEX  NAME` or `HEX *NAME`).
+fn listed_digest(list: &str, name: &str) -> Option<String> {
+    list.lines().find_map(|line| {
+        let (hex, rest) = line.trim_end_matches('\r').split_once(char::is_whitespace)?;
+        let listed = rest.trim_start().trim_start_matches('*');
+        let hex = hex.to_ascii_lowercase();
+        (listed == name && is_sha256(&hex)).then_some(hex)
+    })
+}
+
+/// Checks a downloaded file against its pinned digest, or against its line in the release's
+/// checksum file. A mismatch names both digests.
+fn verify_step(step: &host_setup::Step) -> std::result::Result<(), String> {
+    let path = step.path.as_deref().ok_or("a check with no file")?;
+    let shown = crate::escape::one_line(path);
+    let (want, from) = match (&step.sha256, &step.sha256_list) {
+        (Some(pinned), _) => (pinned.to_ascii_lowercase(), "the pinned sha256".to_string()),
+        (None, Some(list)) => {
+            let text = std::fs::read_to_string(list)
+                .map_err(|e| format!("cannot read the checksum file {}: {e}", crate::escape::one_line(list)))?;
+            let name = path.rsplit('/').next().unwrap_or(path);
+            let want = listed_digest(&text, name).ok_or_else(|| {
+                format!(
+                    "the checksum file {} lists no sha256 for {}",
+                    crate::escape::one_line(list),
+                    crate::escape::one_line(name)
+                )
+            })?;
+            (want, format!("the sha256 {} lists", crate::escape::one_line(list)))
+        }
+        (None, None) => return Err(format!("no sha256 to check {shown} against")),
+    };
+    if !is_sha256(&want) {
+        return Err(format!("{shown}: the expected sha256 is not 64 hex digits"));
+    }
+    let got = sha256_of(Path::new(path)).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    if got != want {
+        return Err(format!(
+            "{shown} has sha256 {got}, not {want} ({from}); it was not installed — delete it and run again, or \
+report a changed release"
+        ));
+    }
+    Ok(())
 }
 
 /// Runs one step's argv directly (no shell), its stdin lines piped in.
@@ -153,4 +234,91 @@ fn run_step(step: &host_setup::Step) -> std::result::Result<(), String> {
     }
     let status = child.wait().map_err(|e| e.to_string())?;
     if status.success() { Ok(()) } else { Err(format!("{program} exited with {status}")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use host_setup::Step;
+
+    const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
+    const HELLO_SHA256: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";
+
+    /// A stand-in download (`cp` from a local file, as curl would write it), its check, and a
+    /// step after it that leaves a mark when it runs.
+    fn planned(dir: &Path, pinned: Option<&str>, list: Option<&str>) -> (Vec<Step>, std::path::PathBuf) {
+        let source = dir.join("release-asset.deb");
+        std::fs::write(&source, "hello\n").unwrap();
+        let saved = dir.join("saved.deb").display().to_string();
+        let mark = dir.join("installed");
+        let list_path = list.map(|text| {
+            let p = dir.join("ww13.sum");
+            std::fs::write(&p, text).unwrap();
+            p.display().to_string()
+        });
+        let steps = vec![
+            Step::run("cp", vec![source.display().to_string(), saved.clone()]),
+            Step::verify(&saved, pinned, list_path.as_deref()),
+            Step::run("touch", vec![mark.display().to_string()]),
+        ];
+        (steps, mark)
+    }
+
+    fn run(steps: &[Step]) -> std::result::Result<(), (usize, String)> {
+        let refs: Vec<&Step> = steps.iter().collect();
+        let mut seen = Vec::new();
+        let out = execute(&refs, |n, _| seen.push(n));
+        assert_eq!(seen.first(), Some(&0));
+        out
+    }
+
+    #[test]
+    fn a_download_with_the_wrong_sha256_stops_the_run_naming_both_digests() {
+        let dir = tempfile::tempdir().unwrap();
+        let (steps, mark) = planned(dir.path(), Some(EMPTY_SHA256), None);
+        let (at, why) = run(&steps).unwrap_err();
+        assert_eq!(at, 1, "the check fails, not the download");
+        assert!(why.contains(HELLO_SHA256) && why.contains(EMPTY_SHA256), "{why}");
+        assert!(!mark.exists(), "the install after the check ran");
+    }
+
+    #[test]
+    fn a_download_with_the_right_sha256_goes_on_to_the_install() {
+        let dir = tempfile::tempdir().unwrap();
+        let (steps, mark) = planned(dir.path(), Some(HELLO_SHA256), None);
+        assert_eq!(run(&steps), Ok(()));
+        assert!(mark.exists());
+    }
+
+    #[test]
+    fn a_download_is_checked_against_the_releases_checksum_file_line_for_its_name() {
+        let dir = tempfile::tempdir().unwrap();
+        // Another file's line first: only the line for this name counts.
+        let wrong = format!("{HELLO_SHA256}  other.deb\n{EMPTY_SHA256}  saved.deb\n");
+        let (steps, mark) = planned(dir.path(), None, Some(&wrong));
+        let (at, why) = run(&steps).unwrap_err();
+        assert_eq!(at, 1);
+        assert!(why.contains(HELLO_SHA256) && why.contains(EMPTY_SHA256) && why.contains("ww13.sum"), "{why}");
+        assert!(!mark.exists());
+        let dir = tempfile::tempdir().unwrap();
+        let right = format!("{EMPTY_SHA256}  other.deb\n{}  *saved.deb\r\n", HELLO_SHA256.to_uppercase());
+        let (steps, mark) = planned(dir.path(), None, Some(&right));
+        assert_eq!(run(&steps), Ok(()));
+        assert!(mark.exists());
+        // A list without the file's name is a failure, not a pass.
+        let dir = tempfile::tempdir().unwrap();
+        let (steps, mark) = planned(dir.path(), None, Some(&format!("{HELLO_SHA256}  other.deb\n")));
+        let (at, why) = run(&steps).unwrap_err();
+        assert!(at == 1 && why.contains("lists no sha256 for saved.deb"), "{why}");
+        assert!(!mark.exists());
+    }
+
+    #[test]
+    fn a_missing_download_stops_the_run() {
+        let dir = tempfile::tempdir().unwrap();
+        let (steps, mark) = planned(dir.path(), Some(HELLO_SHA256), None);
+        let (at, why) = run(&steps[1..]).unwrap_err();
+        assert!(at == 0 && why.starts_with("cannot read "), "{why}");
+        assert!(!mark.exists());
+    }
 }

@@ -1,6 +1,7 @@
 //! `host-setup`: what the host itself needs for each active vendor (Intel compute runtime,
 //! Level Zero, the media driver, the NPU driver and firmware, the NVIDIA container toolkit,
-//! Gaudi's driver), as a pinned install plan for one distro, with the diagnoses of a partial
+//! Gaudi's driver), as a pinned install plan for one distro (every release file downloaded
+//! and checked against its sha256 before anything is installed), with the diagnoses of a partial
 //! upgrade (a libva older than the media driver, a libstdc++ without the GLIBCXX the runtime
 //! needs). Pure: [`plan`] takes what [`probe`] read and returns the plan; the command prints
 //! it, and only `--apply` with a typed confirmation runs it.
@@ -21,24 +22,46 @@ pub const SCHEMA: &str = "k3d-gpu.host-setup/v1";
 /// The distros host-setup has plans for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Distro {
+    /// WSL2's default distribution.
+    Ubuntu2204,
     Ubuntu2404,
     Ubuntu2604,
+    /// Debian 12 (bookworm): Proxmox VE 8's base.
+    Debian12,
+    /// Debian 13 (trixie): Proxmox VE 9's base.
+    Debian13,
     Fedora,
     /// Arch and Manjaro (`ID_LIKE=arch`).
     Arch,
 }
 
 impl Distro {
-    pub const ALL: [Distro; 4] = [Distro::Ubuntu2404, Distro::Ubuntu2604, Distro::Fedora, Distro::Arch];
+    pub const ALL: [Distro; 7] = [
+        Distro::Ubuntu2204,
+        Distro::Ubuntu2404,
+        Distro::Ubuntu2604,
+        Distro::Debian12,
+        Distro::Debian13,
+        Distro::Fedora,
+        Distro::Arch,
+    ];
 
     /// The `--distro` name.
     pub fn key(self) -> &'static str {
         match self {
+            Distro::Ubuntu2204 => "ubuntu-22.04",
             Distro::Ubuntu2404 => "ubuntu-24.04",
             Distro::Ubuntu2604 => "ubuntu-26.04",
+            Distro::Debian12 => "debian-12",
+            Distro::Debian13 => "debian-13",
             Distro::Fedora => "fedora",
             Distro::Arch => "arch",
         }
+    }
+
+    /// Debian and Ubuntu: apt, dpkg and `.deb`s.
+    pub fn apt(self) -> bool {
+        !matches!(self, Distro::Fedora | Distro::Arch)
     }
 
     pub fn from_key(key: &str) -> Option<Distro> {
@@ -56,8 +79,12 @@ impl Distro {
             None => format!("ID={}", crate::escape::one_line(id)),
         };
         match id {
+            "ubuntu" if version == "22.04" => Ok(Distro::Ubuntu2204),
             "ubuntu" if version == "24.04" => Ok(Distro::Ubuntu2404),
             "ubuntu" if version == "26.04" => Ok(Distro::Ubuntu2604),
+            // Proxmox VE keeps Debian's os-release (ID=debian, VERSION_ID=12 or 13).
+            "debian" if version == "12" => Ok(Distro::Debian12),
+            "debian" if version == "13" => Ok(Distro::Debian13),
             "fedora" => Ok(Distro::Fedora),
             "arch" | "manjaro" => Ok(Distro::Arch),
             _ if like.split_whitespace().any(|l| l == "arch") => Ok(Distro::Arch),
@@ -113,14 +140,23 @@ impl Component {
     }
 }
 
-/// Where a step falls in the plan: repositories first, then the index, the installs, the
-/// downloaded releases, and the configuration that needs them all.
+/// Where a step falls in the plan. Every download and its sha256 check come before anything
+/// that changes the system's packages or sources (issue 41): a file that fails its check
+/// stops the run while the host is as it was. Then the repositories, the index, the distro
+/// packages, the downloaded `.deb`s, and the configuration that needs them all.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
+    /// The downloader itself, where a minimal install lacks it.
+    Tools,
+    /// The download folders (the user's own, no sudo).
+    Folders,
+    /// Downloads, each followed by its sha256 check; archives unpacked after theirs.
+    Fetch,
     #[default]
     Prepare,
     Refresh,
     Install,
+    /// Installs the checked release files.
     Release,
     Configure,
 }
@@ -130,7 +166,11 @@ pub enum Phase {
 pub enum StepKind {
     /// A command `--apply` runs.
     Run,
-    /// Something only a person can do (a download from a release page); printed, never run.
+    /// A sha256 check of a downloaded file, which `--apply` does itself: `path` must hash to
+    /// `sha256`, or to the digest the checksum file `sha256_list` gives for its name. A
+    /// mismatch stops the run.
+    Verify,
+    /// Something only a person can do (Gaudi's installer); printed, never run.
     Manual,
 }
 
@@ -150,6 +190,16 @@ pub struct Step {
     pub stdin: Vec<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// A verify step's file.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// A verify step's pinned digest (lowercase hex).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// A verify step's checksum file (`sha256sum` format), when the digest is the release's
+    /// own list rather than pinned here.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256_list: Option<String>,
     /// The command as a person pastes it, every word quoted by `shell`.
     pub command: String,
     #[serde(skip)]
@@ -169,9 +219,31 @@ impl Step {
             argv,
             stdin: Vec::new(),
             url: None,
+            path: None,
+            sha256: None,
+            sha256_list: None,
             command: String::new(),
             program,
         }
+    }
+
+    /// Checks that `path` hashes to `sha256` (pinned) or to the digest the checksum file
+    /// `list` gives for the file's name.
+    pub fn verify(path: &str, sha256: Option<&str>, list: Option<&str>) -> Step {
+        let mut step = Step::run("sha256sum", Vec::new());
+        step.argv.clear();
+        step.kind = StepKind::Verify;
+        step.path = Some(path.to_string());
+        step.sha256 = sha256.map(str::to_string);
+        step.sha256_list = list.map(str::to_string);
+        step.why = match (sha256, list) {
+            (Some(d), _) => format!("check {} against its pinned sha256 {d}", file_name(path)),
+            (None, Some(l)) => {
+                format!("check {} against the release's checksum file {}", file_name(path), file_name(l))
+            }
+            (None, None) => format!("check {}", file_name(path)),
+        };
+        step
     }
 
     /// Writes `lines` to the root-owned file `path` (`sudo tee PATH`, the lines on stdin).
@@ -206,10 +278,25 @@ impl Step {
     }
 
     /// The command line for a person, built by `shell`'s one quoting rule; a write to a file
-    /// is `printf '%s\n' LINE… | sudo tee PATH`.
+    /// is `printf '%s\n' LINE… | sudo tee PATH`; a pinned check is
+    /// `printf '%s  %s\n' SHA256 PATH | sha256sum -c -`; a check against a list is shown as
+    /// `sha256sum PATH` (the step's text names the list: matching its line needs a shell).
     fn display(&self) -> String {
-        if self.kind == StepKind::Manual {
-            return String::new();
+        match self.kind {
+            StepKind::Manual => return String::new(),
+            StepKind::Verify => {
+                let path = self.path.as_deref().unwrap_or("");
+                return match &self.sha256 {
+                    Some(d) => shell::Command::new("printf")
+                        .arg("%s  %s\\n")
+                        .arg(d)
+                        .arg(path)
+                        .pipe(shell::Command::new("sha256sum").arg("-c").arg("-"))
+                        .to_string(),
+                    None => shell::Command::new("sha256sum").arg(path).to_string(),
+                };
+            }
+            StepKind::Run => {}
         }
         let mut c = shell::Command::new(self.program);
         for a in &self.argv[1..] {
@@ -272,8 +359,9 @@ impl HostSetupPlan {
         bytes
     }
 
+    /// What `--apply` does: the commands and the checks, in order.
     pub fn runnable(&self) -> impl Iterator<Item = &Step> {
-        self.steps.iter().filter(|s| s.kind == StepKind::Run)
+        self.steps.iter().filter(|s| s.kind != StepKind::Manual)
     }
 }
 
@@ -290,6 +378,11 @@ pub struct Inputs<'a> {
     pub distro_given: bool,
     /// Absolute path of the download directory.
     pub download_dir: String,
+}
+
+/// The last `/`-separated part of `path`.
+fn file_name(path: &str) -> &str {
+    path.rsplit('/').next().unwrap_or(path)
 }
 
 fn found(f: &Option<probe::Found>) -> Vec<String> {
@@ -437,31 +530,21 @@ fn steps(inputs: &Inputs, needed: &[Component]) -> Vec<Step> {
         packages.extend(recipe.packages.into_iter().map(|p| (component, p)));
         all.extend(recipe.manual.into_iter().map(|s| tag(s.in_phase(Phase::Install))));
         if let Some(release) = recipe.release {
-            let folder = format!("{dir}/{}", release.folder);
-            let mkdir = |path: &str| {
-                Step::run("install", vec!["-d".into(), "-m".into(), "0700".into(), path.to_string()])
-                    .why("a download directory only you can write")
-            };
-            all.push(tag(mkdir(dir).in_phase(Phase::Prepare)));
-            all.push(tag(mkdir(&folder).in_phase(Phase::Prepare)));
-            for (url, what) in release.sources {
-                all.push(tag(Step::manual(format!(
-                    "download {what} from the release page into {folder}, and check each file's sha256 against the \
-digest the page lists (sha256sum FILE)"
-                ))
-                .with_url(&url)
-                .in_phase(Phase::Release)));
-            }
-            let args =
-                [folder.as_str(), "-maxdepth", "1", "-name", "*.deb", "-exec", "sudo", "apt-get", "install", "-y"];
-            let mut args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-            args.push("{}".into());
-            args.push("+".into());
-            all.push(tag(Step::run("find", args)
-                .why(format!("install the .debs downloaded into {folder}"))
-                .in_phase(Phase::Release)));
+            all.extend(release_steps(dir, &release).into_iter().map(tag));
         }
         all.extend(recipe.configure.into_iter().map(|s| tag(s.in_phase(Phase::Configure))));
+    }
+    let mut downloading: Vec<Component> = all
+        .iter()
+        .filter(|s| s.argv.first().is_some_and(|p| p == "curl") || s.argv.get(1).is_some_and(|a| a == "curl"))
+        .flat_map(|s| s.components.iter().copied())
+        .collect();
+    downloading.dedup();
+    if !downloading.is_empty()
+        && let Some(mut tool) = packages::downloader(distro)
+    {
+        tool.components = downloading;
+        all.push(tool);
     }
     if !with_repos.is_empty()
         && let Some(refresh) = packages::refresh(distro)
@@ -481,7 +564,10 @@ digest the page lists (sha256sum FILE)"
     all.sort_by_key(|s| s.phase);
     let mut out: Vec<Step> = Vec::new();
     for step in all {
-        if let Some(same) = out.iter_mut().find(|s| s.argv == step.argv && s.stdin == step.stdin && s.why == step.why) {
+        if let Some(same) = out
+            .iter_mut()
+            .find(|s| s.argv == step.argv && s.stdin == step.stdin && s.path == step.path && s.why == step.why)
+        {
             for c in step.components {
                 if !same.components.contains(&c) {
                     same.components.push(c);
@@ -495,6 +581,65 @@ digest the page lists (sha256sum FILE)"
         step.components.sort();
         step.command = step.display();
     }
+    out
+}
+
+/// A release's steps: its folder, each checksum file, each download followed by its check
+/// (and archives unpacked after theirs), then one install of exactly the checked `.deb`s.
+fn release_steps(dir: &str, release: &packages::Release) -> Vec<Step> {
+    let folder = format!("{dir}/{}", release.folder);
+    let mkdir = |path: &str| {
+        Step::run("install", vec!["-d".into(), "-m".into(), "0700".into(), path.to_string()])
+            .why("a download directory only you can write")
+            .in_phase(Phase::Folders)
+    };
+    let curl = |url: &str, path: &str| {
+        // https only, redirects too (GitHub sends the asset from another host); -f: an HTTP
+        // error is a failed step, not an error page saved as the file.
+        let args = ["-fL", "--proto", "=https", "--proto-redir", "=https", "--retry", "3", "-o", path, url];
+        Step::run("curl", args.iter().map(|s| s.to_string()).collect()).with_url(url).in_phase(Phase::Fetch)
+    };
+    let mut out = vec![mkdir(dir), mkdir(&folder)];
+    for (url, file) in &release.lists {
+        let path = format!("{folder}/{file}");
+        out.push(curl(url, &path).why(format!("download the release's checksum file {file}")));
+    }
+    let unpacked = format!("{folder}/debs");
+    if release.archives {
+        out.push(mkdir(&unpacked).why("where the archives' .debs are unpacked"));
+    }
+    let mut debs = Vec::new();
+    for d in &release.downloads {
+        let path = format!("{folder}/{}", d.file);
+        out.push(curl(&d.url, &path).why(format!("download {}", d.file)));
+        let check = match &d.sha256 {
+            packages::Sha256::Pinned(sha) => Step::verify(&path, Some(sha), None),
+            packages::Sha256::Listed(list) => Step::verify(&path, None, Some(&format!("{folder}/{list}"))),
+        };
+        out.push(check.in_phase(Phase::Fetch));
+        if release.archives {
+            let args = ["-xzf", path.as_str(), "-C", unpacked.as_str()];
+            out.push(
+                Step::run("tar", args.iter().map(|s| s.to_string()).collect())
+                    .why(format!("unpack {} (checked above)", d.file))
+                    .in_phase(Phase::Fetch),
+            );
+        } else {
+            debs.push(path);
+        }
+    }
+    let install = if release.archives {
+        let args =
+            [&unpacked, "-maxdepth", "1", "-name", "*.deb", "-exec", "sudo", "apt-get", "install", "-y", "{}", "+"];
+        Step::run("find", args.iter().map(|s| s.to_string()).collect())
+            .why(format!("install the .debs unpacked into {unpacked}"))
+    } else {
+        // Paths, not names: apt installs these files and resolves their dependencies.
+        let mut args = vec!["apt-get".to_string(), "install".into(), "-y".into()];
+        args.extend(debs);
+        Step::run("sudo", args).why(format!("install the checked .debs in {folder}"))
+    };
+    out.push(install.in_phase(Phase::Release));
     out
 }
 
@@ -531,12 +676,15 @@ pub fn render_text(plan: &HostSetupPlan) -> String {
         let _ = writeln!(out, "\nnothing to install");
         return tidy(out);
     }
-    let _ = writeln!(out, "\nsteps (in order; --apply runs the commands after you confirm, never the by-hand steps):");
+    let _ = writeln!(
+        out,
+        "\nsteps (in order; --apply runs the commands and checks after you confirm, never the by-hand steps):"
+    );
     for (n, step) in plan.steps.iter().enumerate() {
         let components: Vec<&str> = step.components.iter().map(|c| c.key()).collect();
         let _ = writeln!(out, "{:>3}. [{}] {}", n + 1, components.join(", "), crate::escape::one_line(&step.why));
         match step.kind {
-            StepKind::Run => {
+            StepKind::Run | StepKind::Verify => {
                 let _ = writeln!(out, "     {}", step.command);
             }
             StepKind::Manual => {

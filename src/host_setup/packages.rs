@@ -1,17 +1,29 @@
 //! The pinned install recipes: for each distro and each piece of host software, the
-//! repository it comes from, the packages (with exact versions where a version is pinned) and
-//! what to run after. Data only; `plan` orders and merges it.
+//! repository it comes from, the packages (with exact versions where a version is pinned), the
+//! release files it downloads (each by URL and sha256) and what to run after. Data only;
+//! `plan` orders and merges it.
 //!
-//! What is pinned: on Ubuntu, the GitHub releases of compute-runtime, IGC, the Level Zero
-//! loader and the NPU driver by tag, the PPA's media driver and libva by version (apt
-//! preferences), and the NVIDIA container toolkit by exact package version; on Fedora the
-//! toolkit by version. Fedora's and Arch's own repositories serve only their current build,
-//! so those packages are pinned by name. No sha256 is shipped: the release pages publish the
-//! digests, and a tool cannot vouch for bytes it has not seen (the same rule as images.lock).
+//! What is pinned: on the apt distros, the GitHub releases of compute-runtime, IGC, the Level
+//! Zero loader and the NPU driver by tag, each file by its sha256; the PPA's media driver and
+//! libva by version (apt preferences, Ubuntu 24.04 and 26.04); the NVIDIA container toolkit by
+//! exact package version (apt and dnf). Fedora's, Arch's and Debian's own repositories serve
+//! only their current build, so those packages are pinned by name (apt and dnf check them
+//! against the repository's signed index).
+//!
+//! Where the digests come from: each release publishes them (compute-runtime as its
+//! `wwNN.sum` asset and in its release notes, which also list IGC's; GitHub shows a sha256 for
+//! every release asset). Those pages cannot be read from where this table is kept, so each
+//! digest here was copied from public install scripts and package recipes that pin the same
+//! file, and is given only where independent copies agree (the count is on each); a file no
+//! copy pins is checked against the release's own checksum file, which `--apply` downloads
+//! first (compute-runtime 25.13's `ww13.sum`). Either way `--apply` checks every file before
+//! anything is installed, and a mismatch stops the run.
 
 use super::{Component, Distro, Phase, Step};
 
-/// compute-runtime (OpenCL ICD and the Level Zero GPU driver) release tag.
+/// compute-runtime (OpenCL ICD and the Level Zero GPU driver) release tag, for the distros
+/// with glibc 2.38 or newer (Ubuntu 24.04 and 26.04, Debian 13): its packages are built on
+/// Ubuntu 24.04.
 pub const COMPUTE_RUNTIME: &str = "26.35.39758.10";
 /// The Intel Graphics Compiler release compute-runtime is built against.
 pub const IGC: &str = "v2.41.5";
@@ -19,7 +31,13 @@ pub const IGC: &str = "v2.41.5";
 pub const LEVEL_ZERO: &str = "v1.34.0";
 /// linux-npu-driver (user-space driver, compiler and `intel-fw-npu`).
 pub const NPU_DRIVER: &str = "v1.38.0";
-/// The PPA's media driver and libva versions (Ubuntu).
+/// For Ubuntu 22.04 and Debian 12 (glibc 2.35 and 2.36, libstdc++ up to GLIBCXX_3.4.30): the
+/// newest releases with packages built on Ubuntu 22.04. The releases above need glibc 2.38.
+pub const COMPUTE_RUNTIME_JAMMY: &str = "25.13.33276.16";
+pub const IGC_JAMMY: &str = "v2.10.8";
+pub const LEVEL_ZERO_JAMMY: &str = "v1.24.2";
+pub const NPU_DRIVER_JAMMY: &str = "v1.26.0";
+/// The PPA's media driver and libva versions (Ubuntu 24.04 and 26.04).
 pub const MEDIA_DRIVER: &str = "26.3.2";
 pub const LIBVA: &str = "2.24.1";
 /// NVIDIA container toolkit package version: the node image's pin, defined once (the
@@ -32,6 +50,7 @@ pub const GAUDI_SOFTWARE: &str = "1.24.2";
 pub const INTEL_PPA: &str = "ppa:kobuk-team/intel-graphics";
 const INTEL_PPA_ORIGIN: &str = "LP-PPA-kobuk-team-intel-graphics";
 const APT_PIN_FILE: &str = "/etc/apt/preferences.d/k3d-gpu-intel-graphics";
+const DEBIAN_NON_FREE: &str = "/etc/apt/sources.list.d/k3d-gpu-debian-non-free.sources";
 const NVIDIA_KEY: &str = "/usr/share/keyrings/nvidia-container-toolkit-keyring.asc";
 const NVIDIA_KEY_URL: &str = "https://nvidia.github.io/libnvidia-container/gpgkey";
 const NVIDIA_APT_LIST: &str = "/etc/apt/sources.list.d/nvidia-container-toolkit.list";
@@ -39,15 +58,38 @@ const NVIDIA_RPM_REPO: &str = "/etc/yum.repos.d/nvidia-container-toolkit.repo";
 const NVIDIA_RPM_REPO_URL: &str =
     "https://nvidia.github.io/libnvidia-container/stable/rpm/nvidia-container-toolkit.repo";
 
-/// A GitHub release whose assets the person downloads into its own folder under the download
-/// directory, checked against the digests its release page lists; the plan then installs
-/// every `.deb` in that folder.
+/// What a downloaded file is checked against.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Sha256 {
+    /// The digest, pinned here.
+    Pinned(&'static str),
+    /// The line for the file in the release's own checksum file (`sha256sum` format), which
+    /// is downloaded into the same folder first.
+    Listed(&'static str),
+}
+
+/// One release file: where it is and what it must hash to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Download {
+    pub url: String,
+    /// The file name it is saved as, in the release's folder.
+    pub file: String,
+    pub sha256: Sha256,
+}
+
+/// Files from GitHub releases, downloaded into one folder under the download directory and
+/// each checked against its sha256 before anything is installed; then the plan installs
+/// exactly those `.deb`s (or, for archives, the `.deb`s unpacked from them).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Release {
     /// Folder under the download directory.
     pub folder: String,
-    /// The release pages, with what to take from each.
-    pub sources: Vec<(String, &'static str)>,
+    /// Checksum files the release publishes, (URL, file name), downloaded first.
+    pub lists: Vec<(String, &'static str)>,
+    pub downloads: Vec<Download>,
+    /// The downloads are `.tar.gz` archives of `.deb`s (linux-npu-driver), unpacked into the
+    /// folder's `debs/` after the check.
+    pub archives: bool,
 }
 
 /// One component on one distro.
@@ -68,23 +110,33 @@ fn sudo(args: &[&str]) -> Step {
     Step::run("sudo", args.iter().map(|s| s.to_string()).collect())
 }
 
-fn github(repo: &str, tag: &str) -> String {
-    format!("https://github.com/{repo}/releases/tag/{tag}")
+/// A release asset's download URL.
+fn asset(repo: &str, tag: &str, file: &str) -> String {
+    format!("https://github.com/{repo}/releases/download/{tag}/{file}")
+}
+
+fn pinned_file(repo: &str, tag: &str, file: &str, sha256: &'static str) -> Download {
+    Download { url: asset(repo, tag, file), file: file.to_string(), sha256: Sha256::Pinned(sha256) }
 }
 
 fn pinned(distro: Distro, names: &[&str], version: &str) -> Vec<String> {
     names
         .iter()
         .map(|n| match distro {
-            Distro::Ubuntu2404 | Distro::Ubuntu2604 => format!("{n}={version}"),
             Distro::Fedora => format!("{n}-{version}"),
             Distro::Arch => n.to_string(),
+            _ => format!("{n}={version}"),
         })
         .collect()
 }
 
 fn names(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
+}
+
+/// glibc 2.35/2.36 and GLIBCXX_3.4.30: the releases built on Ubuntu 22.04.
+fn jammy_era(distro: Distro) -> bool {
+    matches!(distro, Distro::Ubuntu2204 | Distro::Debian12)
 }
 
 /// The apt preferences that hold the PPA's media stack at the pinned versions and keep its
@@ -107,14 +159,44 @@ fn apt_pin() -> Step {
         .why("pin the PPA's media driver and libva, and keep its compute builds from replacing the GitHub .debs")
 }
 
+/// Debian's non-free component, where `intel-media-va-driver-non-free` lives (Debian's
+/// archive layout: the package is in non-free in bookworm and trixie). A file of its own, in
+/// deb822 form, so the host's own sources are left as they are (Proxmox keeps its in
+/// /etc/apt/sources.list).
+fn debian_non_free(distro: Distro) -> Step {
+    let suite = if distro == Distro::Debian12 { "bookworm" } else { "trixie" };
+    Step::write_file(
+        DEBIAN_NON_FREE,
+        vec![
+            "Types: deb".into(),
+            "URIs: http://deb.debian.org/debian".into(),
+            format!("Suites: {suite} {suite}-updates"),
+            "Components: non-free".into(),
+            "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg".into(),
+        ],
+    )
+    .why("add Debian's non-free component (the Intel media driver with its encoders)")
+}
+
+/// The tool that downloads, installed first where a minimal install lacks it: Debian's
+/// minimal installs (and some Proxmox templates) have no curl; Ubuntu, Fedora and Arch ship it.
+pub fn downloader(distro: Distro) -> Option<Step> {
+    matches!(distro, Distro::Debian12 | Distro::Debian13).then(|| {
+        let mut step = sudo(&["apt-get", "install", "-y", "curl", "ca-certificates"])
+            .why("install curl, which downloads the release files and NVIDIA's key");
+        step.phase = Phase::Tools;
+        step
+    })
+}
+
 fn toolkit_configure(distro: Distro) -> Vec<Step> {
     let mut steps = vec![
         sudo(&["nvidia-ctk", "runtime", "configure", "--runtime=docker"])
             .why("register the nvidia runtime with Docker (for --gpus)"),
         sudo(&["systemctl", "restart", "docker"]).why("restart Docker so it reads the runtime"),
     ];
-    // nvidia-cdi-refresh ships with the toolkit since 1.18.0 (pinned on Ubuntu and Fedora); Arch's repo
-    // version is whatever it serves, and `cdi generate` works with any.
+    // nvidia-cdi-refresh ships with the toolkit since 1.18.0 (pinned on the apt distros and
+    // Fedora); Arch's repo version is whatever it serves, and `cdi generate` works with any.
     steps.push(match distro {
         Distro::Arch => sudo(&["nvidia-ctk", "cdi", "generate", "--output=/etc/cdi/nvidia.yaml"])
             .why("write the CDI spec for the GPUs"),
@@ -139,24 +221,149 @@ baked device plugin) with Intel's installer; no distro ships it and the mainline
     .with_url("https://docs.habana.ai/en/latest/Installation_Guide/Driver_Installation.html")
 }
 
+/// compute-runtime and the IGC it is built against, file by file. 26.35.39758.10 and v2.41.5:
+/// the digests as the releases list them, each the same in five or more independent public
+/// copies. 25.13.33276.16: IGC v2.10.8's two digests as its release lists them (one public
+/// copy); the compute-runtime files against the release's ww13.sum.
+fn compute_runtime(distro: Distro) -> Release {
+    const CR: &str = "intel/compute-runtime";
+    const IGC_REPO: &str = "intel/intel-graphics-compiler";
+    if jammy_era(distro) {
+        let t = COMPUTE_RUNTIME_JAMMY;
+        let listed = |file: &str| Download {
+            url: asset(CR, t, file),
+            file: file.to_string(),
+            sha256: Sha256::Listed("ww13.sum"),
+        };
+        return Release {
+            folder: format!("compute-runtime-{t}"),
+            lists: vec![(asset(CR, t, "ww13.sum"), "ww13.sum")],
+            downloads: vec![
+                pinned_file(
+                    IGC_REPO,
+                    IGC_JAMMY,
+                    "intel-igc-core-2_2.10.8+18926_amd64.deb",
+                    "85bb185f5c9f0700321c6ce9362a4aa85b6cdf02f74a7b8685424d0be024fb0e",
+                ),
+                pinned_file(
+                    IGC_REPO,
+                    IGC_JAMMY,
+                    "intel-igc-opencl-2_2.10.8+18926_amd64.deb",
+                    "21e5ee9f0b5798335d82a88f98e80bccd9539380782e60893d6d050eb801d322",
+                ),
+                listed("intel-level-zero-gpu_1.6.33276.16_amd64.deb"),
+                listed("intel-opencl-icd_25.13.33276.16_amd64.deb"),
+                listed("libigdgmm12_22.7.0_amd64.deb"),
+            ],
+            archives: false,
+        };
+    }
+    let t = COMPUTE_RUNTIME;
+    Release {
+        folder: format!("compute-runtime-{t}"),
+        lists: Vec::new(),
+        downloads: vec![
+            pinned_file(
+                IGC_REPO,
+                IGC,
+                "intel-igc-core-2_2.41.5+22716_amd64.deb",
+                "0a6e64a663ae65a0fa02d6912ae3b6b37cf85b90c21cc423fd9fef70aaf4f628",
+            ),
+            pinned_file(
+                IGC_REPO,
+                IGC,
+                "intel-igc-opencl-2_2.41.5+22716_amd64.deb",
+                "779e1b9e88098eb25711e9a8f67c2752665bad22f134aa40ed5649f6e1b87058",
+            ),
+            pinned_file(
+                CR,
+                t,
+                "intel-ocloc_26.35.39758.10-0_amd64.deb",
+                "c64bff586edf2bd9b49f3e4c9c2be25e05c43466e4dafa2a2c3948d498c736b7",
+            ),
+            pinned_file(
+                CR,
+                t,
+                "intel-opencl-icd_26.35.39758.10-0_amd64.deb",
+                "61712caaddeba3d38e4f79e2a0fb23fea25596ca2d72c3144c6eea2331ec4301",
+            ),
+            pinned_file(
+                CR,
+                t,
+                "libze-intel-gpu1_26.35.39758.10-0_amd64.deb",
+                "c19a641b953d55aebbf1d51bec364a84bf629f985e02fbbe6dc70224c0e88470",
+            ),
+            pinned_file(
+                CR,
+                t,
+                "libigdgmm12_22.10.0_amd64.deb",
+                "6031a63d6e8a12ce61c14efc15f2c8e727061286e3820b8594e6d00615e04d54",
+            ),
+        ],
+        archives: false,
+    }
+}
+
+/// The Level Zero loader: v1.34.0's Ubuntu 24.04 build (its digest the same in three public
+/// copies), or v1.24.2's Ubuntu 22.04 build (one public copy).
+fn level_zero(distro: Distro) -> Release {
+    const LZ: &str = "oneapi-src/level-zero";
+    let (tag, file, sha) = if jammy_era(distro) {
+        (
+            LEVEL_ZERO_JAMMY,
+            "level-zero_1.24.2+u22.04_amd64.deb",
+            "7c304e93835d96025c90f6a3d8f2ce5edf142c24da9f4871113a4f0225fef22e",
+        )
+    } else {
+        (
+            LEVEL_ZERO,
+            "libze1_1.34.0+u24.04_amd64.deb",
+            "45210e4549cd965ad7b9f160eefe53cbcdba01af341bea7ac7ba0aedeeb613ba",
+        )
+    };
+    Release {
+        folder: format!("level-zero-{tag}"),
+        lists: Vec::new(),
+        downloads: vec![pinned_file(LZ, tag, file, sha)],
+        archives: false,
+    }
+}
+
+/// linux-npu-driver's archive for the distro's Ubuntu base: v1.38.0's 24.04 archive (digest
+/// the same in four public copies; Debian 13 too) and 26.04 archive (one copy), or v1.26.0's
+/// 22.04 archive (one copy), the newest built for glibc 2.35.
+fn npu_driver(distro: Distro) -> Release {
+    const NPU: &str = "intel/linux-npu-driver";
+    let (tag, file, sha) = match distro {
+        Distro::Ubuntu2604 => (
+            NPU_DRIVER,
+            "linux-npu-driver-v1.38.0.20260910-34487311128-ubuntu2604.tar.gz",
+            "83685e6d92f4db1ca65e442846d487c7feb1335634b33994292ceb38f933bcc7",
+        ),
+        d if jammy_era(d) => (
+            NPU_DRIVER_JAMMY,
+            "linux-npu-driver-v1.26.0.20251125-19665715237-ubuntu2204.tar.gz",
+            "cfdbcc9adc1ea20d498ebd9cbdb5c212f6fc940e1034ef7a72e239a8636f653a",
+        ),
+        _ => (
+            NPU_DRIVER,
+            "linux-npu-driver-v1.38.0.20260910-34487311128-ubuntu2404.tar.gz",
+            "1efcd4b60c22abee751d8f2705962cbcc2a569de45c7e0e670cf08afbfcdc1d2",
+        ),
+    };
+    Release {
+        folder: format!("linux-npu-driver-{tag}"),
+        lists: Vec::new(),
+        downloads: vec![pinned_file(NPU, tag, file, sha)],
+        archives: true,
+    }
+}
+
 /// What `component` needs on `distro`.
 pub fn recipe(distro: Distro, component: Component) -> Recipe {
     use Component as C;
-    let ubuntu = matches!(distro, Distro::Ubuntu2404 | Distro::Ubuntu2604);
-    match (component, ubuntu) {
-        (C::ComputeRuntime, true) => Recipe {
-            release: Some(Release {
-                folder: format!("compute-runtime-{COMPUTE_RUNTIME}"),
-                sources: vec![
-                    (
-                        github("intel/compute-runtime", COMPUTE_RUNTIME),
-                        "intel-opencl-icd, libze-intel-gpu1, intel-ocloc and libigdgmm .debs",
-                    ),
-                    (github("intel/intel-graphics-compiler", IGC), "intel-igc-core-2 and intel-igc-opencl-2 .debs"),
-                ],
-            }),
-            ..Recipe::default()
-        },
+    match (component, distro.apt()) {
+        (C::ComputeRuntime, true) => Recipe { release: Some(compute_runtime(distro)), ..Recipe::default() },
         (C::ComputeRuntime, false) => Recipe {
             packages: names(match distro {
                 Distro::Fedora => &["intel-opencl", "intel-level-zero"],
@@ -164,13 +371,7 @@ pub fn recipe(distro: Distro, component: Component) -> Recipe {
             }),
             ..Recipe::default()
         },
-        (C::LevelZeroLoader, true) => Recipe {
-            release: Some(Release {
-                folder: format!("level-zero-{LEVEL_ZERO}"),
-                sources: vec![(github("oneapi-src/level-zero", LEVEL_ZERO), "the libze1 .deb")],
-            }),
-            ..Recipe::default()
-        },
+        (C::LevelZeroLoader, true) => Recipe { release: Some(level_zero(distro)), ..Recipe::default() },
         (C::LevelZeroLoader, false) => Recipe {
             packages: names(match distro {
                 Distro::Fedora => &["oneapi-level-zero"],
@@ -178,15 +379,26 @@ pub fn recipe(distro: Distro, component: Component) -> Recipe {
             }),
             ..Recipe::default()
         },
-        (C::IntelMediaDriver, true) => Recipe {
-            prepare: vec![
-                sudo(&["add-apt-repository", "-y", INTEL_PPA])
-                    .why("add the Intel graphics PPA (media driver and libva)"),
-                apt_pin(),
-            ],
-            packages: names(&["intel-media-va-driver-non-free", "libva2", "libva-drm2", "vainfo"]),
-            ..Recipe::default()
-        },
+        (C::IntelMediaDriver, true) => {
+            let prepare = match distro {
+                Distro::Ubuntu2404 | Distro::Ubuntu2604 => vec![
+                    sudo(&["add-apt-repository", "-y", INTEL_PPA])
+                        .why("add the Intel graphics PPA (media driver and libva)"),
+                    apt_pin(),
+                ],
+                // The PPA builds for 24.04 and later only; 22.04's driver is in multiverse.
+                Distro::Ubuntu2204 => vec![
+                    sudo(&["add-apt-repository", "-y", "multiverse"])
+                        .why("enable multiverse (Ubuntu 22.04's Intel media driver with its encoders)"),
+                ],
+                _ => vec![debian_non_free(distro)],
+            };
+            Recipe {
+                prepare,
+                packages: names(&["intel-media-va-driver-non-free", "libva2", "libva-drm2", "vainfo"]),
+                ..Recipe::default()
+            }
+        }
         (C::IntelMediaDriver, false) => Recipe {
             packages: names(match distro {
                 Distro::Fedora => &["libva", "libva-intel-media-driver", "libva-utils"],
@@ -195,17 +407,9 @@ pub fn recipe(distro: Distro, component: Component) -> Recipe {
             ..Recipe::default()
         },
         (C::NpuDriver, true) => Recipe {
-            release: Some(Release {
-                folder: format!("linux-npu-driver-{NPU_DRIVER}"),
-                sources: vec![(
-                    github("intel/linux-npu-driver", NPU_DRIVER),
-                    if distro == Distro::Ubuntu2604 {
-                        "the Ubuntu 26.04 archive, unpacked (intel-driver-compiler-npu, intel-fw-npu, intel-level-zero-npu .debs)"
-                    } else {
-                        "the Ubuntu 24.04 archive, unpacked (intel-driver-compiler-npu, intel-fw-npu, intel-level-zero-npu .debs)"
-                    },
-                )],
-            }),
+            // The compiler in the archive links oneTBB, which the archive does not carry.
+            packages: names(&["libtbb12"]),
+            release: Some(npu_driver(distro)),
             configure: npu_reload(),
             ..Recipe::default()
         },
@@ -225,7 +429,9 @@ pub fn recipe(distro: Distro, component: Component) -> Recipe {
                 "libnvidia-container1",
             ];
             let prepare = match distro {
-                Distro::Ubuntu2404 | Distro::Ubuntu2604 => vec![
+                // One repository for every apt distro: NVIDIA publishes a single
+                // architecture-keyed deb repository, not one per release.
+                _ if distro.apt() => vec![
                     sudo(&["curl", "-fsSL", "-o", NVIDIA_KEY, NVIDIA_KEY_URL]).why("fetch the NVIDIA repository's signing key"),
                     Step::write_file(
                         NVIDIA_APT_LIST,
@@ -238,7 +444,7 @@ pub fn recipe(distro: Distro, component: Component) -> Recipe {
                 Distro::Fedora => vec![
                     sudo(&["curl", "-fsSL", "-o", NVIDIA_RPM_REPO, NVIDIA_RPM_REPO_URL]).why("add NVIDIA's dnf repository"),
                 ],
-                Distro::Arch => Vec::new(),
+                _ => Vec::new(),
             };
             let packages = match distro {
                 Distro::Arch => names(&["nvidia-container-toolkit"]),
@@ -257,10 +463,10 @@ pub fn recipe(distro: Distro, component: Component) -> Recipe {
 /// The install command for `packages` on `distro`, one command for all.
 pub fn install(distro: Distro, packages: Vec<String>) -> Step {
     let (program, mut args): (&str, Vec<String>) = match distro {
-        Distro::Ubuntu2404 | Distro::Ubuntu2604 => ("sudo", names(&["apt-get", "install", "-y"])),
         Distro::Fedora => ("sudo", names(&["dnf", "install", "-y"])),
         // A partial upgrade is what breaks Arch hosts: always sync and upgrade everything.
         Distro::Arch => ("sudo", names(&["pacman", "-Syu", "--needed", "--noconfirm"])),
+        _ => ("sudo", names(&["apt-get", "install", "-y"])),
     };
     args.extend(packages);
     let mut step = Step::run(program, args);
@@ -271,7 +477,7 @@ pub fn install(distro: Distro, packages: Vec<String>) -> Step {
 /// Refreshes the package index after repositories were added (apt only; dnf and pacman
 /// refresh on install).
 pub fn refresh(distro: Distro) -> Option<Step> {
-    matches!(distro, Distro::Ubuntu2404 | Distro::Ubuntu2604).then(|| {
+    distro.apt().then(|| {
         let mut step = sudo(&["apt-get", "update"]);
         step.phase = Phase::Refresh;
         step
@@ -281,18 +487,16 @@ pub fn refresh(distro: Distro) -> Option<Step> {
 /// The fix command for a diagnosis, per distro.
 pub fn fix_libva(distro: Distro) -> Step {
     match distro {
-        Distro::Ubuntu2404 | Distro::Ubuntu2604 => {
-            sudo(&["apt-get", "install", "-y", "libva2", "libva-drm2", "intel-media-va-driver-non-free"])
-        }
         Distro::Fedora => sudo(&["dnf", "upgrade", "-y", "--refresh", "libva", "libva-intel-media-driver"]),
         Distro::Arch => sudo(&["pacman", "-Syu"]),
+        _ => sudo(&["apt-get", "install", "-y", "libva2", "libva-drm2", "intel-media-va-driver-non-free"]),
     }
 }
 
 pub fn fix_glibcxx(distro: Distro) -> Step {
     match distro {
-        Distro::Ubuntu2404 | Distro::Ubuntu2604 => sudo(&["apt-get", "install", "-y", "--only-upgrade", "libstdc++6"]),
         Distro::Fedora => sudo(&["dnf", "upgrade", "-y", "--refresh", "libstdc++", "intel-opencl", "intel-level-zero"]),
         Distro::Arch => sudo(&["pacman", "-Syu"]),
+        _ => sudo(&["apt-get", "install", "-y", "--only-upgrade", "libstdc++6"]),
     }
 }
