@@ -207,8 +207,15 @@ fn tool_arguments_are_the_cli_options() {
         listed_sorted.sort_unstable();
         assert_eq!(documented, listed_sorted, "docs/mcp.md's arguments of {name}");
 
-        // The description is the flag's own help, as `k3d-gpu COMMAND --help` prints it.
-        let help = K3dGpu::new().args([name, "--help"]).output();
+        // The description is the flag's own help, as `k3d-gpu COMMAND --help` prints it; the
+        // tools that ask the cluster take the options of the command whose core they share.
+        let command: Vec<&str> = match name {
+            "agent_status" => vec!["agent", "status"],
+            "recommend_placement" => vec!["agent"],
+            "cluster_health" => vec!["test"],
+            other => vec![other],
+        };
+        let help = K3dGpu::new().args(command).arg("--help").output();
         let help = String::from_utf8(help.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
         for (p, schema) in props {
             let flag = format!("--{}", p.replace('_', "-"));
