@@ -163,6 +163,8 @@ pub fn health(global: &Global) -> Result<Health> {
                 Some(n) => format!("node {n}: {}", p.text),
                 None => p.text,
             };
+            // Node names come from the API server: one escaped line, like all outside text.
+            let problem = crate::escape::one_line(&problem).into_owned();
             problems.push(CountProblem { resource: p.resource, problem, fix: p.fix });
         }
     }
