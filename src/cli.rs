@@ -582,6 +582,12 @@ pub struct TestArgs {
     /// devices); resolved through images.lock like every image.
     #[arg(long, value_name = "IMAGE")]
     pub device_image: Option<String>,
+
+    /// Test this node only: its pods, its sharing groups and its counts. Required on an
+    /// existing cluster (`[cluster] provider = "existing"`), where it names a `[[nodes]]`
+    /// entry: its facts judge it, and its pods tolerate its `taints`.
+    #[arg(long, value_name = "NAME")]
+    pub node: Option<String>,
 }
 
 /// `mcp`: the tools' default inputs.
@@ -698,6 +704,12 @@ pub enum ImagesCommand {
 pub struct AgentArgs {
     #[command(flatten)]
     pub data: DataOpts,
+
+    /// Also say where a model of this size would run, and why: its weights in GiB (`14`,
+    /// `7.5`), each device with the memory it may use, and the first that holds the weights
+    /// and a fifth more, in the placement's order.
+    #[arg(long, value_name = "GIB", value_parser = model_size)]
+    pub model_size: Option<f64>,
 
     #[command(subcommand)]
     pub command: Option<AgentCommand>,
@@ -895,6 +907,14 @@ impl FactsArgs {
             },
             None => Global::default().with_host(&self.host).with_json(&self.json),
         }
+    }
+}
+
+/// A model's size in GiB: a number above 0 and at most 4096 (no accelerator holds more).
+pub(crate) fn model_size(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(gib) if gib.is_finite() && gib > 0.0 && gib <= 4096.0 => Ok(gib),
+        _ => Err("expected the model's size in GiB, a number above 0 and at most 4096 (e.g. 14 or 7.5)".into()),
     }
 }
 

@@ -548,3 +548,61 @@ fn a_held_device_asked_for_by_name_is_refused_with_a_setting_that_places_it() {
         assert!(again.is_ok(), "{toml}: the help ({help}) gave\n{fixed}\nwhich still fails: {again:?}");
     }
 }
+
+/// Issue 43, item 7: where a model of N GiB would run (`agent --model-size`, the MCP tool
+/// `recommend_placement`): the placement's device first, the first that holds the weights and
+/// a fifth more recommended, split across NVIDIA GPUs when one is too small.
+#[test]
+fn a_models_size_decides_which_device_holds_it_in_the_placements_order() {
+    use k3d_gpu::compile::advice::{Machine, advise};
+    let on = |host: &str, gib: f64| {
+        let facts = facts_of(host);
+        let (plan, _) = ok("", host);
+        advise(gib, &[Machine { node: None, facts: &facts, config: &Default::default(), placed: Some(plan.device) }])
+    };
+    // Lunar Lake: the placement's integrated Xe2 GPU shares the host's memory and holds 4 GiB.
+    let small = on("lunar-lake-npu", 4.0);
+    assert_eq!(small.needs_gib, 4.8);
+    let first = &small.candidates[0];
+    assert_eq!((first.device, first.placed, first.shared_memory), ("gpu", true, true), "{small:#?}");
+    let pick = small.recommended.as_ref().expect("the iGPU holds 4 GiB");
+    assert_eq!((pick.device, pick.placed), ("gpu", true));
+    assert!(small.reason.contains("the device the placement picks"), "{}", small.reason);
+    let devices: Vec<&str> = small.candidates.iter().map(|c| c.device).collect();
+    assert_eq!(devices, ["gpu", "npu", "cpu"], "the NPU and the CPU after it");
+    // More than the host's memory: nothing holds it, and the advice says what to do.
+    let huge = on("lunar-lake-npu", 400.0);
+    assert!(huge.recommended.is_none(), "{huge:#?}");
+    assert!(huge.reason.contains("smaller model"), "{}", huge.reason);
+    assert!(huge.candidates.iter().all(|c| c.fits == Some(false)));
+
+    // Two NVIDIA GPUs: one holds a small model; a model too big for one is split across both.
+    let host = "rtx2000ada-x2";
+    let one_gpu = on(host, 4.0).recommended.expect("one GPU holds 4 GiB");
+    assert_eq!((one_gpu.device, one_gpu.gpus, one_gpu.placed), ("cuda", 1, true));
+    let each = one_gpu.memory_gib.expect("the board's memory is known");
+    let split = on(host, each * 1.5 / 1.2).recommended.expect("two GPUs hold it");
+    assert_eq!((split.device, split.gpus), ("cuda", 2), "{split:#?}");
+    assert!(split.why.contains("[agent] gpus = 2"), "{}", split.why);
+}
+
+/// A GPU whose memory the facts do not know is said to be unknown, never recommended on a
+/// guess; and when the placement's device is too small the advice names it and the fix.
+#[test]
+fn unknown_memory_is_never_a_recommendation_and_a_passed_placement_is_named() {
+    use k3d_gpu::compile::advice::{Machine, advise};
+    let facts = facts_of("arc-b580-x2");
+    let (plan, _) = ok("", "arc-b580-x2");
+    let config = Default::default();
+    let advice = advise(8.0, &[Machine { node: None, facts: &facts, config: &config, placed: Some(plan.device) }]);
+    let arc = advice.candidates.iter().find(|c| c.what.contains("discrete")).expect("the B580s");
+    assert_eq!((arc.fits, arc.memory_gib, arc.placed), (None, None, true), "{advice:#?}");
+    let pick = advice.recommended.as_ref().expect("the CPU holds 8 GiB");
+    assert_eq!(pick.device, "cpu");
+    assert!(advice.reason.contains("set [agent] device = \"cpu\""), "{}", advice.reason);
+    assert!(
+        advice.reason.contains("The placement's device, the discrete Intel GPU, is not known to hold it"),
+        "{}",
+        advice.reason
+    );
+}

@@ -210,3 +210,84 @@ fn a_claim_needs_one_node_with_all_the_gpus_it_wants() {
     assert_eq!((e.key.clone(), e.element), (vec!["claims"], Some(0)));
     assert!(compile(&config(&claim(1), &["arc-01", "arc-02"]), &nodes(&two, &expect), &catalog).is_ok());
 }
+
+/// The homelab's three machines, `extra` above them, gpu-01 with `taints`.
+fn tainted_fleet(extra: &str, taints: &str) -> k3d_gpu::compile::DesiredGraph {
+    let machines = [("arc-01", facts("arc-01")), ("gpu-01", facts("gpu-01")), ("xeon-01", facts("xeon-01"))];
+    let expect = Expect::default();
+    let text = format!(
+        "[cluster]\nprovider = \"existing\"\ncontext = \"lab\"\n{extra}\n\n[[nodes]]\nname = \"arc-01\"\nfacts = \"a.json\"\n\n\
+         [[nodes]]\nname = \"gpu-01\"\nfacts = \"g.json\"\ntaints = {taints}\n\n[[nodes]]\nname = \"xeon-01\"\nfacts = \"x.json\"\n"
+    );
+    let config = load_str("k3dgpu.toml", &text).unwrap_or_else(|e| panic!("{e:?}"));
+    compile(&config, &nodes(&machines, &expect), &Catalog::embedded().unwrap()).unwrap()
+}
+
+/// The tolerations of a workload's pods (empty when it has none).
+fn tolerations(graph: &k3d_gpu::compile::DesiredGraph, id: &str) -> Vec<String> {
+    let r = graph.get(id).unwrap_or_else(|| panic!("{id} is in the graph"));
+    let pod = r.spec.pointer("/spec/template/spec").or(r.spec.pointer("/spec/podTemplate/spec")).expect("a pod");
+    pod["tolerations"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            format!(
+                "{}={}:{}",
+                t["key"].as_str().unwrap_or("*"),
+                t["value"].as_str().unwrap_or(""),
+                t["effect"].as_str().unwrap_or("")
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn workloads_on_a_tainted_node_tolerate_its_taints_and_no_others_do() {
+    const GPU_ONLY: &str = "k3d-gpu.io/gpu-only=true:NoSchedule";
+    let graph = tainted_fleet("[agent]\nnode = \"gpu-01\"\n", &format!("[\"{GPU_ONLY}\"]"));
+    // The NVIDIA plugin and the agent run on gpu-01: they tolerate its taint.
+    let nvidia = graph
+        .resources()
+        .find(|r| r.component.as_deref() == Some("nvidia-device-plugin") && r.spec["kind"] == "DaemonSet")
+        .expect("the NVIDIA device plugin");
+    assert!(tolerations(&graph, &nvidia.id).contains(&GPU_ONLY.to_string()), "{:?}", tolerations(&graph, &nvidia.id));
+    assert!(tolerations(&graph, "k8s/apps/Deployment/k3d-gpu-agent/vllm").contains(&GPU_ONLY.to_string()));
+    // Workloads only on the untainted nodes do not.
+    let untainted: Vec<&str> = graph
+        .resources()
+        .filter(|r| r.spec.pointer("/spec/template/spec").is_some())
+        .filter(|r| !r.depends_on.iter().any(|d| d.starts_with("node-label/gpu-01/")))
+        .map(|r| r.id.as_str())
+        .collect();
+    assert!(!untainted.is_empty(), "the Arc box and the Xeon run workloads of their own");
+    for id in untainted {
+        assert!(!tolerations(&graph, id).contains(&GPU_ONLY.to_string()), "{id} stays off gpu-01");
+    }
+    // Without taints, the same graph has none of ours.
+    let plain = tainted_fleet("[agent]\nnode = \"gpu-01\"\n", "[]");
+    assert!(!tolerations(&plain, "k8s/apps/Deployment/k3d-gpu-agent/vllm").contains(&GPU_ONLY.to_string()));
+}
+
+#[test]
+fn the_sandbox_runs_on_its_node_alone() {
+    let graph = tainted_fleet("[sandbox]\nnode = \"gpu-01\"\n", "[\"dedicated=gpu:NoExecute\"]");
+    let labelled: Vec<&str> = ["arc-01", "gpu-01", "xeon-01"]
+        .into_iter()
+        .filter(|n| graph.get(&format!("node-label/{n}/component.k3d-gpu.io/sandbox")).is_some())
+        .collect();
+    assert_eq!(labelled, ["gpu-01"]);
+    let template = graph
+        .get("k8s/extensions.agents.x-k8s.io/SandboxTemplate/agent-sandbox/python-ecores")
+        .expect("the sandbox template");
+    let pod = &template.spec["spec"]["podTemplate"]["spec"];
+    assert_eq!(pod["nodeSelector"]["component.k3d-gpu.io/sandbox"], "true", "{pod:#}");
+    assert_eq!(tolerations(&graph, &template.id), ["dedicated=gpu:NoExecute"]);
+    assert!(template.depends_on.contains(&"node-label/gpu-01/component.k3d-gpu.io/sandbox".to_string()));
+    // Its controller follows it there, and nowhere else.
+    let controllers: Vec<&str> = ["arc-01", "gpu-01", "xeon-01"]
+        .into_iter()
+        .filter(|n| graph.get(&format!("node-label/{n}/component.k3d-gpu.io/agent-sandbox")).is_some())
+        .collect();
+    assert_eq!(controllers, ["gpu-01"]);
+}

@@ -31,10 +31,12 @@ impl Session {
 
     /// `k3d-gpu mcp ARGS`, with Docker at `docker` (none by default).
     fn start_with(args: &[&str], docker: Option<&str>) -> Session {
-        let mut command = K3dGpu::new().arg("mcp").args(args);
-        if let Some(host) = docker {
-            command = command.env("DOCKER_HOST", host);
-        }
+        Session::start_env(args, docker.map(|d| ("DOCKER_HOST", d.to_string())).into_iter().collect())
+    }
+
+    /// `k3d-gpu mcp ARGS` with these variables set.
+    fn start_env(args: &[&str], env: Vec<(&str, String)>) -> Session {
+        let command = K3dGpu::new().arg("mcp").args(args).envs(env);
         let mut child = command.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::null()).spawn();
         let stdin = child.stdin.take();
         let stdout = BufReader::new(child.stdout.take().unwrap());
@@ -92,7 +94,21 @@ fn framing_in_the_initialize_era() {
     let list = s.call(2, "tools/list", json!({}));
     let tools = list["result"]["tools"].as_array().unwrap();
     let names: Vec<&str> = tools.iter().map(|t| t["name"].as_str().unwrap()).collect();
-    assert_eq!(names, ["facts", "validate", "plan", "observe", "agent", "audit", "apply"]);
+    assert_eq!(
+        names,
+        [
+            "facts",
+            "validate",
+            "plan",
+            "observe",
+            "agent",
+            "agent_status",
+            "recommend_placement",
+            "cluster_health",
+            "audit",
+            "apply"
+        ]
+    );
     for t in tools {
         assert_eq!(t["outputSchema"]["type"], "object", "{t}");
         assert_eq!(t["inputSchema"]["additionalProperties"], false, "{t}");
@@ -190,8 +206,15 @@ fn tool_arguments_are_the_cli_options() {
         listed_sorted.sort_unstable();
         assert_eq!(documented, listed_sorted, "docs/mcp.md's arguments of {name}");
 
-        // The description is the flag's own help, as `k3d-gpu COMMAND --help` prints it.
-        let help = K3dGpu::new().args([name, "--help"]).output();
+        // The description is the flag's own help, as `k3d-gpu COMMAND --help` prints it; the
+        // tools that ask the cluster take the options of the command whose core they share.
+        let command: Vec<&str> = match name {
+            "agent_status" => vec!["agent", "status"],
+            "recommend_placement" => vec!["agent"],
+            "cluster_health" => vec!["test"],
+            other => vec![other],
+        };
+        let help = K3dGpu::new().args(command).arg("--help").output();
         let help = String::from_utf8(help.stdout).unwrap().split_whitespace().collect::<Vec<_>>().join(" ");
         for (p, schema) in props {
             let flag = format!("--{}", p.replace('_', "-"));
@@ -456,4 +479,105 @@ fn the_agent_tools_endpoint_is_the_llm_servers_and_the_addons_are_listed_apart()
     let webui = out["addons"].as_array().unwrap().iter().find(|a| a["name"] == "open-webui").unwrap();
     assert_eq!(webui["endpoint"]["local_url"], "http://127.0.0.1:8080", "{webui:#}");
     assert!(webui["endpoint"]["port_forward"].as_str().unwrap().contains("svc/open-webui 8080:8080"));
+}
+
+/// Issue 43, item 7: `cluster_health` reads the nodes (Ready or why not, taints, what each
+/// advertises) and judges `k3d-gpu test`'s counts against the host's facts, without a pod.
+#[test]
+fn cluster_health_says_which_nodes_are_not_ready_and_what_no_node_advertises() {
+    use support::fake_apiserver::k3s_node;
+    let server = FakeApiServer::start_in_background(State::k3s());
+    let mut ready = k3s_node("k3d-health-server-0", true);
+    ready["status"]["allocatable"]["gpu.intel.com/xe"] = json!("1");
+    let mut sick = k3s_node("k3d-health-agent-0", false);
+    sick["spec"]["taints"] = json!([{ "key": "k3d-gpu.io/gpu-only", "value": "true", "effect": "NoSchedule" }]);
+    sick["status"]["conditions"] =
+        json!([{ "type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": "PLEG is not healthy" }]);
+    server.change(|s| s.nodes = vec![ready, sick]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[cluster]\nname = \"health\"\n").unwrap();
+    let kubeconfig = server.kubeconfig("health", dir.path());
+    let mut s = Session::start_env(&[], vec![("KUBECONFIG", kubeconfig.display().to_string())]);
+    initialize(&mut s);
+    let arguments = json!({ "config": config.display().to_string(), "root": root() });
+    let health = s.call(2, "tools/call", json!({ "name": "cluster_health", "arguments": arguments }));
+    assert_eq!(health["result"]["isError"], false, "{health:#}");
+    let out = &health["result"]["structuredContent"];
+    assert_eq!(out["context"], "k3d-health", "{out:#}");
+    assert_eq!(out["healthy"], false, "{out:#}");
+    let nodes = out["nodes"].as_array().unwrap();
+    let node = |name: &str| nodes.iter().find(|n| n["name"] == name).unwrap_or_else(|| panic!("{name}: {out:#}"));
+    assert_eq!(node("k3d-health-server-0")["ready"], true);
+    assert_eq!(
+        node("k3d-health-server-0")["accelerators"],
+        json!({ "gpu.intel.com/xe": "1" }),
+        "cpu is no accelerator"
+    );
+    let agent = node("k3d-health-agent-0");
+    assert_eq!(agent["ready"], false);
+    assert_eq!(agent["not_ready"], "Ready is False: KubeletNotReady PLEG is not healthy");
+    assert_eq!(agent["taints"], json!(["k3d-gpu.io/gpu-only=true:NoSchedule"]));
+    // The Lunar Lake host has an NPU: no node advertises it, which `test` would fail on too.
+    let problems = out["problems"].as_array().unwrap();
+    let npu = problems.iter().find(|p| p["resource"] == "npu.intel.com/accel").unwrap_or_else(|| panic!("{out:#}"));
+    assert!(npu["problem"].as_str().unwrap().contains("no node advertises npu.intel.com/accel"), "{npu:#}");
+    assert!(npu["fix"].as_str().unwrap().contains("k3d-gpu"), "{npu:#}");
+    assert!(!problems.iter().any(|p| p["resource"] == "gpu.intel.com/xe"), "the xe GPU is advertised: {out:#}");
+    // Only GET requests: the tool never writes, and never creates a smoke pod.
+    assert!(server.requests().iter().all(|r| r.starts_with("GET ")), "{:?}", server.requests());
+}
+
+/// Issue 43, item 7: `agent_status` is `agent status`'s core as a tool: with no server
+/// running it answers, read-only, with the problem, not an error.
+#[test]
+fn agent_status_says_what_is_missing_when_the_server_is_not_there() {
+    let server = FakeApiServer::start_in_background(State::k3s());
+    server.change(|s| s.nodes = vec![support::fake_apiserver::k3s_node("k3d-status-server-0", true)]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[cluster]\nname = \"status\"\n\n[agent]\n").unwrap();
+    let kubeconfig = server.kubeconfig("status", dir.path());
+    let mut s = Session::start_env(&[], vec![("KUBECONFIG", kubeconfig.display().to_string())]);
+    initialize(&mut s);
+    let arguments = json!({ "config": config.display().to_string(), "root": root(), "timeout": "5" });
+    let status = s.call(2, "tools/call", json!({ "name": "agent_status", "arguments": arguments }));
+    assert_eq!(status["result"]["isError"], false, "{status:#}");
+    let out = &status["result"]["structuredContent"];
+    assert_eq!(out["schema"], "k3d-gpu.agent-status/v1", "{out:#}");
+    assert!(out["reply"].is_null(), "{out:#}");
+    let problems: Vec<&str> = out["problems"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
+    assert!(problems.iter().any(|p| p.starts_with("Deployment k3d-gpu-agent/")), "{problems:?}");
+    assert!(server.requests().iter().all(|r| r.starts_with("GET ")), "{:?}", server.requests());
+    // Its own range: a timeout of 0 is refused as the CLI refuses it.
+    let zero = json!({ "config": config.display().to_string(), "root": root(), "timeout": "0" });
+    let refused = s.call(3, "tools/call", json!({ "name": "agent_status", "arguments": zero }));
+    assert_eq!(refused["result"]["isError"], true, "{refused:#}");
+    assert_eq!(refused["result"]["structuredContent"]["exit_code"], 2, "{refused:#}");
+}
+
+/// Issue 43, item 7: `recommend_placement` is `agent --model-size`: where a model of N GiB
+/// would run, and why, with no cluster; the size is required.
+#[test]
+fn recommend_placement_answers_as_agent_model_size_does() {
+    let mut s = Session::start();
+    initialize(&mut s);
+    let arguments = json!({ "root": root(), "model_size": "4" });
+    let advice = s.call(2, "tools/call", json!({ "name": "recommend_placement", "arguments": arguments }));
+    assert_eq!(advice["result"]["isError"], false, "{advice:#}");
+    let out = &advice["result"]["structuredContent"];
+    assert_eq!(out["recommended"]["device"], "gpu", "{out:#}");
+    assert_eq!(out["recommended"]["placed"], true, "{out:#}");
+    assert_eq!(out["needs_gib"], 4.8);
+    // The same advice as the CLI's document.
+    let cli = K3dGpu::new().args(["agent", "--json", "--model-size", "4", "--root", &root()]).output();
+    let doc: Value = serde_json::from_slice(&cli.stdout).unwrap();
+    assert_eq!(doc["advice"]["recommended"], out["recommended"], "{doc:#}");
+    assert_eq!(doc["advice"]["reason"], out["reason"]);
+    let missing = s.call(3, "tools/call", json!({ "name": "recommend_placement", "arguments": { "root": root() } }));
+    assert_eq!(missing["error"]["code"], -32602, "{missing:#}");
+    let negative = json!({ "root": root(), "model_size": "-3" });
+    let refused = s.call(4, "tools/call", json!({ "name": "recommend_placement", "arguments": negative }));
+    assert_eq!(refused["result"]["isError"], true, "{refused:#}");
+    assert!(refused["result"]["content"][0]["text"].as_str().unwrap().contains("GiB"), "{refused:#}");
 }

@@ -605,3 +605,56 @@ fn a_cluster_that_does_not_exist_is_said_to_be_missing() {
         assert!(said.contains("create it with `k3d-gpu "), "how to create it: {said}");
     }
 }
+
+/// Issue 43, item 6: `test --node` on an existing cluster: that node's pods, judged against its
+/// own facts (a `[[nodes]]` entry's `root`), through the config's context; `--node` is required
+/// there, and one the config does not list is refused, naming the ones it does.
+#[test]
+fn a_node_of_an_existing_cluster_is_tested_against_its_own_facts() {
+    let c = cluster(Kubelet::Healthy, &[("nvidia.com/gpu", "2"), ("gpu.intel.com/i915", "8")]);
+    support::copy_tree(&repo().join("tests/fixtures/hosts").join(HOST), &c.dir.path().join("host"));
+    let config = "[cluster]\nprovider = \"existing\"\ncontext = \"k3d-gpu\"\n\n[[nodes]]\nname = \"k3d-gpu-server-0\"\n\
+                  root = \"host\"\ntaints = [\"k3d-gpu.io/gpu-only=true:NoSchedule\"]\n";
+    std::fs::write(c.dir.path().join("k3dgpu.toml"), config).unwrap();
+    let run = |extra: &[&str]| {
+        K3dGpu::new()
+            .arg("test")
+            .args(["-c", c.dir.path().join("k3dgpu.toml").to_str().unwrap()])
+            .args(["--timeout", "60"])
+            .args(extra)
+            .env("KUBECONFIG", c.dir.path().join("kubeconfig"))
+            .output()
+    };
+    let out = run(&["--node", "k3d-gpu-server-0", "--json"]);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(doc["passed"], true, "{doc:#}");
+    let pods = doc["pods"].as_array().unwrap();
+    assert_eq!(pods.len(), 2, "{doc:#}");
+    assert!(pods.iter().all(|p| p["node"] == "k3d-gpu-server-0"), "{doc:#}");
+    let counts = doc["counts"].as_array().unwrap();
+    assert!(counts.iter().any(|c| c["resource"] == "nvidia.com/gpu" && c["facts"] == 2), "the node's facts: {doc:#}");
+    assert_eq!(c.pods_left(), 0);
+
+    // (arguments, what stderr names)
+    const REFUSED: &[(&[&str], &str)] =
+        &[(&[], "name it with --node"), (&["--node", "gpu-09"], "--node \"gpu-09\" is not one of the [[nodes]]")];
+    for (args, want) in REFUSED {
+        let out = run(args);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(want) && stderr.contains("k3d-gpu-server-0"), "{args:?}: {stderr}");
+    }
+}
+
+/// `test --node` on a k3d cluster: a node the cluster does not have is refused, naming its nodes.
+#[test]
+fn a_node_the_cluster_lacks_is_refused_naming_its_nodes() {
+    let c = cluster(Kubelet::Healthy, &[("nvidia.com/gpu", "2")]);
+    let out = c.test(&["--node", "k3d-gpu-agent-7"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no node \"k3d-gpu-agent-7\"") && stderr.contains("k3d-gpu-server-0"), "{stderr}");
+    assert_eq!(c.pods_left(), 0, "nothing was created");
+}

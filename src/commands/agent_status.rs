@@ -15,6 +15,7 @@
 
 use std::time::Duration;
 
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -27,74 +28,75 @@ pub const SCHEMA: &str = "k3d-gpu.agent-status/v1";
 /// How long each read (the Deployment, the models list) may take.
 const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
-#[derive(Debug, Serialize)]
-struct Status {
-    schema: &'static str,
-    context: String,
-    endpoint: Endpoint,
+/// The `k3d-gpu.agent-status/v1` document (also the MCP tool `agent_status`'s result).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Status {
+    pub schema: &'static str,
+    pub context: String,
+    pub endpoint: Endpoint,
     /// The model ids the server lists (`GET <api>/models`), empty when it does not answer.
-    models: Vec<String>,
-    device: Device,
+    pub models: Vec<String>,
+    pub device: Device,
     /// The model the server starts, planned against running.
-    model: Model,
+    pub model: Model,
     /// The fresh reply, or null with `problems` saying why.
-    reply: Option<Reply>,
+    pub reply: Option<Reply>,
     /// What is not right, in words; empty when the server replied.
-    problems: Vec<String>,
+    pub problems: Vec<String>,
 }
 
-#[derive(Debug, Serialize)]
-struct Endpoint {
-    namespace: String,
-    service: String,
-    port: u64,
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Endpoint {
+    pub namespace: String,
+    pub service: String,
+    pub port: u64,
     /// The OpenAI API's root (`/v1` vLLM, `/v3` OVMS).
-    api: String,
+    pub api: String,
     /// Inside the cluster.
-    url: String,
+    pub url: String,
     /// From this machine: the port-forward that reaches it on 127.0.0.1.
-    port_forward: String,
+    pub port_forward: String,
 }
 
-#[derive(Debug, Serialize)]
-struct Device {
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Device {
     /// What the config's placement decides (`k3d-gpu agent`).
-    placed: String,
-    backend: String,
+    pub placed: String,
+    pub backend: String,
     /// What the running server uses: OVMS's `--target_device`, else the device its resource
     /// names; null when the Deployment is not there.
-    in_use: Option<String>,
+    pub in_use: Option<String>,
     /// The accelerator resource and how many the pod holds.
-    resource: Option<String>,
-    count: Option<u64>,
+    pub resource: Option<String>,
+    pub count: Option<u64>,
     /// Ready pods of the Deployment, and how many it wants.
-    ready: Option<u64>,
-    replicas: Option<u64>,
+    pub ready: Option<u64>,
+    pub replicas: Option<u64>,
 }
 
 /// A model server's model as its container starts it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-struct ModelRef {
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, JsonSchema)]
+pub struct ModelRef {
     /// The Hugging Face id (vLLM's `serve` argument, OVMS's `--source_model`).
-    id: Option<String>,
+    pub id: Option<String>,
     /// vLLM's `--revision` (the pinned commit of the default model); OVMS takes none.
-    revision: Option<String>,
+    pub revision: Option<String>,
     /// The device it runs and compiles for (OVMS's `--target_device`, else its resource's).
-    device: Option<String>,
+    pub device: Option<String>,
 }
 
-#[derive(Debug, Serialize)]
-struct Model {
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Model {
     /// What the config's plan starts.
-    planned: ModelRef,
+    pub planned: ModelRef,
     /// What the running Deployment starts; null when it is not there.
-    running: Option<ModelRef>,
+    pub running: Option<ModelRef>,
     /// OVMS: the model versions it reports, with their state (`GET /v1/config`), e.g.
     /// `1 AVAILABLE`; empty for vLLM, which has none.
-    versions: Vec<String>,
+    pub versions: Vec<String>,
     /// Whether the running server is the planned one (model, revision and device); null
     /// when nothing runs. A silent change of the default model or its revision shows here.
-    matches: Option<bool>,
+    pub matches: Option<bool>,
 }
 
 /// The model a server's container starts.
@@ -125,11 +127,11 @@ fn ovms_versions(body: &str, name: &str) -> Vec<String> {
         .collect()
 }
 
-#[derive(Debug, Serialize)]
-struct Reply {
-    model: String,
-    first_words: String,
-    millis: u64,
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct Reply {
+    pub model: String,
+    pub first_words: String,
+    pub millis: u64,
 }
 
 /// The device a running server's container uses: OVMS's `--target_device`, else by the
@@ -166,6 +168,18 @@ fn model_ids(body: &str) -> Vec<String> {
 }
 
 pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
+    let status = status(global, Duration::from_secs(args.timeout))?;
+    if global.json {
+        super::print_bytes(&crate::canonical::to_bytes(&status));
+    } else {
+        super::print_bytes(crate::escape::for_terminal(&text(&status)).as_bytes());
+    }
+    Ok(if status.reply.is_some() { EXIT_OK } else { EXIT_FAILED })
+}
+
+/// The running agent asked, as [`run`] prints it: `timeout` is how long the fresh reply may
+/// take. Read-only; an error only when there is nothing to ask (no agent, no context).
+pub fn status(global: &Global, timeout: Duration) -> Result<Status> {
     let (graph, _, context) = super::graph::agent_graph(global)?;
     let Some(plan) = &graph.agent else {
         return Err(Error::Usage { message: "the config deploys no agent".into(), help: Some("add [agent]".into()) });
@@ -266,7 +280,6 @@ pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
             if status.models.is_empty() {
                 status.problems.push(format!("svc/{service} lists no model yet (still downloading or loading)"));
             } else {
-                let timeout = Duration::from_secs(args.timeout);
                 match tokio::time::timeout(timeout, crate::apply::verify::warm_up(&client, &check)).await {
                     Ok(Ok(reply)) => {
                         status.reply = Some(Reply {
@@ -276,18 +289,15 @@ pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
                         })
                     }
                     Ok(Err(e)) => status.problems.push(e.to_string()),
-                    Err(_) => status.problems.push(format!("svc/{service} gave no reply within {}s", args.timeout)),
+                    Err(_) => {
+                        status.problems.push(format!("svc/{service} gave no reply within {}s", timeout.as_secs()))
+                    }
                 }
             }
         }
         Ok::<(), Error>(())
     })?;
-    if global.json {
-        super::print_bytes(&crate::canonical::to_bytes(&status));
-    } else {
-        super::print_bytes(crate::escape::for_terminal(&text(&status)).as_bytes());
-    }
-    Ok(if status.reply.is_some() { EXIT_OK } else { EXIT_FAILED })
+    Ok(status)
 }
 
 /// The text form.

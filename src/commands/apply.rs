@@ -506,8 +506,12 @@ fn then_test(global: &Global, args: &ApplyArgs, applied: &Applied) -> Result<u8>
         return Ok(EXIT_OK);
     }
     note(global.json, "apply --test: a smoke pod for each accelerator resource the cluster advertises");
-    let test_args =
-        crate::cli::TestArgs { timeout: crate::smoke::DEFAULT_TIMEOUT_S, nvidia_image: None, device_image: None };
+    let test_args = crate::cli::TestArgs {
+        timeout: crate::smoke::DEFAULT_TIMEOUT_S,
+        nvidia_image: None,
+        device_image: None,
+        node: None,
+    };
     let report = super::test::smoke_test(global, &test_args)?;
     if global.json {
         let doc: serde_json::Value = serde_json::from_slice(&crate::canonical::to_bytes(&report)).unwrap_or_default();

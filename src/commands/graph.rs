@@ -39,9 +39,72 @@ pub(crate) fn agent_graph(global: &Global) -> Result<(DesiredGraph, bool, String
 /// `agent --json`.
 pub const AGENT_SCHEMA: &str = "k3d-gpu.agent/v1";
 
-/// `k3d-gpu agent`: the agent's placement decision.
-pub fn agent(global: &Global) -> Result<u8> {
+/// Where a model of `model_gib` GiB would run (`agent --model-size`, the MCP tool
+/// `recommend_placement`): this host's devices, or each `[[nodes]]` entry's (`[agent] node`'s
+/// first), judged by `compile::advice` with the placement's own device first.
+pub(crate) fn advice(global: &Global, model_gib: f64) -> Result<crate::compile::advice::Advice> {
+    let (graph, _, _) = agent_graph(global)?;
+    advice_on(global, &graph, model_gib)
+}
+
+fn advice_on(global: &Global, graph: &DesiredGraph, model_gib: f64) -> Result<crate::compile::advice::Advice> {
+    use crate::compile::advice::{Machine, advise};
+    let inputs = super::load_config(global)?;
+    let placed = graph.agent.as_ref().map(|a| a.device);
+    if super::fleet::is_fleet(&inputs) {
+        let mut nodes = super::fleet::load_nodes(global, &inputs)?;
+        let agent_node = inputs.config.agent.as_ref().and_then(|a| a.node.clone());
+        // The agent's node first: the placement is decided there.
+        nodes.sort_by_key(|(name, _)| Some(name) != agent_node.as_ref());
+        let machines: Vec<Machine> = nodes
+            .iter()
+            .map(|(name, facts)| Machine {
+                node: Some(name.as_str()),
+                facts,
+                config: &inputs.config,
+                placed: placed.filter(|_| Some(name) == agent_node.as_ref()),
+            })
+            .collect();
+        return Ok(advise(model_gib, &machines));
+    }
+    let facts = super::load_facts(global)?;
+    Ok(advise(model_gib, &[Machine { node: None, facts: &facts, config: &inputs.config, placed }]))
+}
+
+/// The advice as text: the recommendation and its reason, then each candidate.
+fn advice_text(a: &crate::compile::advice::Advice) -> String {
+    let mut out = format!(
+        "model     {} GiB of weights: needs {} GiB with its headroom
+",
+        a.model_gib, a.needs_gib
+    );
+    out.push_str(&format!(
+        "advice    {}
+",
+        a.reason
+    ));
+    for c in &a.candidates {
+        let verdict = match c.fits {
+            Some(true) => "fits",
+            Some(false) => "too small",
+            None => "unknown",
+        };
+        let node = c.node.as_deref().map(|n| format!("node {n}: ")).unwrap_or_default();
+        out.push_str(&format!(
+            "device    {node}{} [{}] {verdict}: {}\n",
+            c.device,
+            if c.placed { "placed" } else { "-" },
+            c.why
+        ));
+    }
+    out
+}
+
+/// `k3d-gpu agent`: the agent's placement decision, and with `--model-size` where a model of
+/// that size would run.
+pub fn agent(global: &Global, model_size: Option<f64>) -> Result<u8> {
     let (graph, explained_defaults, _) = agent_graph(global)?;
+    let advice = model_size.map(|gib| advice_on(global, &graph, gib)).transpose()?;
     if global.json {
         /// The placement's fields beside the schema; only the schema when there is no agent.
         #[derive(serde::Serialize)]
@@ -49,8 +112,11 @@ pub fn agent(global: &Global) -> Result<u8> {
             schema: &'static str,
             #[serde(flatten)]
             plan: Option<&'a crate::compile::agent::AgentPlan>,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            advice: Option<&'a crate::compile::advice::Advice>,
         }
-        super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: AGENT_SCHEMA, plan: graph.agent.as_ref() }));
+        let doc = Doc { schema: AGENT_SCHEMA, plan: graph.agent.as_ref(), advice: advice.as_ref() };
+        super::print_bytes(&crate::canonical::to_bytes(&doc));
         return Ok(EXIT_OK);
     }
     let Some(plan) = &graph.agent else { return Ok(EXIT_OK) };
@@ -82,6 +148,9 @@ pub fn agent(global: &Global) -> Result<u8> {
     }
     for w in graph.warnings.iter().filter(|w| w.code.starts_with("agent") || w.code.starts_with("addon")) {
         out.push_str(&format!("warning   {}\n", w.text));
+    }
+    if let Some(advice) = &advice {
+        out.push_str(&advice_text(advice));
     }
     super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
     Ok(EXIT_OK)

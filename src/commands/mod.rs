@@ -1,9 +1,10 @@
 //! Command implementations: the edge that loads inputs, calls the pure stages and prints.
 //! stdout carries data (tables, JSON); stderr carries progress and diagnostics.
 
-mod agent_status;
+pub(crate) mod agent_status;
 pub(crate) mod apply;
 pub(crate) mod audit;
+pub(crate) mod cluster_health;
 mod completions;
 mod detect;
 mod doctor;
@@ -66,7 +67,7 @@ pub fn run(cli: Cli, serve_mcp: fn(&Global, &crate::cli::McpArgs) -> Result<u8>)
         Command::Observe(_) => plan::observe_command(global),
         Command::Agent(args) => match &args.command {
             Some(crate::cli::AgentCommand::Status(status)) => agent_status::run(global, status),
-            None => graph::agent(global),
+            None => graph::agent(global, args.model_size),
         },
         Command::Apply(a) => apply::run(global, &a.args),
         Command::Show(a) => show::run(global, &a.plan_file),

@@ -24,14 +24,25 @@ pub fn run(global: &Global, args: &TestArgs) -> Result<u8> {
 /// The smoke pods run and judged: what `test` prints, and what `apply --test` reports.
 pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
     let inputs = super::load_config(global)?;
-    super::fleet::k3d_only(
-        &inputs,
-        "test",
-        "run a pod that requests the resource with `kubectl --context {context} run …`",
-    )?;
+    let fleet = super::fleet::is_fleet(&inputs);
+    if fleet && args.node.is_none() {
+        let names: Vec<&str> = inputs.config.nodes.iter().map(|n| n.name.as_str()).take(12).collect();
+        return Err(Error::Usage {
+            message: "`k3d-gpu test` on an existing cluster tests one node: name it with --node".into(),
+            help: Some(crate::escape::one_line(&format!("one of the [[nodes]]: {}", names.join(", "))).into_owned()),
+        });
+    }
     // The config compiled for this host says which devices it shares, and by how much.
     let (catalog, facts, shares, mps, templates, dra_classes) = match super::inputs::compile(global, &inputs) {
         Ok(compiled) => {
+            // On an existing cluster the node's own facts judge it.
+            let facts = match (&args.node, fleet) {
+                (Some(node), true) => match compiled.fleet.iter().find(|(n, _)| n == node) {
+                    Some((_, f)) => (**f).clone(),
+                    None => return Err(not_listed(&inputs, node)),
+                },
+                _ => compiled.facts,
+            };
             let dra_classes: Vec<String> = compiled
                 .graph
                 .resources()
@@ -44,8 +55,10 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                 .filter(|r| r.spec["kind"] == "ResourceClaimTemplate")
                 .map(|r| r.spec.clone())
                 .collect();
-            (compiled.catalog, compiled.facts, compiled.graph.shares, compiled.graph.mps, templates, dra_classes)
+            (compiled.catalog, facts, compiled.graph.shares, compiled.graph.mps, templates, dra_classes)
         }
+        // A fleet's node has no facts but its own: nothing to test it against.
+        Err(e) if fleet => return Err(e),
         Err(_) => {
             if !global.json {
                 crate::stderrln!(
@@ -86,7 +99,19 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
             }
         }
     }
-    let context = crate::observe::kubernetes::context_name(&cluster);
+    let context = match &inputs.config.cluster.context {
+        Some(c) if fleet => c.clone(),
+        _ => crate::observe::kubernetes::context_name(&cluster),
+    };
+    // The pods tolerate the node's taints (`[[nodes]] taints`), or they would never be placed.
+    let tolerations: Vec<serde_json::Value> = args
+        .node
+        .as_ref()
+        .and_then(|n| inputs.config.nodes.iter().find(|c| &c.name == n))
+        .map(|n| {
+            n.taints.iter().filter_map(|t| crate::config::fleet::parse_taint(t).ok()).map(|t| t.toleration()).collect()
+        })
+        .unwrap_or_default();
     let hints = Hints {
         kubectl: crate::shell::kubectl(&context),
         k3d_gpu: global.k3d_gpu(),
@@ -101,9 +126,15 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
     let rt = super::runtime()?;
     let report = rt
         .block_on(async {
-            let client = crate::observe::kubernetes::client(&kubeconfig, &cluster).await?;
-            let watcher = crate::observe::kubernetes::watch_client(&kubeconfig, &cluster).await?;
-            let allocatable = smoke::run::allocatable(&client, &context).await?;
+            let client = crate::observe::kubernetes::context_client(&kubeconfig, &context).await?;
+            let watcher = crate::observe::kubernetes::context_watch_client(&kubeconfig, &context).await?;
+            let mut allocatable = smoke::run::allocatable(&client, &context).await?;
+            if let Some(node) = &args.node {
+                if !allocatable.contains_key(node) {
+                    return Ok(Err(node_missing(node, &allocatable)));
+                }
+                allocatable.retain(|n, _| n == node);
+            }
             let (pods, counts) = smoke::plan(&facts, &allocatable, &images);
             let mut results = Vec::new();
             for pod in pods {
@@ -113,7 +144,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                 let outcome = match group_refusal(&client, &context, std::slice::from_ref(&pod)).await? {
                     Some(refused) => refused,
                     None => {
-                        let manifest = smoke::manifest(&pod, deadline.as_secs());
+                        let manifest = tolerating(smoke::manifest(&pod, deadline.as_secs()), &tolerations);
                         smoke::run::run_pod(&client, &watcher, &context, &manifest, deadline).await?
                     }
                 };
@@ -151,7 +182,9 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                         let manifests: Vec<_> = group
                             .pods
                             .iter()
-                            .map(|p| smoke::share::manifest(p, &group.name, deadline.as_secs()))
+                            .map(|p| {
+                                tolerating(smoke::share::manifest(p, &group.name, deadline.as_secs()), &tolerations)
+                            })
                             .collect();
                         smoke::run::run_group(&client, &watcher, &context, &group.name, &manifests, deadline).await?
                     }
@@ -172,7 +205,8 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                 let outcome = match refusal.clone() {
                     Some(refused) => refused,
                     None => {
-                        let manifest = smoke::claims::template_pod(&check, deadline.as_secs());
+                        let manifest =
+                            tolerating(smoke::claims::template_pod(&check, deadline.as_secs()), &tolerations);
                         smoke::run::run_pod(&client, &watcher, &context, &manifest, deadline).await?
                     }
                 };
@@ -201,7 +235,10 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                         together: Vec::new(),
                     },
                     Ok(()) => {
-                        let manifests = smoke::claims::sharing_pods(&check, deadline.as_secs());
+                        let manifests: Vec<_> = smoke::claims::sharing_pods(&check, deadline.as_secs())
+                            .into_iter()
+                            .map(|m| tolerating(m, &tolerations))
+                            .collect();
                         let run =
                             smoke::run::run_group(&client, &watcher, &context, &check.claim, &manifests, deadline)
                                 .await;
@@ -215,10 +252,42 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
             let classes = dra_classes.iter().map(String::as_str);
             let problems = smoke::count_problems(&facts, &counts, &smoke::dra_served(classes), &hints);
             let found = smoke::Found { pods: results, shares: shared, claims: claimed, counts, problems };
-            Ok::<_, crate::observe::ObserveError>(smoke::Report::new(&cluster, found))
+            Ok::<_, crate::observe::ObserveError>(Ok(smoke::Report::new(&cluster, found)))
         })
-        .map_err(|e| super::cluster_failed(global, &cluster, e))?;
+        .map_err(|e| if fleet { super::observe_failed(e) } else { super::cluster_failed(global, &cluster, e) })??;
     Ok(report)
+}
+
+/// A `--node` the config's `[[nodes]]` do not list.
+fn not_listed(inputs: &super::Inputs, node: &str) -> Error {
+    let names: Vec<&str> = inputs.config.nodes.iter().map(|n| n.name.as_str()).take(12).collect();
+    Error::Usage {
+        message: format!("--node {} is not one of the [[nodes]]", crate::escape::quoted(node)),
+        help: Some(crate::escape::one_line(&format!("name one of: {}", names.join(", "))).into_owned()),
+    }
+}
+
+/// A `--node` the cluster does not have.
+fn node_missing(node: &str, allocatable: &BTreeMap<String, BTreeMap<String, String>>) -> Error {
+    let names: Vec<&str> = allocatable.keys().map(String::as_str).take(12).collect();
+    Error::Usage {
+        message: format!("the cluster has no node {}", crate::escape::quoted(node)),
+        help: Some(crate::escape::one_line(&format!("its nodes: {}", names.join(", "))).into_owned()),
+    }
+}
+
+/// A smoke pod's manifest with the node's tolerations added after its own.
+fn tolerating(mut manifest: serde_json::Value, tolerations: &[serde_json::Value]) -> serde_json::Value {
+    if tolerations.is_empty() {
+        return manifest;
+    }
+    if let Some(spec) = manifest.get_mut("spec").and_then(serde_json::Value::as_object_mut) {
+        let list = spec.entry("tolerations").or_insert_with(|| serde_json::json!([]));
+        if let Some(list) = list.as_array_mut() {
+            list.extend(tolerations.iter().cloned());
+        }
+    }
+    manifest
 }
 
 /// Why pods like these cannot be created at all: an image `[policy] images = "pinned"` has no
@@ -240,4 +309,30 @@ async fn group_refusal(
         return Ok(refused("the cluster has no RuntimeClass nvidia".into()));
     }
     Ok(None)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    #[test]
+    fn a_pod_tolerates_the_nodes_taints_after_its_own() {
+        let own = json!({ "key": "a", "operator": "Exists" });
+        let taint = crate::config::fleet::parse_taint("k3d-gpu.io/gpu-only=true:NoSchedule").unwrap().toleration();
+        // (case, manifest, tolerations added, tolerations after)
+        let cases = [
+            ("none to add", json!({ "spec": {} }), vec![], None),
+            ("added", json!({ "spec": {} }), vec![taint.clone()], Some(json!([taint.clone()]))),
+            (
+                "after its own",
+                json!({ "spec": { "tolerations": [own.clone()] } }),
+                vec![taint.clone()],
+                Some(json!([own, taint])),
+            ),
+        ];
+        for (name, manifest, add, want) in cases {
+            let got = super::tolerating(manifest, &add);
+            assert_eq!(got["spec"].get("tolerations").cloned(), want, "{name}");
+        }
+    }
 }

@@ -787,7 +787,7 @@ fn quantity_errors(agent: &crate::config::Agent) -> Vec<CompileError> {
 
 /// An NVIDIA GPU's memory in GiB: nvidia-smi's MiB from a capture, rounded to the nearest
 /// GiB (a "16 GB" board reports a little less), else the PCI id table.
-fn nvidia_gib(gpu: &crate::facts::NvidiaGpu) -> Option<u32> {
+pub(crate) fn nvidia_gib(gpu: &crate::facts::NvidiaGpu) -> Option<u32> {
     match gpu.memory_mib {
         Some(mib) => u32::try_from(mib.saturating_add(512) / 1024).ok(),
         None => gpu.device_id.and_then(crate::hwdb::nvidia_memory_gib),

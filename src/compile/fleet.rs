@@ -18,6 +18,13 @@
 //! than `kubernetes.io/hostname`, whose value the kubelet takes from the host name and which
 //! need not equal the node's name.
 //!
+//! `[sandbox] node` is the same for the sandboxes: the controller, its template and warm pool
+//! are compiled on that node's facts alone (the template is sized to its E-cores), and select it.
+//!
+//! A node's `taints` (`[[nodes]] taints`) are the owner's to set; every workload this merge
+//! places on a tainted node tolerates that node's taints, so a GPU box that runs only GPU work
+//! still runs the plugins, drivers and agent k3d-gpu puts there, and nothing else of ours.
+//!
 //! Pure: the same nodes and facts give the same graph, whatever order they are listed in.
 
 use std::collections::{BTreeMap, BTreeSet};
@@ -55,9 +62,18 @@ pub fn node_metadata_id(prefix: &str, node: &str, key: &str) -> String {
     format!("{prefix}/{node}/{key}")
 }
 
+/// Where an object's pod template is: `spec.template` (Deployments, DaemonSets, Jobs), or
+/// `spec.podTemplate` (agent-sandbox's SandboxTemplate).
+const POD_TEMPLATES: [&str; 2] = ["/spec/template", "/spec/podTemplate"];
+
+/// The object's pod template, if it has one.
+fn pod_template(object: &Value) -> Option<&'static str> {
+    POD_TEMPLATES.into_iter().find(|t| object.pointer(&format!("{t}/spec")).is_some_and(Value::is_object))
+}
+
 /// Whether an object runs pods (has a pod template): those are the ones that select nodes.
 fn workload(object: &Value) -> bool {
-    object.pointer("/spec/template/spec").is_some_and(Value::is_object)
+    pod_template(object).is_some()
 }
 
 /// One node's compile, kept apart until the merge: borrowed from its machine kind's compile,
@@ -107,12 +123,12 @@ pub fn compile_against(
     let mut seen: BTreeMap<String, Result<super::Parts, Vec<CompileError>>> = BTreeMap::new();
     let mut keys = Vec::with_capacity(nodes.len());
     for node in nodes {
-        let hosts_agent = runs_agent(config, node.name);
-        let key = crate::canonical::digest(&(node.facts, node.expect, hosts_agent));
+        let hosts = Hosts { agent: runs_agent(config, node.name), sandbox: runs_sandbox(config, node.name) };
+        let key = crate::canonical::digest(&(node.facts, node.expect, hosts.agent, hosts.sandbox));
         seen.entry(key.clone()).or_insert_with(|| {
             // Only the agent's node places anything on what is free.
-            let held = if hosts_agent { held.only(node.name) } else { Default::default() };
-            super::parts(&machine_config(config, node.expect, hosts_agent), node.facts, catalog, None, &held)
+            let held = if hosts.agent { held.only(node.name) } else { Default::default() };
+            super::parts(&machine_config(config, node.expect, hosts), node.facts, catalog, None, &held)
         });
         keys.push(key);
     }
@@ -147,7 +163,7 @@ pub fn compile_against(
     if !errors.is_empty() {
         return Err(errors);
     }
-    let mut resources = merge(&compiled, &mut errors);
+    let mut resources = merge(&compiled, &taints_of(config), &mut errors);
     claims(config, nodes, catalog, &mut resources, &mut errors);
     if !errors.is_empty() {
         return Err(errors);
@@ -160,18 +176,60 @@ pub fn compile_against(
     Ok(graph)
 }
 
+/// What one node runs beyond its own hardware's components.
+#[derive(Debug, Clone, Copy)]
+struct Hosts {
+    /// The agent and its add-ons (`[agent] node`).
+    agent: bool,
+    /// The sandboxes (`[sandbox] node`).
+    sandbox: bool,
+}
+
 /// The config one machine of the fleet compiles: its own `[expect]`, no claims (compiled
-/// once, against every node they may land on), and the agent and its add-ons only on the node
-/// `[agent] node` names (they are placed on its facts alone).
-fn machine_config(config: &Config, expect: &crate::config::Expect, hosts_agent: bool) -> Config {
+/// once, against every node they may land on), the agent and its add-ons only on the node
+/// `[agent] node` names (they are placed on its facts alone), and `[sandbox]` only on
+/// `[sandbox] node`.
+fn machine_config(config: &Config, expect: &crate::config::Expect, hosts: Hosts) -> Config {
     let mut one = config.clone();
     one.expect = expect.clone();
     one.claims.clear();
-    if !hosts_agent && one.agent.is_some() {
+    if !hosts.agent && one.agent.is_some() {
         one.agent = None;
         one.addons.clear();
     }
+    if !hosts.sandbox {
+        one.sandbox = None;
+    }
     one
+}
+
+/// Each node's taints, as the config lists them (entries that do not read as taints were
+/// refused by the config's checks; a library caller's are skipped, never tolerated wrongly).
+fn taints_of(config: &Config) -> BTreeMap<&str, Vec<crate::config::fleet::Taint>> {
+    config
+        .nodes
+        .iter()
+        .filter(|n| !n.taints.is_empty())
+        .map(|n| (n.name.as_str(), n.taints.iter().filter_map(|t| crate::config::fleet::parse_taint(t).ok()).collect()))
+        .collect()
+}
+
+/// Makes a workload tolerate every taint of the nodes it runs on, after the tolerations it
+/// has (a device plugin's own stay first), each once.
+fn tolerate(spec: &mut Value, nodes: &[&str], taints: &BTreeMap<&str, Vec<crate::config::fleet::Taint>>) {
+    let wanted: BTreeSet<&crate::config::fleet::Taint> = nodes.iter().filter_map(|n| taints.get(n)).flatten().collect();
+    let Some(template) = pod_template(spec) else { return };
+    if wanted.is_empty() {
+        return;
+    }
+    let Some(Value::Object(pod)) = spec.pointer_mut(&format!("{template}/spec")) else { return };
+    let list = pod.entry("tolerations").or_insert_with(|| json!([]));
+    let Value::Array(list) = list else { return };
+    for toleration in wanted.into_iter().map(|t| t.toleration()) {
+        if !list.contains(&toleration) {
+            list.push(toleration);
+        }
+    }
 }
 
 /// A node's compile error, named for the fleet: the node's name first, and `[expect]` (per
@@ -245,6 +303,11 @@ fn runs_agent(config: &Config, node: &str) -> bool {
     config.agent.as_ref().and_then(|a| a.node.as_deref()) == Some(node)
 }
 
+/// Whether this node runs the sandboxes: the one `[sandbox] node` names (as [`runs_agent`]).
+fn runs_sandbox(config: &Config, node: &str) -> bool {
+    config.sandbox.as_ref().and_then(|s| s.node.as_deref()) == Some(node)
+}
+
 /// Original object id → (node → id in the merged graph).
 type Renamed<'a> = BTreeMap<String, BTreeMap<&'a str, String>>;
 
@@ -252,7 +315,11 @@ type Renamed<'a> = BTreeMap<String, BTreeMap<&'a str, String>>;
 type LabelsOf<'a> = BTreeMap<&'a str, BTreeSet<String>>;
 
 /// The merge: labels per node, components per variant, shared objects once, checks per node.
-fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource> {
+fn merge(
+    compiled: &[Compiled],
+    taints: &BTreeMap<&str, Vec<crate::config::fleet::Taint>>,
+    errors: &mut Vec<CompileError>,
+) -> Vec<Resource> {
     let (mut out, mut labels_of) = node_metadata(compiled);
     let key_of: BTreeMap<&str, &str> = compiled.iter().map(|c| (c.node, c.key)).collect();
     // Each component's objects, per node.
@@ -288,6 +355,10 @@ fn merge(compiled: &[Compiled], errors: &mut Vec<CompileError>) -> Vec<Resource>
     // object is the variant of the same nodes.
     for (mut r, nodes) in objects {
         r.depends_on = merged_dependencies(&r, &nodes, &renamed, &labels_of);
+        // Only a workload that selects its nodes (it has a component) is let onto tainted ones.
+        if r.component.as_deref().is_some_and(|c| !c.is_empty()) {
+            tolerate(&mut r.spec, &nodes, taints);
+        }
         out.push(r);
     }
     for (_, (mut r, _)) in checks {
@@ -549,7 +620,8 @@ fn map_dep(dep: &str, node: &str, renamed: &Renamed, labels_of: &LabelsOf) -> Ve
 /// component's node label; a variant also gets its own name and pod selector.
 fn select(spec: &mut Value, component: &str, suffix: Option<&str>) {
     let key = format!("{COMPONENT_NODE_LABEL}{component}");
-    if let Some(Value::Object(pod)) = spec.pointer_mut("/spec/template/spec") {
+    let template = pod_template(spec).unwrap_or(POD_TEMPLATES[0]);
+    if let Some(Value::Object(pod)) = spec.pointer_mut(&format!("{template}/spec")) {
         let selector = pod.entry("nodeSelector").or_insert_with(|| json!({}));
         if let Value::Object(selector) = selector {
             selector.insert(key, json!(suffix.unwrap_or("true")));
@@ -560,8 +632,10 @@ fn select(spec: &mut Value, component: &str, suffix: Option<&str>) {
     // A DNS label: the name is cut so `-<8 hex>` still fits 63.
     let stem: String = name.chars().take(63 - 9).collect();
     spec["metadata"]["name"] = json!(format!("{}-{suffix}", stem.trim_end_matches('-')));
-    for pointer in ["/metadata/labels", "/spec/template/metadata/labels", "/spec/selector/matchLabels"] {
-        if let Some(Value::Object(labels)) = spec.pointer_mut(pointer) {
+    for pointer in
+        ["/metadata/labels".to_string(), format!("{template}/metadata/labels"), "/spec/selector/matchLabels".into()]
+    {
+        if let Some(Value::Object(labels)) = spec.pointer_mut(&pointer) {
             labels.insert(VARIANT_LABEL.into(), json!(suffix));
         }
     }
@@ -674,14 +748,78 @@ mod tests {
         // (hosts the agent, has [agent], add-ons)
         const CASES: &[(bool, bool, usize)] = &[(true, true, 1), (false, false, 0)];
         for (hosts, agent, addons) in CASES {
-            let one = machine_config(&config, &expect, *hosts);
+            let one = machine_config(&config, &expect, Hosts { agent: *hosts, sandbox: false });
             assert_eq!((one.agent.is_some(), one.addons.len()), (*agent, *addons), "hosts_agent={hosts}");
             assert!(one.claims.is_empty(), "hosts_agent={hosts}");
             assert_eq!(one.expect, expect, "hosts_agent={hosts}");
         }
         // Without an [agent], the add-ons stay for the agent check to refuse them once.
         let no_agent = Config { agent: None, ..config };
-        assert_eq!(machine_config(&no_agent, &expect, false).addons.len(), 1);
+        assert_eq!(machine_config(&no_agent, &expect, Hosts { agent: false, sandbox: false }).addons.len(), 1);
+    }
+
+    #[test]
+    fn the_sandbox_is_compiled_only_on_its_node() {
+        let config: Config = toml::from_str("[sandbox]\nnode = \"a\"\nwarm_pool = 2\n").expect("the case is a config");
+        let expect = crate::config::Expect::default();
+        for (sandbox, wanted) in [(true, true), (false, false)] {
+            let one = machine_config(&config, &expect, Hosts { agent: false, sandbox });
+            assert_eq!(one.sandbox.is_some(), wanted, "hosts_sandbox={sandbox}");
+        }
+        let two: Config = toml::from_str("[sandbox]\nnode = \"a\"\n").expect("the case is a config");
+        assert!(runs_sandbox(&two, "a") && !runs_sandbox(&two, "b"));
+        assert!(!runs_sandbox(&Config::default(), "a"), "no [sandbox]: on no node");
+    }
+
+    #[test]
+    fn a_workload_tolerates_the_taints_of_its_nodes_only() {
+        let taint = |t: &str| crate::config::fleet::parse_taint(t).expect("a taint");
+        let taints = BTreeMap::from([
+            ("gpu-01", vec![taint("k3d-gpu.io/gpu-only=true:NoSchedule"), taint("dedicated:NoExecute")]),
+            ("gpu-02", vec![taint("k3d-gpu.io/gpu-only=true:NoSchedule")]),
+        ]);
+        let own =
+            json!({ "key": "node-role.kubernetes.io/control-plane", "operator": "Exists", "effect": "NoSchedule" });
+        let gpu_only =
+            json!({ "key": "k3d-gpu.io/gpu-only", "operator": "Equal", "value": "true", "effect": "NoSchedule" });
+        let dedicated = json!({ "key": "dedicated", "operator": "Equal", "value": "", "effect": "NoExecute" });
+        let sandbox = json!({ "kind": "SandboxTemplate", "spec": { "podTemplate": { "spec": {} } } });
+        let mut with_own = plugin("1");
+        with_own["spec"]["template"]["spec"]["tolerations"] = json!([own.clone()]);
+        // (case, object, its nodes, the tolerations after: None when it has no list)
+        let cases: Vec<(&str, Value, Vec<&str>, Option<Value>)> = vec![
+            ("untainted nodes", plugin("1"), vec!["xeon-01"], None),
+            (
+                "each taint once, sorted",
+                plugin("1"),
+                vec!["gpu-02", "gpu-01", "xeon-01"],
+                Some(json!([dedicated.clone(), gpu_only.clone()])),
+            ),
+            ("its own first", with_own, vec!["gpu-02"], Some(json!([own.clone(), gpu_only.clone()]))),
+            ("a sandbox template", sandbox, vec!["gpu-02"], Some(json!([gpu_only]))),
+        ];
+        for (name, mut spec, nodes, want) in cases {
+            tolerate(&mut spec, &nodes, &taints);
+            let template = pod_template(&spec).expect("a workload");
+            let got = spec.pointer(&format!("{template}/spec/tolerations")).cloned();
+            assert_eq!(got, want, "{name}");
+        }
+        let mut namespace = json!({ "kind": "Namespace" });
+        tolerate(&mut namespace, &["gpu-01"], &taints);
+        assert_eq!(namespace, json!({ "kind": "Namespace" }), "no pods, no tolerations");
+    }
+
+    #[test]
+    fn a_sandbox_template_selects_its_node() {
+        let mut spec = json!({ "kind": "SandboxTemplate", "metadata": { "name": "python-ecores" },
+            "spec": { "podTemplate": { "metadata": { "labels": {} }, "spec": {} } } });
+        assert!(workload(&spec), "a pod template under spec.podTemplate");
+        select(&mut spec, "sandbox", None);
+        assert_eq!(
+            spec["spec"]["podTemplate"]["spec"]["nodeSelector"][format!("{COMPONENT_NODE_LABEL}sandbox")],
+            "true"
+        );
+        assert!(spec["spec"].get("template").is_none(), "no second template made up");
     }
 
     #[test]

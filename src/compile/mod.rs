@@ -3,6 +3,7 @@
 //! Every problem is collected, not just the first, so `validate` reports them all at once.
 //! Errors name the config key they are about; the command edge turns that into a span.
 
+pub mod advice;
 pub mod agent;
 mod balloons;
 mod claims;

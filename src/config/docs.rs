@@ -131,7 +131,7 @@ pub const EXAMPLES: &[(&str, &str)] = &[
     ),
     (
         "nodes",
-        "[cluster]\nprovider = \"existing\"\ncontext = \"homelab\"\n\n[[nodes]]\nname = \"arc-01\"\nfacts = \"hosts/arc-01.json\"\n\n[[nodes]]\nname = \"xeon-01\"\nroot = \"hosts/xeon-01\"\n[nodes.expect]\nvendors = [\"qat\"]\n",
+        "[cluster]\nprovider = \"existing\"\ncontext = \"homelab\"\n\n[[nodes]]\nname = \"arc-01\"\nfacts = \"hosts/arc-01.json\"\ntaints = [\"k3d-gpu.io/gpu-only=true:NoSchedule\"]   # GPU work only\n\n[[nodes]]\nname = \"xeon-01\"\nroot = \"hosts/xeon-01\"\n[nodes.expect]\nvendors = [\"qat\"]\n",
     ),
 ];
 

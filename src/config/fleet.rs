@@ -27,13 +27,83 @@ pub const K3D_ONLY: &[&str] = &[
 /// Sections compiled for one machine that have no per-node meaning yet; under `existing`
 /// they are refused rather than silently applied to a node picked at random. (`[agent]` and
 /// `[addons.*]` have one: `[agent] node`.)
-const SINGLE_MACHINE: &[(&str, &str)] = &[
-    ("expect", "give each node its own [nodes.expect]"),
-    (
-        "sandbox",
-        "the sandbox template is sized to one machine's E-cores; it is not supported with provider \"existing\" yet",
-    ),
-];
+const SINGLE_MACHINE: &[(&str, &str)] = &[("expect", "give each node its own [nodes.expect]")];
+
+/// A taint's effect, as Kubernetes takes it (core/v1 `TaintEffect`).
+pub const EFFECTS: [&str; 3] = ["NoSchedule", "PreferNoSchedule", "NoExecute"];
+
+/// The most taints one node may list: a handful is what a node carries.
+pub const MAX_TAINTS: usize = 16;
+
+/// One `[[nodes]] taints` entry, read from `kubectl taint`'s `key[=value]:effect`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Taint {
+    pub key: String,
+    /// Empty when the entry has none (`key:effect`).
+    pub value: String,
+    pub effect: String,
+}
+
+impl Taint {
+    /// The toleration that lets a pod onto a node with this taint: `Equal` on key and value,
+    /// the same effect (core/v1 `Toleration`).
+    pub fn toleration(&self) -> serde_json::Value {
+        serde_json::json!({ "key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect })
+    }
+}
+
+/// Reads `key[=value]:effect` by Kubernetes' rules (kubernetes/kubernetes,
+/// pkg/apis/core/validation/validation.go `validateNodeTaints`: the key a qualified name, the
+/// value a label value, the effect one of [`EFFECTS`]), or why it is not a taint.
+pub fn parse_taint(text: &str) -> Result<Taint, String> {
+    let Some((rest, effect)) = text.rsplit_once(':') else {
+        return Err("has no `:effect`".into());
+    };
+    if !EFFECTS.contains(&effect) {
+        return Err(format!("effect {} is not one of {}", crate::escape::quoted(effect), EFFECTS.join(", ")));
+    }
+    let (key, value) = rest.split_once('=').unwrap_or((rest, ""));
+    if let Some(why) = qualified_name_problem(key) {
+        return Err(format!("key {} {why}", crate::escape::quoted(key)));
+    }
+    if !value.is_empty() && !label_value(value) {
+        return Err(format!(
+            "value {} is not a label value (at most 63 letters, digits, '-', '_', '.', starting and ending \
+             alphanumeric)",
+            crate::escape::quoted(value)
+        ));
+    }
+    Ok(Taint { key: key.into(), value: value.into(), effect: effect.into() })
+}
+
+/// A label value's rule (apimachinery's `IsValidLabelValue`), non-empty here: at most 63
+/// characters, alphanumerics, '-', '_' and '.', beginning and ending alphanumeric.
+fn label_value(value: &str) -> bool {
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    value.len() <= 63
+        && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+        && alnum(value.chars().next())
+        && alnum(value.chars().last())
+}
+
+/// apimachinery's `IsQualifiedName`: an optional DNS-subdomain prefix and `/`, then a name
+/// with a label value's rule, non-empty.
+fn qualified_name_problem(key: &str) -> Option<&'static str> {
+    let (prefix, name) = match key.split_once('/') {
+        Some((prefix, name)) => (Some(prefix), name),
+        None => (None, key),
+    };
+    if prefix.is_some_and(|p| p.is_empty() || !dns_subdomain(p)) {
+        return Some("has a prefix that is not a DNS subdomain");
+    }
+    if name.is_empty() || !label_value(name) {
+        return Some(
+            "is not a qualified name (an optional DNS-subdomain prefix and '/', then at most 63 letters, digits, \
+             '-', '_', '.', starting and ending alphanumeric)",
+        );
+    }
+    None
+}
 
 /// The most nodes one config may list: a fleet, not a data centre's inventory.
 pub const MAX_NODES: usize = 1000;
@@ -83,6 +153,14 @@ pub fn check(config: &Config, name: &str, text: &str) -> Vec<ConfigError> {
                     "k3d's accelerator node is [cluster] accelerator_node; remove node, or set provider = \"existing\"",
                 );
             }
+            if config.sandbox.as_ref().is_some_and(|s| s.node.is_some()) {
+                at(
+                    &["sandbox", "node"],
+                    None,
+                    "[sandbox] node names a node of an existing cluster, but provider is k3d".into(),
+                    "a k3d cluster's sandboxes run on its own node; remove node, or set provider = \"existing\"",
+                );
+            }
             if !config.nodes.is_empty() {
                 at(
                     &["nodes"],
@@ -123,28 +201,33 @@ pub fn check(config: &Config, name: &str, text: &str) -> Vec<ConfigError> {
                     at(&[section], None, format!("[{section}] is not used with provider \"existing\""), help);
                 }
             }
-            if let Some(agent) = &config.agent {
-                let names: Vec<&str> = config.nodes.iter().map(|n| n.name.as_str()).collect();
-                // A long fleet is named in part: the help stays one readable line.
-                let mut listed = names.iter().take(12).map(|n| crate::escape::quoted(n)).collect::<Vec<_>>().join(", ");
-                if names.len() > 12 {
-                    listed.push_str(&format!(" and {} more", names.len() - 12));
-                }
-                match agent.node.as_deref() {
-                    None => at(
-                        &["agent"],
+            let names: Vec<&str> = config.nodes.iter().map(|n| n.name.as_str()).collect();
+            // A long fleet is named in part: the help stays one readable line.
+            let mut listed = names.iter().take(12).map(|n| crate::escape::quoted(n)).collect::<Vec<_>>().join(", ");
+            if names.len() > 12 {
+                listed.push_str(&format!(" and {} more", names.len() - 12));
+            }
+            // (section, its node, what runs there)
+            let placed = [
+                ("agent", config.agent.as_ref().map(|a| a.node.as_deref()), "the agent and its add-ons"),
+                ("sandbox", config.sandbox.as_ref().map(|s| s.node.as_deref()), "the sandboxes"),
+            ];
+            for (section, node, what) in placed {
+                match node {
+                    None => {}
+                    Some(None) => at(
+                        &[section],
                         None,
-                        "[agent] needs node with provider \"existing\": the node that runs the agent and its add-ons"
-                            .into(),
+                        format!("[{section}] needs node with provider \"existing\": the node that runs {what}"),
                         &format!("add node = \"<name>\", one of the [[nodes]]: {listed}"),
                     ),
-                    Some(n) if !names.contains(&n) => at(
-                        &["agent", "node"],
+                    Some(Some(n)) if !names.contains(&n) => at(
+                        &[section, "node"],
                         None,
-                        format!("[agent] node {} is not one of the [[nodes]]", crate::escape::quoted(n)),
+                        format!("[{section}] node {} is not one of the [[nodes]]", crate::escape::quoted(n)),
                         &format!("name one of: {listed}"),
                     ),
-                    Some(_) => {}
+                    Some(Some(_)) => {}
                 }
             }
             if config.nodes.is_empty() {
@@ -192,6 +275,37 @@ pub fn check(config: &Config, name: &str, text: &str) -> Vec<ConfigError> {
                                 "name a file or directory beside the config, e.g. hosts/<node>.json",
                             );
                         }
+                    }
+                }
+                if node.taints.len() > MAX_TAINTS {
+                    at(
+                        &["nodes"],
+                        Some(i),
+                        format!("node {shown}: more than {MAX_TAINTS} taints"),
+                        "list the taints the node carries",
+                    );
+                }
+                let mut pairs = BTreeSet::new();
+                for taint in node.taints.iter().take(MAX_TAINTS) {
+                    match parse_taint(taint) {
+                        Err(why) => at(
+                            &["nodes"],
+                            Some(i),
+                            format!("node {shown}: taint {} {why}", crate::escape::quoted(taint)),
+                            "write it as kubectl taint does: key[=value]:effect, e.g. \"k3d-gpu.io/gpu-only=true:NoSchedule\"",
+                        ),
+                        // Kubernetes refuses two taints with one key and effect.
+                        Ok(t) if !pairs.insert((t.key.clone(), t.effect.clone())) => at(
+                            &["nodes"],
+                            Some(i),
+                            format!(
+                                "node {shown}: taint key {} with effect {} is listed twice",
+                                crate::escape::quoted(&t.key),
+                                t.effect
+                            ),
+                            "a node has one taint per key and effect",
+                        ),
+                        Ok(_) => {}
                     }
                 }
             }
@@ -277,8 +391,68 @@ mod tests {
     fn single_machine_sections_are_refused() {
         let e = errors(&format!("{FLEET}\n[expect]\nvendors = [\"intel\"]\n"));
         assert!(e.iter().any(|m| m.contains("[expect] is not used")), "{e:?}");
-        let e = errors(&format!("{FLEET}\n[sandbox]\n"));
-        assert!(e.iter().any(|m| m.contains("[sandbox] is not used")), "{e:?}");
+    }
+
+    #[test]
+    fn the_sandbox_names_one_of_the_nodes() {
+        assert_eq!(errors(&format!("{FLEET}\n[sandbox]\nnode = \"arc-01\"\n")), Vec::<String>::new());
+        // (sandbox section, the error)
+        const CASES: &[(&str, &str)] = &[
+            ("[sandbox]\n", "[sandbox] needs node"),
+            ("[sandbox]\nnode = \"gpu-09\"\n", "[sandbox] node \"gpu-09\" is not one of the [[nodes]]"),
+        ];
+        for (section, want) in CASES {
+            let e = errors(&format!("{FLEET}\n{section}"));
+            assert!(e.len() == 1 && e[0].contains(want), "{section}: {e:?}");
+        }
+        let e = errors("[sandbox]\nnode = \"gpu-01\"\n");
+        assert!(e.iter().any(|m| m.contains("[sandbox] node names a node of an existing cluster")), "{e:?}");
+        assert_eq!(errors("[sandbox]\n"), Vec::<String>::new());
+    }
+
+    #[test]
+    fn taints_are_read_by_kubernetes_rules() {
+        // (entry, Ok((key, value, effect)) or Err(part of why))
+        type Case = (&'static str, Result<(&'static str, &'static str, &'static str), &'static str>);
+        const CASES: &[Case] = &[
+            ("k3d-gpu.io/gpu-only=true:NoSchedule", Ok(("k3d-gpu.io/gpu-only", "true", "NoSchedule"))),
+            ("dedicated:NoExecute", Ok(("dedicated", "", "NoExecute"))),
+            ("gpu=a.b_c-1:PreferNoSchedule", Ok(("gpu", "a.b_c-1", "PreferNoSchedule"))),
+            ("gpu=true", Err("has no `:effect`")),
+            ("gpu=true:NoWay", Err("effect \"NoWay\" is not one of")),
+            ("gpu=true:noschedule", Err("is not one of")),
+            (":NoSchedule", Err("is not a qualified name")),
+            ("-gpu:NoSchedule", Err("is not a qualified name")),
+            ("Bad_Prefix/gpu:NoSchedule", Err("prefix that is not a DNS subdomain")),
+            ("/gpu:NoSchedule", Err("prefix that is not a DNS subdomain")),
+            ("a/b/c:NoSchedule", Err("is not a qualified name")),
+            ("gpu=bad value:NoSchedule", Err("is not a label value")),
+            ("gpu=-x:NoSchedule", Err("is not a label value")),
+        ];
+        for (entry, want) in CASES {
+            let got = parse_taint(entry);
+            match want {
+                Ok((k, v, e)) => {
+                    let t = got.unwrap_or_else(|why| panic!("{entry}: {why}"));
+                    assert_eq!((t.key.as_str(), t.value.as_str(), t.effect.as_str()), (*k, *v, *e), "{entry}");
+                }
+                Err(part) => assert!(got.as_ref().is_err_and(|why| why.contains(part)), "{entry}: {got:?}"),
+            }
+        }
+        let long = format!("gpu={}:NoSchedule", "a".repeat(64));
+        assert!(parse_taint(&long).is_err(), "a value of 64 characters");
+    }
+
+    #[test]
+    fn a_nodes_taints_are_checked_in_the_config() {
+        let with = |taints: &str| {
+            errors(&FLEET.replace("hosts/arc-01.json\"", &format!("hosts/arc-01.json\"\ntaints = {taints}")))
+        };
+        assert_eq!(with("[\"k3d-gpu.io/gpu-only=true:NoSchedule\"]"), Vec::<String>::new());
+        let e = with("[\"gpu=true:Never\"]");
+        assert!(e.len() == 1 && e[0].starts_with("node \"arc-01\": taint \"gpu=true:Never\" effect"), "{e:?}");
+        let e = with("[\"gpu=a:NoSchedule\", \"gpu=b:NoSchedule\", \"gpu=c:NoExecute\"]");
+        assert!(e.len() == 1 && e[0].contains("\"gpu\" with effect NoSchedule is listed twice"), "{e:?}");
     }
 
     #[test]

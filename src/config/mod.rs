@@ -210,6 +210,13 @@ pub struct Node {
     /// What this machine must have, as `[expect]` says for a single machine.
     #[serde(default)]
     pub expect: Expect,
+    /// The node's taints, as `kubectl taint` writes them: `key[=value]:effect`, the effect one
+    /// of `NoSchedule`, `PreferNoSchedule`, `NoExecute` (e.g.
+    /// `"k3d-gpu.io/gpu-only=true:NoSchedule"`: a GPU box that runs only GPU work). k3d-gpu
+    /// does not set them (the node's owner does, with k3s's `node-taint` or `kubectl taint`):
+    /// every workload it deploys on this node tolerates them, and `k3d-gpu test`'s pods too.
+    #[serde(default)]
+    pub taints: Vec<String>,
 }
 
 /// The LLM server. Its device follows what the cluster will advertise, by the reference rules.
@@ -307,11 +314,15 @@ pub struct Sandbox {
     /// Sandboxes kept started and ready for a claim (the SandboxWarmPool's replicas), 0-16.
     #[schemars(range(max = 16))]
     pub warm_pool: u32,
+    /// With `[cluster] provider = "existing"`: the `[[nodes]]` entry (its `name`) that runs
+    /// the sandboxes; required there. The template is sized to that node's E-cores, and the
+    /// controller and the sandboxes select only that node. Refused under provider `k3d`.
+    pub node: Option<String>,
 }
 
 impl Default for Sandbox {
     fn default() -> Self {
-        Sandbox { warm_pool: 1 }
+        Sandbox { warm_pool: 1, node: None }
     }
 }
 

@@ -22,6 +22,7 @@ use crate::cli::{Cli, Command};
 /// them: the field names) a call may give, and those it must.
 #[derive(Debug, Clone, Copy)]
 pub struct ToolArgs {
+    /// The command's words: `plan`, or a subcommand's path, `agent status`.
     pub command: &'static str,
     pub options: &'static [&'static str],
     pub required: &'static [&'static str],
@@ -70,7 +71,14 @@ struct Property {
 }
 
 fn subcommand(name: &str) -> clap::Command {
-    Cli::command().find_subcommand(name).unwrap_or_else(|| panic!("no `{name}` command in the CLI definition")).clone()
+    let mut command = Cli::command();
+    for word in name.split(' ') {
+        command = command
+            .find_subcommand(word)
+            .unwrap_or_else(|| panic!("no `{name}` command in the CLI definition"))
+            .clone();
+    }
+    command
 }
 
 /// The options of `tool`, in the order it names them, read off the CLI's definition. A
@@ -154,7 +162,8 @@ fn words(tool: &ToolArgs, arguments: &Map<String, Value>) -> Result<Vec<OsString
         )));
     }
     // In the tool's order, whatever order the call's object has: the same call, the same words.
-    let mut words: Vec<OsString> = vec!["k3d-gpu".into(), tool.command.into()];
+    let mut words: Vec<OsString> = vec!["k3d-gpu".into()];
+    words.extend(tool.command.split(' ').map(OsString::from));
     for p in &props {
         let name = &p.name;
         let value = arguments.get(name).unwrap_or(&Value::Null);
@@ -186,10 +195,19 @@ fn words(tool: &ToolArgs, arguments: &Map<String, Value>) -> Result<Vec<OsString
 pub fn parse(tool: &ToolArgs, arguments: Option<&Map<String, Value>>) -> Result<Command, Refusal> {
     let empty = Map::new();
     let words = words(tool, arguments.unwrap_or(&empty))?;
-    let cli = Cli::command().mut_subcommand(tool.command, |c| c.mut_args(|a| a.env(None)));
+    let cli = without_env(Cli::command(), &tool.command.split(' ').collect::<Vec<_>>());
     let matches = cli.try_get_matches_from(words).map_err(|e| Refusal::Usage(usage_text(&e)))?;
     let parsed = Cli::from_arg_matches(&matches).map_err(|e| Refusal::Usage(usage_text(&e)))?;
     Ok(parsed.command)
+}
+
+/// The CLI with the environment left out of the options of the command at `path` (a call's
+/// options are its own and the server's defaults, never the server's environment again).
+fn without_env(command: clap::Command, path: &[&str]) -> clap::Command {
+    match path {
+        [] => command.mut_args(|a| a.env(None)),
+        [first, rest @ ..] => command.mut_subcommand(*first, |c| without_env(c, rest)),
+    }
 }
 
 /// clap's message without its usage block and `--help` hint, which speak of a terminal.
@@ -203,7 +221,18 @@ fn usage_text(error: &clap::Error) -> String {
 mod tests {
     use super::*;
 
-    const TOOLS: [ToolArgs; 7] = [FACTS, VALIDATE, PLAN, OBSERVE, AGENT, AUDIT, APPLY];
+    const TOOLS: [ToolArgs; 10] = [
+        FACTS,
+        VALIDATE,
+        PLAN,
+        OBSERVE,
+        AGENT,
+        AUDIT,
+        APPLY,
+        crate::mcp::questions::AGENT_STATUS,
+        crate::mcp::questions::CLUSTER_HEALTH,
+        crate::mcp::questions::RECOMMEND_PLACEMENT,
+    ];
 
     fn object(value: Value) -> Map<String, Value> {
         value.as_object().unwrap().clone()
@@ -254,6 +283,12 @@ mod tests {
             // A value that looks like a flag stays the option's value.
             (PLAN, json!({"config": "--offline"}), &["k3d-gpu", "plan", "--config=--offline"]),
             (VALIDATE, json!({"root": ["a", "b"]}), &["k3d-gpu", "validate", "--root=a", "--root=b"]),
+            // A subcommand's tool: its path, then its options.
+            (
+                crate::mcp::questions::AGENT_STATUS,
+                json!({"timeout": "5", "config": "a.toml"}),
+                &["k3d-gpu", "agent", "status", "--config=a.toml", "--timeout=5"],
+            ),
             (
                 APPLY,
                 json!({"plan_hash": "sha256:x", "allow_replace": true}),
@@ -299,6 +334,20 @@ mod tests {
                 other => panic!("{call}: {other:?}"),
             }
         }
+    }
+
+    #[test]
+    fn a_subcommands_call_is_that_subcommand_with_its_options() {
+        let call = object(json!({"config": "lab.toml", "timeout": "7"}));
+        let Command::Agent(agent) = parse(&crate::mcp::questions::AGENT_STATUS, Some(&call)).unwrap() else {
+            panic!("not agent")
+        };
+        let Some(crate::cli::AgentCommand::Status(status)) = &agent.command else { panic!("not agent status") };
+        assert_eq!(status.timeout, 7);
+        assert_eq!(Command::Agent(agent).global().config.as_deref(), Some(std::path::Path::new("lab.toml")));
+        // Its own parser's range holds for a call too.
+        let zero = object(json!({"timeout": "0"}));
+        assert!(matches!(parse(&crate::mcp::questions::AGENT_STATUS, Some(&zero)), Err(Refusal::Usage(_))));
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //!   generated from the clap definitions, a call parsed by clap itself.
 //! - `tools.rs`: the read-only tools. Each takes the CLI's inputs and calls the commands'
 //!   own cores (`commands::*`), so a tool and its command cannot disagree.
+//! - `questions.rs`: the tools that ask the running cluster (`agent_status`, `cluster_health`).
 //! - `apply.rs`: the one tool that writes: the plan hash checked, the person asked through
 //!   the client (form elicitation), then the CLI's own gate, lock and verify.
 //! - `backpressure.rs`: the stdio transport reads no further while 32 answers wait to be
@@ -20,6 +21,7 @@ mod apply;
 mod arguments;
 pub mod backpressure;
 mod confirm;
+mod questions;
 mod server;
 mod tools;
 

@@ -154,6 +154,36 @@ placement, add-ons; and its OpenAI-compatible endpoint: the in-cluster URL, a po
 URL (`k3d-gpu agent`). Read-only.",
             true,
         ),
+        tool::<crate::commands::agent_status::Status>(
+            "agent_status",
+            &super::questions::AGENT_STATUS,
+            "Is the agent answering",
+            "The running LLM server, asked now through the cluster's API server: its endpoint, the models it \
+lists, the device it runs on against the one planned, the model it starts against the plan's, and a fresh reply \
+to one short chat completion with the time it took; `problems` says what is missing when it does not answer \
+(`k3d-gpu agent status`). Read-only.",
+            true,
+        ),
+        tool::<super::questions::PlacementOut>(
+            "recommend_placement",
+            &super::questions::RECOMMEND_PLACEMENT,
+            "Where would a model run",
+            "Where a model of model_size GiB (its weights) would run, and why: each device of the host (or of each \
+node of an existing cluster, the agent's first) with the memory the model may use, whether the weights and a fifth \
+more fit, and the first that holds them in the placement's own order, with the [agent] settings that pick it \
+(`k3d-gpu agent --model-size`). No cluster needed. Read-only.",
+            true,
+        ),
+        tool::<crate::commands::cluster_health::Health>(
+            "cluster_health",
+            &super::questions::CLUSTER_HEALTH,
+            "Cluster health",
+            "The cluster's nodes as its API server reports them: Ready or why not, their taints, the \
+accelerator resources each advertises; and `k3d-gpu test`'s counts against the hosts' facts (a node advertising \
+fewer devices than its facts hold, a device no node advertises), each with its fix. Runs no pods: `k3d-gpu test` \
+does. Read-only.",
+            true,
+        ),
         tool::<tools::AuditOut>(
             "audit",
             &arguments::AUDIT,
@@ -357,6 +387,23 @@ in the client (or runs the printed command in a terminal).",
                 let command = parsed!(arguments::AGENT);
                 let global = with_defaults(&defaults, &command);
                 self.read_only(&context, move || tools::agent(&global), plain).await
+            }
+            "agent_status" => {
+                let command = parsed!(super::questions::AGENT_STATUS);
+                let global = with_defaults(&defaults, &command);
+                let timeout = super::questions::status_timeout(&command);
+                self.read_only(&context, move || super::questions::agent_status(&global, timeout), plain).await
+            }
+            "recommend_placement" => {
+                let command = parsed!(super::questions::RECOMMEND_PLACEMENT);
+                let global = with_defaults(&defaults, &command);
+                let size = super::questions::model_size(&command);
+                self.read_only(&context, move || super::questions::recommend_placement(&global, size), plain).await
+            }
+            "cluster_health" => {
+                let command = parsed!(super::questions::CLUSTER_HEALTH);
+                let global = with_defaults(&defaults, &command);
+                self.read_only(&context, move || super::questions::cluster_health(&global), plain).await
             }
             "audit" => {
                 let command = parsed!(arguments::AUDIT);

@@ -26,7 +26,17 @@ from mcp import Client, MCPError, StdioServerParameters, types
 BIN = os.environ["MCP_TEST_BIN"]
 ROOT = os.environ["MCP_TEST_ROOT"]
 CONFIG = os.environ.get("MCP_TEST_CONFIG")
-READ_ONLY = ["facts", "validate", "plan", "observe", "agent", "audit"]
+READ_ONLY = [
+    "facts",
+    "validate",
+    "plan",
+    "observe",
+    "agent",
+    "agent_status",
+    "recommend_placement",
+    "cluster_health",
+    "audit",
+]
 
 
 def server():
@@ -112,6 +122,14 @@ async def read_only(mode):
         audit = await client.call_tool("audit", {"config": CONFIG})
         check(audit.is_error and "does not exist" in text_of(audit), f"[{mode}] audit: no cluster, with the fix")
         check("help:" in text_of(audit), f"[{mode}] audit: the error carries its help")
+
+        advice = await client.call_tool("recommend_placement", {"config": CONFIG, "root": ROOT, "model_size": "4"})
+        ad = advice.structured_content
+        check(not advice.is_error and ad["needs_gib"] == 4.8, f"[{mode}] recommend_placement: 4 GiB needs 4.8")
+        check(ad["recommended"] is not None and ad["candidates"], f"[{mode}] recommend_placement: a device holds it")
+
+        health = await client.call_tool("cluster_health", {"config": CONFIG, "root": ROOT})
+        check(health.is_error and "help:" in text_of(health), f"[{mode}] cluster_health: no cluster, with the fix")
 
         bad = await client.call_tool("facts", {"root": ROOT + "/nonexistent"})
         check(bad.is_error and "help:" in text_of(bad), f"[{mode}] a bad input is an error with its fix")
