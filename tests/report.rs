@@ -77,7 +77,7 @@ fn the_report_carries_the_plans_warnings() {
     let bases = warnings.iter().filter(|w| w["text"].as_str().unwrap().contains("(a base of the node image)")).count();
     let said = format!(
         "  warning: {} [image-unlocked]\n",
-        k3d_gpu::compile::warnings::unlocked_count(warnings.len() - bases, bases, 0)
+        k3d_gpu::compile::warnings::unlocked_count(warnings.len() - bases, bases, 0, 0)
             + "; `k3d-gpu images` lists them, `k3d-gpu images lock` pins them"
     );
     assert!(text.contains(&said), "{said}\n{text}");
