@@ -1319,6 +1319,8 @@ fn every_model_server_flag_is_one_upstream_defines() {
         ("[agent]\nlog_level = \"WARNING\"\n[addons.embeddings]\n[addons.stt]\n[addons.vlm]\n", "lunar-lake-npu"),
         ("[agent]\ndevice = \"npu\"\nmax_len = 4096\nlog_level = \"ERROR\"\n", "lunar-lake-npu"),
         ("[agent]\ndevice = \"cpu\"\ntool_parser = \"\"\nreasoning_parser = \"\"\n", "plain-laptop-amd"),
+        // [telemetry]: OVMS serves its /metrics (--metrics_enable) for Prometheus.
+        ("[agent]\n[addons.stt]\n[telemetry]\n", "lunar-lake-npu"),
     ];
     let mut graphs: Vec<(String, DesiredGraph)> = cases();
     for (text, host) in agents {
