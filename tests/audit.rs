@@ -213,3 +213,69 @@ fn no_engine_is_bad_input_not_a_pass() {
         .output();
     assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
 }
+
+/// A cluster `apply` has just made, as `audit --observe` reads it: k3s's own pods and every
+/// workload of the plan, each running the digest its registry gave. `images` lists k3s's
+/// images beside the config's, so the lock `images lock` writes from that list pins every
+/// running image and the image rule passes; a lock of the config's images alone (what
+/// `images lock` wrote before) leaves CoreDNS and the rest of k3s's pods unpinned.
+#[test]
+fn a_fresh_cluster_with_a_fresh_lock_passes_the_image_rule() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k3dgpu.toml"), "[cluster]\nname = \"lab\"\n\n[telemetry]\n").unwrap();
+    let root = support::repo().join("tests/fixtures/hosts/arc-b580-xe-rpl-igpu");
+    let root = root.to_str().unwrap();
+    let rows = |dir: &Path| -> Vec<Value> {
+        let out = k3d_gpu(dir, &["--json", "--root", root, "images"]);
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["images"].as_array().unwrap().clone()
+    };
+    let listed = rows(dir.path());
+    let k3s: Vec<&str> = listed.iter().filter(|r| r["use"] == "k3s").map(|r| r["image"].as_str().unwrap()).collect();
+    assert!(k3s.contains(&"docker.io/rancher/mirrored-coredns-coredns:1.13.1"), "{k3s:?}");
+    assert!(
+        k3s.iter().any(|i| i.contains("local-path-provisioner")) && k3s.iter().any(|i| i.contains("metrics-server"))
+    );
+    // What `images lock` resolves: each listed image to the digest its registry reports.
+    let digest = |i: usize| format!("sha256:{:064x}", i + 1);
+    let lock_of = |rows: &[&Value]| {
+        let mut text = String::from("schema = \"k3d-gpu.images/v1\"\n");
+        for (i, r) in rows.iter().enumerate() {
+            text.push_str(&format!("\n[images.\"{}\"]\ndigest = \"{}\"\n", r["image"].as_str().unwrap(), digest(i)));
+        }
+        text
+    };
+    let all: Vec<&Value> = listed.iter().collect();
+    std::fs::write(dir.path().join("images.lock"), lock_of(&all)).unwrap();
+    // The cluster runs the workloads as the plan pins them, and k3s's images by tag, as k3s
+    // names them; containerd resolves each to the digest the lock recorded.
+    let locked = rows(dir.path());
+    let running: Vec<Value> = locked
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r["use"] == "workload" || r["use"] == "k3s")
+        .map(|(i, r)| {
+            let name = r["image"].as_str().unwrap();
+            let repo = name.rsplit_once(':').unwrap().0;
+            let reference = if r["use"] == "k3s" { name } else { r["reference"].as_str().unwrap() };
+            json!({"container": format!("ns/pod{i}/c"), "image": reference, "image_id": format!("{repo}@{}", digest(i))})
+        })
+        .collect();
+    assert!(running.len() > k3s.len(), "the workloads run too");
+    let observed = json!({"schema": "k3d-gpu.audit-observed/v1", "cluster": "lab",
+        "listeners": [{"container": "k3d-lab-serverlb", "host_ip": "0.0.0.0", "host_port": "6550", "container_port": "6443/tcp"}],
+        "images": running, "pulls": [], "kubeconfigs": [{"path": "/k", "mode": 384}], "open_webui": []});
+    std::fs::write(dir.path().join("fresh.json"), observed.to_string()).unwrap();
+    let out = k3d_gpu(dir.path(), &["--json", "audit", "--observed", "fresh.json"]);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(failed_rules(&out).is_empty());
+
+    // The lock as it was before k3s's images were listed: k3s's pods fail the image rule.
+    let config_only: Vec<&Value> = listed.iter().filter(|r| r["use"] != "k3s").collect();
+    std::fs::write(dir.path().join("images.lock"), lock_of(&config_only)).unwrap();
+    let out = k3d_gpu(dir.path(), &["--json", "audit", "--observed", "fresh.json"]);
+    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(failed_rules(&out), ["image-digest"]);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("mirrored-coredns-coredns:1.13.1"));
+}

@@ -145,13 +145,20 @@ fn the_lock_beside_the_config_reaches_plan_render_and_check() {
     let out = run(&["images", "check"]);
     assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
     assert!(String::from_utf8_lossy(&out.stdout).contains(&format!("missing   {}", k3d_gpu::smoke::DEVICE_IMAGE)));
-    let lock = lock(&[
+    let mut entries = vec![
         (NPU_IMAGE, digest('a')),
         (BALLOONS_IMAGE, digest('b')),
         (OVMS_IMAGE, digest('e')),
         (k3d_gpu::smoke::DEVICE_IMAGE, digest('f')),
-    ]);
-    std::fs::write(dir.path().join("images.lock"), lock.to_text()).unwrap();
+    ];
+    std::fs::write(dir.path().join("images.lock"), lock(&entries).to_text()).unwrap();
+    // k3s's own images are the cluster's too (CoreDNS, metrics-server, …): the check wants them.
+    let out = run(&["images", "check"]);
+    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("missing   docker.io/rancher/mirrored-coredns-coredns:"));
+    let k3s = k3d_gpu::images::k3s_images();
+    entries.extend(k3s.iter().map(|i| (*i, digest('9'))));
+    std::fs::write(dir.path().join("images.lock"), lock(&entries).to_text()).unwrap();
     let out = run(&["images", "check"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stdout));
     let out = run(&["plan", "--offline", "--json"]);

@@ -77,7 +77,7 @@ fn the_report_carries_the_plans_warnings() {
     let bases = warnings.iter().filter(|w| w["text"].as_str().unwrap().contains("(a base of the node image)")).count();
     let said = format!(
         "  warning: {} [image-unlocked]\n",
-        k3d_gpu::compile::warnings::unlocked_count(warnings.len() - bases, bases, 0)
+        k3d_gpu::compile::warnings::unlocked_count(warnings.len() - bases, bases, 0, 0)
             + "; `k3d-gpu images` lists them, `k3d-gpu images lock` pins them"
     );
     assert!(text.contains(&said), "{said}\n{text}");
@@ -87,4 +87,35 @@ fn the_report_carries_the_plans_warnings() {
     assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
     let page = std::fs::read_to_string(dir.path().join("r/report.html")).unwrap();
     assert!(page.contains("<strong>warning</strong>") && page.contains("[image-unlocked]"), "{page}");
+}
+
+/// With `[telemetry]` the report says where the dashboard is, how to reach it (Grafana
+/// listens in the cluster only) and how to read the admin password; without it, nothing.
+#[test]
+fn the_report_links_to_the_telemetry_dashboard() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    let root = repo().join("tests/fixtures/hosts/arc-b580-xe-rpl-igpu");
+    let run = |text: &str| {
+        std::fs::write(&config, text).unwrap();
+        let out = K3dGpu::new()
+            .args(["--config", config.to_str().unwrap(), "--root", root.to_str().unwrap()])
+            .args(["report", "--offline", dir.path().join("r").to_str().unwrap()])
+            .output();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let read = |name: &str| std::fs::read_to_string(dir.path().join("r").join(name)).unwrap();
+        (read("report.txt"), read("report.json"), read("report.html"))
+    };
+    let (text, json, page) = run("[cluster]\nname = \"lab\"\n\n[telemetry]\n");
+    let forward = "kubectl --context k3d-lab -n k3d-gpu-metrics port-forward svc/grafana 3000:3000";
+    assert!(text.contains("dashboard: http://127.0.0.1:3000/d/k3d-gpu\n"), "{text}");
+    assert!(text.contains(&format!("reach it: {forward}")), "{text}");
+    assert!(text.contains("exec deploy/grafana -- cat /var/lib/grafana/.k3d-gpu-admin-password"), "{text}");
+    let json: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(json["dashboard"]["url"], "http://127.0.0.1:3000/d/k3d-gpu");
+    assert_eq!(json["dashboard"]["port_forward"], forward);
+    assert!(page.contains("<a href=\"http://127.0.0.1:3000/d/k3d-gpu\">"), "{page}");
+    let (text, json, _) = run("[cluster]\nname = \"lab\"\n");
+    assert!(!text.contains("dashboard:"), "{text}");
+    assert!(serde_json::from_str::<serde_json::Value>(&json).unwrap().get("dashboard").is_none());
 }

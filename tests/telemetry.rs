@@ -35,6 +35,37 @@ fn exporters(g: &DesiredGraph) -> Vec<&str> {
         .collect()
 }
 
+/// The metrics stack's resources (Prometheus, node-exporter, Grafana and their checks).
+fn stack(g: &DesiredGraph) -> Vec<&str> {
+    g.resources().filter(|r| r.component.as_deref() == Some("metrics")).map(|r| r.id.as_str()).collect()
+}
+
+const PROMETHEUS: &str = "k8s/apps/Deployment/k3d-gpu-metrics/prometheus";
+const NODE_EXPORTER: &str = "k8s/apps/DaemonSet/k3d-gpu-metrics/node-exporter";
+const GRAFANA: &str = "k8s/apps/Deployment/k3d-gpu-metrics/grafana";
+
+/// Prometheus's configuration file as the graph deploys it.
+fn prometheus_config(g: &DesiredGraph) -> Value {
+    let cm = &g.get("k8s/core/ConfigMap/k3d-gpu-metrics/prometheus").expect("the Prometheus config").spec;
+    serde_json::from_str(cm["data"]["prometheus.yml"].as_str().unwrap()).unwrap()
+}
+
+/// Each scrape job's static targets.
+fn targets(config: &Value, job: &str) -> Vec<String> {
+    let jobs = config["scrape_configs"].as_array().unwrap();
+    let found = jobs.iter().find(|j| j["job_name"] == job);
+    found
+        .map(|j| {
+            j["static_configs"][0]["targets"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|t| t.as_str().unwrap().to_string())
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 const PLUGIN: &str = "[sharing]\nmonitoring = true\n[telemetry]\n";
 const DRA: &str = "[sharing]\nmode = \"dra\"\n[telemetry]\n";
 
@@ -62,15 +93,26 @@ fn xpumd_in_plugin_mode_reads_the_gpus_through_the_monitoring_resource() {
 }
 
 #[test]
-fn xpumd_in_plugin_mode_needs_the_plugins_monitoring_flag() {
-    let e = build("[telemetry]\n", "arc-b580-xe-rpl-igpu").unwrap_err();
-    assert_eq!(e.iter().map(|e| e.code).collect::<Vec<_>>(), ["telemetry-needs-monitoring"]);
-    assert_eq!(e[0].key, ["telemetry"]);
-    let e = build("[telemetry]\nintel = true\n", "arc-b580-xe-rpl-igpu").unwrap_err();
-    assert_eq!(e[0].key, ["telemetry", "intel"]);
-    // Turning the Intel exporter off is the other way out.
+fn telemetry_turns_on_the_plugins_monitoring_flag_itself_and_says_so() {
+    let note = "telemetry-turns-on-monitoring";
+    let codes = |g: &DesiredGraph| g.warnings.iter().map(|w| w.code.clone()).collect::<Vec<_>>();
+    let plugin_args =
+        |g: &DesiredGraph| pod(g, "k8s/apps/DaemonSet/kube-system/intel-gpu-plugin")["containers"][0]["args"].clone();
+    for toml in ["[telemetry]\n", "[telemetry]\nintel = true\n"] {
+        let g = graph(toml, "arc-b580-xe-rpl-igpu");
+        assert!(plugin_args(&g).as_array().unwrap().iter().any(|a| a == "-enable-monitoring"), "{toml}");
+        assert_eq!(pod(&g, XPUMD)["containers"][0]["resources"]["limits"]["gpu.intel.com/monitoring"], "1");
+        let w = g.warnings.iter().find(|w| w.code == note).unwrap_or_else(|| panic!("{toml}: {:?}", codes(&g)));
+        assert_eq!(w.key.as_deref(), Some("telemetry"));
+        assert!(w.text.contains("gpu.intel.com/monitoring"), "{}", w.text);
+    }
+    // Asked for already: nothing to say.
+    assert!(!codes(&graph(PLUGIN, "arc-b580-xe-rpl-igpu")).contains(&note.to_string()));
+    // The Intel exporter off: the flag stays off.
     let g = graph("[telemetry]\nintel = false\n", "arc-b580-xe-rpl-igpu");
     assert!(exporters(&g).is_empty());
+    assert!(!plugin_args(&g).as_array().unwrap().iter().any(|a| a == "-enable-monitoring"));
+    assert!(!codes(&g).contains(&note.to_string()));
 }
 
 #[test]
@@ -156,7 +198,212 @@ fn turning_telemetry_off_deletes_the_exporters_and_nothing_else() {
         p.actions.iter().filter(|a| a.action == ActionKind::Delete).map(|a| a.id.as_str()).collect();
     deleted.sort();
     let mut expected = exporters(&on).into_iter().filter(|id| id.starts_with("k8s/")).collect::<Vec<_>>();
+    // And the metrics stack, namespace and all.
+    expected.extend(stack(&on).into_iter().filter(|id| id.starts_with("k8s/")));
     expected.sort();
     assert_eq!(deleted, expected);
     assert!(p.actions.iter().all(|a| a.action == ActionKind::Delete), "{:#?}", p.actions);
+}
+
+#[test]
+fn telemetry_deploys_prometheus_node_exporter_and_grafana_listening_in_the_cluster_only() {
+    assert!(stack(&graph("[sharing]\nmonitoring = true\n", "arc-b580-xe-rpl-igpu")).is_empty());
+    let g = graph(PLUGIN, "arc-b580-xe-rpl-igpu");
+    for svc in ["prometheus", "grafana", "node-exporter"] {
+        let s = &g.get(&format!("k8s/core/Service/k3d-gpu-metrics/{svc}")).unwrap().spec["spec"];
+        assert_eq!(s["type"], "ClusterIP", "{svc}");
+    }
+    // node-exporter's Service is headless: its A records are every node's pod.
+    assert_eq!(g.get("k8s/core/Service/k3d-gpu-metrics/node-exporter").unwrap().spec["spec"]["clusterIP"], "None");
+    for id in [PROMETHEUS, NODE_EXPORTER, GRAFANA] {
+        let p = pod(&g, id);
+        assert!(p["hostNetwork"].is_null() && p["hostPID"].is_null(), "{id}");
+        assert!(p["containers"][0]["ports"].as_array().unwrap().iter().all(|p| p["hostPort"].is_null()), "{id}");
+        assert_eq!(p["automountServiceAccountToken"], false, "{id}: no API access");
+        let kind = if id == NODE_EXPORTER { "DaemonSet" } else { "Deployment" };
+        let name = id.rsplit('/').next().unwrap();
+        assert!(g.get(&format!("verify/rollout/{kind}/k3d-gpu-metrics/{name}")).is_some(), "{id}");
+    }
+    // Prometheus and Grafana on the E-cores of this hybrid CPU, as the chat UI.
+    for id in [PROMETHEUS, GRAFANA] {
+        let labels = &g.get(id).unwrap().spec["spec"]["template"]["metadata"]["labels"];
+        assert_eq!(labels["k3d-gpu.io/cores"], "efficient", "{id}");
+    }
+    // Retention bounded in time and size, below the volume's size.
+    let args = pod(&g, PROMETHEUS)["containers"][0]["args"].clone();
+    let args: Vec<&str> = args.as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.contains(&"--storage.tsdb.retention.time=15d"), "{args:?}");
+    assert!(args.contains(&"--storage.tsdb.retention.size=4GB"), "{args:?}");
+    assert_eq!(
+        g.get("k8s/core/PersistentVolumeClaim/k3d-gpu-metrics/prometheus-data").unwrap().spec["spec"]["resources"]["requests"]
+            ["storage"],
+        "5Gi"
+    );
+    // Pinned through images.lock like every image.
+    for image in [
+        "quay.io/prometheus/prometheus:v3.13.2",
+        "quay.io/prometheus/node-exporter:v1.12.1",
+        "docker.io/grafana/grafana:13.1.3",
+    ] {
+        assert!(g.images.contains_key(image), "{image}");
+    }
+}
+
+#[test]
+fn prometheus_scrapes_every_exporter_and_the_model_servers() {
+    let g = graph(&format!("{PLUGIN}[agent]\n"), "desktop-rpl-nvidia");
+    let config = prometheus_config(&g);
+    assert_eq!(targets(&config, "xpumd"), ["xpumd.k3d-gpu-xpumd.svc:8080"]);
+    assert_eq!(targets(&config, "dcgm-exporter"), ["dcgm-exporter.k3d-gpu-dcgm.svc:9400"]);
+    let node = config["scrape_configs"].as_array().unwrap().iter().find(|j| j["job_name"] == "node-exporter").unwrap();
+    assert_eq!(
+        node["dns_sd_configs"],
+        json!([{"names": ["node-exporter.k3d-gpu-metrics.svc"], "type": "A", "port": 9100}])
+    );
+    let servers = targets(&config, "model-servers");
+    assert_eq!(servers.len(), 1, "{servers:?}");
+    assert!(servers[0].ends_with(".k3d-gpu-agent.svc:8000"), "{servers:?}");
+    // OVMS serves /metrics only with --metrics_enable: the agent and every add-on get it.
+    let g = graph("[agent]\n[addons.stt]\n[telemetry]\n", "lunar-lake-npu");
+    let servers = targets(&prometheus_config(&g), "model-servers");
+    assert!(servers.len() >= 2, "{servers:?}");
+    for s in &servers {
+        let name = s.split('.').next().unwrap();
+        let c = &pod(&g, &format!("k8s/apps/Deployment/k3d-gpu-agent/{name}"))["containers"][0];
+        assert!(c["args"].as_array().unwrap().iter().any(|a| a == "--metrics_enable"), "{name}");
+    }
+    let without = graph("[agent]\n[addons.stt]\n", "lunar-lake-npu");
+    let c = &pod(&without, "k8s/apps/Deployment/k3d-gpu-agent/ovms")["containers"][0];
+    assert!(!c["args"].as_array().unwrap().iter().any(|a| a == "--metrics_enable"));
+    // No exporter on this host: only Prometheus itself and node-exporter.
+    let config = prometheus_config(&graph("[telemetry]\n", "plain-laptop-amd"));
+    let jobs: Vec<&str> =
+        config["scrape_configs"].as_array().unwrap().iter().map(|j| j["job_name"].as_str().unwrap()).collect();
+    assert_eq!(jobs, ["prometheus", "node-exporter"]);
+}
+
+#[test]
+fn node_exporter_reads_rapl_and_cpu_metrics_carry_their_core_type() {
+    let g = graph(PLUGIN, "arc-b580-xe-rpl-igpu");
+    let p = pod(&g, NODE_EXPORTER);
+    let c = &p["containers"][0];
+    let args: Vec<&str> = c["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap()).collect();
+    assert!(args.contains(&"--collector.rapl"), "{args:?}");
+    assert!(args.contains(&"--path.sysfs=/host/sys") && args.contains(&"--path.procfs=/host/proc"), "{args:?}");
+    // RAPL's energy counters are root's to read; nothing else is granted.
+    assert_eq!(p["securityContext"]["runAsUser"], 0);
+    assert_eq!(c["securityContext"]["capabilities"]["drop"], json!(["ALL"]));
+    assert!(c["volumeMounts"].as_array().unwrap().iter().all(|m| m["readOnly"] == true));
+    // This host: P-cores 0-11, E-cores 12-19 (its cpu_core and cpu_atom lists).
+    let config = prometheus_config(&g);
+    let node = config["scrape_configs"].as_array().unwrap().iter().find(|j| j["job_name"] == "node-exporter").unwrap();
+    let relabels = node["metric_relabel_configs"].as_array().unwrap();
+    let p_cores = (0..12).map(|n| n.to_string()).collect::<Vec<_>>().join("|");
+    assert_eq!(
+        relabels[0],
+        json!({"source_labels": ["__name__", "cpu"], "regex": format!("node_cpu_.+;({p_cores})"), "target_label": "core_type", "replacement": "performance"})
+    );
+    assert_eq!(relabels[1]["regex"], "node_cpu_.+;(12|13|14|15|16|17|18|19)");
+    assert_eq!(relabels[1]["replacement"], "efficient");
+    // A CPU of one kind: nothing to label.
+    let config = prometheus_config(&graph("[telemetry]\n", "plain-laptop-amd"));
+    let node = config["scrape_configs"].as_array().unwrap().iter().find(|j| j["job_name"] == "node-exporter").unwrap();
+    assert!(node["metric_relabel_configs"].is_null());
+}
+
+#[test]
+fn grafana_signs_in_as_the_chat_ui_does_and_shows_the_dashboard() {
+    let g = graph(PLUGIN, "arc-b580-xe-rpl-igpu");
+    let c = &pod(&g, GRAFANA)["containers"][0];
+    let env: std::collections::BTreeMap<&str, &str> = c["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| (e["name"].as_str().unwrap(), e["value"].as_str().unwrap()))
+        .collect();
+    assert_eq!(env["GF_AUTH_ANONYMOUS_ENABLED"], "false");
+    assert_eq!(env["GF_USERS_ALLOW_SIGN_UP"], "false");
+    assert_eq!(env["GF_ANALYTICS_CHECK_FOR_UPDATES"], "false");
+    // The password is generated in the pod, never written in the graph.
+    assert!(!env.contains_key("GF_SECURITY_ADMIN_PASSWORD"));
+    assert_eq!(env["GF_SECURITY_ADMIN_PASSWORD__FILE"], "/var/lib/grafana/.k3d-gpu-admin-password");
+    let start = c["command"][2].as_str().unwrap();
+    assert!(
+        start.contains("umask 077") && start.contains("/dev/urandom") && start.ends_with("exec /run.sh\n"),
+        "{start}"
+    );
+    // Provisioned: the datasource is the Prometheus Service, the dashboard ours.
+    let ds = &g.get("k8s/core/ConfigMap/k3d-gpu-metrics/grafana-datasources").unwrap().spec["data"]["datasources.yaml"];
+    let ds: Value = serde_json::from_str(ds.as_str().unwrap()).unwrap();
+    assert_eq!(ds["datasources"][0]["url"], "http://prometheus.k3d-gpu-metrics.svc:9090");
+    assert_eq!(ds["datasources"][0]["uid"], "prometheus");
+    let board = &g.get("k8s/core/ConfigMap/k3d-gpu-metrics/grafana-dashboards").unwrap().spec["data"]["k3d-gpu.json"];
+    let board: Value = serde_json::from_str(board.as_str().unwrap()).unwrap();
+    assert_eq!(board["uid"], "k3d-gpu");
+    let titles: Vec<&str> = board["panels"].as_array().unwrap().iter().map(|p| p["title"].as_str().unwrap()).collect();
+    for t in [
+        "GPU utilisation",
+        "GPU memory used",
+        "GPU power",
+        "GPU temperature",
+        "CPU package power (RAPL)",
+        "Tokens per second",
+        "Time to first token",
+    ] {
+        assert!(titles.contains(&t), "{t}: {titles:?}");
+    }
+    for p in board["panels"].as_array().unwrap() {
+        assert!(
+            p["targets"].as_array().unwrap().iter().all(|t| t["datasource"]["uid"] == "prometheus"),
+            "{}",
+            p["title"]
+        );
+    }
+}
+
+/// Prometheus's own parser at the version Debian packages (`promtool check config`) reads the
+/// configuration the graph deploys, for each shape it takes. Skipped without promtool
+/// (.ci/apt.sh installs Debian's prometheus), unless K3D_GPU_TEST_PROMTOOL=1 requires it.
+#[test]
+fn promtool_accepts_the_scrape_configuration() {
+    let found = std::process::Command::new("promtool").arg("--version").output().is_ok_and(|o| o.status.success());
+    if !found {
+        assert!(
+            std::env::var("K3D_GPU_TEST_PROMTOOL").as_deref() != Ok("1"),
+            "K3D_GPU_TEST_PROMTOOL=1 and no promtool"
+        );
+        eprintln!("skipped: no promtool (apt-get install prometheus)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    for (toml, host) in [
+        (format!("{PLUGIN}[agent]\n"), "desktop-rpl-nvidia"),
+        ("[agent]\n[addons.stt]\n[telemetry]\n".to_string(), "lunar-lake-npu"),
+        ("[telemetry]\n".to_string(), "plain-laptop-amd"),
+    ] {
+        let g = graph(&toml, host);
+        let cm = &g.get("k8s/core/ConfigMap/k3d-gpu-metrics/prometheus").unwrap().spec;
+        let file = dir.path().join("prometheus.yml");
+        std::fs::write(&file, cm["data"]["prometheus.yml"].as_str().unwrap()).unwrap();
+        let out = std::process::Command::new("promtool")
+            .args(["check", "config", "--syntax-only"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{host}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // And a broken one is refused: the check can fail.
+        std::fs::write(&file, "scrape_configs:\n  - job_name: x\n    dns_sd_configs: [{names: [a], type: TXT}]\n")
+            .unwrap();
+        let out = std::process::Command::new("promtool")
+            .args(["check", "config", "--syntax-only"])
+            .arg(&file)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{host}: promtool accepted a bad config");
+    }
 }

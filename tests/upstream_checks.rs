@@ -1319,6 +1319,8 @@ fn every_model_server_flag_is_one_upstream_defines() {
         ("[agent]\nlog_level = \"WARNING\"\n[addons.embeddings]\n[addons.stt]\n[addons.vlm]\n", "lunar-lake-npu"),
         ("[agent]\ndevice = \"npu\"\nmax_len = 4096\nlog_level = \"ERROR\"\n", "lunar-lake-npu"),
         ("[agent]\ndevice = \"cpu\"\ntool_parser = \"\"\nreasoning_parser = \"\"\n", "plain-laptop-amd"),
+        // [telemetry]: OVMS serves its /metrics (--metrics_enable) for Prometheus.
+        ("[agent]\n[addons.stt]\n[telemetry]\n", "lunar-lake-npu"),
     ];
     let mut graphs: Vec<(String, DesiredGraph)> = cases();
     for (text, host) in agents {
@@ -1716,4 +1718,51 @@ fn nvidia_dra_driver_is_deployed_as_upstreams_chart_deploys_it() {
             assert!(!beside.iter().any(|b| b == repo), "{} runs {repo} beside the DRA driver", r.id);
         }
     }
+}
+
+/// Issue 43: every metric the dashboard queries is one its exporter defines
+/// (tests/upstream/dashboard-metrics.toml names the upstream files), and each recorded name
+/// is still used.
+#[test]
+fn the_dashboard_queries_only_metrics_the_exporters_define() {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/dashboard-metrics.toml")).unwrap();
+    let recorded: toml::Table = toml::from_str(&text).unwrap();
+    let names = recorded["metrics"].as_table().unwrap();
+    let patterns = recorded["patterns"].as_table().unwrap();
+    let board: Value = serde_json::from_str(k3d_gpu::compile::metrics::DASHBOARD).unwrap();
+    let mut used = std::collections::BTreeSet::new();
+    let mut problems = Vec::new();
+    let exporters = ["hw_", "DCGM_FI_", "node_", "vllm:", "ovms_"];
+    for panel in board["panels"].as_array().unwrap() {
+        for target in panel["targets"].as_array().unwrap() {
+            let expr = target["expr"].as_str().unwrap();
+            // Quoted strings are label values or name patterns, never metric names.
+            let mut bare = String::new();
+            for (i, part) in expr.split('"').enumerate() {
+                if i % 2 == 0 {
+                    bare.push_str(part);
+                    bare.push(' ');
+                } else if exporters.iter().any(|p| part.starts_with(p)) {
+                    used.insert(part.to_string());
+                    if !patterns.contains_key(part) {
+                        problems.push(format!("{}: pattern {part} is not recorded", panel["title"]));
+                    }
+                }
+            }
+            let words = bare.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'));
+            for word in words.filter(|w| exporters.iter().any(|p| w.starts_with(p))) {
+                used.insert(word.to_string());
+                if !names.contains_key(word) {
+                    problems.push(format!("{}: {word} is not recorded", panel["title"]));
+                }
+            }
+        }
+    }
+    for name in names.keys().chain(patterns.keys()) {
+        if !used.contains(name) {
+            problems.push(format!("{name} is recorded but the dashboard no longer queries it"));
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    assert!(used.len() >= 15, "{used:?}");
 }

@@ -33,6 +33,8 @@ enum Role {
     NodeImage,
     /// Only `k3d-gpu test`'s pods run it.
     TestPod,
+    /// k3s runs it on its own (CoreDNS, metrics-server, …): no plan deploys it.
+    K3s,
 }
 
 impl Role {
@@ -41,6 +43,7 @@ impl Role {
             Role::Workload => "workload",
             Role::NodeImage => "node image",
             Role::TestPod => "test pod",
+            Role::K3s => "k3s",
         }
     }
 }
@@ -51,6 +54,7 @@ fn roles(
     graph: &crate::compile::DesiredGraph,
     images: &BTreeMap<String, crate::images::Use>,
     test_pods: &[&str],
+    k3s: &[&str],
 ) -> BTreeMap<String, Role> {
     let objects: Vec<String> = graph
         .resources()
@@ -62,6 +66,8 @@ fn roles(
         .map(|(name, u)| {
             let role = if !graph.images.contains_key(name) && test_pods.contains(&name.as_str()) {
                 Role::TestPod
+            } else if !graph.images.contains_key(name) && k3s.contains(&name.as_str()) {
+                Role::K3s
             } else if objects.iter().any(|o| o.contains(&format!("\"{}\"", u.reference))) {
                 Role::Workload
             } else {
@@ -131,11 +137,22 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
             images.entry(name.to_string()).or_insert_with(|| compiled.catalog.images.resolve(&image));
         }
     }
+    // k3s's own images: every cluster runs them, so `audit` finds them only if the lock
+    // pins them (share/k3s-images.txt lists them for the k3s the built node image runs). A
+    // prebuilt `[cluster] image` runs a k3s of its own, and an existing cluster's k3s is not
+    // ours to pin.
+    let ours = !super::fleet::is_fleet(&inputs) && inputs.config.cluster.image.is_none();
+    let k3s = if ours { crate::images::k3s_images() } else { Vec::new() };
+    for name in k3s.iter().copied() {
+        if let Ok(image) = ImageRef::parse(name) {
+            images.entry(name.to_string()).or_insert_with(|| compiled.catalog.images.resolve(&image));
+        }
+    }
     let images = &images;
     let user = compiled.catalog.images.user.as_ref();
     let lock_path = super::inputs::lock_path(&inputs);
     match &args.command {
-        None => list(global, images, &roles(&compiled.graph, images, &test_pods)),
+        None => list(global, images, &roles(&compiled.graph, images, &test_pods, &k3s)),
         Some(ImagesCommand::Check(_)) => {
             let found = check(images, user);
             if global.json {
@@ -195,6 +212,7 @@ fn list(global: &Global, images: &BTreeMap<String, crate::images::Use>, roles: &
             unlocked(Role::Workload),
             unlocked(Role::NodeImage),
             unlocked(Role::TestPod),
+            unlocked(Role::K3s),
         );
         out.push_str(&format!("\n{count}; `k3d-gpu images lock` pins them\n"));
     }

@@ -113,7 +113,10 @@ pub fn plan(cx: &mut Context) -> IntelPlan {
         Ok(flags) => out.plugin_args.extend(flags),
         Err(e) => cx.error(e),
     }
-    if sharing.monitoring {
+    // `[telemetry]`'s Intel exporter reads the GPUs through gpu.intel.com/monitoring, which
+    // the plugin advertises only with this flag: telemetry turns it on itself, and says so
+    // (`telemetry::check`).
+    if sharing.monitoring || super::telemetry::wants(cx.config, crate::config::TelemetryExporter::Intel) {
         out.plugin_args.push(MONITORING_FLAG.into());
     }
     out.shared = shared;

@@ -17,6 +17,7 @@ pub mod fleet;
 mod graph;
 pub mod held;
 mod intel;
+pub mod metrics;
 pub mod models;
 pub mod nvidia;
 pub mod nvidia_dra;
@@ -233,6 +234,15 @@ pub(crate) fn parts(
     nvidia::agent_on_shared_gpu(&mut cx, &nvidia, agent.as_ref());
     if let Some(plan) = &agent {
         workloads::resources(&mut cx, plan, &cluster_id, &mut resources);
+    }
+    match node_image {
+        Some(_) => metrics::resources(&mut cx, &cluster_id, &mut resources),
+        None if config.telemetry.is_some() => cx.warn(
+            "telemetry-stack-k3d-only",
+            Some("telemetry"),
+            "[telemetry]'s Prometheus, node-exporter and Grafana are deployed on k3d clusters only; on an existing cluster only the GPU exporters are",
+        ),
+        None => {}
     }
     components::unlocked_images(&mut cx);
     verify::resources(&mut cx, &mut wanted, &intel, &nvidia, &mut resources);

@@ -2,8 +2,8 @@
 //! run. The exporters themselves are catalog components (`intel-xpumd`, `intel-xpumd-dra`,
 //! `nvidia-dcgm-exporter`), gated by `when … telemetry=intel|nvidia`.
 
+use super::Context;
 use super::intel::IntelPlan;
-use super::{CompileError, Context};
 use crate::config::{Config, GpuMode, TelemetryExporter};
 use crate::facts::Vendor;
 
@@ -17,6 +17,9 @@ pub fn wants(config: &Config, exporter: TelemetryExporter) -> bool {
     };
     flag != Some(false)
 }
+
+/// The note that `[telemetry]` turned the Intel plugin's monitoring on itself.
+pub const MONITORING_ON: &str = "telemetry-turns-on-monitoring";
 
 pub fn check(cx: &mut Context, intel: &IntelPlan) {
     let Some(t) = cx.config.telemetry.clone() else { return };
@@ -46,14 +49,13 @@ pub fn check(cx: &mut Context, intel: &IntelPlan) {
         return;
     }
     // Plugin mode: xpumd requests gpu.intel.com/monitoring, which exists only with the
-    // plugin's -enable-monitoring; without it the pod would stay Pending.
-    if intel_wanted && cx.intel_mode() == GpuMode::Plugin && !intel.monitoring() {
-        let key: &[&'static str] = if t.intel == Some(true) { &["telemetry", "intel"] } else { &["telemetry"] };
-        cx.error(CompileError::new(
-            "telemetry-needs-monitoring",
-            key,
-            "XPU Manager reads the Intel GPUs through gpu.intel.com/monitoring, which the Intel GPU plugin advertises only with monitoring on",
-            Some("add `monitoring = true` to [sharing], or set [telemetry] intel = false".to_string()),
-        ));
+    // plugin's -enable-monitoring. `intel::plan` adds the flag for telemetry; the plan says
+    // that it did when the user had not asked for it.
+    if intel_wanted && cx.intel_mode() == GpuMode::Plugin && intel.monitoring() && !cx.config.sharing.monitoring {
+        cx.warn(
+            MONITORING_ON,
+            Some("telemetry"),
+            "[telemetry] turns on the Intel GPU plugin's monitoring resource (gpu.intel.com/monitoring), which XPU Manager reads the GPUs through, as `[sharing] monitoring = true` would",
+        );
     }
 }

@@ -28,7 +28,7 @@ pub fn is_base(w: &Warning) -> bool {
 /// How many images are deployed by tag, said the same way by every command that counts them:
 /// the total, then where they are used (`plan`, `render` and `images` count different sets,
 /// and each says which).
-pub fn unlocked_count(workloads: usize, bases: usize, test_pods: usize) -> String {
+pub fn unlocked_count(workloads: usize, bases: usize, test_pods: usize, k3s: usize) -> String {
     let mut parts = Vec::new();
     if workloads > 0 {
         parts.push(format!("{workloads} in the cluster's workloads"));
@@ -39,7 +39,10 @@ pub fn unlocked_count(workloads: usize, bases: usize, test_pods: usize) -> Strin
     if test_pods > 0 {
         parts.push(format!("{test_pods} in `k3d-gpu test`'s pods"));
     }
-    let total = workloads + bases + test_pods;
+    if k3s > 0 {
+        parts.push(format!("{k3s} k3s runs on its own"));
+    }
+    let total = workloads + bases + test_pods + k3s;
     let noun = if total == 1 { "image is" } else { "images are" };
     format!("{total} {noun} deployed by tag (no digest in images.lock): {}", parts.join(", "))
 }
@@ -81,7 +84,7 @@ pub fn summarised<'a>(warnings: impl IntoIterator<Item = &'a Warning>) -> Vec<Wa
             code: UNLOCKED.into(),
             text: format!(
                 "{}; `k3d-gpu images` lists them, `k3d-gpu images lock` pins them",
-                unlocked_count(images.len() - bases, bases, 0)
+                unlocked_count(images.len() - bases, bases, 0, 0)
             ),
             key: out[at].key.clone(),
         };
@@ -120,7 +123,7 @@ mod tests {
             out[0].text
         );
         assert_eq!(
-            unlocked_count(4, 2, 1),
+            unlocked_count(4, 2, 1, 0),
             "7 images are deployed by tag (no digest in images.lock): 4 in the cluster's workloads, 2 the node image is built from, 1 in `k3d-gpu test`'s pods"
         );
         // One image: its own warning, as it was.

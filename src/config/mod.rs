@@ -159,7 +159,16 @@ pub struct Config {
     /// node that advertises the GPUs behind a ClusterIP Service (no port on the host): XPU
     /// Manager's `xpumd` (svc `xpumd` in namespace `k3d-gpu-xpumd`, port 8080) and NVIDIA's
     /// DCGM exporter (svc `dcgm-exporter` in `k3d-gpu-dcgm`, port 9400), both at `/metrics`.
-    /// Apply verifies each exporter's rollout; removing the table deletes them.
+    /// Under k3d it also deploys, in namespace `k3d-gpu-metrics`: Prometheus (svc
+    /// `prometheus`, port 9090; 15 days or 4 GB kept) scraping every exporter, node-exporter
+    /// and the model servers' `/metrics` (OVMS gets `--metrics_enable`); node-exporter on every
+    /// node with its RAPL collector, CPU metrics labelled `core_type` (performance, efficient,
+    /// low-power) from the host's P/E-core lists; Grafana (svc `grafana`, port 3000) with the
+    /// k3d-gpu dashboard (GPU utilisation, memory, power, temperature, RAPL package power,
+    /// tokens/s, time to first token). Prometheus and Grafana run on the E-cores; Grafana
+    /// asks for sign-in as the chat UI does (user `admin`, a password generated in the pod;
+    /// `k3d-gpu report` prints how to reach it and read it). Apply verifies each rollout;
+    /// removing the table deletes them.
     pub telemetry: Option<Telemetry>,
     /// Agent sandboxes (kubernetes-sigs/agent-sandbox): present means wanted. The controller
     /// and its CRDs, an E-core SandboxTemplate `python-ecores` in namespace `agent-sandbox`
@@ -434,8 +443,9 @@ pub enum AddonDevice {
 pub struct Telemetry {
     /// XPU Manager's `xpumd` on the Intel GPUs. Unset: where an Intel GPU is active. It reads
     /// every GPU without taking one from workloads: in plugin mode through
-    /// `gpu.intel.com/monitoring` (needs `[sharing] monitoring = true`), in DRA mode through
-    /// an admin-access ResourceClaim. `false`: never.
+    /// `gpu.intel.com/monitoring` (telemetry turns the plugin's `[sharing] monitoring` on
+    /// itself, and the plan says so), in DRA mode through an admin-access ResourceClaim.
+    /// `false`: never.
     pub intel: Option<bool>,
     /// NVIDIA's DCGM exporter on the NVIDIA GPUs (it reads them through the nvidia runtime
     /// and requests no `nvidia.com/gpu`). Unset: where an NVIDIA GPU is active. `false`: never.

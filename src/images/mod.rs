@@ -18,6 +18,17 @@ pub const LOCK_FILE: &str = "images.lock";
 /// The lock this tool ships: digests the project confirmed for tag-only catalog images.
 const SHIPPED: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/share/images.lock"));
 
+/// The images k3s runs on its own at the pinned release (share/k3s-images.txt says where the
+/// list comes from).
+const K3S_IMAGES: &str = include_str!(concat!(env!("CARGO_MANIFEST_DIR"), "/share/k3s-images.txt"));
+
+/// k3s's own images (CoreDNS, local-path-provisioner, metrics-server, Traefik, klipper, pause),
+/// as k3s names them: no plan deploys them, and every cluster runs them, so the lock pins them
+/// like the catalog's.
+pub fn k3s_images() -> Vec<&'static str> {
+    K3S_IMAGES.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect()
+}
+
 /// `name:tag`, optionally `@sha256:…`. `name` keeps its registry (`docker.io/intel/…`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ImageRef {

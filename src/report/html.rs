@@ -141,6 +141,14 @@ pub fn html(r: &Report) -> String {
         (None, note) => o.push_str(&format!("not observed ({})", esc(note.as_deref().unwrap_or("offline")))),
     }
     o.push_str("</p>\n");
+    if let Some(d) = &r.dashboard {
+        o.push_str(&format!(
+            "<h2>Dashboard</h2>\n<p><a href=\"{0}\">{0}</a>, after <code>{1}</code>; sign in as admin with the password <code>{2}</code> prints.</p>\n",
+            esc(&d.url),
+            esc(&d.port_forward),
+            esc(&d.password)
+        ));
+    }
     if let Some(t) = &r.test {
         test_section(&mut o, t);
     }

@@ -34,6 +34,38 @@ pub struct Report {
     /// accelerator resource was usable from inside a pod.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub test: Option<TestResult>,
+    /// `[telemetry]`'s Grafana dashboard, when the graph deploys it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dashboard: Option<Dashboard>,
+}
+
+/// Where `[telemetry]`'s dashboard is, and how to reach it: Grafana listens in the cluster
+/// only, so through a port-forward.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Dashboard {
+    pub url: String,
+    /// The command that makes `url` reachable on this machine.
+    pub port_forward: String,
+    /// The command that prints the generated admin password (user `admin`).
+    pub password: String,
+}
+
+impl Dashboard {
+    /// The dashboard of cluster `cluster` (k3d context `k3d-<cluster>`), when `graph` deploys
+    /// Grafana.
+    pub fn of(cluster: &str, graph: &DesiredGraph) -> Option<Dashboard> {
+        use crate::compile::metrics::{GRAFANA_PORT, NAMESPACE, PASSWORD_FILE, dashboard_url};
+        graph.get(&format!("k8s/apps/Deployment/{NAMESPACE}/grafana"))?;
+        let kubectl = || crate::shell::kubectl(&format!("k3d-{cluster}")).opt("-n", NAMESPACE);
+        Some(Dashboard {
+            url: dashboard_url(),
+            port_forward: kubectl()
+                .lit("port-forward svc/grafana")
+                .arg(format!("{GRAFANA_PORT}:{GRAFANA_PORT}"))
+                .to_string(),
+            password: kubectl().lit("exec deploy/grafana -- cat").arg(PASSWORD_FILE).to_string(),
+        })
+    }
 }
 
 /// What the report shows of a k3d-gpu.test/v1 document: the verdict per pod and the counts
@@ -283,6 +315,7 @@ pub fn build(
         state,
         observed_note: note,
         test: None,
+        dashboard: Dashboard::of(cluster, graph),
     }
 }
 
@@ -325,6 +358,14 @@ pub fn text(r: &Report) -> String {
         }
         (Some(_), _) => out.push_str("does not exist\n"),
         (None, note) => out.push_str(&format!("not observed ({})\n", e(note.as_deref().unwrap_or("offline")))),
+    }
+    if let Some(d) = &r.dashboard {
+        out.push_str(&format!(
+            "\ndashboard: {}\n  reach it: {}\n  sign in as admin, password: {}\n",
+            e(&d.url),
+            e(&d.port_forward),
+            e(&d.password)
+        ));
     }
     if let Some(t) = &r.test {
         out.push_str(&test_text(t));

@@ -33,6 +33,7 @@ fn report() -> Report {
         state: None,
         observed_note: Some("offline".into()),
         test: None,
+        dashboard: None,
     }
 }
 

@@ -394,6 +394,13 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, scope: &Scope, s: Server) {
     }
     let mut main = containers;
     main["image"] = json!(image);
+    if cx.config.telemetry.is_some() && s.api == "v3" {
+        // [telemetry]'s Prometheus scrapes the server's /metrics, which OVMS serves on its REST
+        // port only with this flag (model_server v2026.2, src/cli_parser.cpp).
+        if let Some(args) = main["args"].as_array_mut() {
+            args.push(json!("--metrics_enable"));
+        }
+    }
     let tensor_parallel = s.count > 1;
     if tensor_parallel {
         // Loading a split model is slow (every worker compiles its shard): the readiness
