@@ -83,7 +83,7 @@ pub fn agent(global: &Global) -> Result<u8> {
     for w in graph.warnings.iter().filter(|w| w.code.starts_with("agent") || w.code.starts_with("addon")) {
         out.push_str(&format!("warning   {}\n", w.text));
     }
-    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
+    super::print_bytes(crate::escape::assembled(&out).as_bytes());
     Ok(EXIT_OK)
 }
 
