@@ -997,6 +997,9 @@ enum Reply {
     Once(u16, Value),
     /// A plain-text body (a pod's log).
     Text(u16, String),
+    /// A pod's log that never ends: its bytes one at a time, one every so many milliseconds,
+    /// over and over (a container that prints a byte every few seconds).
+    Trickle(String, u64),
     /// A watch from a resourceVersion (`None`: the current state first), with bookmarks.
     Watch(Selection, Option<u64>, bool),
     /// A watch whose resourceVersion is compacted: one ERROR event, then the end.
@@ -1043,6 +1046,11 @@ fn respond(
             return Reply::Once(404, status(404, "NotFound", format!("pods {name} not found")).1);
         };
         let text = found["metadata"]["annotations"]["fake.k3d-gpu.io/log"].as_str().unwrap_or_default();
+        if let Some(every) =
+            found["metadata"]["annotations"]["fake.k3d-gpu.io/log-trickle-ms"].as_str().and_then(|ms| ms.parse().ok())
+        {
+            return Reply::Trickle(text.to_string(), every);
+        }
         let lines: Vec<&str> = text.lines().collect();
         let tail = param("tailLines").parse::<usize>().unwrap_or(lines.len()).min(lines.len());
         let mut kept: String = lines[lines.len() - tail..].iter().map(|l| format!("{l}\n")).collect();
@@ -1598,6 +1606,20 @@ async fn serve_connection(stream: tokio::net::TcpStream, state: Arc<Mutex<State>
                 );
                 if write.write_all(response.as_bytes()).await.is_err() {
                     return;
+                }
+            }
+            Reply::Trickle(text, every) => {
+                let head = "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n";
+                if write.write_all(head.as_bytes()).await.is_err() {
+                    return;
+                }
+                let bytes = if text.is_empty() { b"x".to_vec() } else { text.into_bytes() };
+                for b in bytes.iter().cycle() {
+                    let chunk = [b"1\r\n".as_slice(), &[*b], b"\r\n"].concat();
+                    if write.write_all(&chunk).await.is_err() || write.flush().await.is_err() {
+                        return;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(every)).await;
                 }
             }
             Reply::WatchGone(gone) => {
