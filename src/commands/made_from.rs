@@ -9,14 +9,11 @@ use std::path::{Component, Path, PathBuf};
 use crate::cli::Global;
 use crate::plan::MadeFrom;
 
-/// `path` as a plan records it: a relative path without `.` components (`./lab.toml` is
-/// `lab.toml`); an absolute one as it is. Not resolved: a link stays the name the person gave.
+/// `path` as a plan records it, without `.` components (`./lab.toml` is `lab.toml`); an
+/// absolute one stays absolute. Not resolved: a link stays the name the person gave.
 /// Never made relative to the working directory: the same command with absolute paths gives
 /// the same plan (and hash) from any directory.
 pub fn relative(path: &Path) -> String {
-    if path.is_absolute() {
-        return path.display().to_string();
-    }
     let kept: PathBuf = path.components().filter(|c| !matches!(c, Component::CurDir)).collect();
     if kept.as_os_str().is_empty() { ".".to_string() } else { kept.display().to_string() }
 }
@@ -136,7 +133,7 @@ mod tests {
         // Absolute stays absolute, so the hash of `-c /abs --root /abs` is the same from any
         // directory (it was made relative when inside the working directory).
         assert_eq!(relative(Path::new("/home/me/lab/hosts/a")), "/home/me/lab/hosts/a");
-        assert_eq!(relative(Path::new("/srv/facts.json")), "/srv/facts.json");
+        assert_eq!(relative(Path::new("/srv/./facts.json")), "/srv/facts.json");
     }
 
     #[test]
