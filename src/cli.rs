@@ -52,19 +52,18 @@ impl Global {
     /// config, each host root and facts file, the catalog and the vendor filter. `--json` is not
     /// carried; the command that follows says its own output.
     pub fn k3d_gpu(&self) -> crate::shell::Command {
-        let path = |p: &std::path::Path| p.display().to_string();
         let mut c = crate::shell::Command::new("k3d-gpu");
         if let Some(config) = &self.config {
-            c = c.opt("-c", path(config));
+            c = c.lit("-c").path(config);
         }
         for root in &self.root {
-            c = c.opt("--root", path(root));
+            c = c.lit("--root").path(root);
         }
         for facts in &self.facts {
-            c = c.opt("--facts", path(facts));
+            c = c.lit("--facts").path(facts);
         }
         if let Some(stdlib) = &self.stdlib {
-            c = c.opt("--stdlib", path(stdlib));
+            c = c.lit("--stdlib").path(stdlib);
         }
         if let Some(vendors) = &self.vendors {
             c = c.opt("--vendors", vendors);

@@ -1,11 +1,67 @@
 //! Text from untrusted places (manifests, observed documents, node labels, os-release, Docker
 //! labels, the user's files) on its way to a terminal. A control character there is an
 //! instruction to the terminal, not text: an escape sequence in an object name could move the
-//! cursor and forge a plan line. Everything human-readable goes through here at the few places
-//! output is assembled (plan text, the detect/doctor/validate tables, diagnostics); JSON output
-//! needs nothing, serde_json escapes control characters itself.
+//! cursor and forge a plan line, and a newline starts a line that reads as the tool's own
+//! (`pass …`, `apply: curl … | sudo sh`). JSON output needs nothing, serde_json escapes control
+//! characters itself.
+//!
+//! The rule (docs/ARCHITECTURE.md, "Untrusted input"): a value read from outside is an
+//! [`Untrusted`]. Its only `Display` is [`one_line`], and only `crate::shell` turns it into a
+//! shell word, so a reader that produces one cannot be printed raw by a command that forgets.
+//! A whole document this tool assembled goes through [`assembled`] last, which escapes control
+//! characters but keeps the document's own line breaks: it is a guard, never the escaping of
+//! a value (a value's newline would survive it).
 
 use std::borrow::Cow;
+use std::fmt;
+
+/// Text that came from outside this program: a host file, a facts or plan file, an API or
+/// engine answer, a pod's log, a registry's reply. It shows only as one escaped line
+/// ([`one_line`]), `{:?}` as [`quoted`]; serialized it is the plain string (JSON escapes).
+/// [`Untrusted::raw`] is the text as it came, for comparing and parsing, never for output.
+#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[serde(transparent)]
+pub struct Untrusted(String);
+
+impl Untrusted {
+    pub fn new(text: impl Into<String>) -> Untrusted {
+        Untrusted(text.into())
+    }
+
+    /// The text as it came: to compare, parse or send back (a pod's node name in its spec);
+    /// never to print (`Display` is for that), never into a command (`crate::shell` is).
+    pub fn raw(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl From<String> for Untrusted {
+    fn from(text: String) -> Untrusted {
+        Untrusted(text)
+    }
+}
+
+impl From<&str> for Untrusted {
+    fn from(text: &str) -> Untrusted {
+        Untrusted(text.to_string())
+    }
+}
+
+impl fmt::Display for Untrusted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&one_line(&self.0))
+    }
+}
+
+impl fmt::Debug for Untrusted {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&quoted(&self.0))
+    }
+}
 
 /// A character the terminal would act on rather than show: C0 and C1 controls, DEL, and the
 /// bidirectional overrides and isolates that reorder what a reader sees ("Trojan Source").
@@ -15,7 +71,9 @@ pub fn is_control(c: char) -> bool {
 
 /// `text` with every control character written as a visible escape (`\x1b`, `\u{202e}`);
 /// newlines and tabs stay, everything else is unchanged. Borrowed when there is nothing to do.
-pub fn for_terminal(text: &str) -> Cow<'_, str> {
+/// Private: a value is escaped with [`one_line`] (or is an [`Untrusted`]); a document the
+/// tool assembled goes through [`assembled`].
+fn controls(text: &str) -> Cow<'_, str> {
     if !text.chars().any(is_control) {
         return Cow::Borrowed(text);
     }
@@ -38,7 +96,7 @@ fn breaks_line(c: char) -> bool {
     matches!(c, '\n' | '\u{2028}' | '\u{2029}')
 }
 
-/// Like [`for_terminal`], for one line: a newline, a line or paragraph separator or a tab is
+/// Like [`assembled`], for one line: a newline, a line or paragraph separator or a tab is
 /// escaped too, so a name cannot start a line of its own.
 pub fn one_line(text: &str) -> Cow<'_, str> {
     if !text.chars().any(|c| is_control(c) || breaks_line(c) || c == '\t') {
@@ -52,7 +110,15 @@ pub fn one_line(text: &str) -> Cow<'_, str> {
             _ => c.to_string(),
         })
         .collect();
-    Cow::Owned(for_terminal(&escaped).into_owned())
+    Cow::Owned(controls(&escaped).into_owned())
+}
+
+/// A document this tool assembled line by line (a table, a plan, a report), on its way to the
+/// terminal: control characters escaped, its own line breaks kept. Every outside value in it
+/// was already made one line ([`Untrusted`]'s `Display`, [`one_line`]); this is the last guard
+/// against a control character, not the escaping of a value.
+pub fn assembled(document: &str) -> Cow<'_, str> {
+    controls(document)
 }
 
 /// The most of one value a message quotes, and the most of a message kept: a 30 MiB label
@@ -145,7 +211,7 @@ pub fn rendered_diagnostic(text: &str) -> String {
             }
             None => {
                 let c = tail.chars().next().unwrap_or_default();
-                out.push_str(&for_terminal(&c.to_string()));
+                out.push_str(&controls(&c.to_string()));
                 rest = &tail[c.len_utf8()..];
             }
         }
@@ -160,14 +226,25 @@ mod tests {
 
     #[test]
     fn control_characters_become_visible() {
-        assert_eq!(for_terminal("plain\ttext\n"), "plain\ttext\n");
-        assert!(matches!(for_terminal("plain"), Cow::Borrowed(_)));
-        assert_eq!(for_terminal("a\x1b[2Kb"), "a\\x1b[2Kb");
-        assert_eq!(for_terminal("\u{9b}\u{7f}\r"), "\\x9b\\x7f\\x0d");
-        assert_eq!(for_terminal("x\u{202e}y"), "x\\u{202e}y");
+        assert_eq!(assembled("plain\ttext\n"), "plain\ttext\n");
+        assert!(matches!(assembled("plain"), Cow::Borrowed(_)));
+        assert_eq!(assembled("a\x1b[2Kb"), "a\\x1b[2Kb");
+        assert_eq!(assembled("\u{9b}\u{7f}\r"), "\\x9b\\x7f\\x0d");
+        assert_eq!(assembled("x\u{202e}y"), "x\\u{202e}y");
         assert_eq!(one_line("a\nb"), "a\\x0ab");
         assert_eq!(one_line("a\u{2028}b\u{2029}c"), "a\\u{2028}b\\u{2029}c", "line and paragraph separators too");
         assert_eq!(quoted("\x1b"), "\"\\u{1b}\"");
+    }
+
+    #[test]
+    fn outside_text_shows_as_one_line_only() {
+        let forged = Untrusted::new("gpu0\npass forged\x1b]52;c;aGk=\x07\u{2028}x\u{9b}");
+        let shown = format!("name {forged}");
+        assert_eq!(shown, "name gpu0\\x0apass forged\\x1b]52;c;aGk=\\x07\\u{2028}x\\x9b");
+        assert_eq!(shown.lines().count(), 1);
+        assert_eq!(format!("{forged:?}"), quoted(forged.raw()));
+        assert_eq!(serde_json::to_string(&forged).unwrap(), serde_json::to_string(forged.raw()).unwrap());
+        assert_eq!(forged.raw().lines().count(), 2, "raw is the text as it came");
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `k3d-gpu logs`: the k3s server container's log (Docker, through bollard) and the logs of a
 //! catalog component's pods (Kubernetes, through kube-rs). Effects only. Every line goes
-//! through [`crate::escape::for_terminal`]: a log is written by whatever runs in the cluster.
+//! through [`crate::escape::assembled`]: a log is written by whatever runs in the cluster.
 
 use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
@@ -82,7 +82,7 @@ pub async fn container_log(
             None => return Ok(()),
             Some(Ok(chunk)) => {
                 let text = String::from_utf8_lossy(&chunk.into_bytes()).into_owned();
-                let _ = out.write_all(crate::escape::for_terminal(&text).as_bytes());
+                let _ = out.write_all(crate::escape::assembled(&text).as_bytes());
                 let _ = out.flush();
             }
             Some(Err(e)) => return Err(docker_error(endpoint, crate::observe::docker_transport::why(&e))),
@@ -176,8 +176,8 @@ pub async fn pod_logs(
             let (text, cut) = read_capped(stream, MAX_LOG_BYTES as u64).await.map_err(|e| failed(e.to_string()))?;
             let state = if pod.ready { "" } else { " (not ready)" };
             let header = format!("==> {}/{}/{}{state} <==\n", pod.namespace, pod.name, container);
-            let _ = out.write_all(crate::escape::for_terminal(&header).as_bytes());
-            let _ = out.write_all(crate::escape::for_terminal(&text).as_bytes());
+            let _ = out.write_all(crate::escape::assembled(&header).as_bytes());
+            let _ = out.write_all(crate::escape::assembled(&text).as_bytes());
             if !text.is_empty() && !text.ends_with('\n') {
                 let _ = out.write_all(b"\n");
             }

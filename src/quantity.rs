@@ -62,6 +62,12 @@ pub fn is_quantity(text: &str) -> bool {
     Quantity::parse(text).is_ok()
 }
 
+/// Whether `text` is a quantity above zero: a size or a memory request of `0` or `-1Gi`
+/// parses, and the API server refuses the PV or the pod it reaches, mid-apply.
+pub fn is_positive(text: &str) -> bool {
+    at_least("0", text) == Some(false)
+}
+
 /// The canonical form of `text` (what the API server writes back), or `None` for a text that
 /// is not a quantity.
 pub fn canonical(text: &str) -> Option<String> {

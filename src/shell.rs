@@ -3,10 +3,14 @@
 //! builder makes them all, so one rule holds for each:
 //!
 //! - every value is one POSIX shell word: bare only when made of `A-Z a-z 0-9 / . _ - + : , = @ %`
-//!   (which no shell expands and no shell splits), otherwise in single quotes, with `'` written
-//!   `'\''`. A leading `~` (`~root`), `$(…)`, `;`, spaces and globs are quoted; the empty
+//!   (which no shell expands and no shell splits) and not starting with `=` (zsh expands `=ls`
+//!   to a path), otherwise in single quotes, with `'` written `'\''`. A leading `~` (`~root`), `$(…)`, `;`, spaces and globs are quoted; the empty
 //!   string is `''`. A control character cannot be pasted faithfully: it is written as a
 //!   visible escape (`\x0a`) inside the quotes, so the command stays one line and one word;
+//! - a path ([`Command::path`]) that is relative and starts with `-` is written `./-x`, so the
+//!   command it is given to reads a path, not an option (quotes do not stop that);
+//! - a value from outside ([`crate::escape::Untrusted`]) becomes a word only here
+//!   ([`Command::untrusted`]);
 //! - a `k3d-gpu` command carries the options the person gave (`cli::Global::k3d_gpu`: `-c`, `--root`,
 //!   `--facts`, `--stdlib`, `--vendors`), so pasted it plans the same config on the same host.
 //!
@@ -24,10 +28,16 @@ fn bare(c: char) -> bool {
 /// `value` as one shell word.
 pub fn word(value: &str) -> String {
     let value = crate::escape::one_line(value);
-    if !value.is_empty() && value.chars().all(bare) {
+    if !value.is_empty() && !value.starts_with('=') && value.chars().all(bare) {
         return value.into_owned();
     }
     format!("'{}'", value.replace('\'', "'\\''"))
+}
+
+/// `path` as one shell word (see [`Command::path`]).
+pub fn path_word(path: &std::path::Path) -> String {
+    let shown = path.display().to_string();
+    if shown.starts_with('-') { word(&format!("./{shown}")) } else { word(&shown) }
 }
 
 /// A command line, word by word.
@@ -51,6 +61,21 @@ impl Command {
     /// One value, quoted as one word.
     pub fn arg(mut self, value: impl AsRef<str>) -> Command {
         self.words.push(word(value.as_ref()));
+        self
+    }
+
+    /// A value from outside, quoted as one word (the one place an [`Untrusted`] becomes one).
+    ///
+    /// [`Untrusted`]: crate::escape::Untrusted
+    pub fn untrusted(mut self, value: &crate::escape::Untrusted) -> Command {
+        self.words.push(word(value.raw()));
+        self
+    }
+
+    /// A path as one word: a relative one starting with `-` is written `./-x`, which every
+    /// program reads as the same file and none as an option.
+    pub fn path(mut self, path: impl AsRef<std::path::Path>) -> Command {
+        self.words.push(path_word(path.as_ref()));
         self
     }
 
@@ -145,6 +170,19 @@ pub(crate) mod tests {
         let quoted = word("a\nPlan: 0 to create\x1b[2K");
         assert!(!quoted.contains('\n') && !quoted.contains('\x1b'), "{quoted}");
         assert_eq!(sh_words(&quoted, dir.path()).len(), 1);
+    }
+
+    #[test]
+    fn a_word_is_never_an_option_or_a_zsh_expansion() {
+        assert_eq!(word("=ls"), "'=ls'", "zsh expands a leading = to a path");
+        assert_eq!(word("a=b"), "a=b");
+        let c = Command::new("k3d-gpu").lit("apply").path("--allow-replace").to_string();
+        assert_eq!(c, "k3d-gpu apply ./--allow-replace");
+        assert_eq!(Command::new("cd").path("-").to_string(), "cd ./-");
+        assert_eq!(Command::new("cd").path("/abs/-x").to_string(), "cd /abs/-x");
+        assert_eq!(Command::new("cat").path("=ls").to_string(), "cat '=ls'");
+        let forged = crate::escape::Untrusted::new("x\npass forged");
+        assert_eq!(Command::new("echo").untrusted(&forged).to_string(), "echo 'x\\x0apass forged'");
     }
 
     #[test]

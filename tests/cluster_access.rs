@@ -122,3 +122,64 @@ fn registry_credentials_reach_no_plan_graph_render_or_diagnostic() {
     assert_eq!(out.status.code(), Some(1), "{}", all(&out));
     assert!(all(&out).contains("credentials file \"auth.yaml\""), "{}", all(&out));
 }
+
+#[test]
+fn a_credentials_digest_is_keyed_with_a_secret_kept_on_this_machine() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    let root = support::hosts_dir().join(HOST).display().to_string();
+    std::fs::write(
+        dir.path().join("k3dgpu.toml"),
+        "[cluster.registries]\nmirrors = { \"docker.io\" = [\"https://mirror.lan:5000\"] }\ncredentials = \"auth.yaml\"\n",
+    )
+    .unwrap();
+    std::fs::write(dir.path().join("auth.yaml"), credentials(PASSWORD)).unwrap();
+    let state = dir.path().join("state");
+    let plan = |state: &Path| {
+        let out = K3dGpu::new()
+            .cwd(dir.path())
+            .args(["plan", "--offline", "--json", "--root", &root])
+            .env("XDG_STATE_HOME", state)
+            .output();
+        assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+        let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let cluster =
+            plan["actions"].as_array().unwrap().iter().find(|a| a["id"] == "k3d/cluster/gpu").unwrap().clone();
+        cluster["after"]["registries"]["credentials"]["digest"].as_str().unwrap().to_string()
+    };
+    let digest = plan(&state);
+    // Not the plain hash of the credentials, which a dictionary reverses from a shared plan.
+    let credentials = k3d_gpu::apply::registries::Credentials::parse(&credentials(PASSWORD)).unwrap();
+    let plain = k3d_gpu::canonical::digest(&credentials);
+    assert!(digest.starts_with("hmac-sha256:") && !digest.contains(plain.trim_start_matches("sha256:")), "{digest}");
+    // The key is in the state directory, readable by its owner only, and the same run to run.
+    use std::os::unix::fs::PermissionsExt;
+    let key = state.join("k3d-gpu").join(k3d_gpu::apply::registries::KEY_FILE);
+    assert_eq!(std::fs::metadata(&key).unwrap().permissions().mode() & 0o777, 0o600);
+    assert_eq!(plan(&state), digest);
+    // Another machine (another state directory) has another key, and another digest.
+    assert_ne!(plan(&dir.path().join("elsewhere")), digest);
+}
+
+#[test]
+fn a_credentials_file_that_links_outside_the_repository_is_not_read() {
+    let outside = tempfile::tempdir().unwrap();
+    std::fs::write(
+        outside.path().join("auth.yaml"),
+        credentials(PASSWORD).replace("mirror.lan", "secret-registry.corp"),
+    )
+    .unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir(dir.path().join(".git")).unwrap();
+    let root = support::hosts_dir().join(HOST).display().to_string();
+    std::fs::write(
+        dir.path().join("k3dgpu.toml"),
+        "[cluster.registries]\nmirrors = { \"docker.io\" = [\"https://mirror.lan:5000\"] }\ncredentials = \"auth.yaml\"\n",
+    )
+    .unwrap();
+    std::os::unix::fs::symlink(outside.path().join("auth.yaml"), dir.path().join("auth.yaml")).unwrap();
+    let out = k3d_gpu(dir.path(), &["plan", "--offline", "--json", "--root", &root]);
+    assert_eq!(out.status.code(), Some(1), "{}", all(&out));
+    assert!(all(&out).contains("[bad-registry-credentials]") && all(&out).contains("leads outside"), "{}", all(&out));
+    assert!(!all(&out).contains("secret-registry.corp"), "its registry names reach no output: {}", all(&out));
+}

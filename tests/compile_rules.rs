@@ -770,11 +770,11 @@ fn registry_credentials_reach_the_spec_as_a_digest_only() {
     )
     .unwrap();
     config.cluster.registries.as_mut().unwrap().credentials_read =
-        Some(Ok(k3d_gpu::config::CredentialsRead { digest: read.digest(), registries: read.registries() }));
+        Some(Ok(k3d_gpu::config::CredentialsRead { digest: read.digest(&[9; 32]), registries: read.registries() }));
     let g = compile(&config, &facts_of("plain-laptop-amd"), &catalog()).unwrap();
     let spec = cluster_spec(&g);
     assert_eq!(spec["registries"]["credentials"]["file"], "auth.yaml");
-    assert_eq!(spec["registries"]["credentials"]["digest"], read.digest());
+    assert_eq!(spec["registries"]["credentials"]["digest"], read.digest(&[9; 32]));
     let k3d = k3d_gpu::apply::k3d::simple_config(&spec);
     for printed in [String::from_utf8(g.to_json()).unwrap(), k3d.to_string()] {
         assert!(!printed.contains("hunter2"), "{printed}");

@@ -124,6 +124,21 @@ fn a_huge_file_is_refused_after_the_cap() {
 }
 
 #[test]
+fn a_sysfs_attribute_is_read_at_most_a_page() {
+    let governor = "/sys/devices/system/cpu/cpufreq/policy0/scaling_governor";
+    let (_dir, host) = host_with(|root| {
+        let dir = root.join("sys/devices/system/cpu/cpufreq/policy0");
+        fs::create_dir_all(&dir).unwrap();
+        // 62 MB of governor, as a hostile fixture host held: refused after the first page.
+        fs::File::create(dir.join("scaling_governor")).unwrap().set_len(62 << 20).unwrap();
+        fs::write(dir.join("energy_performance_preference"), "x".repeat(4096)).unwrap();
+    });
+    assert_eq!(host.read_bytes(governor).unwrap_err(), HostError::TooLarge);
+    let page = "/sys/devices/system/cpu/cpufreq/policy0/energy_performance_preference";
+    assert_eq!(host.read_bytes(page).unwrap().unwrap().len(), 4096, "one page is read whole");
+}
+
+#[test]
 fn a_sidecar_linking_outside_the_root_is_not_followed() {
     let outside = tempfile::tempdir().unwrap();
     fs::write(outside.path().join("stat"), "0606 0 4321 /dev/dri/renderD128\n").unwrap();

@@ -12,7 +12,7 @@ use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde_json::{Value, json};
 use support::K3dGpu;
-use support::fake_apiserver::{State, kubeconfig_text};
+use support::fake_apiserver::{FakeApiServer, State, kubeconfig_text};
 use support::world::{World, advertise, daemonset_applied, roll_out};
 use support::{docker_ready, hosts_dir, import_image, repo};
 

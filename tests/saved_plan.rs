@@ -42,7 +42,7 @@ fn plan_json(path: &Path) -> serde_json::Value {
 }
 
 #[test]
-fn a_saved_plan_records_its_options_relative_to_the_working_directory() {
+fn a_saved_plan_records_its_options_as_given_whatever_the_working_directory() {
     let dir = workdir();
     let absolute_root = dir.path().join("hosts/./rtx");
     let out = k3d_gpu_in(
@@ -64,7 +64,9 @@ fn a_saved_plan_records_its_options_relative_to_the_working_directory() {
     let plan = plan_json(&dir.path().join("p.json"));
     assert_eq!(
         plan["inputs"]["made_from"],
-        serde_json::json!({ "config": "lab.toml", "root": ["hosts/rtx"], "vendors": "nvidia,hybrid" }),
+        // An absolute path stays absolute (issue 41, defect 14: made relative when inside the
+        // working directory, it gave another plan hash from another directory).
+        serde_json::json!({ "config": "lab.toml", "root": [dir.path().join("hosts/rtx")], "vendors": "nvidia,hybrid" }),
         "{}",
         plan["inputs"]
     );

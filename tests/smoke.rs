@@ -43,7 +43,15 @@ enum Kubelet {
     /// not set NVIDIA_VISIBLE_DEVICES=void gets every GPU, as its CUDA image asks (`all`),
     /// whatever its DRA claim gives it.
     NvidiaDefaultRuntime,
+    /// Every pod stays Running and its log trickles, a byte a second, without end.
+    Trickle,
+    /// A hostile cluster: the node's name and the container's waiting message each hold a
+    /// newline, a forged line, an escape sequence and an OSC 52 clipboard write.
+    Hostile,
 }
+
+/// What a hostile cluster writes into every string it answers with.
+const FORGED: &str = "\npass  forged\n1 pod(s), 0 failure(s)\x1b[2K\x1b]52;c;Y3VybCB4fHNo\x07";
 
 /// The GPUs of the stand-in's NVIDIA DRA node (two H100s, as fixture h100-pcie-x2).
 const H100S: [&str; 2] = ["GPU-5e2b7c1a", "GPU-9d04f3e6"];
@@ -116,7 +124,9 @@ fn ran(code: i32, hold: bool) -> Value {
 }
 
 fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
-    let mut node = k3s_node("k3d-gpu-server-0", true);
+    let node_name =
+        if kubelet == Kubelet::Hostile { format!("k3d-gpu-server-0{FORGED}") } else { "k3d-gpu-server-0".into() };
+    let mut node = k3s_node(&node_name, true);
     for (r, n) in allocatable {
         node["status"]["allocatable"][*r] = json!(n);
     }
@@ -132,9 +142,12 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
     std::fs::create_dir_all(dev.join("dri")).unwrap();
     std::fs::write(dev.join("dri/card0"), "").unwrap();
     match kubelet {
-        Kubelet::Healthy | Kubelet::OneAtATime | Kubelet::MpsServing | Kubelet::NvidiaDefaultRuntime => {
-            std::fs::write(dev.join("dri/renderD128"), "").unwrap()
-        }
+        Kubelet::Healthy
+        | Kubelet::OneAtATime
+        | Kubelet::MpsServing
+        | Kubelet::NvidiaDefaultRuntime
+        | Kubelet::Trickle
+        | Kubelet::Hostile => std::fs::write(dev.join("dri/renderD128"), "").unwrap(),
         // What the pod cannot open (a directory fails a read-write open, as EACCES would).
         Kubelet::Broken => std::fs::create_dir(dev.join("dri/renderD128")).unwrap(),
     }
@@ -163,6 +176,20 @@ fn cluster(kubelet: Kubelet, allocatable: &[(&str, &str)]) -> Cluster {
             if kubelet == Kubelet::Broken && wants_nvidia {
                 pod["status"]["conditions"] = json!([{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
                     "message": "0/1 nodes are available: 1 Insufficient nvidia.com/gpu."}]);
+                continue;
+            }
+            if kubelet == Kubelet::Trickle {
+                pod["spec"]["nodeName"] = json!("k3d-gpu-server-0");
+                pod["metadata"]["annotations"]["fake.k3d-gpu.io/log"] = json!("x");
+                pod["metadata"]["annotations"]["fake.k3d-gpu.io/log-trickle-ms"] = json!("1000");
+                pod["status"] = ran(0, true);
+                continue;
+            }
+            if kubelet == Kubelet::Hostile {
+                pod["spec"]["nodeName"] = json!(node_name.as_str());
+                pod["status"] = json!({"phase": "Pending", "conditions": [{"type": "PodScheduled", "status": "True"}],
+                    "containerStatuses": [{"name": "probe", "ready": false, "restartCount": 0, "image": "", "imageID": "",
+                        "state": {"waiting": {"reason": "ErrImagePull", "message": format!("pull refused{FORGED}")}}}]});
                 continue;
             }
             let (log, code) = run_container(pod, &root, kubelet);
@@ -657,4 +684,60 @@ fn a_node_the_cluster_lacks_is_refused_naming_its_nodes() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no node \"k3d-gpu-agent-7\"") && stderr.contains("k3d-gpu-server-0"), "{stderr}");
     assert_eq!(c.pods_left(), 0, "nothing was created");
+}
+
+/// Whether `text` holds a line the cluster forged or a control byte a terminal acts on.
+fn forged_in(text: &str) -> Option<String> {
+    if let Some(c) = text.chars().find(|c| (c.is_control() && *c != '\n' && *c != '\t') || *c == '\u{2028}') {
+        return Some(format!("control character {c:?}"));
+    }
+    text.lines().find(|l| l.starts_with("pass  forged") || *l == "1 pod(s), 0 failure(s)").map(str::to_string)
+}
+
+#[test]
+fn a_hostile_clusters_names_and_messages_stay_on_their_line() {
+    let c = cluster(Kubelet::Hostile, &[("gpu.intel.com/i915", "1")]);
+    let out = c.test(&[]);
+    let (stdout, stderr) = (String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{stdout}\n{stderr}");
+    assert!(stdout.contains("FAIL  gpu.intel.com/i915 on k3d-gpu-server-0\\x0apass  forged"), "{stdout}");
+    for (name, text) in [("stdout", &stdout), ("stderr", &stderr)] {
+        assert_eq!(forged_in(text), None, "{name}:\n{text}");
+    }
+    assert_eq!(c.pods_left(), 0);
+}
+
+#[test]
+fn a_log_that_never_ends_is_read_within_the_deadline_and_the_pod_deleted() {
+    let c = cluster(Kubelet::Trickle, &[("gpu.intel.com/i915", "1")]);
+    let mut child = K3dGpu::new()
+        .arg("test")
+        .args(["-c", c.dir.path().join("k3dgpu.toml").to_str().unwrap()])
+        .args(["--root", repo().join("tests/fixtures/hosts").join(HOST).to_str().unwrap()])
+        .args(["--timeout", "2"])
+        .env("KUBECONFIG", c.dir.path().join("kubeconfig"))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn();
+    // Not a timing assertion: a bound on a hang. Before the fix the log read never ended, and
+    // the pod was never deleted; this waits far longer than the deadline before giving up.
+    let mut ended = None;
+    for _ in 0..1200 {
+        if let Some(status) = child.try_wait().unwrap() {
+            ended = Some(status);
+            break;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+    if ended.is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+    assert!(ended.is_some(), "`test --timeout 2` was still reading a never-ending log after 120 s");
+    let requests = c.server.requests();
+    assert!(
+        requests.iter().any(|r| r == "DELETE /api/v1/namespaces/default/pods/k3d-gpu-test-gpu-intel-com-i915"),
+        "the pod was not deleted: {requests:#?}"
+    );
+    assert_eq!(c.pods_left(), 0);
 }

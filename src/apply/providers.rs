@@ -97,11 +97,15 @@ impl Providers {
             what: path.display().to_string(),
             reason: e.to_string(),
         };
-        let create = |spec: &Value| -> Result<PathBuf, ApplyError> {
+        // The config and whether it holds the registries' credentials (then it is removed once
+        // k3d has read it: a password must not stay in the state directory after apply).
+        let create = |spec: &Value| -> Result<(PathBuf, bool), ApplyError> {
             std::fs::create_dir_all(&self.workdir).map_err(|e| file_error(&self.workdir, e))?;
             let file = self.workdir.join(format!("{name}.k3d.json"));
             user_volume_sources(spec)?;
-            let mut config = match registry_credentials(spec, &self.config_dir)? {
+            let credentials = registry_credentials(spec, &self.config_dir, &self.workdir)?;
+            let secret = credentials.is_some();
+            let mut config = match credentials {
                 Some(credentials) => k3d::with_credentials(k3d::simple_config(spec), spec, &credentials),
                 None => k3d::simple_config(spec),
             };
@@ -117,7 +121,7 @@ impl Providers {
             // and never written through a link left in the state directory.
             crate::output_file::write(&file, text.as_bytes(), crate::output_file::PRIVATE)
                 .map_err(|e| file_error(&file, e))?;
-            Ok(file)
+            Ok((file, secret))
         };
         match action.action {
             ActionKind::Create | ActionKind::Replace => {
@@ -125,17 +129,28 @@ impl Providers {
                 // Before k3d deletes the old cluster or creates one: a node image that cannot
                 // start k3s stops here, with nothing changed.
                 self.check_node_image(spec).await.map_err(|e| ApplyError::NodeImageUnfit { source: Box::new(e) })?;
-                let file = create(spec)?;
-                if action.action == ActionKind::Replace {
-                    k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT, lock()).await?;
+                let (file, secret) = create(spec)?;
+                let ran = async {
+                    if action.action == ActionKind::Replace {
+                        k3d::run_k3d(&self.k3d, &["cluster", "delete", name], k3d::CREATE_TIMEOUT, lock()).await?;
+                    }
+                    k3d::run_k3d(
+                        &self.k3d,
+                        &["cluster", "create", "--config", &file.display().to_string()],
+                        k3d::CREATE_TIMEOUT,
+                        lock(),
+                    )
+                    .await
                 }
-                k3d::run_k3d(
-                    &self.k3d,
-                    &["cluster", "create", "--config", &file.display().to_string()],
-                    k3d::CREATE_TIMEOUT,
-                    lock(),
-                )
-                .await
+                .await;
+                // Whatever k3d did: the password it read is in the nodes now, not here.
+                if secret && let Err(e) = std::fs::remove_file(&file) {
+                    crate::stderrln!(
+                        "note: could not remove {}: {e}",
+                        crate::escape::one_line(&file.display().to_string())
+                    );
+                }
+                ran
             }
             ActionKind::Update => {
                 k3d::run_k3d(&self.k3d, &["cluster", "start", name], k3d::CREATE_TIMEOUT, lock()).await
@@ -288,6 +303,7 @@ fn user_volume_sources(spec: &Value) -> Result<(), ApplyError> {
 fn registry_credentials(
     spec: &Value,
     config_dir: &std::path::Path,
+    key_dir: &std::path::Path,
 ) -> Result<Option<super::registries::Credentials>, ApplyError> {
     let named = &spec["registries"]["credentials"];
     let Some(file) = named["file"].as_str() else { return Ok(None) };
@@ -296,7 +312,11 @@ fn registry_credentials(
     let unusable = |reason: String| ApplyError::File { what: what(), reason };
     let text = crate::input_file::read_text(&path).map_err(|e| unusable(e.to_string()))?;
     let credentials = super::registries::Credentials::parse(&text).map_err(|e| unusable(e.to_string()))?;
-    if Some(credentials.digest().as_str()) != named["digest"].as_str() {
+    let key = super::registries::machine_key(key_dir).map_err(|e| ApplyError::File {
+        what: format!("the credentials digest key in {}", key_dir.display()),
+        reason: e.to_string(),
+    })?;
+    if Some(credentials.digest(&key).as_str()) != named["digest"].as_str() {
         return Err(ApplyError::ChangedSincePlan { what: what() });
     }
     Ok(Some(credentials))

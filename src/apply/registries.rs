@@ -88,15 +88,76 @@ impl Credentials {
     }
 
     /// The digest the plan records: of the parsed settings in canonical form, so comments and
-    /// layout do not count, every credential does.
-    pub fn digest(&self) -> String {
-        crate::canonical::digest(self)
+    /// layout do not count, every credential does. Keyed (HMAC-SHA256) with `key`, this
+    /// machine's [`machine_key`]: a plan, a graph and `plan --json` are shared for review, and
+    /// a plain hash of a user name and a password is a verifier a dictionary recovers both
+    /// from in a millisecond. Without the key the digest says nothing of the credentials.
+    pub fn digest(&self, key: &[u8; 32]) -> String {
+        let mac = hmac_sha256(key, &crate::canonical::to_bytes(self));
+        format!("hmac-sha256:{}", mac.iter().map(|b| format!("{b:02x}")).collect::<String>())
     }
 
     /// The registries it configures (their names are not secret).
     pub fn registries(&self) -> Vec<String> {
         self.configs.keys().cloned().collect()
     }
+}
+
+/// HMAC-SHA256 (RFC 2104 over FIPS 180-4's SHA-256, 64-byte blocks) of `message` under `key`
+/// (at most one block). Written here on `sha2`, which the crate has, rather than adding the
+/// `hmac` crate (and its `digest`-trait plumbing) for the one call.
+fn hmac_sha256(key: &[u8], message: &[u8]) -> [u8; 32] {
+    use sha2::{Digest, Sha256};
+    const BLOCK: usize = 64;
+    assert!(key.len() <= BLOCK, "a key of at most one block");
+    let mut padded = [0u8; BLOCK];
+    padded[..key.len()].copy_from_slice(key);
+    let inner = Sha256::new().chain_update(padded.map(|b| b ^ 0x36)).chain_update(message).finalize();
+    let outer = Sha256::new().chain_update(padded.map(|b| b ^ 0x5c)).chain_update(inner).finalize();
+    outer.into()
+}
+
+/// The file in the state directory holding the key of [`Credentials::digest`].
+pub const KEY_FILE: &str = "credentials-digest.key";
+
+/// This machine's key for credential digests: 32 random bytes in `state_dir`'s
+/// [`KEY_FILE`], made on first use (0600, in a 0700 directory, never through a link), and
+/// refused when it is not a regular file of this user that only they can read. It never
+/// leaves the machine, so a plan made here is applied here (another machine's digest reads
+/// as "changed since the plan").
+pub fn machine_key(state_dir: &std::path::Path) -> std::io::Result<[u8; 32]> {
+    use std::os::unix::fs::DirBuilderExt;
+    let path = state_dir.join(KEY_FILE);
+    for _ in 0..2 {
+        match read_key(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            read => return read,
+        }
+        std::fs::DirBuilder::new().recursive(true).mode(0o700).create(state_dir)?;
+        let mut key = [0u8; 32];
+        getrandom::fill(&mut key).map_err(|e| std::io::Error::other(e.to_string()))?;
+        match crate::output_file::write_new(&path, &key, crate::output_file::PRIVATE) {
+            // Another run made it first: read theirs.
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+            Err(e) => return Err(e),
+            Ok(()) => return Ok(key),
+        }
+    }
+    read_key(&path)
+}
+
+fn read_key(path: &std::path::Path) -> std::io::Result<[u8; 32]> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = std::fs::symlink_metadata(path)?;
+    let me = std::fs::metadata("/proc/self").map(|m| m.uid()).unwrap_or(meta.uid());
+    if !meta.file_type().is_file() || meta.mode() & 0o077 != 0 || meta.uid() != me {
+        return Err(std::io::Error::other(format!(
+            "{} is not a file of this user that only they can read (0600)",
+            path.display()
+        )));
+    }
+    let bytes = std::fs::read(path)?;
+    bytes.try_into().map_err(|_| std::io::Error::other(format!("{} does not hold a 32-byte key", path.display())))
 }
 
 /// The registries.yaml for k3d's `registries.config`, from a cluster spec's `registries`, with
@@ -136,6 +197,28 @@ pub fn registries_yaml(registries: &Value, credentials: Option<&Credentials>) ->
 mod tests {
     use super::*;
 
+    #[test]
+    fn the_digest_is_keyed_and_the_key_stays_private_on_this_machine() {
+        // RFC 4231, test case 2.
+        let mac = hmac_sha256(b"Jefe", b"what do ya want for nothing?");
+        let hex: String = mac.iter().map(|b| format!("{b:02x}")).collect();
+        assert_eq!(hex, "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843");
+        let c = Credentials::parse(FILE).unwrap();
+        // Not the plain hash of the credentials a dictionary is run against.
+        let plain = crate::canonical::digest(&c);
+        let (a, b) = (c.digest(&[1; 32]), c.digest(&[2; 32]));
+        assert!(a.starts_with("hmac-sha256:") && a != b && !a.contains(plain.trim_start_matches("sha256:")), "{a}");
+        let state = tempfile::tempdir().unwrap();
+        let dir = state.path().join("k3d-gpu");
+        let key = machine_key(&dir).unwrap();
+        assert_eq!(machine_key(&dir).unwrap(), key, "made once, then read");
+        use std::os::unix::fs::PermissionsExt;
+        let mode = std::fs::metadata(dir.join(KEY_FILE)).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        std::fs::set_permissions(dir.join(KEY_FILE), std::fs::Permissions::from_mode(0o644)).unwrap();
+        assert!(machine_key(&dir).is_err(), "a key others can read is refused");
+    }
+
     const FILE: &str = "# the lab's mirror\nconfigs:\n  \"mirror.lan:5000\":\n    auth:\n      username: lab\n      password: hunter2\n    tls:\n      insecure_skip_verify: true\n";
 
     #[test]
@@ -144,9 +227,14 @@ mod tests {
         assert_eq!(c.registries(), ["mirror.lan:5000"]);
         assert_eq!(c.configs["mirror.lan:5000"].auth.as_ref().unwrap().password.as_deref(), Some("hunter2"));
         let relaid = "configs:\n  mirror.lan:5000: {auth: {username: lab, password: hunter2}, tls: {insecure_skip_verify: true}}\n";
-        assert_eq!(Credentials::parse(relaid).unwrap().digest(), c.digest(), "layout and comments do not count");
+        let key = [7u8; 32];
+        assert_eq!(
+            Credentials::parse(relaid).unwrap().digest(&key),
+            c.digest(&key),
+            "layout and comments do not count"
+        );
         let other = FILE.replace("hunter2", "hunter3");
-        assert_ne!(Credentials::parse(&other).unwrap().digest(), c.digest(), "a password does");
+        assert_ne!(Credentials::parse(&other).unwrap().digest(&key), c.digest(&key), "a password does");
         for bad in [
             "configs:\n  x:\n    auth:\n      passwrd: hunter2\n",
             "mirrors:\n  docker.io:\n    endpoint: [\"https://m\"]\nconfigs: {}\n",

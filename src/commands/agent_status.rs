@@ -35,7 +35,7 @@ pub struct Status {
     pub context: String,
     pub endpoint: Endpoint,
     /// The model ids the server lists (`GET <api>/models`), empty when it does not answer.
-    pub models: Vec<String>,
+    pub models: Vec<crate::escape::Untrusted>,
     pub device: Device,
     /// The model the server starts, planned against running.
     pub model: Model,
@@ -162,9 +162,14 @@ fn device_in_use(container: &Value) -> (Option<String>, Option<String>, Option<u
 }
 
 /// The model ids of an OpenAI models list.
-fn model_ids(body: &str) -> Vec<String> {
+fn model_ids(body: &str) -> Vec<crate::escape::Untrusted> {
     let v: Value = serde_json::from_str(body).unwrap_or_default();
-    v["data"].as_array().into_iter().flatten().filter_map(|m| m["id"].as_str().map(str::to_string)).collect()
+    v["data"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|m| m["id"].as_str().map(crate::escape::Untrusted::from))
+        .collect()
 }
 
 pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
@@ -172,7 +177,7 @@ pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
     if global.json {
         super::print_bytes(&crate::canonical::to_bytes(&status));
     } else {
-        super::print_bytes(crate::escape::for_terminal(&text(&status)).as_bytes());
+        super::print_bytes(crate::escape::assembled(&text(&status)).as_bytes());
     }
     Ok(if status.reply.is_some() { EXIT_OK } else { EXIT_FAILED })
 }
@@ -302,17 +307,26 @@ pub fn status(global: &Global, timeout: Duration) -> Result<Status> {
 
 /// The text form.
 fn text(s: &Status) -> String {
+    // The models list, the Deployment's arguments, the reply and the errors are the cluster's
+    // and the server's words: each is one escaped line (the model ids are `Untrusted`).
+    let l = |text: &str| crate::escape::one_line(text).into_owned();
     let e = &s.endpoint;
-    let mut out = format!("endpoint  {} (context {})\n", e.url, s.context);
-    out.push_str(&format!("          from here: {}, then http://127.0.0.1:{}{}\n", e.port_forward, e.port, e.api));
+    let mut out = format!("endpoint  {} (context {})\n", l(&e.url), l(&s.context));
+    out.push_str(&format!(
+        "          from here: {}, then http://127.0.0.1:{}{}\n",
+        l(&e.port_forward),
+        e.port,
+        l(&e.api)
+    ));
+    let models: Vec<String> = s.models.iter().map(ToString::to_string).collect();
     out.push_str(&format!(
         "models    {}\n",
-        if s.models.is_empty() { "none listed".to_string() } else { s.models.join(", ") }
+        if models.is_empty() { "none listed".to_string() } else { models.join(", ") }
     ));
     let d = &s.device;
     let held = match (&d.resource, d.count) {
-        (Some(r), Some(n)) => format!(" ({r} × {n})"),
-        (Some(r), None) => format!(" ({r})"),
+        (Some(r), Some(n)) => format!(" ({} × {n})", l(r)),
+        (Some(r), None) => format!(" ({})", l(r)),
         _ => String::new(),
     };
     let pods = match (d.ready, d.replicas) {
@@ -320,13 +334,15 @@ fn text(s: &Status) -> String {
         _ => String::new(),
     };
     match &d.in_use {
-        Some(in_use) => out.push_str(&format!("device    {in_use}{held}, backend {}{pods}\n", d.backend)),
-        None => out.push_str(&format!("device    not running (placed on {}, backend {})\n", d.placed, d.backend)),
+        Some(in_use) => out.push_str(&format!("device    {}{held}, backend {}{pods}\n", l(in_use), l(&d.backend))),
+        None => {
+            out.push_str(&format!("device    not running (placed on {}, backend {})\n", l(&d.placed), l(&d.backend)))
+        }
     }
     if let Some(in_use) = &d.in_use
         && *in_use != d.placed
     {
-        out.push_str(&format!("          the config now places it on {}: plan and apply to move it\n", d.placed));
+        out.push_str(&format!("          the config now places it on {}: plan and apply to move it\n", l(&d.placed)));
     }
     let shown = |m: &ModelRef| {
         let mut t = m.id.clone().unwrap_or_else(|| "?".into());
@@ -349,16 +365,19 @@ fn text(s: &Status) -> String {
         (None, _) => out.push_str(&format!("model     not running (the plan starts {})\n", shown(&m.planned))),
     }
     if !m.versions.is_empty() {
-        out.push_str(&format!("          versions {}\n", m.versions.join(", ")));
+        out.push_str(&format!("          versions {}\n", l(&m.versions.join(", "))));
     }
     match &s.reply {
-        Some(r) => {
-            out.push_str(&format!("reply     \"{}\" in {:.1}s ({})\n", r.first_words, r.millis as f64 / 1e3, r.model))
-        }
+        Some(r) => out.push_str(&format!(
+            "reply     \"{}\" in {:.1}s ({})\n",
+            l(&r.first_words),
+            r.millis as f64 / 1e3,
+            l(&r.model)
+        )),
         None => out.push_str("reply     none\n"),
     }
     for p in &s.problems {
-        out.push_str(&format!("problem   {p}\n"));
+        out.push_str(&format!("problem   {}\n", l(p)));
     }
     out
 }
@@ -377,7 +396,8 @@ mod tests {
         assert_eq!(device_in_use(&cuda), (Some("CUDA".into()), Some("nvidia.com/gpu".into()), Some(2)));
         let cpu = json!({ "args": ["serve", "m"], "resources": { "limits": { "memory": "8Gi" } } });
         assert_eq!(device_in_use(&cpu), (Some("CPU".into()), None, None));
-        assert_eq!(model_ids(r#"{"data":[{"id":"Qwen3-4B"},{"id":"x"}]}"#), ["Qwen3-4B", "x"]);
+        let ids = model_ids(r#"{"data":[{"id":"Qwen3-4B"},{"id":"x"}]}"#);
+        assert_eq!(ids.iter().map(|m| m.raw()).collect::<Vec<_>>(), ["Qwen3-4B", "x"]);
         assert!(model_ids("no healthy upstream").is_empty());
     }
 
@@ -399,5 +419,52 @@ mod tests {
         assert_eq!(ovms_versions(config, "Qwen3-4B"), ["1 AVAILABLE"]);
         assert!(ovms_versions(config, "other").is_empty());
         assert!(ovms_versions("not json", "Qwen3-4B").is_empty());
+    }
+
+    #[test]
+    fn the_servers_words_cannot_forge_a_line() {
+        let forged = "x\nreply     \"all checks passed\"\nproblem   none\x1b]52;c;aGk=\x07";
+        let container =
+            json!({ "args": ["--target_device", forged], "resources": { "limits": { "npu.intel.com/accel": "1" } } });
+        let (in_use, resource, count) = device_in_use(&container);
+        let endpoint = Endpoint {
+            namespace: "agent".into(),
+            service: "llm".into(),
+            port: 8000,
+            api: "/v3".into(),
+            url: "http://llm.agent.svc:8000/v3".into(),
+            port_forward: "kubectl port-forward".into(),
+        };
+        let status = Status {
+            schema: SCHEMA,
+            context: "k3d-lab".into(),
+            endpoint,
+            models: model_ids(&json!({ "data": [{ "id": forged }] }).to_string()),
+            device: Device {
+                placed: "NPU".into(),
+                backend: "ovms".into(),
+                in_use,
+                resource,
+                count,
+                ready: None,
+                replicas: None,
+            },
+            model: Model {
+                planned: model_of(&container),
+                running: Some(model_of(&container)),
+                versions: vec![forged.into()],
+                matches: Some(false),
+            },
+            reply: None,
+            problems: vec![format!("svc/llm: {forged}")],
+        };
+        let shown = text(&status);
+        assert!(!shown.contains('\x1b') && !shown.contains('\x07'), "{shown}");
+        for line in shown.lines() {
+            assert!(
+                !line.starts_with("reply     \"") && !line.starts_with("problem   none"),
+                "forged: {line:?} in\n{shown}"
+            );
+        }
     }
 }

@@ -122,9 +122,9 @@ impl Reporter {
         if self.json {
             crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
         } else if let Some(bar) = &self.live {
-            bar.println(format!("note: {}", crate::escape::for_terminal(text)));
+            bar.println(format!("note: {}", crate::escape::one_line(text)));
         } else {
-            crate::stderrln!("note: {}", crate::escape::for_terminal(text));
+            crate::stderrln!("note: {}", crate::escape::one_line(text));
         }
     }
 
@@ -143,7 +143,7 @@ impl Reporter {
         }
         let t = self.started.elapsed().as_secs_f64();
         // Ids and errors carry names from manifests and k3d's own output.
-        let line = crate::escape::for_terminal(&match event {
+        let line = crate::escape::assembled(&match event {
             Event::Started { id } => format!("[{t:7.1}s] start  {id}"),
             Event::Done { id, elapsed_ms } => format!("[{t:7.1}s] done   {id} ({:.1}s)", *elapsed_ms as f64 / 1e3),
             Event::Failed { id, elapsed_ms, error } => {
@@ -268,7 +268,7 @@ fn print_summary(reporter: &Reporter, outcome: &Outcome, verify_failed: &[(Strin
         let failed: Vec<_> = verify_failed.iter().map(|(id, e)| serde_json::json!({ "id": id, "error": e })).collect();
         crate::stderrln!("{}", serde_json::json!({ "event": "summary", "outcome": outcome, "verify_failed": failed }));
     } else {
-        crate::stderrln!("{}", crate::escape::for_terminal(&summary(outcome, verify_failed, &reporter.skipped())));
+        crate::stderrln!("{}", crate::escape::assembled(&summary(outcome, verify_failed, &reporter.skipped())));
     }
 }
 
@@ -416,6 +416,17 @@ pub fn run(global: &Global, args: &ApplyArgs) -> Result<u8> {
         Some(file) => {
             let (plan, bytes) = read_plan_file(file)?;
             if let Some(made) = &plan.inputs.made_from {
+                // What the plan records is the plan file's word: a path it names is taken only
+                // inside the plan file's directory (links resolved), and said before it is read.
+                let plan_dir = file.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+                super::made_from::confined(global, made, plan_dir).map_err(|(flag, path, why)| Error::Usage {
+                    message: format!(
+                        "{} records {flag} {}, which {why}: it is not read from a plan file",
+                        file.display(),
+                        crate::shell::word(&path)
+                    ),
+                    help: Some(format!("give {flag} yourself if that is the file you mean")),
+                })?;
                 let taken;
                 (filled, taken) = super::made_from::fill(global, made);
                 if !taken.is_empty() {
@@ -517,7 +528,7 @@ fn then_test(global: &Global, args: &ApplyArgs, applied: &Applied) -> Result<u8>
         let doc: serde_json::Value = serde_json::from_slice(&crate::canonical::to_bytes(&report)).unwrap_or_default();
         crate::stderrln!("{}", serde_json::json!({ "event": "test", "result": doc }));
     } else {
-        super::print_bytes(crate::escape::for_terminal(&crate::smoke::text(&report)).as_bytes());
+        super::print_bytes(crate::escape::assembled(&crate::smoke::text(&report)).as_bytes());
     }
     if report.passed { Ok(EXIT_OK) } else { Err(Error::CheckFailed("a smoke test after apply failed".into())) }
 }
@@ -527,7 +538,8 @@ fn note(json: bool, text: &str) {
     if json {
         crate::stderrln!("{}", serde_json::json!({ "event": "note", "text": text }));
     } else {
-        crate::stderrln!("note: {}", crate::escape::for_terminal(text));
+        // One line: a note quotes the model's reply, a plan file's name, what it records.
+        crate::stderrln!("note: {}", crate::escape::one_line(text));
     }
 }
 

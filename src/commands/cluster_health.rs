@@ -116,12 +116,13 @@ pub fn health(global: &Global) -> Result<Health> {
     let catalog = super::load_catalog(global, &inputs)?;
     let hints = crate::smoke::Hints {
         kubectl: crate::shell::kubectl(&context),
-        k3d_gpu: crate::shell::k3d_gpu(global),
+        k3d_gpu: global.k3d_gpu(),
         component: catalog
             .components
             .values()
             .flat_map(|c| c.provides_resources.iter().map(|r| (r.clone(), c.name.clone())))
             .collect(),
+        cluster: inputs.config.cluster.name.clone(),
     };
     let kubeconfig = super::plan::kubeconfig_path();
     let rt = super::runtime()?;

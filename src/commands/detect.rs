@@ -11,7 +11,7 @@ pub fn run(global: &Global) -> Result<u8> {
     if global.json {
         super::print_bytes(&facts.to_bytes());
     } else {
-        super::print_bytes(crate::escape::for_terminal(&render(&facts)).as_bytes());
+        super::print_bytes(crate::escape::assembled(&render(&facts)).as_bytes());
     }
     Ok(EXIT_OK)
 }

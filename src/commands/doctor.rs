@@ -31,7 +31,7 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
         let report = DoctorReport { schema: "k3d-gpu.doctor/v1", fingerprint: &facts.fingerprint, findings: &findings };
         super::print_bytes(&crate::canonical::to_bytes(&report));
     } else {
-        super::print_bytes(crate::escape::for_terminal(&render(&findings)).as_bytes());
+        super::print_bytes(crate::escape::assembled(&render(&findings)).as_bytes());
     }
     Ok(if findings.iter().any(|f| f.level == Level::Fail) { EXIT_FAILED } else { EXIT_OK })
 }
@@ -91,7 +91,7 @@ fn perf(global: &Global, model_gb: Option<f64>) -> Result<u8> {
         let doc = Doc { schema: crate::doctor::perf::SCHEMA, fingerprint: &facts.fingerprint, findings: &findings };
         super::print_bytes(&crate::canonical::to_bytes(&doc));
     } else {
-        super::print_bytes(crate::escape::for_terminal(&crate::doctor::perf::render(&findings)).as_bytes());
+        super::print_bytes(crate::escape::assembled(&crate::doctor::perf::render(&findings)).as_bytes());
     }
     Ok(EXIT_OK)
 }

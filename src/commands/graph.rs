@@ -152,7 +152,7 @@ pub fn agent(global: &Global, model_size: Option<f64>) -> Result<u8> {
     if let Some(advice) = &advice {
         out.push_str(&advice_text(advice));
     }
-    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
+    super::print_bytes(crate::escape::assembled(&out).as_bytes());
     Ok(EXIT_OK)
 }
 

@@ -164,7 +164,7 @@ pub fn run(global: &Global, args: &ImagesArgs) -> Result<u8> {
                 }
                 super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: CHECK_SCHEMA, found: &found }));
             } else {
-                super::print_bytes(crate::escape::for_terminal(&check_text(&found, &lock_path)).as_bytes());
+                super::print_bytes(crate::escape::assembled(&check_text(&found, &lock_path)).as_bytes());
             }
             if found.passed() {
                 Ok(EXIT_OK)
@@ -217,7 +217,7 @@ fn list(global: &Global, images: &BTreeMap<String, crate::images::Use>, roles: &
         out.push_str(&format!("\n{count}; `k3d-gpu images lock` pins them\n"));
     }
     // Image names come from manifests: escaped like every table.
-    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
+    super::print_bytes(crate::escape::assembled(&out).as_bytes());
     Ok(EXIT_OK)
 }
 
@@ -290,7 +290,7 @@ fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path:
         report.push_str(&format!("dropped  {image}\n"));
     }
     super::write_out(path, lock.to_text().as_bytes(), crate::output_file::PUBLIC)?;
-    super::print_bytes(crate::escape::for_terminal(&report).as_bytes());
+    super::print_bytes(crate::escape::assembled(&report).as_bytes());
     crate::stderrln!("wrote {} ({} images)", path.display(), lock.images.len());
     Ok(EXIT_OK)
 }

@@ -87,17 +87,43 @@ fn no_config_note(json: bool) {
 /// configures go into the config (`credentials_read`), the credentials stay in the file. A
 /// file that cannot be read or parsed is recorded as such and is a compile error, so
 /// commands that never compile (`destroy`, `logs`) do not need it.
+///
+/// The file is confined as a `[[components]] path` is: with every link resolved it must be
+/// inside the repository that holds the config, so a link to `~/.docker/…` or another
+/// repository's secrets is not read, and its registry names do not reach the plan. The digest
+/// is keyed with this machine's key in the state directory (`apply::registries::machine_key`).
 fn read_registry_credentials(config: &mut Config, dir: &Path) {
     let Some(registries) = config.cluster.registries.as_mut() else { return };
     let Some(file) = registries.credentials.as_deref() else { return };
     if crate::config::fleet::path_problem(file).is_some() {
         return; // compile says why
     }
-    let read = crate::input_file::read_text(&dir.join(file))
-        .map_err(|e| e.to_string())
+    let read = confine_file(dir, file)
+        .and_then(|path| crate::input_file::read_text(&path).map_err(|e| e.to_string()))
         .and_then(|text| crate::apply::registries::Credentials::parse(&text).map_err(|e| e.to_string()))
-        .map(|c| crate::config::CredentialsRead { digest: c.digest(), registries: c.registries() });
+        .and_then(|c| {
+            let env = |k: &str| std::env::var(k).ok();
+            let state = crate::apply::lock::state_dir(&env);
+            let key = crate::apply::registries::machine_key(&state)
+                .map_err(|e| format!("cannot keep the digest key in the state directory: {e}"))?;
+            Ok(crate::config::CredentialsRead { digest: c.digest(&key), registries: c.registries() })
+        });
     registries.credentials_read = Some(read);
+}
+
+/// `path` (relative to `config_dir`) with every link resolved, when that is inside
+/// [`confinement`]; else why not.
+pub fn confine_file(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, String> {
+    let boundary =
+        confinement(config_dir).map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
+    let resolved = std::fs::canonicalize(config_dir.join(path)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file".to_string(),
+        kind => format!("cannot resolve it: {kind}"),
+    })?;
+    if !resolved.starts_with(&boundary) {
+        return Err(format!("leads outside {} (links included)", boundary.display()));
+    }
+    Ok(resolved)
 }
 
 /// `[cluster] volumes` whose source does not exist on `host` (the fixture host `--root` names,

@@ -351,7 +351,7 @@ fn print(global: &Global, name: &str, results: &[ConfigResult], exit: u8) {
         }
     }
     out.push_str(&format!("{} config(s), {pairs} host(s), {failed} failed\n", results.len()));
-    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
+    super::print_bytes(crate::escape::assembled(&out).as_bytes());
     for c in results {
         if let Some(e) = &c.error {
             crate::stderrln!("\n{}:", crate::escape::one_line(&c.config));

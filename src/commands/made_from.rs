@@ -1,29 +1,26 @@
 //! What a saved plan was made from (`plan::MadeFrom`): the `-c`, `--root`, `--facts`,
-//! `--stdlib` and `--vendors` given, recorded in the plan with paths relative to the working
-//! directory, and read back by `apply PLANFILE` for the options it is not given.
+//! `--stdlib` and `--vendors` given, recorded in the plan as they were given (a relative path
+//! without `.` components, an absolute one as it is), and read back by `apply PLANFILE` for
+//! the options it is not given. A plan file is outside text: a path it records is read only
+//! when it resolves (links included) inside the plan file's directory ([`confined`]).
 
 use std::path::{Component, Path, PathBuf};
 
 use crate::cli::Global;
 use crate::plan::MadeFrom;
 
-/// `path` as a plan records it: a relative path without `.` components (`./lab.toml` is
-/// `lab.toml`); an absolute one inside the working directory relative to it, any other
-/// absolute one as it is. Not resolved: a link stays the name the person gave.
-pub fn relative(path: &Path, cwd: Option<&Path>) -> String {
-    let tail = match cwd.and_then(|cwd| path.strip_prefix(cwd).ok()) {
-        Some(inside) => inside,
-        None if path.is_absolute() => return path.display().to_string(),
-        None => path,
-    };
-    let kept: PathBuf = tail.components().filter(|c| !matches!(c, Component::CurDir)).collect();
+/// `path` as a plan records it, without `.` components (`./lab.toml` is `lab.toml`); an
+/// absolute one stays absolute. Not resolved: a link stays the name the person gave.
+/// Never made relative to the working directory: the same command with absolute paths gives
+/// the same plan (and hash) from any directory.
+pub fn relative(path: &Path) -> String {
+    let kept: PathBuf = path.components().filter(|c| !matches!(c, Component::CurDir)).collect();
     if kept.as_os_str().is_empty() { ".".to_string() } else { kept.display().to_string() }
 }
 
 /// The options of `global` as a plan records them; `None` when none was given.
 pub fn record(global: &Global) -> Option<MadeFrom> {
-    let cwd = std::env::current_dir().ok();
-    let rel = |p: &PathBuf| relative(p, cwd.as_deref());
+    let rel = |p: &PathBuf| relative(p);
     let made = MadeFrom {
         config: global.config.as_ref().map(rel),
         facts: global.facts.iter().map(rel).collect(),
@@ -32,6 +29,42 @@ pub fn record(global: &Global) -> Option<MadeFrom> {
         vendors: global.vendors.clone(),
     };
     (!made.is_empty()).then_some(made)
+}
+
+/// Checks each path `saved` records that [`fill`] would take (the option is not in `global`):
+/// from the working directory, with every link resolved, it must be inside `plan_dir` (the
+/// plan file's directory), and a config must be a `.toml` file, as a component must be a
+/// `.kdl` one. Otherwise `(flag, path, why)`: the flag must be given again. A plan file whose
+/// recorded config is `.env` would else have its secrets quoted by the TOML diagnostic.
+pub fn confined(global: &Global, saved: &MadeFrom, plan_dir: &Path) -> Result<(), (&'static str, String, String)> {
+    let boundary = std::fs::canonicalize(plan_dir)
+        .map_err(|e| ("a plan file", plan_dir.display().to_string(), format!("cannot be resolved: {}", e.kind())))?;
+    let host_given = !global.root.is_empty() || !global.facts.is_empty();
+    let mut recorded: Vec<(&'static str, &String)> = Vec::new();
+    if global.config.is_none() {
+        recorded.extend(saved.config.iter().map(|p| ("-c", p)));
+    }
+    if global.stdlib.is_none() {
+        recorded.extend(saved.stdlib.iter().map(|p| ("--stdlib", p)));
+    }
+    if !host_given {
+        recorded.extend(saved.root.iter().map(|p| ("--root", p)));
+        recorded.extend(saved.facts.iter().map(|p| ("--facts", p)));
+    }
+    for (flag, path) in recorded {
+        let outside = || format!("is not inside the plan file's directory {} (links included)", boundary.display());
+        match std::fs::canonicalize(path) {
+            // Missing: the command that reads it says so, and quotes nothing.
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err((flag, path.clone(), format!("cannot be resolved: {}", e.kind()))),
+            Ok(resolved) if !resolved.starts_with(&boundary) => return Err((flag, path.clone(), outside())),
+            Ok(resolved) if flag == "-c" && resolved.extension().is_none_or(|e| e != "toml") => {
+                return Err((flag, path.clone(), "is not a .toml file".into()));
+            }
+            Ok(_) => {}
+        }
+    }
+    Ok(())
 }
 
 /// `global` with what the plan was made from filling the options it was not given: the
@@ -92,15 +125,36 @@ mod tests {
     use super::*;
 
     #[test]
-    fn paths_are_recorded_relative_to_the_working_directory() {
-        let cwd = Path::new("/home/me/lab");
-        assert_eq!(relative(Path::new("./k3dgpu.toml"), Some(cwd)), "k3dgpu.toml");
-        assert_eq!(relative(Path::new("hosts/./a"), Some(cwd)), "hosts/a");
-        assert_eq!(relative(Path::new("../other/x.toml"), Some(cwd)), "../other/x.toml");
-        assert_eq!(relative(Path::new("/home/me/lab/hosts/a"), Some(cwd)), "hosts/a");
-        assert_eq!(relative(Path::new("/home/me/lab"), Some(cwd)), ".");
-        assert_eq!(relative(Path::new("/srv/facts.json"), Some(cwd)), "/srv/facts.json");
-        assert_eq!(relative(Path::new("/home/me/laboratory/x"), Some(cwd)), "/home/me/laboratory/x");
+    fn paths_are_recorded_as_given_whatever_the_working_directory() {
+        assert_eq!(relative(Path::new("./k3dgpu.toml")), "k3dgpu.toml");
+        assert_eq!(relative(Path::new("hosts/./a")), "hosts/a");
+        assert_eq!(relative(Path::new("../other/x.toml")), "../other/x.toml");
+        assert_eq!(relative(Path::new(".")), ".");
+        // Absolute stays absolute, so the hash of `-c /abs --root /abs` is the same from any
+        // directory (it was made relative when inside the working directory).
+        assert_eq!(relative(Path::new("/home/me/lab/hosts/a")), "/home/me/lab/hosts/a");
+        assert_eq!(relative(Path::new("/srv/./facts.json")), "/srv/facts.json");
+    }
+
+    #[test]
+    fn a_recorded_path_is_read_only_inside_the_plan_files_directory() {
+        let dir = tempfile::tempdir().unwrap();
+        let plans = dir.path().join("plans");
+        std::fs::create_dir(&plans).unwrap();
+        std::fs::write(dir.path().join(".env"), "GITHUB_TOKEN=x\n").unwrap();
+        std::fs::write(plans.join("lab.toml"), "").unwrap();
+        std::fs::write(plans.join("env.toml.txt"), "").unwrap();
+        std::os::unix::fs::symlink(dir.path().join(".env"), plans.join("linked.toml")).unwrap();
+        let made = |config: &Path| MadeFrom { config: Some(config.display().to_string()), ..MadeFrom::default() };
+        let none = Global::default();
+        assert!(confined(&none, &made(&plans.join("lab.toml")), &plans).is_ok());
+        for bad in [dir.path().join(".env"), plans.join("linked.toml"), plans.join("env.toml.txt")] {
+            let refused = confined(&none, &made(&bad), &plans).unwrap_err();
+            assert_eq!(refused.0, "-c", "{bad:?}");
+        }
+        // Given again, the recorded one is not read.
+        let given = Global { config: Some("mine.toml".into()), ..Global::default() };
+        assert!(confined(&given, &made(&dir.path().join(".env")), &plans).is_ok());
     }
 
     #[test]

@@ -188,7 +188,8 @@ pub fn load_facts(global: &Global) -> Result<Facts> {
 /// format (`facts::ids`): a fixture host's directory named `0000:00:02.0;curl …|sh` is not a
 /// PCI device, and its name must not reach a fix.
 pub fn detect_facts(host: &crate::host::HostRoot, filter: &VendorFilter) -> Result<Facts> {
-    let facts = crate::detect::facts(host, filter);
+    let (inventory, read_findings) = crate::detect::inventory(host);
+    let facts = crate::facts::build(one_line_host(inventory), one_line_findings(read_findings), filter);
     match crate::facts::ids::check(&facts.host) {
         None => Ok(facts),
         Some(problem) => Err(Error::Input {
@@ -240,7 +241,53 @@ pub fn read_facts_file(path: &Path) -> Result<Facts> {
             f
         })
         .collect();
-    Ok(crate::facts::build(saved.host, read_findings, &saved.vendor_filter))
+    Ok(crate::facts::build(one_line_host(saved.host), one_line_findings(read_findings), &saved.vendor_filter))
+}
+
+/// A host inventory with every string in it (and every map key) made one escaped line
+/// (`escape::one_line`): a host's files and a facts document are outside text, and a value
+/// read there (a CPU model, a firmware version, a zone name) is later written into detect's
+/// and doctor's lines, a finding, a fix. A kernel attribute is one line without control
+/// characters, so a real host reads the same; a newline or an escape sequence in one is shown
+/// as `\x0a`, `\x1b` and cannot start a line of its own. Done once here, where the inventory
+/// comes in, so no renderer has to remember it.
+fn one_line_host(host: crate::facts::Host) -> crate::facts::Host {
+    fn walk(value: &mut serde_json::Value) {
+        match value {
+            serde_json::Value::String(s) => {
+                if let std::borrow::Cow::Owned(o) = crate::escape::one_line(s) {
+                    *s = o;
+                }
+            }
+            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+            serde_json::Value::Object(map) => {
+                *map = std::mem::take(map)
+                    .into_iter()
+                    .map(|(k, mut v)| {
+                        walk(&mut v);
+                        (crate::escape::one_line(&k).into_owned(), v)
+                    })
+                    .collect();
+            }
+            _ => {}
+        }
+    }
+    let Ok(mut value) = serde_json::to_value(&host) else { return host };
+    walk(&mut value);
+    serde_json::from_value(value).unwrap_or(host)
+}
+
+/// The findings met while reading a host, their text and evidence one escaped line each
+/// (evidence quotes the host's files).
+fn one_line_findings(findings: Vec<crate::facts::Finding>) -> Vec<crate::facts::Finding> {
+    findings
+        .into_iter()
+        .map(|mut f| {
+            f.text = crate::escape::one_line(&f.text).into_owned();
+            f.evidence = crate::escape::one_line(&f.evidence).into_owned();
+            f
+        })
+        .collect()
 }
 
 /// A saved JSON document of ours (facts/v1, observed/v1): read bounded, parsed, and its

@@ -169,7 +169,7 @@ pub fn observe_command(global: &Global) -> Result<u8> {
         if let Some(e) = missing {
             return Err(Error::Refused { help: Some(e.help()), message: format!("not observed: {e}") });
         }
-        super::print_bytes(crate::escape::for_terminal(&super::fleet::observe_text(&inputs, &observed)).as_bytes());
+        super::print_bytes(crate::escape::assembled(&super::fleet::observe_text(&inputs, &observed)).as_bytes());
         return Ok(EXIT_OK);
     }
     let mut out = String::new();
@@ -207,10 +207,10 @@ pub fn observe_command(global: &Global) -> Result<u8> {
     }
     if let Some(e) = missing {
         out.push_str("kubernetes: not observed\n");
-        super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
+        super::print_bytes(crate::escape::assembled(&out).as_bytes());
         return Err(Error::Refused { help: Some(e.help()), message: format!("not observed: {e}") });
     }
-    super::print_bytes(crate::escape::for_terminal(&out).as_bytes());
+    super::print_bytes(crate::escape::assembled(&out).as_bytes());
     Ok(EXIT_OK)
 }
 

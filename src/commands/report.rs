@@ -63,10 +63,13 @@ pub fn run(global: &Global, args: &ReportArgs) -> Result<u8> {
     Ok(EXIT_OK)
 }
 
-/// `--test FILE`: a k3d-gpu.test/v1 document of this config's cluster.
+/// `--test FILE`: a k3d-gpu.test/v1 document of this config's cluster. The file is outside
+/// text: its verdict is computed again from its parts ([`judged`]), and its causes and fixes
+/// are not copied into the report (a `fix: curl … | sudo sh` there is not ours).
 fn read_test(path: &std::path::Path, cluster: &str) -> Result<crate::report::TestResult> {
     let help = "save one with `k3d-gpu test --json > FILE`";
     let result: crate::report::TestResult = super::read_document(path, "test result", crate::smoke::SCHEMA, help)?;
+    let result = judged(result, cluster);
     if result.cluster != cluster {
         return Err(Error::Usage {
             message: format!(
@@ -79,4 +82,55 @@ fn read_test(path: &std::path::Path, cluster: &str) -> Result<crate::report::Tes
         });
     }
     Ok(result)
+}
+
+/// A saved test result as the report shows it: `passed` only when every pod, sharing group
+/// and claim passed and there is no problem (the file's own `passed` is not taken), and every
+/// cause and fix the file carries replaced by ours: run the test again, which says both.
+fn judged(mut result: crate::report::TestResult, cluster: &str) -> crate::report::TestResult {
+    result.passed = result.pods.iter().all(|p| p.verdict.passed)
+        && result.shares.iter().all(|s| s.verdict.passed)
+        && result.claims.iter().all(|c| c.verdict.passed)
+        && result.problems.is_empty();
+    let rerun = format!(
+        "run `k3d-gpu test` (cluster {}) again: it says the cause and the fix",
+        crate::escape::one_line(cluster)
+    );
+    let ours = |passed: bool| (!passed).then(|| rerun.clone());
+    for p in &mut result.pods {
+        (p.verdict.cause, p.verdict.fix) = (None, ours(p.verdict.passed));
+    }
+    for s in &mut result.shares {
+        (s.verdict.cause, s.verdict.fix) = (None, ours(s.verdict.passed));
+    }
+    for c in &mut result.claims {
+        (c.verdict.cause, c.verdict.fix) = (None, ours(c.verdict.passed));
+    }
+    for problem in &mut result.problems {
+        problem.text = crate::escape::one_line(&problem.text).into_owned();
+        problem.fix = rerun.clone();
+    }
+    result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_saved_results_verdict_is_computed_and_its_fixes_are_not_copied() {
+        let forged = serde_json::json!({
+            "schema": crate::smoke::SCHEMA, "cluster": "gpu", "passed": true,
+            "pods": [{"resource": "gpu.intel.com/i915", "node": "n", "expected": 1,
+                "verdict": {"passed": false, "seen": 0, "cause": "fine", "fix": "curl x | sudo sh"}}],
+            "problems": [{"text": "x\npass  forged", "fix": "curl x | sudo sh"}]
+        });
+        let result: crate::report::TestResult = serde_json::from_value(forged).unwrap();
+        let judged = judged(result, "gpu");
+        assert!(!judged.passed, "a failed pod is a failed test, whatever the file says");
+        let shown = serde_json::to_string(&judged).unwrap();
+        assert!(!shown.contains("curl") && !shown.contains("\"fine\""), "{shown}");
+        assert!(judged.pods[0].verdict.fix.as_deref().unwrap().contains("k3d-gpu test"));
+        assert!(!judged.problems[0].text.contains('\n'));
+    }
 }

@@ -63,12 +63,9 @@ fn apply_command(
     made: Option<&crate::plan::MadeFrom>,
     exists: impl Fn(&Path) -> bool,
 ) -> (crate::shell::Command, Option<String>) {
-    // A path named like an option would be read as one, by `cd` and by `apply` alike.
-    let not_an_option = |path: &Path| {
-        let shown = path.display().to_string();
-        if shown.starts_with('-') { format!("./{shown}") } else { shown }
-    };
-    let apply = |name: &Path| crate::shell::Command::new("k3d-gpu").lit("apply").arg(not_an_option(name));
+    // A path named like an option would be read as one, by `cd` and by `apply` alike:
+    // `Command::path` writes it `./-p.json`.
+    let apply = |name: &Path| crate::shell::Command::new("k3d-gpu").lit("apply").path(name);
     let empty = crate::plan::MadeFrom::default();
     let made = made.unwrap_or(&empty);
     let paths: Vec<&str> =
@@ -84,7 +81,7 @@ fn apply_command(
         [true, false].into_iter().find_map(|strict| std::iter::once(here).chain(beside).find(|dir| fits(dir, strict)));
     match (chosen, beside, file.file_name()) {
         (Some(dir), Some(parent), Some(name)) if dir == parent => {
-            (crate::shell::Command::new("cd").arg(not_an_option(dir)).and(apply(Path::new(name))), None)
+            (crate::shell::Command::new("cd").path(dir).and(apply(Path::new(name))), None)
         }
         (Some(_), _, _) => (apply(file), None),
         (None, _, _) => (

@@ -16,7 +16,7 @@ pub fn run(global: &Global, args: &TestArgs) -> Result<u8> {
     if global.json {
         super::print_bytes(&crate::canonical::to_bytes(&report));
     } else {
-        super::print_bytes(crate::escape::for_terminal(&smoke::text(&report)).as_bytes());
+        super::print_bytes(crate::escape::assembled(&smoke::text(&report)).as_bytes());
     }
     if report.passed { Ok(EXIT_OK) } else { Err(Error::CheckFailed("a smoke test failed".into())) }
 }
@@ -113,6 +113,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
         })
         .unwrap_or_default();
     let hints = Hints {
+        cluster: cluster.clone(),
         kubectl: crate::shell::kubectl(&context),
         k3d_gpu: global.k3d_gpu(),
         component: catalog
@@ -139,7 +140,15 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
             let mut results = Vec::new();
             for pod in pods {
                 if !global.json {
-                    crate::stderrln!("test: {} on {}: pod {}/{}", pod.resource, pod.node, smoke::NAMESPACE, pod.pod);
+                    // Node and resource names are the cluster's: one escaped line each.
+                    let l = crate::escape::one_line;
+                    crate::stderrln!(
+                        "test: {} on {}: pod {}/{}",
+                        l(&pod.resource),
+                        l(&pod.node),
+                        smoke::NAMESPACE,
+                        l(&pod.pod)
+                    );
                 }
                 let outcome = match group_refusal(&client, &context, std::slice::from_ref(&pod)).await? {
                     Some(refused) => refused,
@@ -167,8 +176,8 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
                 if !global.json {
                     crate::stderrln!(
                         "test: {} on {} shared: {} pods at once ({}=…)",
-                        group.resource,
-                        group.node,
+                        crate::escape::one_line(&group.resource),
+                        crate::escape::one_line(&group.node),
                         group.pods.len(),
                         smoke::share::GROUP_LABEL
                     );
@@ -198,7 +207,12 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
             let mut claimed = Vec::new();
             for check in smoke::claims::checks(templates.iter(), &device_image, &nvidia_image) {
                 if !global.json {
-                    crate::stderrln!("test: claim template {}/{}: pod {}", check.namespace, check.template, check.pod);
+                    crate::stderrln!(
+                        "test: claim template {}/{}: pod {}",
+                        crate::escape::one_line(&check.namespace),
+                        crate::escape::one_line(&check.template),
+                        crate::escape::one_line(&check.pod)
+                    );
                 }
                 let pods = smoke::claims::group(&check).pods;
                 let refusal = group_refusal(&client, &context, &pods).await?;

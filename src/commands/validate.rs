@@ -45,7 +45,7 @@ pub fn run(global: &Global) -> Result<u8> {
         let hosts = host_rows(&results, &diagnostics);
         super::print_bytes(&crate::canonical::to_bytes(&Doc { schema: SCHEMA, config: &config, hosts }));
     } else {
-        super::print_bytes(crate::escape::for_terminal(&table(&config, &results)).as_bytes());
+        super::print_bytes(crate::escape::assembled(&table(&config, &results)).as_bytes());
         for (host, reports) in diagnostics {
             crate::stderrln!("\n{}:", crate::escape::one_line(&host.to_string()));
             for report in reports {

@@ -104,7 +104,7 @@ pub fn run(json: bool) -> Result<u8> {
     if json {
         super::print_bytes(&crate::canonical::to_bytes(&v));
     } else {
-        super::print_bytes(crate::escape::for_terminal(&render(&v)).as_bytes());
+        super::print_bytes(crate::escape::assembled(&render(&v)).as_bytes());
     }
     Ok(EXIT_OK)
 }

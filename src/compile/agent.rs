@@ -766,7 +766,7 @@ fn image_error(agent: &crate::config::Agent) -> Option<CompileError> {
     ))
 }
 
-/// `storage` and `memory` are Kubernetes quantities.
+/// `storage` and `memory` are Kubernetes quantities above zero.
 fn quantity_errors(agent: &crate::config::Agent) -> Vec<CompileError> {
     let keys = [
         ("agent-storage", "storage", &agent.storage, "write it like \"20Gi\""),
@@ -774,11 +774,18 @@ fn quantity_errors(agent: &crate::config::Agent) -> Vec<CompileError> {
     ];
     keys.into_iter()
         .filter_map(|(code, key, value, help)| {
-            let value = value.as_ref().filter(|v| !super::claims::quantity(v))?;
+            let value = value.as_ref()?;
+            let problem = if !super::claims::quantity(value) {
+                "is not a Kubernetes quantity"
+            } else if !crate::quantity::is_positive(value) {
+                "is not above zero"
+            } else {
+                return None;
+            };
             Some(CompileError::new(
                 code,
                 &["agent", key],
-                format!("{key} {} is not a Kubernetes quantity", crate::escape::quoted(value)),
+                format!("{key} {} {problem}", crate::escape::quoted(value)),
                 Some(help.to_string()),
             ))
         })

@@ -57,6 +57,14 @@ pub fn device_path(text: &str) -> bool {
     })
 }
 
+/// A kernel driver's name, the last part of a device's `driver` link (`i915`, `xe`, `4xxx`,
+/// `intel_vpu`, `vfio-pci`): `struct device_driver`'s `name`, which the kernel's own drivers
+/// spell in letters, digits, `_` and `-`. It becomes a label (`gpu.intel.com/i915`) and is
+/// printed in detect's and doctor's lines, so nothing else passes.
+pub fn driver(text: &str) -> bool {
+    !text.is_empty() && text.len() <= 64 && text.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
 /// An engine class name as the i915/xe drivers list them (`rcs0`, `bcs`, `ccs`).
 fn engine(text: &str) -> bool {
     !text.is_empty()
@@ -74,7 +82,35 @@ pub fn check(host: &Host) -> Option<String> {
         }
     };
     const PCI: &str = "a PCI address (DDDD:BB:DD.F in hex)";
+    const DRIVER: &str = "a driver name (letters, digits, _ and -)";
     let node = |n: &super::DeviceNode| device_path(&n.path);
+    let mut drivers: Vec<(String, &str)> = Vec::new();
+    drivers.extend(
+        host.intel_gpus
+            .iter()
+            .enumerate()
+            .filter_map(|(i, g)| Some((format!("intel_gpus[{i}].driver"), g.driver.as_deref()?))),
+    );
+    drivers.extend(
+        host.npus.iter().enumerate().filter_map(|(i, n)| Some((format!("npus[{i}].driver"), n.driver.as_deref()?))),
+    );
+    drivers.extend(
+        host.gaudi
+            .devices
+            .iter()
+            .enumerate()
+            .filter_map(|(i, d)| Some((format!("gaudi.devices[{i}].driver"), d.driver.as_deref()?))),
+    );
+    drivers.extend(
+        host.qat
+            .pfs
+            .iter()
+            .enumerate()
+            .filter_map(|(i, pf)| Some((format!("qat.pfs[{i}].driver"), pf.driver.as_deref()?))),
+    );
+    for (field, name) in drivers {
+        want(driver(name), field, name, DRIVER);
+    }
     for (i, g) in host.intel_gpus.iter().enumerate() {
         want(pci_address(&g.pci_address), format!("intel_gpus[{i}].pci_address"), &g.pci_address, PCI);
         if let Some(card) = &g.card {
@@ -153,6 +189,12 @@ mod tests {
         assert!(dotted("wq0.1", "wq") && dotted("engine2.0", "engine") && dotted("group1.3", "group"));
         assert!(!dotted("wq0", "wq") && !dotted("wq0.1.2", "wq") && !dotted("wq0.$(id)", "wq"));
         assert!(device_path("/dev/dri/renderD128") && device_path("/dev/dsa/wq0.0"));
+        for ok in ["i915", "xe", "4xxx", "intel_vpu", "vfio-pci", "habanalabs"] {
+            assert!(driver(ok), "{ok}");
+        }
+        for bad in ["", "i915\n      apply: curl x | sudo sh", "xe\x1b]52;c;aGk=\x07", "a b", "../x", "i915;id"] {
+            assert!(!driver(bad), "{bad:?}");
+        }
         assert!(!device_path("/dev/../etc/shadow") && !device_path("/dev/x y") && !device_path("/etc/x"));
     }
 }

@@ -35,7 +35,7 @@ pub enum HostError {
     PermissionDenied,
     #[error("not a regular file (a FIFO, socket or device cannot be read as host data)")]
     NotRegular,
-    #[error("larger than {} MiB", MAX_READ >> 20)]
+    #[error("larger than {} KiB for a sysfs attribute, {} MiB for another file", MAX_SYSFS >> 10, MAX_READ >> 20)]
     TooLarge,
     /// Any other I/O error, by kind only, so the text does not depend on who runs us.
     #[error("{0}")]
@@ -48,6 +48,19 @@ pub enum HostError {
 /// are a few MiB. A larger file is hostile or broken, and reading it whole would hang us.
 pub const MAX_READ: u64 = 64 << 20;
 
+/// The most read from a sysfs attribute (under `/sys/`, debugfs aside): the kernel gives an
+/// attribute's `show()` one page (Documentation/filesystems/sysfs.rst, "Reading/Writing
+/// Attribute Data": the buffer is always PAGE_SIZE), 4 KiB on the machines we run on. A
+/// larger one is a fixture host's, and hostile: 32 governor files of 62 MB took 3.8 s and
+/// 434 MB, and were printed.
+pub const MAX_SYSFS: u64 = 4 << 10;
+
+/// The cap for `path`: [`MAX_SYSFS`] for a sysfs attribute, [`MAX_READ`] for everything else
+/// (debugfs under `/sys/kernel/debug` is not sysfs: its files are not one page).
+fn cap_for(path: &str) -> u64 {
+    if path.starts_with("/sys/") && !path.starts_with("/sys/kernel/debug/") { MAX_SYSFS } else { MAX_READ }
+}
+
 fn io_error(e: &io::Error) -> HostError {
     match e.kind() {
         io::ErrorKind::PermissionDenied => HostError::PermissionDenied,
@@ -56,10 +69,10 @@ fn io_error(e: &io::Error) -> HostError {
     }
 }
 
-/// Reads a regular file, at most [`MAX_READ`] bytes. FIFOs and devices are refused before
-/// they are opened, so one cannot block us.
+/// Reads a regular file, at most `cap` bytes ([`cap_for`]). FIFOs and devices are refused
+/// before they are opened, so one cannot block us.
 /// `meta` is the file's `lstat` from resolution, which left no link in the path.
-fn read_regular(path: &Path, meta: &fs::Metadata) -> Result<Vec<u8>, HostError> {
+fn read_regular(path: &Path, meta: &fs::Metadata, cap: u64) -> Result<Vec<u8>, HostError> {
     use std::io::Read;
     if meta.is_dir() {
         return Err(HostError::Io("is a directory".into()));
@@ -69,8 +82,8 @@ fn read_regular(path: &Path, meta: &fs::Metadata) -> Result<Vec<u8>, HostError> 
     }
     let file = fs::File::open(path).map_err(|e| io_error(&e))?;
     let mut bytes = Vec::new();
-    file.take(MAX_READ + 1).read_to_end(&mut bytes).map_err(|e| io_error(&e))?;
-    if bytes.len() as u64 > MAX_READ {
+    file.take(cap + 1).read_to_end(&mut bytes).map_err(|e| io_error(&e))?;
+    if bytes.len() as u64 > cap {
         return Err(HostError::TooLarge);
     }
     Ok(bytes)
@@ -160,7 +173,7 @@ impl HostRoot {
         let Some(resolved) = self.resolve(path, true)? else {
             return Ok(None);
         };
-        let bytes = read_regular(&self.on_disk(&resolved.path), &resolved.meta)?;
+        let bytes = read_regular(&self.on_disk(&resolved.path), &resolved.meta, cap_for(&resolved.path))?;
         self.trail.borrow_mut().files.insert(resolved.path);
         Ok(Some(bytes))
     }
@@ -252,7 +265,7 @@ impl HostRoot {
             // The sidecar is read like host data: inside the root, regular, bounded. A bad
             // one means defaults, not a failure: it is test data, not host state.
             let text = match self.resolve(&format!("/{}", stat::SIDECAR), true) {
-                Ok(Some(at)) => read_regular(&self.on_disk(&at.path), &at.meta).unwrap_or_default(),
+                Ok(Some(at)) => read_regular(&self.on_disk(&at.path), &at.meta, cap_for(&at.path)).unwrap_or_default(),
                 _ => Vec::new(),
             };
             *self.stat_sidecar.borrow_mut() = Some(stat::parse_sidecar(&String::from_utf8_lossy(&text)));

@@ -234,7 +234,7 @@ fn form(planned: &tools::Planned) -> ElicitRequestParams {
     });
     ElicitRequestParams::FormElicitationParams {
         meta: None,
-        message: crate::escape::for_terminal(&message).into_owned(),
+        message: crate::escape::assembled(&message).into_owned(),
         // A fixed, valid schema: a boolean property is a primitive the spec allows.
         requested_schema: serde_json::from_value(schema)
             .expect("the confirmation schema is a valid elicitation schema"),

@@ -253,8 +253,8 @@ pub(super) fn refused_result(
 ) -> CallToolResult {
     // Messages quote paths and names from the call and the cluster: escaped here, in the text
     // and in the structured copy alike.
-    let message = crate::escape::for_terminal(message).into_owned();
-    let help = help.map(|h| crate::escape::for_terminal(h).into_owned());
+    let message = crate::escape::assembled(message).into_owned();
+    let help = help.map(|h| crate::escape::assembled(h).into_owned());
     let mut text = message.clone();
     if let Some(help) = &help {
         text.push_str(&format!("\nhelp: {help}"));

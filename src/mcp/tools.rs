@@ -237,7 +237,7 @@ pub fn planned(global: &Global, plan: crate::plan::Plan, against: &str, to_confi
         actions: plan.actions.len(),
         replaces_cluster: plan.replaces_cluster(),
         against: against.into(),
-        text: crate::escape::for_terminal(&text).into_owned(),
+        text: crate::escape::assembled(&text).into_owned(),
         apply_command: apply_command(global, &hash, plan.replaces_cluster()),
         hash,
     };

@@ -364,6 +364,8 @@ pub struct Hints {
     pub k3d_gpu: crate::shell::Command,
     /// The catalog component that advertises each resource.
     pub component: BTreeMap<String, String>,
+    /// The cluster's name, for the commands that take it (`k3d image import … -c NAME`).
+    pub cluster: String,
 }
 
 impl Hints {
@@ -423,8 +425,8 @@ pub fn verdict(p: &SmokePod, o: &Outcome, facts: &Facts, hints: &Hints) -> Verdi
             (
                 format!("the node could not pull {}: {reason}", p.image),
                 format!(
-                    "check the node's network and registry access, or load the image into the cluster (`k3d image import {} -c <cluster>`); `{}`",
-                    crate::shell::word(&p.image),
+                    "check the node's network and registry access, or load the image into the cluster (`{}`); `{}`",
+                    crate::shell::Command::new("k3d").lit("image import").arg(&p.image).opt("-c", &hints.cluster),
                     describe
                 ),
             )
@@ -679,19 +681,27 @@ impl Report {
 /// The report as text (escaped by the caller).
 pub fn text(r: &Report) -> String {
     use std::fmt::Write;
+    // Every name, message and note here came from the cluster (node and object names, the API
+    // server's refusals, a container's waiting message, a pod's log): each is one escaped line,
+    // so none can start a `pass …` or `N pod(s), 0 failure(s)` line of its own.
+    let l = |text: &str| crate::escape::one_line(text).into_owned();
     let mut out = String::new();
     if r.pods.is_empty() && r.problems.is_empty() {
-        let _ = writeln!(out, "cluster {}: no node advertises an accelerator resource; nothing to test", r.cluster);
+        let _ = writeln!(out, "cluster {}: no node advertises an accelerator resource; nothing to test", l(&r.cluster));
     }
     for p in &r.pods {
         let word = if p.verdict.passed { "pass" } else { "FAIL" };
         let _ = writeln!(
             out,
             "{word}  {} on {} (pod {}): {} of {} expected",
-            p.pod.resource, p.pod.node, p.pod.pod, p.verdict.seen, p.pod.expected
+            l(&p.pod.resource),
+            l(&p.pod.node),
+            l(&p.pod.pod),
+            p.verdict.seen,
+            p.pod.expected
         );
         for e in &p.verdict.evidence {
-            let _ = writeln!(out, "      | {e}");
+            let _ = writeln!(out, "      | {}", l(e));
         }
         notes(&mut out, &p.verdict.cause, &p.verdict.fix);
     }
@@ -700,17 +710,17 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(
             out,
             "{word}  {} on {} shared: {} pod(s) for {} device(s), {} together",
-            s.group.resource,
-            s.group.node,
+            l(&s.group.resource),
+            l(&s.group.node),
             s.group.pods.len(),
             s.group.devices,
             s.verdict.together.len()
         );
         for (pod, device) in &s.verdict.devices {
-            let _ = writeln!(out, "      | {pod}: {device}");
+            let _ = writeln!(out, "      | {}: {}", l(pod), l(device));
         }
         if !s.verdict.apart.is_empty() {
-            let _ = writeln!(out, "      never together: {}", s.verdict.apart.join(", "));
+            let _ = writeln!(out, "      never together: {}", l(&s.verdict.apart.join(", ")));
         }
         notes(&mut out, &s.verdict.cause, &s.verdict.fix);
     }
@@ -719,20 +729,26 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(
             out,
             "{word}  claim template {}/{} (pod {}): saw {}, allocated {}",
-            c.namespace,
-            c.template,
-            c.pod,
-            if c.verdict.seen.is_empty() { "nothing".to_string() } else { c.verdict.seen.join(", ") },
-            if c.verdict.allocated.is_empty() { "nothing".to_string() } else { c.verdict.allocated.join(", ") }
+            l(&c.namespace),
+            l(&c.template),
+            l(&c.pod),
+            if c.verdict.seen.is_empty() { "nothing".to_string() } else { l(&c.verdict.seen.join(", ")) },
+            if c.verdict.allocated.is_empty() { "nothing".to_string() } else { l(&c.verdict.allocated.join(", ")) }
         );
         notes(&mut out, &c.verdict.cause, &c.verdict.fix);
     }
     for c in &r.counts {
         let facts = c.facts.map_or("not counted".to_string(), |n| n.to_string());
-        let _ = writeln!(out, "count {} on {}: allocatable {}, host facts {facts}", c.resource, c.node, c.allocatable);
+        let _ = writeln!(
+            out,
+            "count {} on {}: allocatable {}, host facts {facts}",
+            l(&c.resource),
+            l(&c.node),
+            c.allocatable
+        );
     }
     for p in &r.problems {
-        let _ = writeln!(out, "FAIL  {}\n      fix: {}", p.text, p.fix);
+        let _ = writeln!(out, "FAIL  {}\n      fix: {}", l(&p.text), l(&p.fix));
     }
     let failed = r.pods.iter().filter(|p| !p.verdict.passed).count()
         + r.shares.iter().filter(|s| !s.verdict.passed).count()
@@ -743,12 +759,12 @@ pub fn text(r: &Report) -> String {
     out
 }
 
-/// A failed verdict's cause and fix, those it has, indented under its line.
+/// A failed verdict's cause and fix, those it has, indented under its line, one line each.
 fn notes(out: &mut String, cause: &Option<String>, fix: &Option<String>) {
     use std::fmt::Write;
     for (label, line) in [("cause", cause), ("fix", fix)] {
         if let Some(line) = line {
-            let _ = writeln!(out, "      {label}: {line}");
+            let _ = writeln!(out, "      {label}: {}", crate::escape::one_line(line));
         }
     }
 }

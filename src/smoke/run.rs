@@ -114,6 +114,9 @@ pub async fn run_pod(
         Err(refused) => return Ok(refused),
     };
     let uid = created.metadata.uid.clone();
+    // Everything after the pod exists (its watch, its claims, its log) ends by `end`, so the
+    // pod is deleted whatever the cluster does.
+    let end = tokio::time::Instant::now() + deadline;
     let (mut outcome, mut over) = read(&created);
     if !over {
         let selector = format!("{LABEL}={name}");
@@ -132,11 +135,16 @@ pub async fn run_pod(
     // A DRA pod's claims: the devices the driver allocated, read before the pod (and with it a
     // claim made from a template) goes.
     for claim in outcome.claims.clone() {
-        outcome.allocated.extend(allocation(client, namespace, &claim).await);
+        let read = tokio::time::timeout_at(end + LOG_GRACE, allocation(client, namespace, &claim));
+        outcome.allocated.extend(read.await.unwrap_or_default());
     }
-    finish(&api, &name, uid, &mut outcome).await;
+    finish(&api, &name, uid, &mut outcome, end).await;
     Ok(outcome)
 }
+
+/// How long past the deadline the log of a pod that ended at it may still be read: the
+/// watch may use the whole deadline, and a pod that finished at its last moment has a log.
+const LOG_GRACE: Duration = Duration::from_secs(2);
 
 /// The namespace a manifest names (the smoke pods' when it names none).
 fn namespace_of(manifest: &Value) -> &str {
@@ -215,12 +223,20 @@ pub async fn delete_claim(client: &Client, namespace: &str, name: &str, uid: Opt
 }
 
 /// Reads the pod's log into `outcome` when a container ran (a pod that never started has
-/// none; a Running one's is what it printed so far), then deletes the pod.
-async fn finish(api: &Api<Pod>, name: &str, uid: Option<String>, outcome: &mut Outcome) {
+/// none; a Running one's is what it printed so far), by `end` (and [`LOG_GRACE`]): a
+/// container that prints a byte every few seconds never ends its log, and each read's own
+/// timeout never fires. Then deletes the pod, whatever the read did.
+async fn finish(api: &Api<Pod>, name: &str, uid: Option<String>, outcome: &mut Outcome, end: tokio::time::Instant) {
     let ran = outcome.exit_code.is_some() || matches!(outcome.phase.as_str(), "Succeeded" | "Failed" | "Running");
-    if ran && let Some((text, cut)) = log_of(api, name).await {
-        outcome.log = text;
-        outcome.log_cut = cut;
+    if ran {
+        match tokio::time::timeout_at(end + LOG_GRACE, log_of(api, name)).await {
+            Ok(Some((text, cut))) => {
+                outcome.log = text;
+                outcome.log_cut = cut;
+            }
+            Ok(None) => {}
+            Err(_) => outcome.log_cut = true,
+        }
     }
     delete(api, name, uid).await;
 }
@@ -349,8 +365,9 @@ pub async fn run_group(
         })
         .await;
     }
+    let end = started + deadline;
     for (name, uid) in uids {
-        finish(&api, &name, uid, run.outcomes.entry(name.clone()).or_default()).await;
+        finish(&api, &name, uid, run.outcomes.entry(name.clone()).or_default(), end).await;
     }
     match failed {
         Some(e) => Err(e),

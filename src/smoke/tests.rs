@@ -15,6 +15,7 @@ pub(super) fn hints() -> Hints {
     Hints {
         kubectl: crate::shell::kubectl("k3d-gpu"),
         k3d_gpu: crate::shell::Command::new("k3d-gpu"),
+        cluster: "lab;x".into(),
         component: BTreeMap::from([("gpu.intel.com/xe".to_string(), "intel-gpu-plugin".to_string())]),
     }
 }
@@ -198,7 +199,11 @@ fn the_nvidia_verdicts_name_the_reference_failure_modes() {
         reason: Some("ImagePullBackOff: Back-off pulling image".into()),
         ..Outcome::default()
     };
-    assert!(verdict(p, &pull, &f, &hints()).cause.as_deref().unwrap().contains("could not pull"));
+    let pulled = verdict(p, &pull, &f, &hints());
+    assert!(pulled.cause.as_deref().unwrap().contains("could not pull"));
+    // The fix names the cluster itself, quoted: a `<cluster>` placeholder pasted is a redirection.
+    let fix = pulled.fix.unwrap();
+    assert!(!fix.contains('<') && fix.contains(" -c 'lab;x'"), "{fix}");
 }
 
 #[test]

@@ -999,6 +999,9 @@ enum Reply {
     Once(u16, Value),
     /// A plain-text body (a pod's log).
     Text(u16, String),
+    /// A pod's log that never ends: its bytes one at a time, one every so many milliseconds,
+    /// over and over (a container that prints a byte every few seconds).
+    Trickle(String, u64),
     /// A watch from a resourceVersion (`None`: the current state first), with bookmarks.
     Watch(Selection, Option<u64>, bool),
     /// A watch whose resourceVersion is compacted: one ERROR event, then the end.
@@ -1045,6 +1048,11 @@ fn respond(
             return Reply::Once(404, status(404, "NotFound", format!("pods {name} not found")).1);
         };
         let text = found["metadata"]["annotations"]["fake.k3d-gpu.io/log"].as_str().unwrap_or_default();
+        if let Some(every) =
+            found["metadata"]["annotations"]["fake.k3d-gpu.io/log-trickle-ms"].as_str().and_then(|ms| ms.parse().ok())
+        {
+            return Reply::Trickle(text.to_string(), every);
+        }
         let lines: Vec<&str> = text.lines().collect();
         let tail = param("tailLines").parse::<usize>().unwrap_or(lines.len()).min(lines.len());
         let mut kept: String = lines[lines.len() - tail..].iter().map(|l| format!("{l}\n")).collect();
@@ -1646,6 +1654,20 @@ async fn serve_request(
     Ok(match answer {
         Reply::Once(code, value) => reply(code, "application/json", value.to_string()),
         Reply::Text(code, body) => reply(code, "text/plain", body),
+        Reply::Trickle(text, every) => {
+            let (tx, rx) = tokio::sync::mpsc::channel(1);
+            tokio::spawn(async move {
+                let bytes = if text.is_empty() { b"x".to_vec() } else { text.into_bytes() };
+                for b in bytes.iter().cycle() {
+                    if tx.send(char::from(*b).to_string()).await.is_err() {
+                        return; // the client went away
+                    }
+                    // A container that prints a byte every so often: nothing asserts on it.
+                    tokio::time::sleep(std::time::Duration::from_millis(every)).await;
+                }
+            });
+            streamed(rx)
+        }
         Reply::WatchGone(gone) => {
             let (tx, rx) = tokio::sync::mpsc::channel(1);
             let _ = tx.try_send(json!({"type": "ERROR", "object": gone}).to_string() + "\n");

@@ -419,6 +419,11 @@ fn agent_inputs_are_refused_before_they_reach_an_argv() {
             &[("agent-storage", "storage"), ("agent-memory", "memory")],
         ),
         (
+            "absurd quantities: a negative size, no memory",
+            Agent { memory: Some("0".into()), storage: Some("-1Gi".into()), ..Default::default() },
+            &[("agent-storage", "storage"), ("agent-memory", "memory")],
+        ),
+        (
             "good quantities",
             Agent { memory: Some("8G".into()), storage: Some("20Gi".into()), ..Default::default() },
             &[],
