@@ -80,7 +80,15 @@ fn perf(global: &Global, model_gb: Option<f64>) -> Result<u8> {
     let host = super::open_host(global)?;
     let facts = super::detect_facts(&host, &global.vendor_filter()?)?;
     let tuning = crate::detect::perf::read(&host, &facts.host);
-    let findings = crate::doctor::perf::findings(&facts, &tuning, model_gb);
+    // `[sandbox]`'s host prerequisites are checked when the config asks for it; without a
+    // config (none given, none here) there is nothing to ask for.
+    let sandbox = if global.config.is_some() || std::path::Path::new(super::inputs::DEFAULT_CONFIG).exists() {
+        super::load_config(global)?.config.sandbox.is_some()
+    } else {
+        false
+    };
+    let input = crate::doctor::perf::PerfInput { facts: &facts, tuning: &tuning, model_gb, sandbox };
+    let findings = crate::doctor::perf::findings(&input);
     if global.json {
         #[derive(Serialize)]
         struct Doc<'a> {

@@ -4,6 +4,8 @@
 
 pub mod live;
 pub mod perf;
+pub mod perf_gpu;
+pub mod perf_power;
 
 use std::io::Read;
 use std::process::{Command, Stdio};
