@@ -153,6 +153,25 @@ fn bar(r: &mut Reader, t: &mut GpuTuning, addr: &str, what: String, vram_mib: Op
     }
 }
 
+/// Where the kernel looks for `file` (a path under the firmware root), in its order
+/// (drivers/base/firmware_loader/main.c `fw_path`: updates/<release>, updates, <release>,
+/// base; in each the plain file, then `.zst` and `.xz` when the kernel decompresses): the first
+/// host path that exists.
+pub fn find_firmware(r: &mut Reader, release: Option<&str>, file: &str) -> Option<String> {
+    let mut dirs = Vec::new();
+    if let Some(release) = release {
+        dirs.push(format!("/lib/firmware/updates/{release}"));
+    }
+    dirs.push("/lib/firmware/updates".to_string());
+    if let Some(release) = release {
+        dirs.push(format!("/lib/firmware/{release}"));
+    }
+    dirs.push("/lib/firmware".to_string());
+    dirs.iter()
+        .flat_map(|d| ["", ".zst", ".xz"].map(|suffix| format!("{d}/{file}{suffix}")))
+        .find(|path| r.exists(path))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
