@@ -482,7 +482,7 @@ pub fn render(findings: &[PerfFinding]) -> String {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     pub(crate) fn host(name: &str) -> (Facts, Tuning) {

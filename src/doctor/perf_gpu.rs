@@ -214,3 +214,93 @@ pub fn nvidia_p2p(input: &PerfInput) -> Vec<PerfFinding> {
         .cites("NVIDIA nvidia-smi(1), topo -m / -p2p; CUDA Programming Guide, Peer-to-Peer Memory Access"),
     ]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::perf_gpu::{Bar, GpuTuning};
+    use crate::doctor::perf::{PerfInput, RULES};
+
+    fn run(rule: &str, gpu: GpuTuning) -> Vec<(Level, String)> {
+        let (facts, mut t) = crate::doctor::perf::tests::host("plain-laptop-amd");
+        t.gpu = gpu;
+        let (_, f) = RULES.iter().find(|(n, _)| *n == rule).unwrap();
+        f(&PerfInput { facts: &facts, tuning: &t, model_gb: None, sandbox: false })
+            .into_iter()
+            .map(|x| (x.level, x.code))
+            .collect()
+    }
+
+    fn freq(layout: FreqLayout, min: u32, max: u32, boost: Option<u32>) -> GpuTuning {
+        let f = GpuFreq {
+            pci_address: "0000:03:00.0".into(),
+            what: "GPU".into(),
+            layout,
+            dir: "/sys/class/drm/card1".into(),
+            min: Some(min),
+            max: Some(max),
+            boost,
+            rp0: Some(2850),
+            rp1: Some(2400),
+            rpn: Some(400),
+        };
+        GpuTuning { freq: vec![f], ..Default::default() }
+    }
+
+    fn bar(mib: u64, vram_mib: Option<u64>) -> GpuTuning {
+        let b = Bar { pci_address: "0000:03:00.0".into(), what: "GPU".into(), largest_bytes: mib << 20, vram_mib };
+        GpuTuning { bars: vec![b], ..Default::default() }
+    }
+
+    fn paths(p: &[(&str, &[&str])]) -> GpuTuning {
+        let nvidia_paths = p.iter().map(|(g, b)| (g.to_string(), b.iter().map(|s| s.to_string()).collect())).collect();
+        GpuTuning { nvidia_paths, ..Default::default() }
+    }
+
+    /// A rule, its input, the findings wanted.
+    type Case = (&'static str, GpuTuning, Vec<(Level, &'static str)>);
+
+    #[test]
+    fn each_gpu_rule_fires_on_its_input_and_not_otherwise() {
+        use Level::{Info, Warn};
+        let cases: Vec<Case> = vec![
+            ("gpu-freq", freq(FreqLayout::Xe, 2400, 2000, None), vec![(Warn, "perf-gpu-max-freq")]),
+            ("gpu-freq", freq(FreqLayout::Xe, 400, 2850, None), vec![(Info, "perf-gpu-min-freq")]),
+            ("gpu-freq", freq(FreqLayout::Xe, 2400, 2850, None), vec![(Info, "perf-gpu-freq")]),
+            ("gpu-freq", freq(FreqLayout::I915, 2400, 2850, Some(1200)), vec![(Warn, "perf-gpu-waitboost")]),
+            ("gpu-freq", GpuTuning::default(), vec![]),
+            ("rebar", bar(256, None), vec![(Warn, "perf-rebar")]),
+            ("rebar", bar(8192, Some(16384)), vec![(Warn, "perf-rebar")]),
+            ("rebar", bar(16384, Some(12288)), vec![(Info, "perf-rebar")]),
+            ("nvidia-persistence", GpuTuning::default(), vec![]),
+            (
+                "nvidia-persistence",
+                GpuTuning { persistenced: Some(false), ..Default::default() },
+                vec![(Warn, "perf-nvidia-persistence")],
+            ),
+            (
+                "nvidia-persistence",
+                GpuTuning { persistenced: Some(true), ..Default::default() },
+                vec![(Info, "perf-nvidia-persistence")],
+            ),
+            ("nvidia-p2p", paths(&[("0000:01:00.0", &["0000:00:01.0"])]), vec![]),
+            (
+                "nvidia-p2p",
+                paths(&[("0000:01:00.0", &["0000:00:01.0"]), ("0000:02:00.0", &["0000:00:01.1"])]),
+                vec![(Warn, "perf-nvidia-p2p")],
+            ),
+            (
+                "nvidia-p2p",
+                paths(&[
+                    ("0000:03:00.0", &["0000:02:01.0", "0000:01:00.0", "0000:00:01.0"]),
+                    ("0000:04:00.0", &["0000:02:02.0", "0000:01:00.0", "0000:00:01.0"]),
+                ]),
+                vec![(Info, "perf-nvidia-p2p")],
+            ),
+        ];
+        for (rule, gpu, want) in cases {
+            let want: Vec<(Level, String)> = want.into_iter().map(|(l, c)| (l, c.to_string())).collect();
+            assert_eq!(run(rule, gpu.clone()), want, "{rule}: {gpu:?}");
+        }
+    }
+}

@@ -310,3 +310,136 @@ pub fn sandbox_split_lock(input: &PerfInput) -> Vec<PerfFinding> {
     };
     vec![f.cites("Documentation/admin-guide/kernel-parameters.txt (split_lock_detect); Documentation/admin-guide/sysctl/kernel.rst (split_lock_mitigate)")]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::detect::perf_power::{IdleState, PowerTuning, RaplLimits, Throttle};
+    use crate::doctor::perf::{PerfInput, RULES};
+
+    /// The codes and levels `rule` gives on `power`, with `sandbox` set as given.
+    fn run(rule: &str, power: PowerTuning, sandbox: bool) -> Vec<(Level, String)> {
+        let (facts, mut t) = crate::doctor::perf::tests::host("plain-laptop-amd");
+        t.power = power;
+        let (_, f) = RULES.iter().find(|(n, _)| *n == rule).unwrap();
+        f(&PerfInput { facts: &facts, tuning: &t, model_gb: None, sandbox })
+            .into_iter()
+            .map(|x| (x.level, x.code))
+            .collect()
+    }
+
+    /// A rule, its input, whether `[sandbox]` is on, the findings wanted.
+    type Case = (&'static str, PowerTuning, bool, Vec<(Level, &'static str)>);
+
+    #[test]
+    fn each_power_and_memory_rule_fires_on_its_input_and_not_otherwise() {
+        use Level::{Info, Warn};
+        let throttled = Some(Throttle { core: 3, package: 9, cpus: 2 });
+        let rapl = |pl1: u64| {
+            vec![RaplLimits {
+                zone: "intel-rapl:0".into(),
+                name: Some("package-0".into()),
+                pl1: Some(pl1),
+                pl2: None,
+                tdp: Some(125_000_000),
+            }]
+        };
+        let idle = |latency_us: u64, disabled: bool| {
+            vec![IdleState { state: "state3".into(), name: "C10".into(), latency_us, disabled }]
+        };
+        let cases: Vec<Case> = vec![
+            (
+                "thermal-throttle",
+                PowerTuning { throttle: throttled.clone(), ..Default::default() },
+                false,
+                vec![(Warn, "perf-thermal-throttle")],
+            ),
+            (
+                "thermal-throttle",
+                PowerTuning { throttle: Some(Throttle::default()), ..Default::default() },
+                false,
+                vec![(Info, "perf-thermal-throttle")],
+            ),
+            ("thermal-throttle", PowerTuning::default(), false, vec![]),
+            (
+                "tcc-offset",
+                PowerTuning { tcc_offset: Some(5), ..Default::default() },
+                false,
+                vec![(Info, "perf-tcc-offset")],
+            ),
+            ("tcc-offset", PowerTuning { tcc_offset: Some(0), ..Default::default() }, false, vec![]),
+            (
+                "rapl-limits",
+                PowerTuning { rapl: rapl(253_000_000), throttle: throttled.clone(), ..Default::default() },
+                false,
+                vec![(Warn, "perf-rapl-pl1")],
+            ),
+            (
+                "rapl-limits",
+                PowerTuning { rapl: rapl(253_000_000), ..Default::default() },
+                false,
+                vec![(Info, "perf-rapl-pl1")],
+            ),
+            (
+                "rapl-limits",
+                PowerTuning { rapl: rapl(125_000_000), throttle: throttled.clone(), ..Default::default() },
+                false,
+                vec![(Info, "perf-rapl-pl1")],
+            ),
+            ("turbo", PowerTuning { no_turbo: Some(1), ..Default::default() }, false, vec![(Warn, "perf-turbo")]),
+            ("turbo", PowerTuning { boost: Some(0), ..Default::default() }, false, vec![(Warn, "perf-turbo")]),
+            ("turbo", PowerTuning { no_turbo: Some(0), boost: Some(0), ..Default::default() }, false, vec![]),
+            (
+                "freq-caps",
+                PowerTuning { capped: [((3_500_000, 5_300_000), vec![0, 1])].into(), ..Default::default() },
+                false,
+                vec![(Warn, "perf-freq-cap")],
+            ),
+            ("freq-caps", PowerTuning::default(), false, vec![]),
+            (
+                "idle-latency",
+                PowerTuning { idle: idle(890, false), ..Default::default() },
+                false,
+                vec![(Info, "perf-idle-latency")],
+            ),
+            ("idle-latency", PowerTuning { idle: idle(890, true), ..Default::default() }, false, vec![]),
+            ("idle-latency", PowerTuning { idle: idle(80, false), ..Default::default() }, false, vec![]),
+            (
+                "hugetlb",
+                PowerTuning { nr_hugepages: Some(16), hugepages_free: Some(16), ..Default::default() },
+                false,
+                vec![(Warn, "perf-hugetlb")],
+            ),
+            (
+                "hugetlb",
+                PowerTuning { nr_hugepages: Some(16), hugepages_free: Some(2), ..Default::default() },
+                false,
+                vec![(Info, "perf-hugetlb")],
+            ),
+            ("hugetlb", PowerTuning { nr_hugepages: Some(0), ..Default::default() }, false, vec![]),
+            ("ksm", PowerTuning { ksm_run: Some(1), ..Default::default() }, false, vec![(Warn, "perf-ksm")]),
+            ("ksm", PowerTuning { ksm_run: Some(0), ..Default::default() }, false, vec![]),
+            ("sandbox-kvm", PowerTuning::default(), true, vec![(Warn, "perf-sandbox-kvm")]),
+            ("sandbox-kvm", PowerTuning { kvm: true, ..Default::default() }, true, vec![(Info, "perf-sandbox-kvm")]),
+            ("sandbox-kvm", PowerTuning::default(), false, vec![]),
+            (
+                "sandbox-iommu",
+                PowerTuning { iommu_groups: 3, ..Default::default() },
+                true,
+                vec![(Info, "perf-sandbox-iommu")],
+            ),
+            ("sandbox-iommu", PowerTuning::default(), false, vec![]),
+            (
+                "sandbox-split-lock",
+                PowerTuning { split_lock_flag: true, split_lock_mitigate: Some(1), ..Default::default() },
+                true,
+                vec![(Info, "perf-sandbox-split-lock")],
+            ),
+            ("sandbox-split-lock", PowerTuning { split_lock_flag: false, ..Default::default() }, true, vec![]),
+        ];
+        for (rule, power, sandbox, want) in cases {
+            let want: Vec<(Level, String)> = want.into_iter().map(|(l, c)| (l, c.to_string())).collect();
+            assert_eq!(run(rule, power.clone(), sandbox), want, "{rule}: {power:?}");
+        }
+    }
+}
