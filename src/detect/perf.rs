@@ -1,7 +1,8 @@
 //! What `doctor --perf` reads besides the facts: the settings that change at runtime and
 //! that matter for inference serving — each CPU's cpufreq governor and energy preference,
 //! transparent huge pages, swap and `vm.swappiness`, `kernel.numa_balancing`, free memory,
-//! and each GPU's PCIe link. Not part of facts/v1 (a governor or free memory changes without
+//! each GPU's PCIe link and the port above it, and (in [`super::perf_gpu`] and
+//! [`super::perf_power`]) the GPU, power and memory half. Not part of facts/v1 (a governor or free memory changes without
 //! a screwdriver, and the same host must give the same facts); read through the same
 //! [`Reader`], so `facts capture` copies these files too.
 
@@ -36,6 +37,11 @@ pub struct Tuning {
     pub mem_available_kib: Option<u64>,
     pub numa_balancing: Option<u32>,
     pub links: Vec<Link>,
+    /// The GPU half: frequencies, BARs, NVIDIA persistence and peer paths.
+    pub gpu: super::perf_gpu::GpuTuning,
+    /// The power and memory half: throttling, RAPL limits, turbo, caps, idle states,
+    /// hugetlb, KSM, and the sandbox prerequisites.
+    pub power: super::perf_power::PowerTuning,
 }
 
 /// One GPU's PCIe link, as the kernel reports it.
@@ -47,6 +53,47 @@ pub struct Link {
     pub current_width: Option<u32>,
     pub max_speed: String,
     pub max_width: Option<u32>,
+    /// The port the GPU plugs into (the parent bridge in the device tree), when it reports
+    /// a link: the slot's capability, which the GPU's own maximum does not show.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub upstream: Option<Port>,
+}
+
+/// A bridge's side of a link.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Port {
+    pub pci_address: String,
+    pub current_speed: String,
+    pub current_width: Option<u32>,
+    pub max_speed: String,
+    pub max_width: Option<u32>,
+}
+
+/// The PCI address of the bridge above `addr` in the device tree, from where
+/// `/sys/bus/pci/devices/ADDR` leads (`…/0000:00:01.0/0000:01:00.0`).
+pub(super) fn parent_bridge(r: &mut Reader, addr: &str) -> Option<String> {
+    let real = r.canonical(&format!("/sys/bus/pci/devices/{addr}"))?;
+    let mut parts = real.rsplit('/');
+    parts.next()?;
+    parts.next().filter(|p| is_pci_address(p)).map(str::to_string)
+}
+
+/// `0000:00:01.0`: domain, bus, device, function in hex.
+fn is_pci_address(s: &str) -> bool {
+    let hex = |p: &str, n: usize| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit());
+    match s.split(&[':', '.'][..]).collect::<Vec<_>>()[..] {
+        [d, b, dev, f] => hex(d, 4) && hex(b, 2) && hex(dev, 2) && hex(f, 1),
+        _ => false,
+    }
+}
+
+fn port(r: &mut Reader, addr: &str) -> Option<Port> {
+    let d = format!("/sys/bus/pci/devices/{addr}");
+    let current_speed = r.attr(&format!("{d}/current_link_speed"))?;
+    let max_speed = r.attr(&format!("{d}/max_link_speed"))?;
+    let current_width = r.attr(&format!("{d}/current_link_width")).and_then(|v| v.parse().ok());
+    let max_width = r.attr(&format!("{d}/max_link_width")).and_then(|v| v.parse().ok());
+    Some(Port { pci_address: addr.to_string(), current_speed, current_width, max_speed, max_width })
 }
 
 /// Reads the tuning of `host` (whose facts inventory is `inventory`, for its GPUs).
@@ -90,17 +137,20 @@ pub fn read(host: &HostRoot, inventory: &Host) -> Tuning {
         gpus.push((g.pci_address.clone(), g.model.clone().unwrap_or_else(|| "Gaudi".into())));
     }
     for (addr, what) in gpus {
-        let d = format!("/sys/bus/pci/devices/{addr}");
         // Integrated GPUs have no link of their own: nothing to read.
-        let (Some(current_speed), Some(max_speed)) =
-            (r.attr(&format!("{d}/current_link_speed")), r.attr(&format!("{d}/max_link_speed")))
-        else {
-            continue;
-        };
-        let width = |r: &mut Reader, f: &str| r.attr(&format!("{d}/{f}")).and_then(|v| v.parse().ok());
-        let current_width = width(&mut r, "current_link_width");
-        let max_width = width(&mut r, "max_link_width");
-        t.links.push(Link { pci_address: addr, what, current_speed, current_width, max_speed, max_width });
+        let Some(own) = port(&mut r, &addr) else { continue };
+        let upstream = parent_bridge(&mut r, &addr).and_then(|p| port(&mut r, &p));
+        t.links.push(Link {
+            pci_address: addr,
+            what,
+            current_speed: own.current_speed,
+            current_width: own.current_width,
+            max_speed: own.max_speed,
+            max_width: own.max_width,
+            upstream,
+        });
     }
+    t.gpu = super::perf_gpu::read(&mut r, inventory);
+    t.power = super::perf_power::read(&mut r);
     t
 }

@@ -2,8 +2,11 @@
 //! reachable. The host rules themselves are pure and live in `facts::rules`; this is the
 //! only part of doctor that runs programs, each with a timeout so a hung daemon cannot hang us.
 
+pub mod firmware;
 pub mod live;
 pub mod perf;
+pub mod perf_gpu;
+pub mod perf_power;
 
 use std::io::Read;
 use std::process::{Command, Stdio};

@@ -40,7 +40,7 @@ impl CaptureReport {
 
 /// The only `/proc/cmdline` parameters detection reads. The rest of a command line can hold
 /// secrets (disk-encryption keys, tokens passed to an initramfs), so capture keeps only these.
-const CMDLINE_KEPT: [&str; 2] = ["i915.force_probe=", "xe.force_probe="];
+const CMDLINE_KEPT: [&str; 3] = ["i915.force_probe=", "xe.force_probe=", "split_lock_detect="];
 
 /// A kernel command line reduced to what detection needs.
 fn cmdline_for_capture(bytes: &[u8]) -> Vec<u8> {
