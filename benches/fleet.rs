@@ -3,7 +3,7 @@
 //! fleet compile, observe over real HTTP against the fake API server holding those nodes and
 //! what apply left, and the plan (fresh and converged). Prints times and the request count
 //! (target: O(kinds + nodes) requests — in fact O(kinds): nodes come in one LIST; plan under
-//! 100 ms). A benchmark: it prints, it never fails.
+//! 100 ms). A benchmark: it prints; bench/scale.py reads its figures.
 //!
 //!     cargo bench --bench fleet [-- RUNS]
 
@@ -113,7 +113,7 @@ fn main() {
         (median(times), requests, observed.unwrap())
     });
 
-    let inputs = || k3d_gpu::plan::Inputs::new(&config, &facts, &observed, catalog.digest(), &graph);
+    let inputs = || k3d_gpu::plan::Inputs::new(&config, &graph.fleet_facts, &observed, catalog.digest(), &graph);
     let mut converged_times = Vec::new();
     let mut converged = None;
     for _ in 0..runs {

@@ -291,3 +291,25 @@ fn the_sandbox_runs_on_its_node_alone() {
         .collect();
     assert_eq!(controllers, ["gpu-01"]);
 }
+
+/// The graph carries each node's facts digest, in the config's order: what a fleet plan's
+/// facts digest is made of (so the plan does not serialise every node's facts again). Equal
+/// facts digest alike, whether loaded once or twice, and a change to one node's facts shows.
+#[test]
+fn the_graph_carries_each_nodes_facts_digest() {
+    let arc = facts("arc-01");
+    let machines = [("arc-01", arc.clone()), ("arc-02", arc.clone())];
+    let expect = Expect::default();
+    let catalog = Catalog::embedded().unwrap();
+    let graph = compile(&config("", &["arc-01", "arc-02"]), &nodes(&machines, &expect), &catalog).unwrap();
+    let digest = k3d_gpu::canonical::digest(&arc);
+    assert_eq!(graph.fleet_facts, [("arc-01".to_string(), digest.clone()), ("arc-02".to_string(), digest.clone())]);
+
+    let mut changed = arc.clone();
+    changed.annotations.insert("example.com/changed".into(), "yes".into());
+    let machines = [("arc-01", arc), ("arc-02", changed.clone())];
+    let graph = compile(&config("", &["arc-01", "arc-02"]), &nodes(&machines, &expect), &catalog).unwrap();
+    assert_eq!(graph.fleet_facts[0].1, digest);
+    assert_eq!(graph.fleet_facts[1].1, k3d_gpu::canonical::digest(&changed));
+    assert_ne!(graph.fleet_facts[1].1, digest);
+}

@@ -122,9 +122,19 @@ pub fn compile_against(
     // compiled once, and its nodes share that compile.
     let mut seen: BTreeMap<String, Result<super::Parts, Vec<CompileError>>> = BTreeMap::new();
     let mut keys = Vec::with_capacity(nodes.len());
+    // Each node's facts are serialised and digested once, here: the plan's facts digest is
+    // made of these (`DesiredGraph::fleet_facts`), not of the facts again. Nodes that share
+    // one loaded file (one `Facts` in memory) share its digest.
+    let mut fleet_facts = Vec::with_capacity(nodes.len());
+    let mut digested: BTreeMap<*const Facts, String> = BTreeMap::new();
     for node in nodes {
         let hosts = Hosts { agent: runs_agent(config, node.name), sandbox: runs_sandbox(config, node.name) };
-        let key = crate::canonical::digest(&(node.facts, node.expect, hosts.agent, hosts.sandbox));
+        let facts_digest = digested
+            .entry(std::ptr::from_ref(node.facts))
+            .or_insert_with(|| crate::canonical::digest(node.facts))
+            .clone();
+        let key = crate::canonical::digest(&(&facts_digest, node.expect, hosts.agent, hosts.sandbox));
+        fleet_facts.push((node.name.to_string(), facts_digest));
         seen.entry(key.clone()).or_insert_with(|| {
             // Only the agent's node places anything on what is free.
             let held = if hosts.agent { held.only(node.name) } else { Default::default() };
@@ -173,6 +183,7 @@ pub fn compile_against(
     let mut graph = DesiredGraph::build(resources, warnings, agent)
         .map_err(|text| vec![CompileError::new("graph", &["nodes"], text, None)])?;
     graph.images = images;
+    graph.fleet_facts = fleet_facts;
     Ok(graph)
 }
 

@@ -66,6 +66,10 @@ pub struct DesiredGraph {
     pub shares: BTreeMap<String, u32>,
     /// The NVIDIA GPUs are shared through CUDA MPS (their share in `shares` is MPS clients).
     pub mps: bool,
+    /// A fleet's nodes, in the config's order, each with the digest of its facts (empty for
+    /// one machine): what a fleet plan's facts digest is made of, so that no node's facts
+    /// are serialised a second time for the plan (`compile::fleet`).
+    pub fleet_facts: Vec<(String, String)>,
 }
 
 /// graph/v1's `schema`.
@@ -112,7 +116,16 @@ impl DesiredGraph {
         }
         warnings.sort();
         warnings.dedup();
-        Ok(DesiredGraph { graph, index, warnings, agent, images: BTreeMap::new(), shares: BTreeMap::new(), mps: false })
+        Ok(DesiredGraph {
+            graph,
+            index,
+            warnings,
+            agent,
+            images: BTreeMap::new(),
+            shares: BTreeMap::new(),
+            mps: false,
+            fleet_facts: Vec::new(),
+        })
     }
 
     pub fn get(&self, id: &str) -> Option<&Resource> {

@@ -6,7 +6,8 @@
 //!   [`MIN_GROUP`] strong become one box (`node-label/*/<key>`, `×1000`). An id takes the
 //!   pattern that the most ids share. Edges between groups are merged.
 //! - **Layout.** Up to [`LAYERED_ABOVE`] boxes go to layout-rs (its crossing minimisation is
-//!   superlinear, so it only ever sees a bounded graph). Beyond that, boxes are placed in
+//!   superlinear, so it only ever sees a bounded graph, and above [`OPTIMISED_UP_TO`] boxes
+//!   it runs without it). Beyond that, boxes are placed in
 //!   columns by dependency depth (longest path from a resource without dependencies), in
 //!   id order within a column, with edges as curves: O(boxes + edges).
 
@@ -20,6 +21,9 @@ pub const GROUP_ABOVE: usize = 120;
 pub const MIN_GROUP: usize = 4;
 /// Box counts above this are laid out in columns rather than by layout-rs.
 pub const LAYERED_ABOVE: usize = 150;
+/// Box counts above this are laid out by layout-rs without its rank and crossing
+/// optimisation, which is superlinear (`html::svg`).
+pub const OPTIMISED_UP_TO: usize = 60;
 
 /// One box: its label, how many resources it stands for, and its dependencies (box indices).
 #[derive(Debug, Clone, PartialEq)]
