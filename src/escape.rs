@@ -19,7 +19,9 @@ use std::fmt;
 /// engine answer, a pod's log, a registry's reply. It shows only as one escaped line
 /// ([`one_line`]), `{:?}` as [`quoted`]; serialized it is the plain string (JSON escapes).
 /// [`Untrusted::raw`] is the text as it came, for comparing and parsing, never for output.
-#[derive(Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema)]
+#[derive(
+    Clone, Default, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize, schemars::JsonSchema,
+)]
 #[serde(transparent)]
 pub struct Untrusted(String);
 
