@@ -213,3 +213,55 @@ fn no_print_macro_that_panics_on_a_failed_write() {
     }
     assert!(found.is_empty(), "print macros that panic on a failed write:\n{}", found.join("\n"));
 }
+
+/// The functions of `src/` longer than `limit` lines, as `file:line name (N lines)`. The code
+/// is rustfmt's: a function ends at the first `}` on its own line at the indentation of its
+/// `fn`, and one without a body (a trait's declaration) ends at its `;`.
+fn long_functions(root: &Path, limit: usize) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(&root.join("src"), &mut files);
+    let mut found = Vec::new();
+    for file in files {
+        let source = std::fs::read_to_string(&file).unwrap();
+        let lines: Vec<&str> = source.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            let code = line.trim_start();
+            let indent = &line[..line.len() - code.len()];
+            let rest = ["pub(crate) ", "pub(super) ", "pub ", "const ", "async ", "unsafe "]
+                .iter()
+                .fold(code, |c, p| c.strip_prefix(p).unwrap_or(c));
+            let Some(name) = rest.strip_prefix("fn ") else { continue };
+            let name = name.split(['(', '<']).next().unwrap_or_default();
+            let Some(open) = (i..lines.len()).find(|&j| lines[j].trim_end().ends_with(['{', ';'])) else { continue };
+            if lines[open].trim_end().ends_with(';') {
+                continue;
+            }
+            let close = format!("{indent}}}");
+            let Some(end) = (open + 1..lines.len()).find(|&j| lines[j] == close) else { continue };
+            if end - i + 1 > limit {
+                let shown = file.strip_prefix(root).unwrap().display();
+                found.push(format!("{shown}:{} {name} ({} lines)", i + 1, end - i + 1));
+            }
+        }
+    }
+    found
+}
+
+#[test]
+fn no_function_is_longer_than_150_lines() {
+    // A function that long is usually a list of independent rules: one function per rule,
+    // each testable alone, reads better (doctor/perf.rs's RULES).
+    let found = long_functions(Path::new(env!("CARGO_MANIFEST_DIR")), 150);
+    assert!(found.is_empty(), "functions over 150 lines:\n{}", found.join("\n"));
+}
+
+#[test]
+fn the_length_rule_measures_a_function_from_fn_to_its_brace() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("src")).unwrap();
+    let long = format!("pub fn long(\n    a: u8,\n) -> u8 {{\n{}    a\n}}\n", "    let _ = 1;\n".repeat(10));
+    let source = format!("trait T {{\n    fn declared(&self);\n}}\n{long}\nfn short() {{}}\n");
+    std::fs::write(dir.path().join("src/a.rs"), source).unwrap();
+    assert_eq!(long_functions(dir.path(), 14), ["src/a.rs:4 long (15 lines)"]);
+    assert!(long_functions(dir.path(), 15).is_empty());
+}

@@ -97,8 +97,8 @@ pub fn node_image(cx: &mut Context, source: &crate::node_image::Source, out: &mu
     }
 }
 
-/// The cluster resource; returns its id.
-pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource>) -> String {
+/// The `[cluster]` keys k3d would refuse, or that expose the API beyond this machine.
+fn check_keys(cx: &mut Context) {
     let cluster = &cx.config.cluster;
     if cluster.servers == 0 || cluster.servers > MAX_NODES {
         cx.error(CompileError::new(
@@ -163,7 +163,12 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
             )),
         ));
     }
-    let nvidia = cx.is_active(Vendor::Nvidia);
+}
+
+/// The k3s arguments of every node: the NVIDIA runtime as the default, the baked copies k3s
+/// skips, the feature gates and the config's own.
+fn k3s_args(cx: &mut Context, features: &FeaturePlan, nvidia: bool) -> Vec<serde_json::Value> {
+    let cluster = &cx.config.cluster;
     if nvidia && cluster.k3s_args.iter().any(|a| disables(a, K3S_RUNTIMES)) {
         cx.error(CompileError::new(
             "runtimes-disabled",
@@ -218,6 +223,15 @@ pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource
     for extra in &cluster.k3s_args {
         arg(extra.clone(), "server:*");
     }
+    k3s_args
+}
+
+/// The cluster resource; returns its id.
+pub fn resource(cx: &mut Context, features: &FeaturePlan, out: &mut Vec<Resource>) -> String {
+    check_keys(cx);
+    let cluster = &cx.config.cluster;
+    let nvidia = cx.is_active(Vendor::Nvidia);
+    let k3s_args = k3s_args(cx, features, nvidia);
 
     let volumes = volumes(cx, nvidia);
     // The host model store (issue 27), its own key beside `volumes`: models.rs.

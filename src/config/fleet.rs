@@ -126,192 +126,223 @@ pub fn path_problem(path: &str) -> Option<&'static str> {
 
 /// Every provider error of a parsed config, in file order.
 pub fn check(config: &Config, name: &str, text: &str) -> Vec<ConfigError> {
-    let mut errors = Vec::new();
-    let mut at = |path: &[&str], element: Option<usize>, message: String, help: &str| {
+    let mut errors = Errors { name, text, found: Vec::new() };
+    match config.cluster.provider {
+        Provider::K3d => k3d_only(config, &mut errors),
+        Provider::Existing => {
+            existing(config, &mut errors);
+            nodes(config, &mut errors);
+        }
+    }
+    errors.found
+}
+
+/// The errors found so far, each pointing at its key (or list element) in the text.
+struct Errors<'a> {
+    name: &'a str,
+    text: &'a str,
+    found: Vec<ConfigError>,
+}
+
+impl Errors<'_> {
+    fn at(&mut self, path: &[&str], element: Option<usize>, message: String, help: &str) {
         let span = match element {
-            Some(i) => span_of_element(text, path, i),
-            None => span_of(text, path),
+            Some(i) => span_of_element(self.text, path, i),
+            None => span_of(self.text, path),
         };
         let label = if span.is_some() { path.join(".") } else { String::new() };
-        errors.push(ConfigError::at(name, text, span, message, label, Some(help.to_string())));
-    };
-    match config.cluster.provider {
-        Provider::K3d => {
-            if config.cluster.context.is_some() {
-                at(
-                    &["cluster", "context"],
-                    None,
-                    "context names an existing cluster, but provider is k3d".into(),
-                    "k3d's context is always k3d-<name>; set provider = \"existing\" to drive a cluster k3d-gpu does not create",
-                );
-            }
-            if config.agent.as_ref().is_some_and(|a| a.node.is_some()) {
-                at(
-                    &["agent", "node"],
-                    None,
-                    "[agent] node names a node of an existing cluster, but provider is k3d".into(),
-                    "k3d's accelerator node is [cluster] accelerator_node; remove node, or set provider = \"existing\"",
-                );
-            }
-            if config.sandbox.as_ref().is_some_and(|s| s.node.is_some()) {
-                at(
-                    &["sandbox", "node"],
-                    None,
-                    "[sandbox] node names a node of an existing cluster, but provider is k3d".into(),
-                    "a k3d cluster's sandboxes run on its own node; remove node, or set provider = \"existing\"",
-                );
-            }
-            if !config.nodes.is_empty() {
-                at(
-                    &["nodes"],
-                    None,
-                    "[[nodes]] lists the machines of an existing cluster, but provider is k3d".into(),
-                    "a k3d cluster runs on this machine; set [cluster] provider = \"existing\" and context to use [[nodes]]",
-                );
+        self.found.push(ConfigError::at(self.name, self.text, span, message, label, Some(help.to_string())));
+    }
+}
+
+/// What a k3d cluster's config may not say: the keys of an existing cluster.
+fn k3d_only(config: &Config, e: &mut Errors<'_>) {
+    let mut at =
+        |path: &[&str], element: Option<usize>, message: String, help: &str| e.at(path, element, message, help);
+    if config.cluster.context.is_some() {
+        at(
+            &["cluster", "context"],
+            None,
+            "context names an existing cluster, but provider is k3d".into(),
+            "k3d's context is always k3d-<name>; set provider = \"existing\" to drive a cluster k3d-gpu does not create",
+        );
+    }
+    if config.agent.as_ref().is_some_and(|a| a.node.is_some()) {
+        at(
+            &["agent", "node"],
+            None,
+            "[agent] node names a node of an existing cluster, but provider is k3d".into(),
+            "k3d's accelerator node is [cluster] accelerator_node; remove node, or set provider = \"existing\"",
+        );
+    }
+    if config.sandbox.as_ref().is_some_and(|s| s.node.is_some()) {
+        at(
+            &["sandbox", "node"],
+            None,
+            "[sandbox] node names a node of an existing cluster, but provider is k3d".into(),
+            "a k3d cluster's sandboxes run on its own node; remove node, or set provider = \"existing\"",
+        );
+    }
+    if !config.nodes.is_empty() {
+        at(
+            &["nodes"],
+            None,
+            "[[nodes]] lists the machines of an existing cluster, but provider is k3d".into(),
+            "a k3d cluster runs on this machine; set [cluster] provider = \"existing\" and context to use [[nodes]]",
+        );
+    }
+}
+
+/// An existing cluster's context, the k3d-only keys it may not have, and where its agent and
+/// sandboxes run.
+fn existing(config: &Config, e: &mut Errors<'_>) {
+    let text = e.text;
+    let mut at =
+        |path: &[&str], element: Option<usize>, message: String, help: &str| e.at(path, element, message, help);
+    match config.cluster.context.as_deref() {
+        None => at(
+            &["cluster"],
+            None,
+            "provider \"existing\" needs [cluster] context".into(),
+            "name the kubeconfig context of the cluster (`kubectl config get-contexts`); the current one is never used implicitly",
+        ),
+        Some(c) if c.trim().is_empty() || c.chars().any(char::is_control) || c.len() > 253 => at(
+            &["cluster", "context"],
+            None,
+            format!("context {} is not a kubeconfig context name", crate::escape::quoted(c)),
+            "name the context as `kubectl config get-contexts` lists it",
+        ),
+        Some(_) => {}
+    }
+    for key in K3D_ONLY {
+        if key_present(text, &["cluster", key]) {
+            at(
+                &["cluster", key],
+                None,
+                format!("[cluster] {key} is k3d-only: an existing cluster was not created by k3d-gpu"),
+                "remove it, or set provider = \"k3d\"",
+            );
+        }
+    }
+    for (section, help) in SINGLE_MACHINE {
+        if key_present(text, &[section]) {
+            at(&[section], None, format!("[{section}] is not used with provider \"existing\""), help);
+        }
+    }
+    let names: Vec<&str> = config.nodes.iter().map(|n| n.name.as_str()).collect();
+    // A long fleet is named in part: the help stays one readable line.
+    let mut listed = names.iter().take(12).map(|n| crate::escape::quoted(n)).collect::<Vec<_>>().join(", ");
+    if names.len() > 12 {
+        listed.push_str(&format!(" and {} more", names.len() - 12));
+    }
+    // (section, its node, what runs there)
+    let placed = [
+        ("agent", config.agent.as_ref().map(|a| a.node.as_deref()), "the agent and its add-ons"),
+        ("sandbox", config.sandbox.as_ref().map(|s| s.node.as_deref()), "the sandboxes"),
+    ];
+    for (section, node, what) in placed {
+        match node {
+            None => {}
+            Some(None) => at(
+                &[section],
+                None,
+                format!("[{section}] needs node with provider \"existing\": the node that runs {what}"),
+                &format!("add node = \"<name>\", one of the [[nodes]]: {listed}"),
+            ),
+            Some(Some(n)) if !names.contains(&n) => at(
+                &[section, "node"],
+                None,
+                format!("[{section}] node {} is not one of the [[nodes]]", crate::escape::quoted(n)),
+                &format!("name one of: {listed}"),
+            ),
+            Some(Some(_)) => {}
+        }
+    }
+}
+
+/// An existing cluster's `[[nodes]]`: how many, their names, facts and taints.
+fn nodes(config: &Config, e: &mut Errors<'_>) {
+    let mut at =
+        |path: &[&str], element: Option<usize>, message: String, help: &str| e.at(path, element, message, help);
+    if config.nodes.is_empty() {
+        at(
+            &["cluster", "provider"],
+            None,
+            "provider \"existing\" needs at least one [[nodes]]".into(),
+            "add [[nodes]] with name = \"<node>\" and facts = \"hosts/<node>.json\" for each machine",
+        );
+    }
+    if config.nodes.len() > MAX_NODES {
+        at(
+            &["nodes"],
+            None,
+            format!("more than {MAX_NODES} [[nodes]]"),
+            "split the fleet into configs with different [cluster] names: each leaves the others' nodes and objects alone",
+        );
+    }
+    let mut seen = BTreeSet::new();
+    for (i, node) in config.nodes.iter().enumerate() {
+        let shown = crate::escape::quoted(&node.name);
+        if !dns_subdomain(&node.name) {
+            at(
+                &["nodes"],
+                Some(i),
+                format!("node name {shown} is not a Kubernetes node name"),
+                "a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', at most 253",
+            );
+        } else if !seen.insert(node.name.as_str()) {
+            at(&["nodes"], Some(i), format!("node {shown} is listed twice"), "one [[nodes]] per machine");
+        }
+        match (&node.facts, &node.root) {
+            (Some(_), Some(_)) | (None, None) => at(
+                &["nodes"],
+                Some(i),
+                format!("node {shown}: give exactly one of facts and root"),
+                "facts = \"hosts/<node>.json\" (k3d-gpu facts --out) or root = \"hosts/<node>\" (k3d-gpu facts capture --out)",
+            ),
+            (Some(p), None) | (None, Some(p)) => {
+                if let Some(why) = path_problem(p) {
+                    at(
+                        &["nodes"],
+                        Some(i),
+                        format!("node {shown}: path {} {why}", crate::escape::quoted(p)),
+                        "name a file or directory beside the config, e.g. hosts/<node>.json",
+                    );
+                }
             }
         }
-        Provider::Existing => {
-            match config.cluster.context.as_deref() {
-                None => at(
-                    &["cluster"],
-                    None,
-                    "provider \"existing\" needs [cluster] context".into(),
-                    "name the kubeconfig context of the cluster (`kubectl config get-contexts`); the current one is never used implicitly",
-                ),
-                Some(c) if c.trim().is_empty() || c.chars().any(char::is_control) || c.len() > 253 => at(
-                    &["cluster", "context"],
-                    None,
-                    format!("context {} is not a kubeconfig context name", crate::escape::quoted(c)),
-                    "name the context as `kubectl config get-contexts` lists it",
-                ),
-                Some(_) => {}
-            }
-            for key in K3D_ONLY {
-                if key_present(text, &["cluster", key]) {
-                    at(
-                        &["cluster", key],
-                        None,
-                        format!("[cluster] {key} is k3d-only: an existing cluster was not created by k3d-gpu"),
-                        "remove it, or set provider = \"k3d\"",
-                    );
-                }
-            }
-            for (section, help) in SINGLE_MACHINE {
-                if key_present(text, &[section]) {
-                    at(&[section], None, format!("[{section}] is not used with provider \"existing\""), help);
-                }
-            }
-            let names: Vec<&str> = config.nodes.iter().map(|n| n.name.as_str()).collect();
-            // A long fleet is named in part: the help stays one readable line.
-            let mut listed = names.iter().take(12).map(|n| crate::escape::quoted(n)).collect::<Vec<_>>().join(", ");
-            if names.len() > 12 {
-                listed.push_str(&format!(" and {} more", names.len() - 12));
-            }
-            // (section, its node, what runs there)
-            let placed = [
-                ("agent", config.agent.as_ref().map(|a| a.node.as_deref()), "the agent and its add-ons"),
-                ("sandbox", config.sandbox.as_ref().map(|s| s.node.as_deref()), "the sandboxes"),
-            ];
-            for (section, node, what) in placed {
-                match node {
-                    None => {}
-                    Some(None) => at(
-                        &[section],
-                        None,
-                        format!("[{section}] needs node with provider \"existing\": the node that runs {what}"),
-                        &format!("add node = \"<name>\", one of the [[nodes]]: {listed}"),
-                    ),
-                    Some(Some(n)) if !names.contains(&n) => at(
-                        &[section, "node"],
-                        None,
-                        format!("[{section}] node {} is not one of the [[nodes]]", crate::escape::quoted(n)),
-                        &format!("name one of: {listed}"),
-                    ),
-                    Some(Some(_)) => {}
-                }
-            }
-            if config.nodes.is_empty() {
-                at(
-                    &["cluster", "provider"],
-                    None,
-                    "provider \"existing\" needs at least one [[nodes]]".into(),
-                    "add [[nodes]] with name = \"<node>\" and facts = \"hosts/<node>.json\" for each machine",
-                );
-            }
-            if config.nodes.len() > MAX_NODES {
-                at(
+        if node.taints.len() > MAX_TAINTS {
+            at(
+                &["nodes"],
+                Some(i),
+                format!("node {shown}: more than {MAX_TAINTS} taints"),
+                "list the taints the node carries",
+            );
+        }
+        let mut pairs = BTreeSet::new();
+        for taint in node.taints.iter().take(MAX_TAINTS) {
+            match parse_taint(taint) {
+                Err(why) => at(
                     &["nodes"],
-                    None,
-                    format!("more than {MAX_NODES} [[nodes]]"),
-                    "split the fleet into configs with different [cluster] names: each leaves the others' nodes and objects alone",
-                );
-            }
-            let mut seen = BTreeSet::new();
-            for (i, node) in config.nodes.iter().enumerate() {
-                let shown = crate::escape::quoted(&node.name);
-                if !dns_subdomain(&node.name) {
-                    at(
-                        &["nodes"],
-                        Some(i),
-                        format!("node name {shown} is not a Kubernetes node name"),
-                        "a DNS-1123 subdomain: lowercase letters, digits, '-' and '.', at most 253",
-                    );
-                } else if !seen.insert(node.name.as_str()) {
-                    at(&["nodes"], Some(i), format!("node {shown} is listed twice"), "one [[nodes]] per machine");
-                }
-                match (&node.facts, &node.root) {
-                    (Some(_), Some(_)) | (None, None) => at(
-                        &["nodes"],
-                        Some(i),
-                        format!("node {shown}: give exactly one of facts and root"),
-                        "facts = \"hosts/<node>.json\" (k3d-gpu facts --out) or root = \"hosts/<node>\" (k3d-gpu facts capture --out)",
+                    Some(i),
+                    format!("node {shown}: taint {} {why}", crate::escape::quoted(taint)),
+                    "write it as kubectl taint does: key[=value]:effect, e.g. \"k3d-gpu.io/gpu-only=true:NoSchedule\"",
+                ),
+                // Kubernetes refuses two taints with one key and effect.
+                Ok(t) if !pairs.insert((t.key.clone(), t.effect.clone())) => at(
+                    &["nodes"],
+                    Some(i),
+                    format!(
+                        "node {shown}: taint key {} with effect {} is listed twice",
+                        crate::escape::quoted(&t.key),
+                        t.effect
                     ),
-                    (Some(p), None) | (None, Some(p)) => {
-                        if let Some(why) = path_problem(p) {
-                            at(
-                                &["nodes"],
-                                Some(i),
-                                format!("node {shown}: path {} {why}", crate::escape::quoted(p)),
-                                "name a file or directory beside the config, e.g. hosts/<node>.json",
-                            );
-                        }
-                    }
-                }
-                if node.taints.len() > MAX_TAINTS {
-                    at(
-                        &["nodes"],
-                        Some(i),
-                        format!("node {shown}: more than {MAX_TAINTS} taints"),
-                        "list the taints the node carries",
-                    );
-                }
-                let mut pairs = BTreeSet::new();
-                for taint in node.taints.iter().take(MAX_TAINTS) {
-                    match parse_taint(taint) {
-                        Err(why) => at(
-                            &["nodes"],
-                            Some(i),
-                            format!("node {shown}: taint {} {why}", crate::escape::quoted(taint)),
-                            "write it as kubectl taint does: key[=value]:effect, e.g. \"k3d-gpu.io/gpu-only=true:NoSchedule\"",
-                        ),
-                        // Kubernetes refuses two taints with one key and effect.
-                        Ok(t) if !pairs.insert((t.key.clone(), t.effect.clone())) => at(
-                            &["nodes"],
-                            Some(i),
-                            format!(
-                                "node {shown}: taint key {} with effect {} is listed twice",
-                                crate::escape::quoted(&t.key),
-                                t.effect
-                            ),
-                            "a node has one taint per key and effect",
-                        ),
-                        Ok(_) => {}
-                    }
-                }
+                    "a node has one taint per key and effect",
+                ),
+                Ok(_) => {}
             }
         }
     }
-    errors
 }
 
 /// Whether the text sets the key at `path` itself (not just a table around it).

@@ -379,14 +379,25 @@ impl Hints {
 
 /// Reads what the pod printed. Pure.
 pub fn verdict(p: &SmokePod, o: &Outcome, facts: &Facts, hints: &Hints) -> Verdict {
+    if let Some(verdict) = not_run(p, o, hints) {
+        return verdict;
+    }
     let lines: Vec<String> = o.log.lines().map(|l| crate::escape::one_line(l).into_owned()).collect();
-    let fail = |seen: u32, evidence: Vec<String>, cause: String, fix: String| Verdict {
-        passed: false,
-        seen,
-        evidence,
-        cause: Some(cause),
-        fix: Some(fix),
-    };
+    match p.probe {
+        Probe::NvidiaSmi => nvidia_smi_verdict(p, &lines, hints),
+        Probe::Devices => devices_verdict(p, &lines, hints, firmware_note(facts, p)),
+    }
+}
+
+fn failed(seen: u32, evidence: Vec<String>, cause: String, fix: String) -> Verdict {
+    Verdict { passed: false, seen, evidence, cause: Some(cause), fix: Some(fix) }
+}
+
+/// The verdict of a pod that printed nothing to judge: refused, never scheduled, a container
+/// that did not start, or out of time. `None`: it ran; its output decides.
+fn not_run(p: &SmokePod, o: &Outcome, hints: &Hints) -> Option<Verdict> {
+    let fail = |seen: u32, evidence: Vec<String>, cause: String, fix: String| Some(failed(seen, evidence, cause, fix));
+    let printed = o.log.lines().next().is_some();
     let describe = hints.kubectl.clone().opt("-n", NAMESPACE).lit("describe pod").arg(&p.pod).to_string();
     if let Some(why) = &o.refused {
         let (cause, fix) = if why.contains("RuntimeClass") || why.contains("runtimeclass") {
@@ -418,7 +429,7 @@ pub fn verdict(p: &SmokePod, o: &Outcome, facts: &Facts, hints: &Hints) -> Verdi
         return fail(0, Vec::new(), cause, fix);
     }
     if let Some(reason) = &o.reason
-        && lines.is_empty()
+        && !printed
     {
         let r = reason.as_str();
         let (cause, fix) = if r.contains("ImagePull") || r.contains("ErrImage") || r.contains("InvalidImageName") {
@@ -447,7 +458,7 @@ pub fn verdict(p: &SmokePod, o: &Outcome, facts: &Facts, hints: &Hints) -> Verdi
         };
         return fail(0, Vec::new(), cause, fix);
     }
-    if o.timed_out && lines.is_empty() {
+    if o.timed_out && !printed {
         return fail(
             0,
             Vec::new(),
@@ -458,96 +469,99 @@ pub fn verdict(p: &SmokePod, o: &Outcome, facts: &Facts, hints: &Hints) -> Verdi
             describe,
         );
     }
-    let firmware = firmware_note(facts, p);
-    match p.probe {
-        Probe::NvidiaSmi => {
-            let gpus: Vec<String> =
-                lines.iter().filter(|l| l.starts_with("GPU ") && l.contains(':')).cloned().collect();
-            let seen = gpus.len() as u32;
-            let evidence = if gpus.is_empty() { lines.iter().take(10).cloned().collect() } else { gpus };
-            if seen == p.expected {
-                return Verdict { passed: true, seen, evidence, cause: None, fix: None };
-            }
-            let text = lines.join(" ");
-            let (cause, fix) = if text.contains("NVML") || text.contains("result=") {
-                (
-                    "nvidia-smi could not initialise NVML: the test image's CUDA is newer than the host driver, or the driver's libraries in the pod do not match the kernel module".to_string(),
-                    format!(
-                        "run the test with an image your driver supports (`{}`; the CUDA/driver compatibility table), or update the host driver",
-                        hints.k3d_gpu.clone().lit("test --nvidia-image").arg("nvidia/cuda:<older>-base-ubuntu24.04")
-                    ),
-                )
-            } else if text.contains("not found") || text.contains("executable file") {
-                (
-                    "nvidia-smi is not in the pod: the NVIDIA runtime did not inject the driver's tools and libraries (the pod did not run under the nvidia runtime, or CDI is not set up)".to_string(),
-                    format!("check the node image's NVIDIA runtime (`{}`)", hints.k3d_gpu.clone().lit("doctor")),
-                )
-            } else {
-                (
-                    format!(
-                        "nvidia-smi listed {seen} GPU(s), the pod requested {}: the device plugin's allocation did not reach the container",
-                        p.expected
-                    ),
-                    format!("read the plugin's log: `{}`", hints.logs(&p.resource)),
-                )
-            };
-            fail(seen, evidence, cause, fix)
+    None
+}
+
+/// `nvidia-smi -L`: one line per GPU the container was given.
+fn nvidia_smi_verdict(p: &SmokePod, lines: &[String], hints: &Hints) -> Verdict {
+    let fail = failed;
+    let gpus: Vec<String> = lines.iter().filter(|l| l.starts_with("GPU ") && l.contains(':')).cloned().collect();
+    let seen = gpus.len() as u32;
+    let evidence = if gpus.is_empty() { lines.iter().take(10).cloned().collect() } else { gpus };
+    if seen == p.expected {
+        return Verdict { passed: true, seen, evidence, cause: None, fix: None };
+    }
+    let text = lines.join(" ");
+    let (cause, fix) = if text.contains("NVML") || text.contains("result=") {
+        (
+            "nvidia-smi could not initialise NVML: the test image's CUDA is newer than the host driver, or the driver's libraries in the pod do not match the kernel module".to_string(),
+            format!(
+                "run the test with an image your driver supports (`{}`; the CUDA/driver compatibility table), or update the host driver",
+                hints.k3d_gpu.clone().lit("test --nvidia-image").arg("nvidia/cuda:<older>-base-ubuntu24.04")
+            ),
+        )
+    } else if text.contains("not found") || text.contains("executable file") {
+        (
+            "nvidia-smi is not in the pod: the NVIDIA runtime did not inject the driver's tools and libraries (the pod did not run under the nvidia runtime, or CDI is not set up)".to_string(),
+            format!("check the node image's NVIDIA runtime (`{}`)", hints.k3d_gpu.clone().lit("doctor")),
+        )
+    } else {
+        (
+            format!(
+                "nvidia-smi listed {seen} GPU(s), the pod requested {}: the device plugin's allocation did not reach the container",
+                p.expected
+            ),
+            format!("read the plugin's log: `{}`", hints.logs(&p.resource)),
+        )
+    };
+    fail(seen, evidence, cause, fix)
+}
+
+/// The device probe: which device nodes the container could open.
+fn devices_verdict(p: &SmokePod, lines: &[String], hints: &Hints, firmware: Option<String>) -> Verdict {
+    let fail = failed;
+    let prefix = kind_of(&p.resource).map_or("", |k| k.prefix);
+    let name_of = |path: &str| path.rsplit('/').next().unwrap_or_default().to_string();
+    let mut opened = 0u32;
+    let mut denied = Vec::new();
+    let mut evidence = Vec::new();
+    for l in lines {
+        let (word, rest) = l.split_once(' ').unwrap_or((l.as_str(), ""));
+        let path = rest.split(": ").next().unwrap_or_default();
+        match word {
+            "open" | "denied" | "none" | "id" | "clinfo" => evidence.push(l.clone()),
+            _ => continue,
         }
-        Probe::Devices => {
-            let prefix = kind_of(&p.resource).map_or("", |k| k.prefix);
-            let name_of = |path: &str| path.rsplit('/').next().unwrap_or_default().to_string();
-            let mut opened = 0u32;
-            let mut denied = Vec::new();
-            let mut evidence = Vec::new();
-            for l in &lines {
-                let (word, rest) = l.split_once(' ').unwrap_or((l.as_str(), ""));
-                let path = rest.split(": ").next().unwrap_or_default();
-                match word {
-                    "open" | "denied" | "none" | "id" | "clinfo" => evidence.push(l.clone()),
-                    _ => continue,
-                }
-                let counted = counts(&name_of(path), prefix);
-                if word == "open" && counted {
-                    opened += 1;
-                } else if word == "denied" && counted {
-                    denied.push(path.to_string());
-                }
-            }
-            if opened >= p.expected && denied.is_empty() {
-                return Verdict { passed: true, seen: opened, evidence, cause: None, fix: None };
-            }
-            let (cause, fix) = if !denied.is_empty() {
-                let who = if p.groups.is_empty() {
-                    "as root".to_string()
-                } else {
-                    format!(
-                        "as uid {PROBE_UID} with group(s) {}",
-                        p.groups.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
-                    )
-                };
-                (
-                    format!(
-                        "the pod got {} but could not open it ({who}): the device node's group or mode does not let the pod in",
-                        denied.join(", ")
-                    ),
-                    "compare the node's owner and mode on the host (`ls -ln /dev/dri /dev/accel`) with the group in `k3d-gpu detect`; a workload that runs as non-root needs that gid in securityContext.supplementalGroups (or a udev rule giving the node mode 0666)".to_string(),
-                )
-            } else {
-                (
-                    format!(
-                        "the pod saw {opened} of {} device node(s) it should have been given: the plugin advertised {} but did not hand the node over",
-                        p.expected, p.resource
-                    ),
-                    format!("read the plugin's log: `{}`", hints.logs(&p.resource)),
-                )
-            };
-            let cause = match firmware {
-                Some(note) => format!("{cause}; also: {note}"),
-                None => cause,
-            };
-            fail(opened, evidence, cause, fix)
+        let counted = counts(&name_of(path), prefix);
+        if word == "open" && counted {
+            opened += 1;
+        } else if word == "denied" && counted {
+            denied.push(path.to_string());
         }
     }
+    if opened >= p.expected && denied.is_empty() {
+        return Verdict { passed: true, seen: opened, evidence, cause: None, fix: None };
+    }
+    let (cause, fix) = if !denied.is_empty() {
+        let who = if p.groups.is_empty() {
+            "as root".to_string()
+        } else {
+            format!(
+                "as uid {PROBE_UID} with group(s) {}",
+                p.groups.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+            )
+        };
+        (
+            format!(
+                "the pod got {} but could not open it ({who}): the device node's group or mode does not let the pod in",
+                denied.join(", ")
+            ),
+            "compare the node's owner and mode on the host (`ls -ln /dev/dri /dev/accel`) with the group in `k3d-gpu detect`; a workload that runs as non-root needs that gid in securityContext.supplementalGroups (or a udev rule giving the node mode 0666)".to_string(),
+        )
+    } else {
+        (
+            format!(
+                "the pod saw {opened} of {} device node(s) it should have been given: the plugin advertised {} but did not hand the node over",
+                p.expected, p.resource
+            ),
+            format!("read the plugin's log: `{}`", hints.logs(&p.resource)),
+        )
+    };
+    let cause = match firmware {
+        Some(note) => format!("{cause}; also: {note}"),
+        None => cause,
+    };
+    fail(opened, evidence, cause, fix)
 }
 
 /// A firmware finding of the host for this pod's vendor (the reference's third failure mode:

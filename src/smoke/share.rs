@@ -219,6 +219,62 @@ fn exclusive_mode(log: &str) -> Option<String> {
         .map(|m| crate::escape::one_line(m).into_owned())
 }
 
+/// Why sharing was not tried at all: one pod per device fits, other pods hold the units, a
+/// pod was refused, or none of them ran. `None`: they ran; the verdict reads how.
+fn not_tried(g: &Group, run: &Run, names: &[String], hints: &Hints, advertised: &str) -> Option<(String, String)> {
+    let logs = hints.logs(&g.resource);
+    if names.len() < 2 && g.held == 0 {
+        return Some((
+            format!("one pod per device can run, so nothing is shared: {advertised}"),
+            format!("check the plugin's sharing setting in its log (`{logs}`)"),
+        ));
+    }
+    if names.len() < 2 {
+        return Some((
+            format!(
+                "other pods hold {} of the {} {} node {} advertises: {} pod(s) could run, and sharing needs two at once to be proven",
+                g.held,
+                g.allocatable,
+                g.resource,
+                g.node,
+                names.len()
+            ),
+            format!(
+                "stop what holds them for the test (`{}`), then run it again",
+                hints.kubectl.clone().lit("get pods -A -o wide")
+            ),
+        ));
+    }
+    if let Some((name, why)) =
+        names.iter().find_map(|n| Some((n, run.outcomes.get(n).and_then(|o| o.refused.clone())?)))
+    {
+        return Some((
+            format!("pod {name} was not created: {}", crate::escape::one_line(&why)),
+            hints.kubectl.clone().lit("get pods -A").to_string(),
+        ));
+    }
+    // Nothing ran at all: not a sharing verdict but why the pods never started.
+    if run.together.is_empty() {
+        let why: Vec<String> = names
+            .iter()
+            .filter_map(|n| {
+                let o = run.outcomes.get(n)?;
+                let said = o.reason.clone().or_else(|| o.unschedulable.clone()).unwrap_or_else(|| {
+                    let phase = if o.phase.is_empty() { "unknown" } else { &o.phase };
+                    if o.timed_out { format!("still {phase} at the deadline") } else { format!("phase {phase}") }
+                });
+                Some(format!("{n}: {}", crate::escape::one_line(&said)))
+            })
+            .take(3)
+            .collect();
+        return Some((
+            format!("none of the {} pods ran, so sharing was not tried ({})", names.len(), why.join("; ")),
+            hints.kubectl.clone().opt("-n", &g.namespace).lit("describe pods -l").arg(GROUP_LABEL).to_string(),
+        ));
+    }
+    None
+}
+
 /// Reads a group's run. Pure.
 pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
     let names: Vec<String> = g.pods.iter().map(|p| p.pod.clone()).collect();
@@ -247,54 +303,8 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
         out.fix = Some(fix);
         out.clone()
     };
-    if names.len() < 2 && g.held == 0 {
-        return fail(
-            format!("one pod per device can run, so nothing is shared: {advertised}"),
-            format!("check the plugin's sharing setting in its log (`{logs}`)"),
-        );
-    }
-    if names.len() < 2 {
-        return fail(
-            format!(
-                "other pods hold {} of the {} {} node {} advertises: {} pod(s) could run, and sharing needs two at once to be proven",
-                g.held,
-                g.allocatable,
-                g.resource,
-                g.node,
-                names.len()
-            ),
-            format!(
-                "stop what holds them for the test (`{}`), then run it again",
-                hints.kubectl.clone().lit("get pods -A -o wide")
-            ),
-        );
-    }
-    if let Some((name, why)) =
-        names.iter().find_map(|n| Some((n, run.outcomes.get(n).and_then(|o| o.refused.clone())?)))
-    {
-        return fail(
-            format!("pod {name} was not created: {}", crate::escape::one_line(&why)),
-            hints.kubectl.clone().lit("get pods -A").to_string(),
-        );
-    }
-    // Nothing ran at all: not a sharing verdict but why the pods never started.
-    if run.together.is_empty() {
-        let why: Vec<String> = names
-            .iter()
-            .filter_map(|n| {
-                let o = run.outcomes.get(n)?;
-                let said = o.reason.clone().or_else(|| o.unschedulable.clone()).unwrap_or_else(|| {
-                    let phase = if o.phase.is_empty() { "unknown" } else { &o.phase };
-                    if o.timed_out { format!("still {phase} at the deadline") } else { format!("phase {phase}") }
-                });
-                Some(format!("{n}: {}", crate::escape::one_line(&said)))
-            })
-            .take(3)
-            .collect();
-        return fail(
-            format!("none of the {} pods ran, so sharing was not tried ({})", names.len(), why.join("; ")),
-            hints.kubectl.clone().opt("-n", &g.namespace).lit("describe pods -l").arg(GROUP_LABEL).to_string(),
-        );
+    if let Some((cause, fix)) = not_tried(g, run, &names, hints, &advertised) {
+        return fail(cause, fix);
     }
     if !apart.is_empty() {
         let list = apart.join(", ");

@@ -162,40 +162,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
         gpus: plan.gpus,
         timeout_s: agent.timeout.unwrap_or(MODEL_TIMEOUT_S),
     };
-    // The names the server that runs them accepts (parsers.rs): the server is placement's
-    // choice, so a name valid for one backend reaches the other on another host.
-    let known = match (plan.backend, plan.device) {
-        _ if agent.image.is_some() => None,
-        ("ovms", _) => Some(&parsers::OVMS),
-        (_, "HPU") | ("llm-scaler", _) => None,
-        _ => Some(&parsers::VLLM),
-    };
-    if let Some(known) = known {
-        for (key, set, names) in [
-            ("tool_parser", &llm_args.tool_parser, known.tool),
-            ("reasoning_parser", &llm_args.reasoning_parser, known.reasoning),
-        ] {
-            let Some(name) = set.as_deref().filter(|n| !names.contains(n)) else { continue };
-            let closest = crate::suggest::closest(name, names.iter().copied());
-            cx.error(super::CompileError::new(
-                "agent-parser",
-                &["agent", key],
-                crate::escape::capped(format!(
-                    "{key} {} is not one of {} {}'s, which runs the agent on this host ({} on the {}): {}",
-                    crate::escape::quoted(name),
-                    known.server,
-                    known.version,
-                    plan.backend,
-                    plan.device,
-                    names.join(", ")
-                )),
-                Some(match closest {
-                    Some(c) => format!("did you mean {key} = \"{c}\"? (\"\" turns it off)"),
-                    None => format!("use one of {}'s names, or \"\" to turn it off", known.server),
-                }),
-            ));
-        }
-    }
+    check_parsers(cx, agent, plan, &llm_args);
     let mut parts = match (plan.backend, plan.device) {
         ("ovms", device) => {
             let mut extra: Vec<String> = Vec::new();
@@ -244,6 +211,49 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
         chat::resources(cx, ui, plan, &served_name, &Scope { cluster_id, ns_id: &ns_id, keep, store }, out);
     }
 
+    let scope = Scope { cluster_id, ns_id: &ns_id, keep, store };
+    addons(cx, plan, &scope, out);
+}
+
+/// The parser names the server that runs the agent accepts (parsers.rs): the server is
+/// placement's choice, so a name valid for one backend reaches the other on another host.
+fn check_parsers(cx: &mut Context, agent: &crate::config::Agent, plan: &AgentPlan, llm_args: &Llm<'_>) {
+    let known = match (plan.backend, plan.device) {
+        _ if agent.image.is_some() => None,
+        ("ovms", _) => Some(&parsers::OVMS),
+        (_, "HPU") | ("llm-scaler", _) => None,
+        _ => Some(&parsers::VLLM),
+    };
+    if let Some(known) = known {
+        for (key, set, names) in [
+            ("tool_parser", &llm_args.tool_parser, known.tool),
+            ("reasoning_parser", &llm_args.reasoning_parser, known.reasoning),
+        ] {
+            let Some(name) = set.as_deref().filter(|n| !names.contains(n)) else { continue };
+            let closest = crate::suggest::closest(name, names.iter().copied());
+            cx.error(super::CompileError::new(
+                "agent-parser",
+                &["agent", key],
+                crate::escape::capped(format!(
+                    "{key} {} is not one of {} {}'s, which runs the agent on this host ({} on the {}): {}",
+                    crate::escape::quoted(name),
+                    known.server,
+                    known.version,
+                    plan.backend,
+                    plan.device,
+                    names.join(", ")
+                )),
+                Some(match closest {
+                    Some(c) => format!("did you mean {key} = \"{c}\"? (\"\" turns it off)"),
+                    None => format!("use one of {}'s names, or \"\" to turn it off", known.server),
+                }),
+            ));
+        }
+    }
+}
+
+/// The add-ons placement deployed beside the agent: each an OVMS server, or the video stack.
+fn addons(cx: &mut Context, plan: &AgentPlan, scope: &Scope<'_>, out: &mut Vec<Resource>) {
     for addon in &plan.addons {
         let (name, model, task, extra): (&str, &str, &str, &[&str]) = match (addon.name, addon.device) {
             (AddonName::Vlm, "NPU") => ("vlm", VLM_NPU_MODEL, "text_generation", &["--max_prompt_len", "4096"]),
@@ -255,7 +265,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             // reference's `--max_length` for the NPU is not passed.
             (AddonName::Embeddings, _) => ("embeddings", EMBEDDINGS_MODEL, "embeddings", &["--pooling", "LAST"]),
             (AddonName::Video, _) => {
-                video::resources(cx, addon, &Scope { cluster_id, ns_id: &ns_id, keep, store }, out);
+                video::resources(cx, addon, scope, out);
                 continue;
             }
         };
@@ -281,7 +291,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
             api: "v3",
             chat_model: None,
         };
-        emit(cx, out, &Scope { cluster_id, ns_id: &ns_id, keep, store }, server);
+        emit(cx, out, scope, server);
     }
 }
 
