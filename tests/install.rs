@@ -413,11 +413,19 @@ fn the_ci_recipe_validates_every_example_and_checks_its_images() {
         assert!(pinned != missing, "no images verdict, or two:\n{section}");
         if section.starts_with("examples/wsl2-intel.toml") {
             // Its device images are all pinned by the catalog; only the node image's bases
-            // (DESIGN.md §8) and `k3d-gpu test`'s pod image wait for a user's lock.
+            // (DESIGN.md §8), the images k3s runs on its own (share/k3s-images.txt) and
+            // `k3d-gpu test`'s pod image wait for a user's lock.
             let unpinned: Vec<&str> = section.lines().filter(|l| l.starts_with("missing ")).collect();
             let smoke = format!(" {}:", k3d_gpu::smoke::DEVICE_IMAGE);
+            let k3s_own = std::fs::read_to_string(support::repo().join("share/k3s-images.txt")).unwrap();
+            let k3s_own: Vec<String> =
+                k3s_own.lines().filter(|l| !l.starts_with('#') && !l.is_empty()).map(|l| format!(" {l}:")).collect();
+            assert!(!k3s_own.is_empty());
             assert!(
-                unpinned.iter().all(|l| l.contains(" rancher/k3s:") || l.contains(" ubuntu:") || l.contains(&smoke)),
+                unpinned.iter().all(|l| l.contains(" rancher/k3s:")
+                    || l.contains(" ubuntu:")
+                    || l.contains(&smoke)
+                    || k3s_own.iter().any(|k| l.contains(k.as_str()))),
                 "wsl2-intel deploys only images the catalog pins, and the node image's bases:\n{section}"
             );
         }

@@ -18,8 +18,9 @@ const EXAMPLE: &str = "examples/xeon-numa-accelerators.toml";
 const HOST: &str = "tests/fixtures/hosts/xeon-2s-snc2";
 
 /// The parts of an "N images are deployed by tag …: A in the cluster's workloads, B the node
-/// image is built from, C in `k3d-gpu test`'s pods" line: (total, workloads, bases, tests).
-fn counts(text: &str) -> (usize, usize, usize, usize) {
+/// image is built from, C in `k3d-gpu test`'s pods, D k3s runs on its own" line: (total,
+/// workloads, bases, tests, k3s's own).
+fn counts(text: &str) -> (usize, usize, usize, usize, usize) {
     let line = text.lines().find(|l| l.contains("deployed by tag")).unwrap_or_else(|| panic!("no count in {text}"));
     // The number just before a part's words, 0 when the part is not there.
     let number =
@@ -30,6 +31,7 @@ fn counts(text: &str) -> (usize, usize, usize, usize) {
         number(" in the cluster's workloads"),
         number(" the node image is built from"),
         number(" in `k3d-gpu test`'s pods"),
+        number(" k3s runs on its own"),
     )
 }
 
@@ -46,8 +48,8 @@ fn plan_render_and_images_count_unpinned_images_by_the_same_parts() {
     let render = counts(&stderr_of(&["render", "-c", EXAMPLE, "--root", HOST, "--out", out.to_str().unwrap()]));
     let images = counts(&stderr_of(&["images", "-c", EXAMPLE, "--root", HOST]));
     // Each total is its parts.
-    for (name, (total, w, b, t)) in [("plan", plan), ("render", render), ("images", images)] {
-        assert_eq!(total, w + b + t, "{name}: {total} is not {w} + {b} + {t}");
+    for (name, (total, w, b, t, k)) in [("plan", plan), ("render", render), ("images", images)] {
+        assert_eq!(total, w + b + t + k, "{name}: {total} is not {w} + {b} + {t} + {k}");
     }
     assert!(plan.1 > 0 && plan.2 > 0, "the example has both kinds: {plan:?}");
     // The same workloads everywhere; the bases where the command's set holds them.

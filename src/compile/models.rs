@@ -42,6 +42,18 @@ pub fn cluster_spec(cx: &mut Context) -> Value {
             Some("use an absolute host path such as \"/srv/models\", or leave it unset for the default under ~/.local/share/k3d-gpu".into()),
         ));
     }
+    if let Some(d) = &dir
+        && let Some(why) = super::user_volumes::sensitive(d)
+    {
+        cx.warn(
+            "model-dir-sensitive-path",
+            Some("agent.model_dir"),
+            format!(
+                "model_dir {} is {why}; the model store is mounted read-write into every node",
+                crate::escape::quoted(d)
+            ),
+        );
+    }
     json!({ "dir": dir, "node": NODE_DIR })
 }
 

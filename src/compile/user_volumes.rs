@@ -16,6 +16,43 @@ use super::{CompileError, Context};
 /// there would shadow or be shadowed by one of them.
 const RESERVED: [&str; 4] = ["/k3d-gpu", "/usr/lib/wsl", "/dev/char", "/"];
 
+/// Why mounting the host's `path` into the nodes (and so into any pod that asks for a
+/// hostPath there) hands out more than files, or `None`. Not refused: a person may mean it;
+/// the plan says so, as it does for a port published on every interface.
+pub(crate) fn sensitive(path: &str) -> Option<&'static str> {
+    let p = path.trim_end_matches('/');
+    let under = |dir: &str| p == dir || p.starts_with(&format!("{dir}/"));
+    if p.ends_with("docker.sock") || p.ends_with("containerd.sock") || p.ends_with("podman.sock") {
+        return Some("a container engine's socket: whoever can use it is root on the host");
+    }
+    if p.split('/').any(|part| matches!(part, ".ssh" | ".gnupg" | ".kube" | ".docker" | ".aws" | ".password-store")) {
+        return Some("a directory of keys and credentials");
+    }
+    const SYSTEM: [&str; 14] = [
+        "/etc",
+        "/root",
+        "/boot",
+        "/proc",
+        "/sys",
+        "/dev",
+        "/run",
+        "/var/run",
+        "/var/lib/docker",
+        "/var/lib/containerd",
+        "/usr",
+        "/bin",
+        "/sbin",
+        "/lib",
+    ];
+    if p.is_empty() || SYSTEM.iter().any(|d| under(d)) {
+        return Some("the host's own system files");
+    }
+    if p == "/home" {
+        return Some("every user's home directory");
+    }
+    None
+}
+
 /// One `[cluster] volumes` entry, parsed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Volume {
@@ -77,6 +114,7 @@ pub(super) fn volumes(cx: &mut Context) -> Vec<Value> {
     let cluster = &cx.config.cluster;
     let mut out = Vec::new();
     let mut errors = Vec::new();
+    let mut warnings = Vec::new();
     let mut seen: Vec<String> = Vec::new();
     for (i, entry) in cluster.volumes.iter().enumerate() {
         let bad = |message: String| {
@@ -119,10 +157,28 @@ pub(super) fn volumes(cx: &mut Context) -> Vec<Value> {
             continue;
         }
         seen.push(volume.node.clone());
+        if let Some(why) = sensitive(&volume.host) {
+            let mode = if volume.read_only { "read-only" } else { "read-write" };
+            warnings.push(format!(
+                "volume {}: the host's {} is {why}; it is mounted {mode} into the nodes",
+                crate::escape::quoted(entry),
+                crate::escape::quoted(&volume.host)
+            ));
+        }
+        if ["/etc/rancher", "/var/lib/rancher", "/etc"].iter().any(|d| under(d)) {
+            warnings.push(format!(
+                "volume {}: node path {} covers the node's own k3s configuration and state",
+                crate::escape::quoted(entry),
+                crate::escape::quoted(&volume.node)
+            ));
+        }
         out.push(volume.spec());
     }
     for e in errors {
         cx.error(e);
+    }
+    for w in warnings {
+        cx.warn("volume-sensitive-path", Some("cluster.volumes"), w);
     }
     out
 }
@@ -141,6 +197,25 @@ mod tests {
         assert_eq!(parse("/a:/b@agent:*").unwrap().nodes, ["agent:*"]);
         for bad in ["srv:/models", "/srv:models", "/srv:/m:rx", "/srv", "/a/../b:/c", "/a:/b:ro:x", "/a\n:/b"] {
             assert!(parse(bad).is_err(), "{bad:?} parsed");
+        }
+    }
+
+    #[test]
+    fn sensitive_host_paths_are_named() {
+        for (path, said) in [
+            ("/var/run/docker.sock", "socket"),
+            ("/run/containerd/containerd.sock", "socket"),
+            ("/home/me/.ssh", "keys"),
+            ("/home/me/.kube/", "keys"),
+            ("/etc", "system"),
+            ("/etc/rancher/k3s", "system"),
+            ("/", "system"),
+            ("/home", "home"),
+        ] {
+            assert!(sensitive(path).is_some_and(|why| why.contains(said)), "{path}: {:?}", sensitive(path));
+        }
+        for fine in ["/srv/models", "/home/me/datasets", "/data", "/etcetera", "/mnt/usb"] {
+            assert_eq!(sensitive(fine), None, "{fine}");
         }
     }
 }

@@ -303,7 +303,9 @@ pub struct Agent {
     /// add-ons) keeps its models, one subdirectory each, so a recreated cluster finds them in
     /// place. Unset: `$XDG_DATA_HOME/k3d-gpu/models/<cluster name>`
     /// (`~/.local/share/k3d-gpu/models/<cluster name>`). apply creates it; nothing k3d-gpu does
-    /// deletes it. A change recreates the cluster (k3d fixes mounts at creation).
+    /// deletes it. A change recreates the cluster (k3d fixes mounts at creation). A system or
+    /// credentials directory (`/etc`, `~/.ssh`, …), mounted read-write into every node, is
+    /// planned with the warning `model-dir-sensitive-path`.
     pub model_dir: Option<String>,
     /// The chat UI (Open WebUI) in front of the model server; present means wanted. Sign-in
     /// is always on, the Service is ClusterIP only, and its data PVC is kept on removal like
@@ -590,7 +592,11 @@ pub struct Cluster {
     /// (`server:N`, `agent:N`, `server:*`, `agent:*`, `all`; several joined by `;`) says
     /// which. A source that does not exist is an error when the config is planned (on the
     /// host `--root` names, else this machine) and again before k3d runs: Docker would
-    /// otherwise create it as an empty root-owned directory.
+    /// otherwise create it as an empty root-owned directory. A source that hands out more than
+    /// files (a container engine's socket, `~/.ssh` or another credentials directory, `/etc`
+    /// and the host's other system directories), or a node path over the node's own k3s
+    /// configuration (`/etc`, `/etc/rancher`, `/var/lib/rancher`), is planned with the warning
+    /// `volume-sensitive-path`.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub volumes: Vec<String>,
     /// Registry mirrors and credentials for k3s (its `registries.yaml`, passed as k3d's
