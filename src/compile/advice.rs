@@ -27,7 +27,7 @@ pub const SHARED_SHARE: f64 = 0.75;
 const SPLITS: [u32; 3] = [2, 4, 8];
 
 /// One device a model could run on.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Candidate {
     /// The `[[nodes]]` entry it is on (an existing cluster), else none: this host.
     pub node: Option<String>,
@@ -37,11 +37,11 @@ pub struct Candidate {
     pub what: String,
     /// The memory the model may use there, in GiB; none when the facts do not say.
     pub memory_gib: Option<f64>,
-    /// It shares the host's memory.
+    /// It shares the host's memory (an integrated GPU, the NPU, the CPU: 75% of it counts).
     pub shared_memory: bool,
     /// How many GPUs the model is split across (`[agent] gpus`).
     pub gpus: u32,
-    /// Whether the model fits; none when the memory is unknown.
+    /// Whether the weights and a fifth more fit; none when the memory is unknown.
     pub fits: Option<bool>,
     /// The placement picks this device for the config as it is.
     pub placed: bool,
@@ -49,7 +49,7 @@ pub struct Candidate {
 }
 
 /// The advice for one model size.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, schemars::JsonSchema)]
 pub struct Advice {
     pub model_gib: f64,
     /// The weights and the headroom.

@@ -6,8 +6,6 @@
 
 use std::time::Duration;
 
-use schemars::JsonSchema;
-use serde::Serialize;
 
 use super::arguments::ToolArgs;
 use crate::cli::{AgentCommand, Command, Global};
@@ -60,61 +58,9 @@ pub fn model_size(command: &Command) -> f64 {
     }
 }
 
-/// One device a model could run on (`compile::advice::Candidate`).
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct Candidate {
-    /// The `[[nodes]]` entry it is on; null: this host.
-    pub node: Option<String>,
-    /// As `[agent] device` names it: cuda, hpu, gpu, npu, cpu.
-    pub device: String,
-    pub what: String,
-    /// GiB the model may use there; null when the facts do not say.
-    pub memory_gib: Option<f64>,
-    /// It shares the host's memory (an integrated GPU, the NPU, the CPU: 75% of it counts).
-    pub shared_memory: bool,
-    /// GPUs the model is split across (`[agent] gpus`).
-    pub gpus: u32,
-    /// Whether the weights and a fifth more fit; null when the memory is unknown.
-    pub fits: Option<bool>,
-    /// The placement picks this device for the config as it is.
-    pub placed: bool,
-    pub why: String,
-}
-
-/// `recommend_placement`'s result.
-#[derive(Debug, Serialize, JsonSchema)]
-pub struct PlacementOut {
-    pub model_gib: f64,
-    /// The weights and the headroom (a fifth more: KV cache, activations, runtime).
-    pub needs_gib: f64,
-    /// The first candidate, in the placement's order, that holds the model.
-    pub recommended: Option<Candidate>,
-    /// Why that one, or why none, in a sentence.
-    pub reason: String,
-    pub candidates: Vec<Candidate>,
-}
-
-fn candidate(c: crate::compile::advice::Candidate) -> Candidate {
-    Candidate {
-        node: c.node,
-        device: c.device.to_string(),
-        what: c.what,
-        memory_gib: c.memory_gib,
-        shared_memory: c.shared_memory,
-        gpus: c.gpus,
-        fits: c.fits,
-        placed: c.placed,
-        why: c.why,
-    }
-}
+/// `recommend_placement`'s result: the compiler's advice as it is (`compile::advice`).
+pub type PlacementOut = crate::compile::advice::Advice;
 
 pub fn recommend_placement(global: &Global, model_gib: f64) -> Result<PlacementOut> {
-    let a = commands::graph::advice(global, model_gib)?;
-    Ok(PlacementOut {
-        model_gib: a.model_gib,
-        needs_gib: a.needs_gib,
-        recommended: a.recommended.map(candidate),
-        reason: a.reason,
-        candidates: a.candidates.into_iter().map(candidate).collect(),
-    })
+    commands::graph::advice(global, model_gib)
 }
