@@ -869,8 +869,7 @@ fn a_saved_plan_applies_with_the_options_it_was_made_with() {
     assert_eq!(refused.status.code(), Some(2), "{}", text(&refused));
     assert!(text(&refused).contains("give --root yourself"), "{}", text(&refused));
     let root = hosts_dir().join(HOST);
-    let applied =
-        w.command_bare(&["apply", "--root", root.to_str().unwrap(), &w.path("p.json")]).output().unwrap();
+    let applied = w.command_bare(&["apply", "--root", root.to_str().unwrap(), &w.path("p.json")]).output().unwrap();
     assert_eq!(applied.status.code(), Some(0), "{}", text(&applied));
     assert!(text(&applied).contains("note: -c from"), "{}", text(&applied));
     assert!(text(&applied).contains("done   k3d/cluster/e2e-made-from"), "{}", text(&applied));

@@ -6,7 +6,6 @@
 
 use std::time::Duration;
 
-
 use super::arguments::ToolArgs;
 use crate::cli::{AgentCommand, Command, Global};
 use crate::commands;
