@@ -1641,14 +1641,30 @@ async fn serve_request(
         s.patches_in_flight += usize::from(delayed);
         delayed.then_some(s.patch_delay_ms)
     };
-    if let Some(delay) = delayed {
-        // Simulated slowness: nothing asserts on how long it takes.
-        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
-    }
-    let answer = respond(&state, &changed, &method, &target, &headers, &body);
-    if delayed.is_some() {
-        state.lock().unwrap().patches_in_flight -= 1;
-    }
+    let answer = match delayed {
+        // Simulated slowness: nothing asserts on how long it takes. On a task of its own, as a
+        // real API server finishes a request whose client went away: the PATCH still lands,
+        // and leaves the count, when hyper drops this connection (a killed client) while it
+        // waits.
+        Some(delay) => {
+            let (state, changed) = (state.clone(), changed.clone());
+            let late = tokio::spawn(async move {
+                tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+                let answer = respond(&state, &changed, &method, &target, &headers, &body);
+                state.lock().unwrap().patches_in_flight -= 1;
+                changed.notify_waiters();
+                answer
+            });
+            match late.await {
+                Ok(answer) => answer,
+                Err(_) => {
+                    let error = json!({"error": "the request's task failed"}).to_string();
+                    return Ok(reply(500, "application/json", error));
+                }
+            }
+        }
+        None => respond(&state, &changed, &method, &target, &headers, &body),
+    };
     // Whatever the request did, the controllers (`support::world`) look again.
     changed.notify_waiters();
     Ok(match answer {
