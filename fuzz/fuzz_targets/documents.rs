@@ -5,7 +5,7 @@
 //! - escaping keeps diagnostics' byte offsets and removes every control character.
 #![no_main]
 
-use k3d_gpu::escape::{for_terminal, is_control, one_line, rendered_diagnostic, source};
+use k3d_gpu::escape::{assembled, is_control, one_line, rendered_diagnostic, source};
 use libfuzzer_sys::fuzz_target;
 
 fn no_control(text: &str) {
@@ -14,7 +14,7 @@ fn no_control(text: &str) {
 
 fuzz_target!(|data: &[u8]| {
     let text = String::from_utf8_lossy(data);
-    no_control(&for_terminal(&text));
+    no_control(&assembled(&text));
     assert!(!one_line(&text).contains('\n'));
     assert_eq!(source(&text).len(), text.len());
     // Only SGR sequences (ESC [ digits ; m) may remain in a rendered diagnostic.
@@ -47,7 +47,7 @@ fuzz_target!(|data: &[u8]| {
         serde_json::from_slice::<k3d_gpu::observe::Observed>(&masked).expect("the masked document reads back");
     }
     if let Ok(facts) = serde_json::from_slice::<k3d_gpu::facts::Facts>(data) {
-        no_control(&for_terminal(&k3d_gpu::commands::render_detect(&facts)));
+        no_control(&assembled(&k3d_gpu::commands::render_detect(&facts)));
         let _ = facts.to_bytes();
     }
 });
