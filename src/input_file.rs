@@ -116,6 +116,28 @@ pub fn is_missing(path: &Path) -> bool {
     matches!(std::fs::symlink_metadata(path), Err(e) if e.kind() == std::io::ErrorKind::NotFound)
 }
 
+/// The directory a config's own files must stay in: the repository that holds the config
+/// (the nearest directory above it with a `.git`), or the config's own directory when there
+/// is none.
+pub fn repository_of(config_dir: &Path) -> std::io::Result<std::path::PathBuf> {
+    let dir = std::fs::canonicalize(config_dir)?;
+    Ok(dir.ancestors().find(|d| d.join(".git").exists()).unwrap_or(&dir).to_path_buf())
+}
+
+/// `path` (relative to `dir`) with every link resolved, or why it may not be read: it does
+/// not resolve, or it leads outside `boundary`. A file a config or a plan names must not make
+/// k3d-gpu read (and echo) `/proc/self/environ` or `~/.ssh/id_rsa` through a link.
+pub fn resolve_within(boundary: &Path, dir: &Path, path: &Path) -> Result<std::path::PathBuf, String> {
+    let resolved = std::fs::canonicalize(dir.join(path)).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
+        kind => format!("cannot resolve it: {kind}"),
+    })?;
+    if !resolved.starts_with(boundary) {
+        return Err(format!("leads outside {} (links included)", boundary.display()));
+    }
+    Ok(resolved)
+}
+
 /// A directory's regular files by relative path (`/`-separated), bounded in count and size.
 /// A link or a special file is refused: what is sent on (a build context to Docker) is
 /// exactly what was hashed.

@@ -310,7 +310,13 @@ fn registry_credentials(
     let path = config_dir.join(file);
     let what = || format!("credentials file {}", path.display());
     let unusable = |reason: String| ApplyError::File { what: what(), reason };
-    let text = crate::input_file::read_text(&path).map_err(|e| unusable(e.to_string()))?;
+    // Confined as plan confined it: a link swapped in since the plan is not followed out of
+    // the repository.
+    let boundary = crate::input_file::repository_of(config_dir)
+        .map_err(|e| unusable(format!("cannot resolve the config's directory: {}", e.kind())))?;
+    let resolved =
+        crate::input_file::resolve_within(&boundary, config_dir, std::path::Path::new(file)).map_err(unusable)?;
+    let text = crate::input_file::read_text(&resolved).map_err(|e| unusable(e.to_string()))?;
     let credentials = super::registries::Credentials::parse(&text).map_err(|e| unusable(e.to_string()))?;
     let key = super::registries::machine_key(key_dir).map_err(|e| ApplyError::File {
         what: format!("the credentials digest key in {}", key_dir.display()),
@@ -320,4 +326,28 @@ fn registry_credentials(
         return Err(ApplyError::ChangedSincePlan { what: what() });
     }
     Ok(Some(credentials))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_credentials_file_that_became_a_link_out_of_the_repository_is_not_read_at_apply() {
+        let top = tempfile::tempdir().unwrap();
+        let repo = top.path().join("repo");
+        std::fs::create_dir_all(repo.join(".git")).unwrap();
+        let outside = top.path().join("secret.yaml");
+        std::fs::write(&outside, "configs: {}\n").unwrap();
+        std::os::unix::fs::symlink(&outside, repo.join("auth.yaml")).unwrap();
+        let spec = serde_json::json!({"registries": {"credentials": {"file": "auth.yaml", "digest": "x"}}});
+        let keys = top.path().join("state");
+        let refused = registry_credentials(&spec, &repo, &keys).map(|_| ()).unwrap_err().to_string();
+        assert!(refused.contains("leads outside") && refused.contains("auth.yaml"), "{refused}");
+        // The same file inside the repository is read (and then judged by its digest).
+        std::fs::remove_file(repo.join("auth.yaml")).unwrap();
+        std::fs::copy(&outside, repo.join("auth.yaml")).unwrap();
+        let read = registry_credentials(&spec, &repo, &keys).map(|_| ()).unwrap_err().to_string();
+        assert!(!read.contains("leads outside"), "{read}");
+    }
 }

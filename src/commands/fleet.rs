@@ -40,14 +40,7 @@ pub fn confine(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, St
     }
     let boundary = std::fs::canonicalize(config_dir)
         .map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
-    let resolved = std::fs::canonicalize(config_dir.join(path)).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
-        kind => format!("cannot resolve it: {kind}"),
-    })?;
-    if !resolved.starts_with(&boundary) {
-        return Err(format!("leads outside {} (links included)", boundary.display()));
-    }
-    Ok(resolved)
+    crate::input_file::resolve_within(&boundary, config_dir, Path::new(path))
 }
 
 /// Every node's name and facts, in the config's order. `--root`/`--facts` are refused: the

@@ -116,14 +116,7 @@ fn read_registry_credentials(config: &mut Config, dir: &Path) {
 pub fn confine_file(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, String> {
     let boundary =
         confinement(config_dir).map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
-    let resolved = std::fs::canonicalize(config_dir.join(path)).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".to_string(),
-        kind => format!("cannot resolve it: {kind}"),
-    })?;
-    if !resolved.starts_with(&boundary) {
-        return Err(format!("leads outside {} (links included)", boundary.display()));
-    }
-    Ok(resolved)
+    crate::input_file::resolve_within(&boundary, config_dir, Path::new(path))
 }
 
 /// `[cluster] volumes` whose source does not exist on `host` (the fixture host `--root` names,
@@ -197,8 +190,7 @@ pub fn load_catalog(global: &Global, inputs: &Inputs) -> Result<Catalog> {
 /// config (the nearest directory above it with a `.git`), or the config's own directory when
 /// it is in none. Canonical, so links are resolved before anything is compared.
 pub fn confinement(config_dir: &Path) -> std::io::Result<PathBuf> {
-    let dir = std::fs::canonicalize(config_dir)?;
-    Ok(dir.ancestors().find(|d| d.join(".git").exists()).unwrap_or(&dir).to_path_buf())
+    crate::input_file::repository_of(config_dir)
 }
 
 /// A `[[components]] path` as a file to read, or why not: a relative path to a `.kdl` file
@@ -214,13 +206,7 @@ pub fn confine_component(config_dir: &Path, path: &str) -> std::result::Result<P
     }
     let boundary =
         confinement(config_dir).map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
-    let resolved = std::fs::canonicalize(config_dir.join(relative)).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file".to_string(),
-        kind => format!("cannot resolve it: {kind}"),
-    })?;
-    if !resolved.starts_with(&boundary) {
-        return Err(format!("leads outside {} (links included)", boundary.display()));
-    }
+    let resolved = crate::input_file::resolve_within(&boundary, config_dir, relative)?;
     // Checked on the resolved name too: a link named x.kdl to a file that is not one.
     if resolved.extension().is_none_or(|e| e != "kdl") {
         return Err("is a link to something that is not a .kdl file".into());
