@@ -4,14 +4,21 @@
 //! when the first job is submitted. Pure: [`NEEDS`] is data, the host's answer (which files
 //! exist, from [`crate::detect::perf_gpu::find_firmware`]) comes in, findings go out.
 //!
-//! The file names are the drivers' own firmware tables, read at Linux v7.1 (the newest tag
-//! in reach; the names of these platforms' files have not changed since each platform was
-//! added, v6.12 for Battlemage and Lunar Lake): `drivers/gpu/drm/xe/xe_uc_fw.c`
-//! (`XE_GUC_FIRMWARE_DEFS`, `XE_HUC_FIRMWARE_DEFS`, `XE_GSC_FIRMWARE_DEFS`),
+//! The file names are the drivers' own firmware tables: `drivers/gpu/drm/xe/xe_uc_fw.c`
+//! (`XE_GUC_FIRMWARE_DEFS`, `XE_HUC_FIRMWARE_DEFS`, `XE_GSC_FIRMWARE_DEFS`; a GSC file is named
+//! after the minor of its compatibility version, hence `_1`),
 //! `drivers/gpu/drm/i915/gt/uc/intel_uc_fw.c` (`INTEL_GUC_FIRMWARE_DEFS`,
 //! `INTEL_HUC_FIRMWARE_DEFS`, `INTEL_GSC_FIRMWARE_DEFS`) and
-//! `drivers/gpu/drm/i915/display/intel_dmc.c` (`*_DMC_PATH`, shared by xe's display). The NPU's
-//! firmware (`drivers/accel/ivpu/ivpu_fw.c`) is checked by `facts::rules` already
+//! `drivers/gpu/drm/i915/display/intel_dmc.c` (`*_DMC_PATH`, chosen by display version and
+//! shared by xe's display). The only torvalds/linux copies in reach are old:
+//! `xe_uc_fw.c` at 26a22952c855 confirms `xe/lnl_guc_70.bin` and the `i915/` names xe uses
+//! for Meteor Lake, DG2 and Alder Lake, but predates the Battlemage and Panther Lake rows and
+//! the Lunar Lake HuC/GSC; its `intel_uc_fw.c` (013005d961f7) and `intel_dmc.c`
+//! (0188be507b97) predate Meteor Lake. Every row was therefore read from mainline copies:
+//! gregkh/linux `xe_uc_fw.c` at 42445de17655 and `intel_dmc.c` at 2606dfd97134, and
+//! Kingxukai/linux `intel_uc_fw.c` at 0291023e7330. danayer/linux-7.1.5 (2a2e4b12a853), read
+//! before, agrees on every row but is a patched fork (its xe table adds a DG2 HuC). The
+//! NPU's firmware (`drivers/accel/ivpu/ivpu_fw.c`) is checked by `facts::rules` already
 //! (`npu-firmware`).
 
 use crate::facts::{Finding, Level};
