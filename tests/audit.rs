@@ -233,7 +233,7 @@ fn a_fresh_cluster_with_a_fresh_lock_passes_the_image_rule() {
     };
     let listed = rows(dir.path());
     let k3s: Vec<&str> = listed.iter().filter(|r| r["use"] == "k3s").map(|r| r["image"].as_str().unwrap()).collect();
-    assert!(k3s.contains(&"docker.io/rancher/mirrored-coredns-coredns:1.13.1"), "{k3s:?}");
+    assert!(k3s.contains(&"docker.io/rancher/mirrored-coredns-coredns:1.14.7"), "{k3s:?}");
     assert!(
         k3s.iter().any(|i| i.contains("local-path-provisioner")) && k3s.iter().any(|i| i.contains("metrics-server"))
     );
@@ -277,5 +277,5 @@ fn a_fresh_cluster_with_a_fresh_lock_passes_the_image_rule() {
     let out = k3d_gpu(dir.path(), &["--json", "audit", "--observed", "fresh.json"]);
     assert_eq!(out.status.code(), Some(1));
     assert_eq!(failed_rules(&out), ["image-digest"]);
-    assert!(String::from_utf8_lossy(&out.stdout).contains("mirrored-coredns-coredns:1.13.1"));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("mirrored-coredns-coredns:1.14.7"));
 }

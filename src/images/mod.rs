@@ -295,6 +295,23 @@ mod tests {
     }
 
     #[test]
+    fn k3s_images_follow_the_release_notes_of_the_pinned_k3s() {
+        // k3s-io/docs release notes for v1.37.1+k3s1 (share/k3s-images.txt names the commit).
+        let images = k3s_images();
+        for want in [
+            "docker.io/rancher/mirrored-library-traefik:3.7.13",
+            "docker.io/rancher/mirrored-coredns-coredns:1.14.7",
+            "docker.io/rancher/mirrored-metrics-server:v0.9.0",
+            "docker.io/rancher/local-path-provisioner:v0.0.37",
+            "docker.io/rancher/mirrored-pause:3.10.2",
+        ] {
+            assert!(images.contains(&want), "{want} missing from {images:?}");
+        }
+        assert_eq!(images.len(), 8);
+        assert!(images.iter().all(|i| ImageRef::parse(i).is_ok()), "{images:?}");
+    }
+
+    #[test]
     fn a_lock_round_trips_sorted_and_without_timestamps() {
         let mut lock = Lock::default();
         lock.images.insert("z/z:1".into(), Entry { digest: D1.into(), platforms: vec![] });
