@@ -13,11 +13,13 @@
 //! Where the digests come from: each release publishes them (compute-runtime as its
 //! `wwNN.sum` asset and in its release notes, which also list IGC's; GitHub shows a sha256 for
 //! every release asset). Those pages cannot be read from where this table is kept, so each
-//! digest here was copied from public install scripts and package recipes that pin the same
-//! file, and is given only where independent copies agree (the count is on each); a file no
+//! digest here was compared with public install scripts and package recipes that pin the same
+//! file; the sources each one agrees with are named beside it, and none disagreed. A file no
 //! copy pins is checked against the release's own checksum file, which `--apply` downloads
-//! first (compute-runtime 25.13's `ww13.sum`). Either way `--apply` checks every file before
-//! anything is installed, and a mismatch stops the run.
+//! first (compute-runtime 25.13's `ww13.sum`). The Ubuntu 22.04 digests of IGC v2.10.8, Level
+//! Zero v1.24.2 and the NPU driver v1.26.0 have one source between them (one install script),
+//! so they rest on `--apply`'s check failing loudly rather than on agreement. Either way
+//! `--apply` checks every file before anything is installed, and a mismatch stops the run.
 
 use super::{Component, Distro, Phase, Step};
 
@@ -222,9 +224,11 @@ baked device plugin) with Intel's installer; no distro ships it and the mainline
 }
 
 /// compute-runtime and the IGC it is built against, file by file. 26.35.39758.10 and v2.41.5:
-/// the digests as the releases list them, each the same in five or more independent public
-/// copies. 25.13.33276.16: IGC v2.10.8's two digests as its release lists them (one public
-/// copy); the compute-runtime files against the release's ww13.sum.
+/// each digest is the same in five or more public install scripts and Dockerfiles and in Arch
+/// User Repository recipes by an Arch packager (`intel-compute-runtime-bin` 26.35.39758.10-1
+/// for the four compute-runtime files, `intel-graphics-compiler-bin` 2.41.5-1 for IGC's two).
+/// 25.13.33276.16: IGC v2.10.8's two digests from one public install script, no recipe pins
+/// them; the compute-runtime files against the release's ww13.sum.
 fn compute_runtime(distro: Distro) -> Release {
     const CR: &str = "intel/compute-runtime";
     const IGC_REPO: &str = "intel/intel-graphics-compiler";
@@ -305,7 +309,9 @@ fn compute_runtime(distro: Distro) -> Release {
 }
 
 /// The Level Zero loader: v1.34.0's Ubuntu 24.04 build (its digest the same in three public
-/// copies), or v1.24.2's Ubuntu 22.04 build (one public copy).
+/// install scripts and Dockerfiles, two of them alike enough to share an author; distro
+/// recipes build the loader from source, so none pins the .deb), or v1.24.2's Ubuntu 22.04
+/// build (one public script).
 fn level_zero(distro: Distro) -> Release {
     const LZ: &str = "oneapi-src/level-zero";
     let (tag, file, sha) = if jammy_era(distro) {
@@ -329,9 +335,10 @@ fn level_zero(distro: Distro) -> Release {
     }
 }
 
-/// linux-npu-driver's archive for the distro's Ubuntu base: v1.38.0's 24.04 archive (digest
-/// the same in four public copies; Debian 13 too) and 26.04 archive (one copy), or v1.26.0's
-/// 22.04 archive (one copy), the newest built for glibc 2.35.
+/// linux-npu-driver's archive for the distro's Ubuntu base: v1.38.0's 24.04 archive (Debian
+/// 13 too; its digest the same in four public scripts and, as `sha256-HvzU…NwdI=`, in a Nix
+/// derivation's `fetchurl`), its 26.04 archive (one public script), or v1.26.0's 22.04
+/// archive (one public script), the newest built for glibc 2.35.
 fn npu_driver(distro: Distro) -> Release {
     const NPU: &str = "intel/linux-npu-driver";
     let (tag, file, sha) = match distro {
