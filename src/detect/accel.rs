@@ -61,9 +61,20 @@ pub fn accel(r: &mut Reader, pci: &[PciFunction], kernel: &Kernel) -> (Vec<Npu>,
     (npus, Gaudi { module_loaded, devices })
 }
 
+/// The names ivpu requests for a generation, in its order: the `_v1` image, then (except on
+/// 60xx) the older `_v0.0` one (`fw_names` in drivers/accel/ivpu/ivpu_fw.c, gregkh/linux
+/// 1d0b597f). A host with only the fallback still has an NPU that boots.
+fn npu_firmware_names(generation: &str) -> Vec<String> {
+    let mut names = vec![format!("intel/vpu/vpu_{generation}_v1.bin")];
+    if generation != "60xx" {
+        names.push(format!("intel/vpu/vpu_{generation}_v0.0.bin"));
+    }
+    names
+}
+
 /// The firmware file the kernel would load for an NPU generation, and its build date.
-/// Search order as the kernel's: updates/<release>, updates, <release>, base; in each, the
-/// plain file before `.zst` and `.xz`.
+/// Each name in [`npu_firmware_names`]'s order is looked up the kernel's way: updates/<release>,
+/// updates, <release>, base; in each, the plain file before `.zst` and `.xz`.
 fn npu_firmware(r: &mut Reader, generation: &str, kernel_release: Option<&str>) -> Option<Firmware> {
     let mut dirs = Vec::new();
     if let Some(release) = kernel_release {
@@ -74,9 +85,11 @@ fn npu_firmware(r: &mut Reader, generation: &str, kernel_release: Option<&str>) 
         dirs.push(format!("/lib/firmware/{release}"));
     }
     dirs.push("/lib/firmware".to_string());
-    for dir in &dirs {
+    let names = npu_firmware_names(generation);
+    let candidates = names.iter().flat_map(|name| dirs.iter().map(move |dir| (name, dir)));
+    for (name, dir) in candidates {
         for suffix in ["", ".zst", ".xz"] {
-            let path = format!("{dir}/intel/vpu/vpu_{generation}_v1.bin{suffix}");
+            let path = format!("{dir}/{name}{suffix}");
             if !r.exists(&path) {
                 continue;
             }
@@ -147,6 +160,40 @@ mod tests {
         lzma_rs::xz_compress(&mut &raw[..], &mut xz).unwrap();
         assert_eq!(decompress(&xz, ".xz").unwrap(), raw);
         assert!(decompress(b"not zstd", ".zst").is_err());
+    }
+
+    /// The kernel falls back to `_v0.0` where `_v1` is missing (not on 60xx), and prefers
+    /// `_v1` in a lower-priority directory to `_v0.0` in `updates/`.
+    #[test]
+    fn the_npu_firmware_is_found_in_the_kernels_name_order() {
+        let cases: &[(&str, &[&str], Option<&str>)] = &[
+            ("37xx", &["lib/firmware/intel/vpu/vpu_37xx_v0.0.bin"], Some("/lib/firmware/intel/vpu/vpu_37xx_v0.0.bin")),
+            (
+                "40xx",
+                &["lib/firmware/updates/intel/vpu/vpu_40xx_v0.0.bin", "lib/firmware/intel/vpu/vpu_40xx_v1.bin.zst"],
+                Some("/lib/firmware/intel/vpu/vpu_40xx_v1.bin.zst"),
+            ),
+            ("60xx", &["lib/firmware/intel/vpu/vpu_60xx_v0.0.bin"], None),
+            ("50xx", &[], None),
+        ];
+        for (generation, files, expected) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            for file in *files {
+                let path = dir.path().join(file);
+                std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+                let raw = image("20260715");
+                let bytes = if file.ends_with(".zst") {
+                    ruzstd::encoding::compress_to_vec(&raw[..], ruzstd::encoding::CompressionLevel::Fastest)
+                } else {
+                    raw
+                };
+                std::fs::write(path, bytes).unwrap();
+            }
+            let host = crate::host::HostRoot::open(dir.path()).unwrap();
+            let mut reader = Reader::new(&host);
+            let found = npu_firmware(&mut reader, generation, None).map(|f| f.path);
+            assert_eq!(found.as_deref(), *expected, "{generation} with {files:?}");
+        }
     }
 
     /// A few KiB of zstd RLE blocks that would expand past the cap: refused, not allocated.
