@@ -138,6 +138,32 @@ pub fn resolve_within(boundary: &Path, dir: &Path, path: &Path) -> Result<std::p
     Ok(resolved)
 }
 
+/// `path` (absolute) with every link resolved, as `realpath -m` gives it: the part that exists
+/// resolved by the OS, the rest (a directory not made yet) appended as written. A link that
+/// leads nowhere is refused: a directory made through it would land wherever it points.
+pub fn resolve_links(path: &Path) -> Result<std::path::PathBuf, String> {
+    let mut existing = path;
+    let mut rest = Vec::new();
+    loop {
+        match std::fs::symlink_metadata(existing) {
+            Ok(_) => break,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
+                    return Err("holds a `..` component".into());
+                };
+                rest.push(name);
+                existing = parent;
+            }
+            Err(e) => return Err(format!("cannot resolve it: {}", e.kind())),
+        }
+    }
+    let resolved = std::fs::canonicalize(existing).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => "a link on its way leads nowhere".to_string(),
+        kind => format!("cannot resolve it: {kind}"),
+    })?;
+    Ok(rest.iter().rev().fold(resolved, |p, name| p.join(name)))
+}
+
 /// A directory's regular files by relative path (`/`-separated), bounded in count and size.
 /// A link or a special file is refused: what is sent on (a build context to Docker) is
 /// exactly what was hashed.

@@ -99,12 +99,22 @@ fn scratch_checkout() -> tempfile::TempDir {
     dir
 }
 
+/// The data directory the docs' commands run with: a plan names the model store under it, so
+/// one the reader can picture, the same on every run (the store is never made by a plan).
+const DOCS_DATA_HOME: &str = "/home/me/.local/share";
+
 /// bash running `script` in `dir` after the README's set-up lines, HOME being `dir`.
 fn after_setup(script: &str, dir: &Path) -> std::process::Output {
     let mut program = setup_lines().join("\n");
     program.push('\n');
     program.push_str(script);
-    K3dGpu::program("bash").arg("-c").arg(program).cwd(dir).env("HOME", dir).output()
+    K3dGpu::program("bash")
+        .arg("-c")
+        .arg(program)
+        .cwd(dir)
+        .env("HOME", dir)
+        .env("XDG_DATA_HOME", DOCS_DATA_HOME)
+        .output()
 }
 
 /// What the command prints, cut as the marker says.

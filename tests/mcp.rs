@@ -133,14 +133,22 @@ fn framing_in_the_initialize_era() {
     assert!(plan["result"]["structuredContent"].get("plan").is_none(), "{}", plan["result"]["structuredContent"]);
     assert!(plan["result"]["structuredContent"]["text"].as_str().unwrap().contains(hash));
 
-    // Unparsable input has no id to answer to: ignored, as the official SDKs do (answering
-    // it can start an error storm with a peer that echoes). The server keeps serving.
+    // A line that is not JSON is answered as JSON-RPC 2.0 says (rmcp's transport drops it),
+    // with id null, in order; the server keeps serving.
     s.send_line("{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\": ");
     s.send_line("\u{1b}[2J not json at all");
-    // Well-formed JSON that is no message: Invalid Request.
+    let parse_error = json!({ "jsonrpc": "2.0", "id": null, "error": { "code": -32700, "message": "Parse error" } });
+    assert_eq!(s.receive(), parse_error);
+    assert_eq!(s.receive(), parse_error);
+    // Well-formed JSON that is no message: Invalid Request, with its id where it has one.
     s.send(json!({ "jsonrpc": "2.0", "id": 6, "method": 42 }));
     let invalid = s.receive();
-    assert_eq!(invalid["error"]["code"], -32600, "{invalid}");
+    assert_eq!(
+        invalid,
+        json!({ "jsonrpc": "2.0", "id": 6, "error": { "code": -32600, "message": "Invalid Request" } })
+    );
+    s.send_line("[]");
+    assert_eq!(s.receive()["error"]["code"], -32600);
 
     let unknown = s.call(7, "tools/call", json!({ "name": "rm-rf", "arguments": {} }));
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");

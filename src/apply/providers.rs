@@ -110,8 +110,12 @@ impl Providers {
                 None => k3d::simple_config(spec),
             };
             if !spec["model_store"].is_null() {
-                // The host model store: made before k3d mounts it (compile/models.rs).
-                let short = crate::compile::models::short(spec["model_store"]["dir"].as_str(), name);
+                // The host model store: made before k3d mounts it (compile/models.rs). The
+                // directory the plan named (links resolved) where it names one.
+                let short = match spec["model_store"]["host"].as_str() {
+                    Some(host) => host.to_string(),
+                    None => crate::compile::models::short(spec["model_store"]["dir"].as_str(), name),
+                };
                 let host = k3d::model_store_path(&short, self.data_home.as_deref())?;
                 k3d::make_model_dir(&host)?;
                 k3d::add_model_store(&mut config, spec, &host);

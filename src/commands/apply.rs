@@ -844,7 +844,11 @@ fn model_store_note(plan: &Plan, cluster: &str) -> Option<String> {
         return None;
     }
     let env = |k: &str| std::env::var(k).ok();
-    let short = crate::compile::models::short(store["dir"].as_str(), cluster);
+    // The directory the nodes mounted, where the cluster recorded it (links resolved).
+    let short = match store["host"].as_str() {
+        Some(host) => host.to_string(),
+        None => crate::compile::models::short(store["dir"].as_str(), cluster),
+    };
     let path = crate::apply::k3d::model_store_path(&short, crate::apply::k3d::data_home(&env).as_deref()).ok()?;
     let path = path.display().to_string();
     Some(format!(

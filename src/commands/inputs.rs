@@ -65,6 +65,7 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
     let dir = path.parent().map(Path::to_path_buf).filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
     let mut config = config;
     read_registry_credentials(&mut config, &dir);
+    config.host_paths.model_store = resolve_model_store(&config);
     Ok(Inputs { config, name, text, dir })
 }
 
@@ -119,17 +120,24 @@ pub fn confine_file(config_dir: &Path, path: &str) -> std::result::Result<PathBu
     crate::input_file::resolve_within(&boundary, config_dir, Path::new(path))
 }
 
-/// `[cluster] volumes` whose source does not exist on `host` (the fixture host `--root` names,
-/// else this machine): each an error on its list element. Docker would create a missing source
-/// as an empty directory owned by root, and k3d-gpu never writes to the host. Entries that do
-/// not parse are left to the compile, which says why.
-pub fn volume_source_errors(inputs: &Inputs, host: &crate::host::HostRoot) -> Vec<miette::Report> {
+/// `[cluster] volumes` sources on `host` (the fixture host `--root` names, else this machine):
+/// an error on its list element for each that does not exist, and the config with what each
+/// link among them resolves to (`Config::host_paths`), which compile judges. Docker would
+/// create a missing source as an empty directory owned by root, and k3d-gpu never writes to
+/// the host. Entries that do not parse are left to the compile, which says why.
+pub fn volume_sources(inputs: &Inputs, host: &crate::host::HostRoot) -> (Vec<miette::Report>, crate::config::Config) {
+    let mut config = inputs.config.clone();
     let mut out = Vec::new();
     for (i, entry) in inputs.config.cluster.volumes.iter().enumerate() {
         let Ok(volume) = crate::compile::user_volumes::parse(entry) else { continue };
-        let problem = match host.exists(&volume.host) {
-            Ok(true) => continue,
-            Ok(false) => {
+        let problem = match host.canonical(&volume.host) {
+            Ok(Some(resolved)) => {
+                if resolved != volume.host {
+                    config.host_paths.volumes.insert(volume.host, resolved);
+                }
+                continue;
+            }
+            Ok(None) => {
                 "does not exist on this host: Docker would create it as an empty directory owned by root".to_string()
             }
             Err(e) => format!("cannot be checked on this host: {e}"),
@@ -140,7 +148,28 @@ pub fn volume_source_errors(inputs: &Inputs, host: &crate::host::HostRoot) -> Ve
         let help = "create the directory yourself (k3d-gpu never writes to the host), or correct the path";
         out.push(config_error(inputs, span, "cluster.volumes", message, help));
     }
-    out
+    (out, config)
+}
+
+/// The host model store's directory with every link resolved on this machine, where apply
+/// makes and mounts it: `[agent] model_dir`, else the default under the user's data directory.
+/// `None` for an existing cluster (no store), a `model_dir` compile refuses as written, or no
+/// data directory (apply says so).
+fn resolve_model_store(config: &Config) -> Option<std::result::Result<String, String>> {
+    if config.cluster.provider != crate::config::Provider::K3d {
+        return None;
+    }
+    let configured = config.agent.as_ref().and_then(|a| a.model_dir.as_deref());
+    if configured.is_some_and(|d| !d.starts_with('/')) {
+        return None;
+    }
+    let short = crate::compile::models::short(configured, &config.cluster.name);
+    let data_home = crate::apply::k3d::data_home(&|k| std::env::var(k).ok());
+    let path = crate::apply::k3d::model_store_path(&short, data_home.as_deref()).ok()?;
+    Some(
+        crate::input_file::resolve_links(&path)
+            .and_then(|p| p.into_os_string().into_string().map_err(|_| "its resolved path is not UTF-8".to_string())),
+    )
 }
 
 /// A diagnostic on the config at `span` (labelled `key` where the span was found), with help.
@@ -264,6 +293,7 @@ pub fn compile(global: &Global, inputs: &Inputs) -> Result<Compiled> {
         return Ok(Compiled { catalog, facts, graph, fleet, source: None });
     }
     let facts = super::load_facts(global)?;
+    let mut config = std::borrow::Cow::Borrowed(&inputs.config);
     if !inputs.config.cluster.volumes.is_empty() {
         // The host the volumes come from: the fixture host given, else this machine (a saved
         // facts document has no file tree).
@@ -271,13 +301,14 @@ pub fn compile(global: &Global, inputs: &Inputs) -> Result<Compiled> {
             Some(root) => super::open_root(root)?,
             None => super::open_root(Path::new("/"))?,
         };
-        let errors = volume_source_errors(inputs, &host);
+        let (errors, resolved) = volume_sources(inputs, &host);
         if !errors.is_empty() {
             return Err(Error::Invalid(errors));
         }
+        config = std::borrow::Cow::Owned(resolved);
     }
     let source = node_image_source(inputs)?;
-    let graph = crate::compile::compile_with(&inputs.config, &facts, &catalog, &source)
+    let graph = crate::compile::compile_with(&config, &facts, &catalog, &source)
         .map_err(|errors| Error::Invalid(compile_diagnostics(inputs, errors)))?;
     Ok(Compiled { catalog, facts, graph, fleet: Vec::new(), source: Some(source) })
 }

@@ -134,12 +134,12 @@ pub(crate) fn against(
     root: Option<&HostRoot>,
 ) -> (HostResult, Option<Vec<miette::Report>>) {
     let volumes = inputs.config.cluster.volumes.len();
-    let (volume_texts, volume_reports) = match root {
+    let (volume_texts, volume_reports, config) = match root {
         Some(host) if volumes > 0 => {
-            let reports = super::inputs::volume_source_errors(inputs, host);
-            (reports.iter().map(|r| r.to_string()).collect::<Vec<String>>(), reports)
+            let (reports, config) = super::inputs::volume_sources(inputs, host);
+            (reports.iter().map(|r| r.to_string()).collect::<Vec<String>>(), reports, std::borrow::Cow::Owned(config))
         }
-        _ => (Vec::new(), Vec::new()),
+        _ => (Vec::new(), Vec::new(), std::borrow::Cow::Borrowed(&inputs.config)),
     };
     let unchecked = (root.is_none() && volumes > 0).then(|| Warning {
         code: VOLUMES_UNCHECKED.into(),
@@ -148,7 +148,7 @@ pub(crate) fn against(
         ),
         key: Some("cluster.volumes".into()),
     });
-    match compile::compile(&inputs.config, facts, catalog) {
+    match compile::compile(&config, facts, catalog) {
         Ok(graph) if volume_reports.is_empty() => (
             HostResult {
                 host: name.to_string(),

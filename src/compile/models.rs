@@ -28,33 +28,71 @@ pub const STORAGE_CLASS: &str = "k3d-gpu-models";
 /// The annotation on a model PVC and PV naming its directory in the store, for the plan.
 pub const HOST_DIR_ANNOTATION: &str = "k3d-gpu.io/model-store";
 
-/// The cluster spec's `model_store`: the configured directory (null: the default) and the
-/// node path. An unusable `[agent] model_dir` is an error on that key.
+/// The cluster spec's `model_store`: the configured directory (null: the default), the node
+/// path, and `host`, the directory the nodes really mount (every link resolved, as the command
+/// edge found it; absent when none did). An unusable `[agent] model_dir` is an error on that
+/// key; so is a store that resolves to `/`, written or not: a link is judged by its target.
 pub fn cluster_spec(cx: &mut Context) -> Value {
     let dir = cx.config.agent.as_ref().and_then(|a| a.model_dir.clone());
-    if let Some(d) = &dir
-        && let Err(why) = check_dir(d)
-    {
+    let what = match &dir {
+        Some(d) => format!("model_dir {}", crate::escape::quoted(d)),
+        None => format!("the default model store {}", short(None, &cx.config.cluster.name)),
+    };
+    let refuse = |cx: &mut Context, why: String| {
         cx.error(CompileError::new(
             "agent-model-dir",
             &["agent", "model_dir"],
-            format!("model_dir {}: {why}", crate::escape::quoted(d)),
-            Some("use an absolute host path such as \"/srv/models\", or leave it unset for the default under ~/.local/share/k3d-gpu".into()),
+            format!("{what}: {why}"),
+            Some("use an absolute host path such as \"/srv/models\" that is not a link to a system directory, or leave it unset for the default under ~/.local/share/k3d-gpu".into()),
         ));
-    }
+    };
     if let Some(d) = &dir
-        && let Some(why) = super::user_volumes::sensitive(d)
+        && let Err(why) = check_dir(d)
     {
+        refuse(cx, why.to_string());
+    }
+    let host = match cx.config.host_paths.model_store.clone() {
+        Some(Ok(host)) => Some(host),
+        Some(Err(why)) => {
+            refuse(cx, format!("cannot be resolved: {why}"));
+            None
+        }
+        None => None,
+    };
+    // Judged by what is mounted: the resolved directory where the edge gave one.
+    let judged = host.as_deref().or(dir.as_deref());
+    let through = match &host {
+        Some(h) if dir.as_deref().is_none_or(|d| d.trim_end_matches('/') != h) => {
+            format!(" (resolves to {})", crate::escape::quoted(h))
+        }
+        _ => String::new(),
+    };
+    if let Some(h) = &host
+        && h.trim_end_matches('/').is_empty()
+        && dir.as_deref().is_none_or(|d| check_dir(d).is_ok())
+    {
+        refuse(cx, "is a link to the root directory".to_string());
+    } else if let Some(why) = judged.and_then(super::user_volumes::sensitive) {
         cx.warn(
             "model-dir-sensitive-path",
             Some("agent.model_dir"),
-            format!(
-                "model_dir {} is {why}; the model store is mounted read-write into every node",
-                crate::escape::quoted(d)
-            ),
+            format!("{what}{through} is {why}; the model store is mounted read-write into every node"),
         );
     }
-    json!({ "dir": dir, "node": NODE_DIR })
+    let mut spec = json!({ "dir": dir, "node": NODE_DIR });
+    if let Some(h) = host {
+        spec["host"] = json!(h);
+    }
+    spec
+}
+
+/// The store's host directory for the model servers' volumes: where the edge resolved it to,
+/// else as written ([`short`]).
+pub fn store_dir(config: &crate::config::Config) -> String {
+    match &config.host_paths.model_store {
+        Some(Ok(host)) => crate::escape::one_line(host).into_owned(),
+        _ => short(config.agent.as_ref().and_then(|a| a.model_dir.as_deref()), &config.cluster.name),
+    }
 }
 
 /// An absolute path k3d can mount: no `:` or `,` (k3d's volume syntax splits there), no
@@ -87,9 +125,16 @@ pub fn short(dir: Option<&str>, cluster: &str) -> String {
 /// Where the store is on the host, in words, from a cluster spec's `model_store` (a recorded
 /// one included): the configured path, or the default for `cluster` and what it falls back to.
 pub fn describe(store: &Value, cluster: &str) -> String {
-    match store["dir"].as_str() {
-        Some(dir) => short(Some(dir), cluster),
-        None => format!("{} (~/.local/share/k3d-gpu/models/{cluster} without XDG_DATA_HOME)", short(None, cluster)),
+    let host = store["host"].as_str().map(|h| crate::escape::one_line(h).into_owned());
+    match (store["dir"].as_str(), host) {
+        (Some(dir), Some(host)) if dir.trim_end_matches('/') != host => {
+            format!("{} (resolves to {host})", short(Some(dir), cluster))
+        }
+        (_, Some(host)) => host,
+        (Some(dir), None) => short(Some(dir), cluster),
+        (None, None) => {
+            format!("{} (~/.local/share/k3d-gpu/models/{cluster} without XDG_DATA_HOME)", short(None, cluster))
+        }
     }
 }
 

@@ -3,8 +3,9 @@
 //! `volumes`): these are recorded under their own spec key, `user_volumes`, so either list
 //! changes without touching the other.
 //!
-//! Pure: whether a source exists is the command edge's check
-//! (`commands::inputs::check_volume_sources`) at plan time, and apply's again right before
+//! Pure: whether a source exists, and what it is with its links resolved
+//! (`Config::host_paths`), is the command edge's check (`commands::inputs::volume_sources`) at
+//! plan time, and apply's again right before
 //! k3d runs (Docker would create a missing source as an empty root-owned directory).
 
 use serde_json::{Value, json};
@@ -157,10 +158,13 @@ pub(super) fn volumes(cx: &mut Context) -> Vec<Value> {
             continue;
         }
         seen.push(volume.node.clone());
-        if let Some(why) = sensitive(&volume.host) {
+        // Judged by what Docker mounts: a link's target, where the edge resolved one.
+        let resolved = cx.config.host_paths.volumes.get(&volume.host);
+        if let Some(why) = sensitive(resolved.unwrap_or(&volume.host)) {
             let mode = if volume.read_only { "read-only" } else { "read-write" };
+            let through = resolved.map(|r| format!(" (a link to {})", crate::escape::quoted(r))).unwrap_or_default();
             warnings.push(format!(
-                "volume {}: the host's {} is {why}; it is mounted {mode} into the nodes",
+                "volume {}: the host's {}{through} is {why}; it is mounted {mode} into the nodes",
                 crate::escape::quoted(entry),
                 crate::escape::quoted(&volume.host)
             ));

@@ -184,6 +184,26 @@ pub struct Config {
     /// checks are compiled per node.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<Node>,
+    /// Set by the command edge: the host paths this config mounts, links resolved.
+    #[serde(skip)]
+    #[schemars(skip)]
+    pub host_paths: HostPaths,
+}
+
+/// What the command edge found the config's host paths to be with every link resolved, on the
+/// machine that mounts them (never serialised, never in the schema): compile is pure, so it
+/// judges the directory a mount would really hand out (a `model_dir` that is a link to `/` is
+/// `/`) from these values. Empty when no edge resolved them (a library caller): compile then
+/// judges the paths as written.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostPaths {
+    /// The host model store's directory (`[agent] model_dir`, or the default under the user's
+    /// data directory) resolved, or why it cannot be. `None`: not resolved (no edge, no data
+    /// directory, or an existing cluster, which has no store).
+    pub model_store: Option<Result<String, String>>,
+    /// `[cluster] volumes` sources (as `user_volumes::parse` records them) that resolve to
+    /// another path, and that path.
+    pub volumes: BTreeMap<String, String>,
 }
 
 /// Where the cluster lives (DESIGN.md §9).
@@ -303,9 +323,11 @@ pub struct Agent {
     /// add-ons) keeps its models, one subdirectory each, so a recreated cluster finds them in
     /// place. Unset: `$XDG_DATA_HOME/k3d-gpu/models/<cluster name>`
     /// (`~/.local/share/k3d-gpu/models/<cluster name>`). apply creates it; nothing k3d-gpu does
-    /// deletes it. A change recreates the cluster (k3d fixes mounts at creation). A system or
-    /// credentials directory (`/etc`, `~/.ssh`, …), mounted read-write into every node, is
-    /// planned with the warning `model-dir-sensitive-path`.
+    /// deletes it. A change recreates the cluster (k3d fixes mounts at creation). It is judged
+    /// with every link resolved, the default too: the plan names the directory the nodes
+    /// mount, `/` (or a link to it) is refused, and a system or credentials directory (`/etc`,
+    /// `~/.ssh`, …), mounted read-write into every node, is planned with the warning
+    /// `model-dir-sensitive-path`.
     pub model_dir: Option<String>,
     /// The chat UI (Open WebUI) in front of the model server; present means wanted. Sign-in
     /// is always on, the Service is ClusterIP only, and its data PVC is kept on removal like
@@ -594,7 +616,7 @@ pub struct Cluster {
     /// host `--root` names, else this machine) and again before k3d runs: Docker would
     /// otherwise create it as an empty root-owned directory. A source that hands out more than
     /// files (a container engine's socket, `~/.ssh` or another credentials directory, `/etc`
-    /// and the host's other system directories), or a node path over the node's own k3s
+    /// and the host's other system directories; a link is judged by its target), or a node path over the node's own k3s
     /// configuration (`/etc`, `/etc/rancher`, `/var/lib/rancher`), is planned with the warning
     /// `volume-sensitive-path`.
     #[serde(skip_serializing_if = "Vec::is_empty")]

@@ -12,6 +12,8 @@
 //!   the client (form elicitation), then the CLI's own gate, lock and verify.
 //! - `backpressure.rs`: the stdio transport reads no further while 32 answers wait to be
 //!   written (a client that never reads cannot make the server queue answers without end).
+//! - `stdio.rs`: one message a line; a line that is no message is answered (-32700, -32600)
+//!   as JSON-RPC 2.0 says, and the server reads on.
 //! - `confirm.rs`: confirmations bound to a plan hash and the call's arguments, which expire
 //!   and work once.
 //!
@@ -23,6 +25,7 @@ pub mod backpressure;
 mod confirm;
 mod questions;
 mod server;
+mod stdio;
 mod tools;
 
 use crate::cli::{Global, McpArgs};
@@ -37,10 +40,7 @@ pub fn serve(global: &Global, args: &McpArgs) -> Result<u8> {
         use rmcp::ServiceExt;
         exit_on_signal(inner)?;
         let running = server
-            .serve(backpressure::Bounded::new(rmcp::transport::async_rw::AsyncRwTransport::new_server(
-                tokio::io::stdin(),
-                tokio::io::stdout(),
-            )))
+            .serve(backpressure::Bounded::new(stdio::Lines::new(tokio::io::stdin(), tokio::io::stdout())))
             .await
             .map_err(|e| Error::Output { path: "MCP stdio".into(), reason: e.to_string() })?;
         running.waiting().await.map_err(|e| Error::Output { path: "MCP stdio".into(), reason: e.to_string() })?;

@@ -533,7 +533,8 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
     let desired_recorded = crate::secrets::digest_secrets(&desired.spec);
     match &server.recorded_spec {
         Some(recorded) => {
-            for key in changed_keys(&desired_recorded, &crate::secrets::digest_secrets(recorded)) {
+            for key in changed_keys(&comparable(&desired_recorded, recorded), &crate::secrets::digest_secrets(recorded))
+            {
                 if key == "devices" && recorded.get("devices").is_none() {
                     // Made by a k3d-gpu that recorded no devices: no replace on a guess.
                     warnings.push(Warning {
@@ -651,6 +652,20 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
     })
 }
 
+/// The desired spec as a recorded one can be compared with: a cluster made by a k3d-gpu that
+/// recorded its model store as configured only (no resolved `host`) is compared on that, so
+/// an upgrade alone plans no replace.
+fn comparable(desired: &Value, recorded: &Value) -> Value {
+    let mut desired = desired.clone();
+    if recorded["model_store"].is_object()
+        && recorded["model_store"].get("host").is_none()
+        && let Some(store) = desired["model_store"].as_object_mut()
+    {
+        store.remove("host");
+    }
+    desired
+}
+
 /// What changed in the host's devices since the nodes were made, per vendor: the device nodes
 /// gained and lost and the drivers before and after (`intel: +/dev/dri/renderD129`).
 fn changed_devices(recorded: &Value, desired: &Value) -> String {
@@ -700,9 +715,11 @@ fn models_on_replace(recorded: Option<&Value>, desired: &Value, cluster: &str) -
     }
     let here = describe(wanted, cluster);
     match recorded.map(|r| &r["model_store"]) {
-        Some(old) if old["dir"] == wanted["dir"] => format!(
-            ". The models are kept: they are in the host model store {here}, which the new nodes mount again at {NODE_DIR}"
-        ),
+        Some(old) if old["dir"] == wanted["dir"] && (old.get("host").is_none() || old["host"] == wanted["host"]) => {
+            format!(
+                ". The models are kept: they are in the host model store {here}, which the new nodes mount again at {NODE_DIR}"
+            )
+        }
         Some(old) if !old.is_null() => format!(
             ". The models in the old store {} stay on the host, not used; the new cluster keeps its models in {here}",
             describe(old, cluster)
@@ -1040,6 +1057,20 @@ fn order_deletes(deletes: &mut [(Action, usize)], objects: &[Value]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A cluster recorded before the store's resolved directory was: an upgrade alone plans no
+    /// replace, and a store that now resolves elsewhere does.
+    #[test]
+    fn a_store_recorded_without_its_resolved_directory_is_compared_as_configured() {
+        let desired =
+            json!({ "model_store": { "dir": null, "node": "/n", "host": "/home/me/.local/share/k3d-gpu/models/gpu" } });
+        let old = json!({ "model_store": { "dir": null, "node": "/n" } });
+        assert!(changed_keys(&comparable(&desired, &old), &old).is_empty());
+        let moved = json!({ "model_store": { "dir": null, "node": "/n", "host": "/srv/elsewhere" } });
+        assert_eq!(changed_keys(&comparable(&desired, &moved), &moved), ["model_store"]);
+        assert!(models_on_replace(Some(&moved), &desired, "gpu").contains("stay on the host, not used"));
+        assert!(models_on_replace(Some(&old), &desired, "gpu").contains("The models are kept"));
+    }
 
     #[test]
     fn plan_bytes_are_canonical() {

@@ -93,7 +93,7 @@ pub(super) struct Scope<'a> {
     cluster_id: &'a str,
     ns_id: &'a str,
     keep: &'a str,
-    /// The host model store's directory (`models::short`) under provider k3d; `None` for an
+    /// The host model store's directory (`models::store_dir`) under provider k3d; `None` for an
     /// existing cluster, whose PVCs its own provisioner serves.
     store: Option<&'a str>,
 }
@@ -130,9 +130,7 @@ pub fn resources(cx: &mut Context, plan: &AgentPlan, cluster_id: &str, out: &mut
     let ns_id = object_id(&namespace);
     push(out, namespace, vec![cluster_id.to_string()]);
     // Under k3d every model server's PVC binds to its directory in the host model store.
-    let store = cluster_id
-        .starts_with("k3d/cluster/")
-        .then(|| super::models::short(agent.model_dir.as_deref(), &config.cluster.name));
+    let store = cluster_id.starts_with("k3d/cluster/").then(|| super::models::store_dir(config));
     if store.is_none() && agent.model_dir.is_some() {
         cx.error(super::CompileError::new(
             "agent-model-dir",

@@ -1,0 +1,245 @@
+//! The stdio transport: one JSON-RPC message a line, as rmcp's own, but a line that is no
+//! message is answered as JSON-RPC 2.0 says instead of dropped: `-32700 Parse error` for a
+//! line that is not JSON (rmcp ignores it), `-32600 Invalid Request` for JSON that is not a
+//! message (rmcp answers with no `id` at all), each with `"id": null` — the line's own id
+//! where it has one a request could carry — and the server reads on. A notification that does
+//! not parse is never answered (JSON-RPC answers no notification). An answer to bad input is
+//! valid JSON, so a peer that echoes it sends a response, not another bad line: no storm.
+//!
+//! A line is at most [`MAX_LINE`] bytes (rmcp's limit), never buffered past it: a longer one
+//! is skipped to its end and answered as a parse error. Every message is written whole by one
+//! writer task, so a send that rmcp stops waiting for never leaves half a line on stdout.
+
+use std::future::Future;
+use std::io;
+
+use rmcp::RoleServer;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::sync::{mpsc, oneshot};
+
+/// The longest line read: rmcp's `DEFAULT_MAX_LINE_LENGTH`.
+pub const MAX_LINE: usize = 16 * 1024 * 1024;
+
+/// One line to write, and who waits until it is written.
+type Job = (Vec<u8>, oneshot::Sender<io::Result<()>>);
+
+/// A JSON-RPC transport over a reader and a writer, one message per line.
+pub struct Lines<R> {
+    read: BufReader<R>,
+    line: Vec<u8>,
+    /// Skipping the rest of a line longer than [`MAX_LINE`] (kept here: `receive` is polled
+    /// in a `select!` and may stop mid-line).
+    skipping: bool,
+    /// The answer to a bad line, queued and not yet written: read no further until it is, so
+    /// a client that sends bad lines and never reads cannot make answers pile up.
+    answering: Option<oneshot::Receiver<io::Result<()>>>,
+    write: Option<mpsc::UnboundedSender<Job>>,
+}
+
+impl<R: AsyncRead + Unpin + Send> Lines<R> {
+    /// Starts the writer task: call inside the runtime.
+    pub fn new<W: AsyncWrite + Unpin + Send + 'static>(read: R, write: W) -> Lines<R> {
+        Lines {
+            read: BufReader::new(read),
+            line: Vec::new(),
+            skipping: false,
+            answering: None,
+            write: Some(writer(write)),
+        }
+    }
+
+    /// Queues `bytes` (a line) for the writer; the receiver says when it is written.
+    fn queue(&self, bytes: Vec<u8>) -> oneshot::Receiver<io::Result<()>> {
+        let (done, written) = oneshot::channel();
+        if let Some(write) = &self.write {
+            // A closed writer drops `done`: the receiver then reads as failed.
+            let _ = write.send((bytes, done));
+        }
+        written
+    }
+
+    /// The next whole line into `self.line`, without its `\n`; `Ok(false)` at the end of input;
+    /// `Err(())` for a line past [`MAX_LINE`], skipped.
+    async fn next_line(&mut self) -> io::Result<Result<bool, ()>> {
+        loop {
+            let (used, outcome) = {
+                let available = self.read.fill_buf().await?;
+                if available.is_empty() {
+                    return Ok(Ok(false));
+                }
+                let newline = available.iter().position(|b| *b == b'\n');
+                let take = newline.map_or(available.len(), |i| i + 1);
+                if self.skipping {
+                    if newline.is_some() {
+                        self.skipping = false;
+                    }
+                    (take, None)
+                } else if self.line.len() + take > MAX_LINE {
+                    self.line.clear();
+                    self.skipping = newline.is_none();
+                    (take, Some(Err(())))
+                } else {
+                    self.line.extend_from_slice(&available[..take]);
+                    (take, newline.map(|_| Ok(true)))
+                }
+            };
+            self.read.consume(used);
+            if let Some(outcome) = outcome {
+                return Ok(outcome);
+            }
+        }
+    }
+}
+
+/// Writes each queued line whole, in order, and says when it is written; stops at the first
+/// failed write (the client is gone).
+fn writer<W: AsyncWrite + Unpin + Send + 'static>(mut out: W) -> mpsc::UnboundedSender<Job> {
+    let (jobs, mut queue) = mpsc::unbounded_channel::<Job>();
+    tokio::spawn(async move {
+        while let Some((bytes, done)) = queue.recv().await {
+            let written = match out.write_all(&bytes).await {
+                Ok(()) => out.flush().await,
+                Err(e) => Err(e),
+            };
+            let failed = written.is_err();
+            let _ = done.send(written);
+            if failed {
+                break;
+            }
+        }
+    });
+    jobs
+}
+
+/// What a line is.
+#[derive(Debug)]
+enum Judged {
+    Message(Box<RxJsonRpcMessage<RoleServer>>),
+    /// Nothing to do: a blank line, or a notification that does not parse.
+    Nothing,
+    /// The error to answer with.
+    Answer(Value),
+}
+
+/// Judges one line (without its `\n`).
+fn judge(line: &[u8]) -> Judged {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let line = line.strip_prefix(b"\xef\xbb\xbf").unwrap_or(line);
+    if line.iter().all(u8::is_ascii_whitespace) {
+        return Judged::Nothing;
+    }
+    if let Ok(message) = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
+        return Judged::Message(Box::new(message));
+    }
+    let Ok(value) = serde_json::from_slice::<Value>(line) else {
+        return Judged::Answer(error(Value::Null, -32700, "Parse error"));
+    };
+    let notification = value.get("method").is_some_and(Value::is_string) && value.get("id").is_none();
+    if notification {
+        return Judged::Nothing;
+    }
+    // Echoed back only when it is an id a request could carry.
+    let id = match value.get("id") {
+        Some(id @ (Value::Number(_) | Value::String(_))) => id.clone(),
+        _ => Value::Null,
+    };
+    Judged::Answer(error(id, -32600, "Invalid Request"))
+}
+
+fn error(id: Value, code: i64, message: &str) -> Value {
+    json!({ "jsonrpc": "2.0", "id": id, "error": { "code": code, "message": message } })
+}
+
+fn line_of(value: &impl serde::Serialize) -> io::Result<Vec<u8>> {
+    let mut bytes = serde_json::to_vec(value).map_err(io::Error::other)?;
+    bytes.push(b'\n');
+    Ok(bytes)
+}
+
+impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Lines<R> {
+    type Error = io::Error;
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleServer>,
+    ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
+        let written = line_of(&item).map(|bytes| self.queue(bytes));
+        async move {
+            match written?.await {
+                Ok(result) => result,
+                Err(_) => Err(io::Error::new(io::ErrorKind::NotConnected, "the transport is closed")),
+            }
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleServer>> {
+        loop {
+            if let Some(written) = self.answering.as_mut() {
+                // Cancel-safe: the answer stays queued, and this waits again on the next call.
+                let ok = matches!(written.await, Ok(Ok(())));
+                self.answering = None;
+                if !ok {
+                    return None;
+                }
+            }
+            let judged = match self.next_line().await {
+                Err(e) => {
+                    crate::stderrln!("note: MCP stdin: {e}");
+                    return None;
+                }
+                Ok(Ok(false)) => return None,
+                Ok(Err(())) => Judged::Answer(error(Value::Null, -32700, "Parse error")),
+                Ok(Ok(true)) => {
+                    let line = std::mem::take(&mut self.line);
+                    let judged = judge(line.strip_suffix(b"\n").unwrap_or(&line));
+                    // The buffer is reused: its capacity stays for the next line.
+                    self.line = line;
+                    self.line.clear();
+                    judged
+                }
+            };
+            match judged {
+                Judged::Message(message) => return Some(*message),
+                Judged::Nothing => {}
+                Judged::Answer(answer) => {
+                    let Ok(bytes) = line_of(&answer) else { return None };
+                    self.answering = Some(self.queue(bytes));
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), io::Error> {
+        // The writer task ends once what is queued is written.
+        self.write = None;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_of_bad_line_has_its_answer() {
+        let code = |line: &str| match judge(line.as_bytes()) {
+            Judged::Answer(a) => (a["error"]["code"].as_i64().unwrap_or_default(), a["id"].clone()),
+            other => panic!("{line:?}: {other:?}"),
+        };
+        assert_eq!(code("not json"), (-32700, Value::Null));
+        assert_eq!(code("{\"jsonrpc\": \"2.0\", \"id\": 5, \"method\": "), (-32700, Value::Null));
+        assert_eq!(code("\u{1b}[2J"), (-32700, Value::Null));
+        assert_eq!(code("[]"), (-32600, Value::Null));
+        assert_eq!(code("42"), (-32600, Value::Null));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":6,"method":42}"#), (-32600, json!(6)));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#), (-32600, Value::Null));
+        for nothing in ["", "  \r", r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":7}"#] {
+            assert!(matches!(judge(nothing.as_bytes()), Judged::Nothing), "{nothing:?}");
+        }
+        let ping = "\u{feff}{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}\r";
+        assert!(matches!(judge(ping.as_bytes()), Judged::Message(_)));
+    }
+}

@@ -1,0 +1,143 @@
+//! Host paths the nodes mount are judged by what they are with every link resolved (issue 41,
+//! defect 9): a `[agent] model_dir`, the default model store or a `[cluster] volumes` source
+//! that is a link to `/`, `/etc` or a credentials directory is refused or warned about as that
+//! target is, and the plan names the store's resolved directory. Real links in a temporary
+//! directory, through the real binary.
+
+mod support;
+
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::Output;
+
+use serde_json::Value;
+use support::{K3dGpu, copy_host, hosts_dir};
+
+const HOST: &str = "lunar-lake-npu";
+
+fn root() -> String {
+    hosts_dir().join(HOST).display().to_string()
+}
+
+/// `plan --offline --json` of `config` on the fixture host, HOME at `home`.
+fn plan(dir: &Path, home: &Path, config: &str, root: &str) -> Output {
+    std::fs::write(dir.join("k3dgpu.toml"), config).unwrap();
+    K3dGpu::new().args(["plan", "--offline", "--json", "--root", root]).env("HOME", home).cwd(dir).output()
+}
+
+fn all(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr)
+}
+
+fn warnings(out: &Output, code: &str) -> Vec<String> {
+    let plan: Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", all(out)));
+    plan["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|w| w["code"] == code)
+        .map(|w| w["text"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn action<'a>(plan: &'a Value, id: &str) -> &'a Value {
+    plan["actions"].as_array().unwrap().iter().find(|a| a["id"] == id).unwrap_or_else(|| panic!("no {id}"))
+}
+
+#[test]
+fn a_model_dir_that_links_to_the_root_is_refused_as_the_root_is() {
+    let tmp = tempfile::tempdir().unwrap();
+    symlink("/", tmp.path().join("models")).unwrap();
+    let config = format!("[agent]\nmodel_dir = {:?}\n", tmp.path().join("models").display().to_string());
+    let out = plan(tmp.path(), tmp.path(), &config, &root());
+    assert_eq!(out.status.code(), Some(1), "{}", all(&out));
+    let text = all(&out);
+    assert!(text.contains("[agent-model-dir]") && text.contains("is a link to the root directory"), "{text}");
+}
+
+#[test]
+fn a_model_dir_that_links_to_a_system_or_key_directory_is_planned_with_the_warning() {
+    let tmp = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(tmp.path().join("me/.ssh")).unwrap();
+    symlink("/etc", tmp.path().join("etc-models")).unwrap();
+    symlink(tmp.path().join("me/.ssh"), tmp.path().join("ssh-models")).unwrap();
+    for (link, said) in [("etc-models", "system files"), ("ssh-models", "keys and credentials")] {
+        let config = format!("[agent]\nmodel_dir = {:?}\n", tmp.path().join(link).display().to_string());
+        let out = plan(tmp.path(), tmp.path(), &config, &root());
+        assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+        let found = warnings(&out, "model-dir-sensitive-path");
+        assert!(found.len() == 1 && found[0].contains(said) && found[0].contains("resolves to"), "{link}: {found:?}");
+    }
+}
+
+#[test]
+fn the_default_store_is_judged_by_where_its_links_lead() {
+    let tmp = tempfile::tempdir().unwrap();
+    let models = tmp.path().join(".local/share/k3d-gpu/models");
+    std::fs::create_dir_all(&models).unwrap();
+    symlink("/", models.join("gpu")).unwrap();
+    let out = plan(tmp.path(), tmp.path(), "", &root());
+    assert_eq!(out.status.code(), Some(1), "{}", all(&out));
+    let text = all(&out);
+    assert!(text.contains("the default model store") && text.contains("is a link to the root directory"), "{text}");
+
+    std::fs::remove_file(models.join("gpu")).unwrap();
+    symlink("/etc", models.join("gpu")).unwrap();
+    let out = plan(tmp.path(), tmp.path(), "", &root());
+    assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+    let found = warnings(&out, "model-dir-sensitive-path");
+    assert!(found.len() == 1 && found[0].contains("the default model store"), "{found:?}");
+}
+
+/// The create names the directory the nodes mount, in JSON and text, and the model servers'
+/// volumes are in it; apply mounts what the plan names.
+#[test]
+fn the_plan_names_the_store_it_mounts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let home = tmp.path().join("home");
+    let out = plan(tmp.path(), &home, "[agent]\n", &root());
+    assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+    let plan_json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let canonical = tmp.path().canonicalize().unwrap();
+    let store = canonical.join("home/.local/share/k3d-gpu/models/gpu").display().to_string();
+    let cluster = action(&plan_json, "k3d/cluster/gpu");
+    assert_eq!(cluster["after"]["model_store"]["host"], store.as_str(), "{cluster}");
+    let pv = action(&plan_json, "k8s/core/PersistentVolume/k3d-gpu-agent-ovms-models");
+    assert_eq!(pv["after"]["metadata"]["annotations"]["k3d-gpu.io/model-store"], format!("{store}/ovms"));
+
+    // A configured store that is a link: both names, in the text.
+    std::fs::create_dir(tmp.path().join("disk")).unwrap();
+    symlink(tmp.path().join("disk"), tmp.path().join("models")).unwrap();
+    std::fs::write(
+        tmp.path().join("k3dgpu.toml"),
+        format!("[agent]\nmodel_dir = {:?}\n", tmp.path().join("models").display().to_string()),
+    )
+    .unwrap();
+    let out = K3dGpu::new().args(["plan", "--offline", "--root", &root()]).env("HOME", &home).cwd(tmp.path()).output();
+    assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let said = format!(
+        "model store: {} (resolves to {}) → /var/lib/k3d-gpu/models",
+        tmp.path().join("models").display(),
+        canonical.join("disk").display()
+    );
+    assert!(text.contains(&said), "{said}\n{text}");
+}
+
+#[test]
+fn a_volume_source_that_links_to_the_hosts_root_is_planned_with_the_warning() {
+    let host = copy_host(HOST);
+    std::fs::create_dir_all(host.path().join("srv")).unwrap();
+    // Inside a fixture host an absolute target is the fixture's own root.
+    symlink("/", host.path().join("srv/data")).unwrap();
+    let tmp = tempfile::tempdir().unwrap();
+    let out = plan(
+        tmp.path(),
+        tmp.path(),
+        "[cluster]\nvolumes = [\"/srv/data:/data\"]\n",
+        &host.path().display().to_string(),
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+    let found = warnings(&out, "volume-sensitive-path");
+    assert!(found.len() == 1 && found[0].contains("a link to \"/\"") && found[0].contains("system files"), "{found:?}");
+}
