@@ -841,8 +841,8 @@ pub struct DoctorArgs {
 
     /// The read-only tuning advisor for inference instead of the preflight: CPU governor and
     /// energy preference, transparent huge pages, swap and swappiness, NUMA balancing, each
-    /// GPU's PCIe link, RAPL counters; each finding with the command that applies it and the
-    /// one that reverts it. Changes nothing; exits 0.
+    /// GPU's PCIe link, RAPL counters, the Docker engine's storage driver; each finding with
+    /// the command that applies it and the one that reverts it. Changes nothing; exits 0.
     #[arg(long)]
     pub perf: bool,
 
