@@ -134,7 +134,9 @@ mod tests {
     fn each_storage_driver_gets_its_verdict() {
         use Level::{Info, Warn};
         let containerd = [("driver-type", "io.containerd.snapshotter.v1")];
-        let cases: &[(Engine, &[(Level, &str)], bool)] = &[
+        /// What the engine said, the findings wanted, whether they carry apply and revert.
+        type Case = (Engine, &'static [(Level, &'static str)], bool);
+        let cases: &[Case] = &[
             (Engine::NotAsked, &[], false),
             (
                 Engine::Unanswered("no engine at unix:///run/docker.sock".into()),
