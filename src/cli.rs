@@ -302,8 +302,9 @@ pub enum Command {
     Images(ImagesArgs),
 
     /// Safety rules for the running cluster: ports published off loopback (other than the API
-    /// server), images no lock pins by digest, images pulled at runtime, a kubeconfig readable
-    /// by group or others, Open WebUI with auth off. Each finding has a fix. Exits 1 on a finding.
+    /// server), images no lock pins by digest, images pulled at runtime by a tag no lock pins, a
+    /// kubeconfig readable by group or others, Open WebUI with auth off. Each finding has a fix.
+    /// Exits 1 on a finding.
     Audit(AuditCmd),
 
     /// The k3s server node's log (through Docker), or with COMPONENT the logs of that catalog
@@ -840,8 +841,8 @@ pub struct DoctorArgs {
 
     /// The read-only tuning advisor for inference instead of the preflight: CPU governor and
     /// energy preference, transparent huge pages, swap and swappiness, NUMA balancing, each
-    /// GPU's PCIe link, RAPL counters; each finding with the command that applies it and the
-    /// one that reverts it. Changes nothing; exits 0.
+    /// GPU's PCIe link, RAPL counters, the Docker engine's storage driver; each finding with
+    /// the command that applies it and the one that reverts it. Changes nothing; exits 0.
     #[arg(long)]
     pub perf: bool,
 

@@ -74,6 +74,31 @@ fn doctor_perf_advises_on_a_read_only_host_and_changes_nothing() {
     let _ = Command::new("chmod").args(["-R", "u+w"]).arg(&root).status();
 }
 
+/// Issue 43: the storage driver rule asks this machine's engine only for this machine: on the
+/// real host with no engine it says it could not check and --perf still exits 0; a fixture
+/// host's advice never reads the engine of whoever runs the tool.
+#[test]
+fn the_storage_driver_is_asked_of_the_real_host_engine_only() {
+    let storage = |out: &Output| -> Vec<(String, String)> {
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let doc: Value = serde_json::from_slice(&out.stdout).unwrap();
+        doc["findings"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|f| f["code"].as_str().unwrap().starts_with("perf-storage-driver"))
+            .map(|f| (f["code"].as_str().unwrap().to_string(), f["evidence"].as_str().unwrap().to_string()))
+            .collect()
+    };
+    // The runner's DOCKER_HOST names a socket that is not there.
+    let real = storage(&k3d_gpu(&["doctor", "--perf", "--json"]));
+    assert_eq!(real.len(), 1, "{real:?}");
+    assert_eq!(real[0].0, "perf-storage-driver-unknown");
+    assert!(real[0].1.starts_with("docker info: cannot reach Docker at "), "{real:?}");
+    let root = support::hosts_dir().join("desktop-rpl-nvidia");
+    assert_eq!(storage(&k3d_gpu(&["doctor", "--perf", "--root", root.to_str().unwrap(), "--json"])), []);
+}
+
 #[test]
 fn model_gb_needs_perf_and_a_positive_size() {
     let root = support::hosts_dir().join("desktop-rpl-nvidia");

@@ -144,15 +144,15 @@ pub fn audit(observed: &AuditObserved, locks: &Locks) -> Audit {
             });
         }
     }
-    for p in &observed.pulls {
+    for p in observed.pulls.iter().filter(|p| !pull_pinned(&p.message, locks)) {
         findings.push(Finding {
             rule: "runtime-pull",
             subject: p.object.clone(),
             problem: format!(
-                "kubelet pulled an image at runtime: {} (events are kept {EVENT_TTL} by default; older pulls are not seen)",
+                "kubelet pulled an image no digest pins at runtime: {} (events are kept {EVENT_TTL} by default; older pulls are not seen)",
                 p.message
             ),
-            fix: "bake the image into the node image or import it (`k3d image import`) before the workload starts".into(),
+            fix: "pin it (`k3d-gpu images lock`, then re-apply), or bake the image into the node image or import it (`k3d image import`) before the workload starts".into(),
         });
     }
     for k in &observed.kubeconfigs {
@@ -208,6 +208,24 @@ fn image_problem(running: &RunningImage, locks: &Locks) -> Option<String> {
         Some(e) if e.digest == digest => None,
         Some(e) => Some(format!("it runs {digest}, but the lock pins {}", e.digest)),
         None => Some(format!("no lock pins {} (it runs {digest})", image.tagged())),
+    }
+}
+
+/// Whether a kubelet `Pulled` event's image was pinned: the reference it quotes carries a
+/// digest, or a lock pins its `repo:tag`. Such a pull fetches the bytes the lock names (the
+/// image-digest rule checks what runs), so it is how a fresh `apply` starts, not drift: every
+/// node pulls what its plan deployed, and k3s pulls its own images by tag, which `images lock`
+/// pins too. A pull by a tag no lock pins gets whatever the registry serves that day.
+/// kubelet's message is `Successfully pulled image "REF" in …`; one it does not quote an image
+/// in is not pinned.
+fn pull_pinned(message: &str, locks: &Locks) -> bool {
+    let Some(reference) = message.split('"').nth(1) else { return false };
+    match ImageRef::parse(reference) {
+        Ok(image) => {
+            image.digest.is_some() || [image.tagged(), short_name(&image)].iter().any(|k| locks.entry(k).is_some())
+        }
+        // `repo@sha256:…` has no tag for a lock to key, and needs none.
+        Err(_) => reference.split_once('@').is_some_and(|(name, d)| !name.is_empty() && is_digest(d)),
     }
 }
 

@@ -107,7 +107,14 @@ fn perf(global: &Global, model_gb: Option<f64>) -> Result<u8> {
     } else {
         false
     };
-    let input = crate::doctor::perf::PerfInput { facts: &facts, tuning: &tuning, model_gb, sandbox };
+    // The engine on this machine belongs to the host only when the host is this machine.
+    let engine = if host.is_real_host() {
+        let endpoint = crate::observe::docker::endpoint(&|k| std::env::var(k).ok(), None);
+        super::runtime()?.block_on(crate::doctor::live::storage(&endpoint))
+    } else {
+        crate::doctor::perf_engine::Engine::NotAsked
+    };
+    let input = crate::doctor::perf::PerfInput { facts: &facts, tuning: &tuning, model_gb, sandbox, engine: &engine };
     let findings = crate::doctor::perf::findings(&input);
     if global.json {
         #[derive(Serialize)]

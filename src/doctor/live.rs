@@ -231,6 +231,33 @@ pub async fn engine_findings(endpoint: &crate::observe::docker::Endpoint, nvidia
     out
 }
 
+/// `docker info`'s storage driver for `doctor --perf`'s rule (`perf_engine`): no engine, or
+/// one that does not answer in time, is an answer too, so `--perf` never fails on it.
+pub async fn storage(endpoint: &crate::observe::docker::Endpoint) -> crate::doctor::perf_engine::Engine {
+    use crate::doctor::perf_engine::Engine;
+    let docker = match crate::observe::docker::connect(endpoint) {
+        Ok(d) => d,
+        Err(e) => return Engine::Unanswered(e.to_string()),
+    };
+    let info = match tokio::time::timeout(crate::observe::CALL_TIMEOUT, docker.info()).await {
+        Ok(Ok(info)) => info,
+        Ok(Err(e)) => {
+            return Engine::Unanswered(crate::secrets::blank_passwords(&format!("{}: {e}", endpoint.shown())));
+        }
+        Err(_) => return Engine::Unanswered(format!("{}: no answer in time", endpoint.shown())),
+    };
+    let status = info
+        .driver_status
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|pair| match pair.as_slice() {
+            [k, v] => Some((k.clone(), v.clone())),
+            _ => None,
+        })
+        .collect();
+    Engine::Answered { driver: info.driver.unwrap_or_default(), status }
+}
+
 /// The spec files in the CDI directories (bounded reads; a directory that is not there is
 /// no spec).
 fn read_cdi_specs(dirs: &[String]) -> Vec<(String, String)> {

@@ -5,6 +5,7 @@
 pub mod firmware;
 pub mod live;
 pub mod perf;
+pub mod perf_engine;
 pub mod perf_gpu;
 pub mod perf_power;
 

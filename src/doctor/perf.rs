@@ -101,6 +101,8 @@ pub struct PerfInput<'a> {
     pub model_gb: Option<f64>,
     /// The config asks for `[sandbox]`: its host prerequisites are checked too.
     pub sandbox: bool,
+    /// What the Docker engine said of its storage driver.
+    pub engine: &'a super::perf_engine::Engine,
 }
 
 /// One rule: the findings it makes of the input (none when it has nothing to say).
@@ -132,6 +134,7 @@ pub const RULES: &[(&str, Rule)] = &[
     ("sandbox-kvm", super::perf_power::sandbox_kvm),
     ("sandbox-iommu", super::perf_power::sandbox_iommu),
     ("sandbox-split-lock", super::perf_power::sandbox_split_lock),
+    ("storage-driver", super::perf_engine::storage_driver),
 ];
 
 /// The advice for this host, most severe first.
@@ -494,7 +497,13 @@ pub(crate) mod tests {
     }
 
     fn run(facts: &Facts, t: &Tuning, model_gb: Option<f64>) -> Vec<PerfFinding> {
-        findings(&PerfInput { facts, tuning: t, model_gb, sandbox: false })
+        findings(&PerfInput {
+            facts,
+            tuning: t,
+            model_gb,
+            sandbox: false,
+            engine: &crate::doctor::perf_engine::Engine::NotAsked,
+        })
     }
 
     fn code<'a>(f: &'a [PerfFinding], code: &str) -> &'a PerfFinding {
@@ -504,7 +513,16 @@ pub(crate) mod tests {
     /// The rule of that name alone, on `t`.
     fn rule(name: &str, facts: &Facts, t: &Tuning, model_gb: Option<f64>) -> Vec<(Level, String)> {
         let (_, rule) = RULES.iter().find(|(n, _)| *n == name).unwrap_or_else(|| panic!("no rule {name}"));
-        rule(&PerfInput { facts, tuning: t, model_gb, sandbox: false }).into_iter().map(|f| (f.level, f.code)).collect()
+        rule(&PerfInput {
+            facts,
+            tuning: t,
+            model_gb,
+            sandbox: false,
+            engine: &crate::doctor::perf_engine::Engine::NotAsked,
+        })
+        .into_iter()
+        .map(|f| (f.level, f.code))
+        .collect()
     }
 
     #[test]

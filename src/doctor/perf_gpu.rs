@@ -225,10 +225,16 @@ mod tests {
         let (facts, mut t) = crate::doctor::perf::tests::host("plain-laptop-amd");
         t.gpu = gpu;
         let (_, f) = RULES.iter().find(|(n, _)| *n == rule).unwrap();
-        f(&PerfInput { facts: &facts, tuning: &t, model_gb: None, sandbox: false })
-            .into_iter()
-            .map(|x| (x.level, x.code))
-            .collect()
+        f(&PerfInput {
+            facts: &facts,
+            tuning: &t,
+            model_gb: None,
+            sandbox: false,
+            engine: &crate::doctor::perf_engine::Engine::NotAsked,
+        })
+        .into_iter()
+        .map(|x| (x.level, x.code))
+        .collect()
     }
 
     fn freq(layout: FreqLayout, min: u32, max: u32, boost: Option<u32>) -> GpuTuning {

@@ -322,10 +322,16 @@ mod tests {
         let (facts, mut t) = crate::doctor::perf::tests::host("plain-laptop-amd");
         t.power = power;
         let (_, f) = RULES.iter().find(|(n, _)| *n == rule).unwrap();
-        f(&PerfInput { facts: &facts, tuning: &t, model_gb: None, sandbox })
-            .into_iter()
-            .map(|x| (x.level, x.code))
-            .collect()
+        f(&PerfInput {
+            facts: &facts,
+            tuning: &t,
+            model_gb: None,
+            sandbox,
+            engine: &crate::doctor::perf_engine::Engine::NotAsked,
+        })
+        .into_iter()
+        .map(|x| (x.level, x.code))
+        .collect()
     }
 
     /// A rule, its input, whether `[sandbox]` is on, the findings wanted.
