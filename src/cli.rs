@@ -820,6 +820,12 @@ pub struct RenderArgs {
     /// The directory to write into (created if missing; files k3d-gpu wrote are replaced).
     #[arg(long, value_name = "DIR")]
     pub out: PathBuf,
+
+    /// Write a set Flux's kustomize-controller applies unchanged (docs/flux.md): refused when
+    /// an object would carry a secret value; an existing cluster's node labels go to
+    /// DIR/node-labels/, a set of their own the top kustomization.yaml does not list.
+    #[arg(long)]
+    pub flux: bool,
 }
 
 #[derive(Debug, Args)]

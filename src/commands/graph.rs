@@ -247,7 +247,7 @@ fn holds_secret(text: &str) -> bool {
 
 pub fn render(global: &Global, args: &RenderArgs) -> Result<u8> {
     let graph = super::inputs::compile(global, &super::load_config(global)?)?.graph;
-    let files = render_files(&graph);
+    let files = if args.flux { super::flux::files(&graph)? } else { render_files(&graph) };
     // Only about what it writes: an image no file deploys (the node image's bases) is not
     // render's to pin.
     let rendered = |image: &str| files.values().any(|text| text.contains(image));

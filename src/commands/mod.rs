@@ -10,6 +10,7 @@ mod detect;
 mod doctor;
 mod facts;
 mod fleet;
+mod flux;
 pub(crate) mod graph;
 mod host_setup;
 mod images;
