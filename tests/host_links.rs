@@ -87,6 +87,12 @@ fn the_default_store_is_judged_by_where_its_links_lead() {
     assert_eq!(out.status.code(), Some(0), "{}", all(&out));
     let found = warnings(&out, "model-dir-sensitive-path");
     assert!(found.len() == 1 && found[0].contains("the default model store"), "{found:?}");
+
+    // A home whose resolved name k3d's volume syntax would split is refused, not mounted.
+    let odd = tmp.path().join("a:b");
+    let out = plan(tmp.path(), &odd, "", &root());
+    assert_eq!(out.status.code(), Some(1), "{}", all(&out));
+    assert!(all(&out).contains("which may not hold ':'"), "{}", all(&out));
 }
 
 /// The create names the directory the nodes mount, in JSON and text, and the model servers'

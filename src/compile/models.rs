@@ -67,11 +67,18 @@ pub fn cluster_spec(cx: &mut Context) -> Value {
         }
         _ => String::new(),
     };
+    let written_ok = dir.as_deref().is_none_or(|d| check_dir(d).is_ok());
     if let Some(h) = &host
         && h.trim_end_matches('/').is_empty()
-        && dir.as_deref().is_none_or(|d| check_dir(d).is_ok())
+        && written_ok
     {
         refuse(cx, "is a link to the root directory".to_string());
+    } else if let Some(h) = &host
+        && written_ok
+        && let Err(why) = check_dir(h)
+    {
+        // A link (or HOME) can lead to a name k3d's volume syntax cannot carry.
+        refuse(cx, format!("resolves to {}, which {why}", crate::escape::quoted(h)));
     } else if let Some(why) = judged.and_then(super::user_volumes::sensitive) {
         cx.warn(
             "model-dir-sensitive-path",
