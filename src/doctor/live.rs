@@ -255,7 +255,11 @@ pub async fn storage(endpoint: &crate::observe::docker::Endpoint) -> crate::doct
             _ => None,
         })
         .collect();
-    Engine::Answered { driver: info.driver.unwrap_or_default(), status }
+    // The printed fix edits /etc/docker/daemon.json and restarts the system service: right only
+    // for the system daemon on its default socket, not a rootless, remote or VM engine.
+    let default_socket = matches!(endpoint.host.as_str(), "unix:///var/run/docker.sock" | "unix:///run/docker.sock");
+    let rootless = info.security_options.unwrap_or_default().iter().any(|o| o.split(',').any(|p| p == "name=rootless"));
+    Engine::Answered { driver: info.driver.unwrap_or_default(), status, system: default_socket && !rootless }
 }
 
 /// The spec files in the CDI directories (bounded reads; a directory that is not there is

@@ -20,8 +20,10 @@ pub enum Engine {
     /// Asked and not answered (no engine, no permission on its socket): why, as the engine
     /// or the connection said it (host text, escaped when shown).
     Unanswered(String),
-    /// `docker info`'s `Driver` and `DriverStatus` pairs.
-    Answered { driver: String, status: Vec<(String, String)> },
+    /// `docker info`'s `Driver` and `DriverStatus` pairs, and whether the engine is the
+    /// system daemon on the default socket (not rootless, remote or in a VM): only its
+    /// settings are /etc/docker/daemon.json's, so only it gets apply and revert commands.
+    Answered { driver: String, status: Vec<(String, String)>, system: bool },
 }
 
 /// `docker info`'s DriverStatus key and value that say the images live in containerd's
@@ -32,7 +34,7 @@ const SNAPSHOTTER: (&str, &str) = ("driver-type", "io.containerd.snapshotter.v1"
 /// fast path; vfs copies each layer whole, devicemapper and aufs are gone from current
 /// engines, fuse-overlayfs runs overlay in user space.
 pub fn storage_driver(input: &PerfInput) -> Vec<PerfFinding> {
-    let (driver, status) = match input.engine {
+    let (driver, status, system) = match input.engine {
         Engine::NotAsked => return Vec::new(),
         Engine::Unanswered(why) => {
             return vec![
@@ -45,7 +47,7 @@ pub fn storage_driver(input: &PerfInput) -> Vec<PerfFinding> {
                 .cites(SOURCE),
             ];
         }
-        Engine::Answered { driver, status } => (driver.as_str(), status),
+        Engine::Answered { driver, status, system } => (driver.as_str(), status, *system),
     };
     let snapshotter = status.iter().any(|(k, val)| k == SNAPSHOTTER.0 && val.starts_with(SNAPSHOTTER.1));
     let shown: Vec<String> = status.iter().map(|(k, val)| format!("{}={}", v(k), v(val))).collect();
@@ -59,9 +61,16 @@ pub fn storage_driver(input: &PerfInput) -> Vec<PerfFinding> {
             "{why} (after a switch the engine no longer sees the images and containers made under {}: `k3d-gpu destroy`, then `k3d-gpu apply`)",
             v(driver)
         );
-        finding(Level::Warn, "perf-storage-driver", why, evidence.clone())
-            .commands(switch_to("overlay2"), Some(switch_to(driver)))
-            .cites(SOURCE)
+        if system {
+            finding(Level::Warn, "perf-storage-driver", why, evidence.clone())
+                .commands(switch_to("overlay2"), Some(switch_to(driver)))
+                .cites(SOURCE)
+        } else {
+            let why = format!(
+                "{why}; this engine is not the system daemon on /var/run/docker.sock (rootless, remote or in a VM), so set `storage-driver` in its own daemon.json (rootless: ~/.config/docker/daemon.json, then `systemctl --user restart docker`)"
+            );
+            finding(Level::Warn, "perf-storage-driver", why, evidence.clone()).cites(SOURCE)
+        }
     };
     let f = match driver {
         "overlay2" => finding(Level::Info, "perf-storage-driver", "the engine stores images with overlay2".into(), evidence.clone())
@@ -97,21 +106,17 @@ pub fn storage_driver(input: &PerfInput) -> Vec<PerfFinding> {
 }
 
 /// Sets `storage-driver` in /etc/docker/daemon.json (its other settings kept, the nvidia
-/// runtime among them) and restarts the engine. Images and containers made under the old
-/// driver are not visible under the new one until it is switched back, so the text of the
-/// docs says to recreate the cluster after.
+/// runtime among them; a missing file starts empty) and restarts the engine. One `sh -e`, so a
+/// missing `jq` or a daemon.json jq cannot parse stops it before anything is moved over the
+/// file: a pipeline into `tee` would have replaced it with nothing. The driver and the jq
+/// filter are the script's arguments, never part of its text. Images and containers made
+/// under the old driver are not visible under the new one until it is switched back, so the
+/// finding says to recreate the cluster after.
 fn switch_to(driver: &str) -> Command {
-    const CONFIG: &str = "/etc/docker/daemon.json";
-    const NEXT: &str = "/etc/docker/daemon.json.k3d-gpu";
-    Command::new("sudo")
-        .lit("jq")
-        .opt("--arg", "d")
-        .arg(driver)
-        .arg(".\"storage-driver\" = $d")
-        .lit(CONFIG)
-        .pipe(Command::new("sudo").lit("tee").lit(NEXT).lit(">").lit("/dev/null"))
-        .and(Command::new("sudo").lit("mv").lit(NEXT).lit(CONFIG))
-        .and(Command::new("sudo").lit("systemctl restart docker"))
+    const SCRIPT: &str = "set -e; f=/etc/docker/daemon.json; command -v jq >/dev/null || { echo \"jq is needed\" >&2; exit 1; }; \
+if [ -s \"$f\" ]; then jq --arg d \"$1\" \"$2\" \"$f\" >\"$f.k3d-gpu\"; else jq -n --arg d \"$1\" \"$2\" >\"$f.k3d-gpu\"; fi; \
+test -s \"$f.k3d-gpu\"; mv \"$f.k3d-gpu\" \"$f\"; systemctl restart docker";
+    Command::new("sudo").lit("sh").lit("-c").arg(SCRIPT).lit("sh").arg(driver).arg(".[\"storage-driver\"] = $d")
 }
 
 #[cfg(test)]
@@ -127,6 +132,7 @@ mod tests {
         Engine::Answered {
             driver: driver.into(),
             status: status.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect(),
+            system: true,
         }
     }
 
@@ -172,15 +178,86 @@ mod tests {
         assert!(unknown[0].text.contains("does not know"), "{unknown:?}");
     }
 
+    /// Runs a printed command as a shell would, against `dir/daemon.json` instead of
+    /// /etc/docker/daemon.json, with `sudo` and `systemctl` stand-ins (systemctl records its
+    /// call) and jq only where `jq` is true. Returns whether it succeeded and whether the
+    /// engine was restarted.
+    fn run_printed(command: &str, dir: &std::path::Path, jq: bool) -> (bool, bool) {
+        use std::os::unix::fs::PermissionsExt;
+        let bin = dir.join("bin");
+        std::fs::create_dir_all(&bin).unwrap();
+        let script = |name: &str, body: &str| {
+            let path = bin.join(name);
+            std::fs::write(&path, format!("#!/bin/sh\n{body}\n")).unwrap();
+            std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+        };
+        script("sudo", "exec \"$@\"");
+        script("systemctl", &format!("echo \"$*\" > {}/restarted", dir.display()));
+        for tool in ["sh", "mv"].into_iter().chain(jq.then_some("jq")) {
+            let real = ["/usr/bin", "/bin"].iter().map(|d| std::path::Path::new(d).join(tool)).find(|p| p.exists());
+            std::os::unix::fs::symlink(
+                real.unwrap_or_else(|| panic!("{tool} is needed for this test")),
+                bin.join(tool),
+            )
+            .unwrap();
+        }
+        let command = command.replace("/etc/docker/daemon.json", &dir.join("daemon.json").display().to_string());
+        let status = std::process::Command::new("/bin/sh")
+            .arg("-c")
+            .arg(command)
+            .env_clear()
+            .env("PATH", &bin)
+            .status()
+            .unwrap();
+        (status.success(), dir.join("restarted").exists())
+    }
+
+    /// The fix, run as printed: sets overlay2 and keeps the nvidia runtime and data-root; with
+    /// no jq, or a daemon.json jq cannot read, daemon.json is left as it was and the engine is
+    /// not restarted (a `jq … | tee` pipeline emptied it); a missing daemon.json is made.
     #[test]
-    fn the_fix_sets_overlay2_and_the_revert_puts_back_what_was_found() {
+    fn the_fix_run_as_printed_keeps_daemon_json_whole_or_changes_nothing() {
         let f = &run(answered("vfs", &[]))[0];
-        assert_eq!(
-            f.fix.as_deref().unwrap(),
-            "sudo jq --arg d overlay2 '.\"storage-driver\" = $d' /etc/docker/daemon.json | sudo tee /etc/docker/daemon.json.k3d-gpu > /dev/null && sudo mv /etc/docker/daemon.json.k3d-gpu /etc/docker/daemon.json && sudo systemctl restart docker"
-        );
-        assert!(f.revert.as_deref().unwrap().starts_with("sudo jq --arg d vfs "), "{f:?}");
+        let fix = f.fix.as_deref().unwrap();
+        assert!(f.revert.as_deref().unwrap().contains(" vfs "), "{f:?}");
         assert_eq!(f.evidence, "docker info: Driver vfs");
+        let kept = r#"{"data-root":"/srv/docker","runtimes":{"nvidia":{"path":"nvidia-container-runtime"}}}"#;
+        let cases: &[(Option<&str>, bool, bool)] = &[
+            (Some(kept), true, true),
+            (Some(kept), false, false),
+            (Some("{not json"), true, false),
+            (None, true, true),
+        ];
+        for (before, jq, works) in cases {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("daemon.json");
+            if let Some(text) = before {
+                std::fs::write(&file, text).unwrap();
+            }
+            let (ok, restarted) = run_printed(fix, dir.path(), *jq);
+            assert_eq!((ok, restarted), (*works, *works), "{before:?} jq={jq}");
+            let after = std::fs::read_to_string(&file).ok();
+            if *works {
+                let doc: serde_json::Value = serde_json::from_str(after.as_deref().unwrap()).unwrap();
+                assert_eq!(doc["storage-driver"], "overlay2", "{doc}");
+                if before.is_some() {
+                    assert_eq!(doc["data-root"], "/srv/docker", "{doc}");
+                    assert_eq!(doc["runtimes"]["nvidia"]["path"], "nvidia-container-runtime", "{doc}");
+                }
+            } else {
+                assert_eq!(after.as_deref(), *before, "jq={jq}: daemon.json changed");
+            }
+        }
+    }
+
+    /// A rootless, remote or VM engine is not configured by /etc/docker/daemon.json: the
+    /// finding says where its settings are and prints no command that would edit the system's.
+    #[test]
+    fn an_engine_that_is_not_the_system_daemon_gets_no_commands() {
+        let engine = Engine::Answered { driver: "fuse-overlayfs".into(), status: Vec::new(), system: false };
+        let f = &run(engine)[0];
+        assert_eq!((f.level, f.fix.as_deref(), f.revert.as_deref()), (Level::Warn, None, None), "{f:?}");
+        assert!(f.text.contains("~/.config/docker/daemon.json"), "{f:?}");
     }
 
     #[test]
