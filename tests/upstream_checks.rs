@@ -1963,7 +1963,7 @@ fn metrics_stack_problems(up: &toml::Table, objects: &[Value]) -> Vec<String> {
         if run_as(o, c) != gr["uid"].as_integer() {
             out.push(format!("grafana: runs as {:?}, the image's user is {}", run_as(o, c), gr["uid"]));
         }
-        if !mount_of(o, c, data).is_some_and(|v| v.get("persistentVolumeClaim").is_some()) {
+        if mount_of(o, c, data).is_none_or(|v| v.get("persistentVolumeClaim").is_none()) {
             out.push(format!("grafana: {data} is not its data volume"));
         }
         for (dir, kind) in [("datasources", "datasource"), ("dashboards", "provider")] {
@@ -2047,7 +2047,8 @@ fn the_metrics_stack_check_catches_names_upstream_does_not_define() {
     let find = |objects: &mut Vec<Value>, kind: &str, name: &str| -> usize {
         objects.iter().position(|o| o["kind"] == kind && o["metadata"]["name"] == name).unwrap()
     };
-    let cases: Vec<(&str, Box<dyn Fn(&mut Vec<Value>)>)> = vec![
+    type Mutation<'a> = Box<dyn Fn(&mut Vec<Value>) + 'a>;
+    let cases: Vec<(&str, Mutation)> = vec![
         (
             "--collector.rapl.zones",
             Box::new(|o| {
