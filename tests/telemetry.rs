@@ -324,6 +324,9 @@ fn grafana_signs_in_as_the_chat_ui_does_and_shows_the_dashboard() {
     assert_eq!(env["GF_AUTH_ANONYMOUS_ENABLED"], "false");
     assert_eq!(env["GF_USERS_ALLOW_SIGN_UP"], "false");
     assert_eq!(env["GF_ANALYTICS_CHECK_FOR_UPDATES"], "false");
+    // Nothing fetched from grafana.com: no plugin installs, no plugin-signing key downloads.
+    assert_eq!(env["GF_PLUGINS_PREINSTALL_DISABLED"], "true");
+    assert_eq!(env["GF_PLUGINS_PUBLIC_KEY_RETRIEVAL_DISABLED"], "true");
     // The password is generated in the pod, never written in the graph.
     assert!(!env.contains_key("GF_SECURITY_ADMIN_PASSWORD"));
     assert_eq!(env["GF_SECURITY_ADMIN_PASSWORD__FILE"], "/var/lib/grafana/.k3d-gpu-admin-password");

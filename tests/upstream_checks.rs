@@ -1766,3 +1766,389 @@ fn the_dashboard_queries_only_metrics_the_exporters_define() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     assert!(used.len() >= 15, "{used:?}");
 }
+
+/// Where a name `up` (tests/upstream/telemetry-stack.toml) does not know is used by the
+/// metrics stack among `objects`: node-exporter's and Prometheus's flags, Prometheus's
+/// configuration file (followed from `--config.file` through its mount to the ConfigMap),
+/// Grafana's GF_* variables, provisioning files and paths. Upstream's YAML readers drop an
+/// unknown field silently and Grafana ignores a GF_* variable that names no key of its ini
+/// files, so a misspelt name would deploy cleanly and do nothing.
+fn metrics_stack_problems(up: &toml::Table, objects: &[Value]) -> Vec<String> {
+    let strings = |t: &toml::Value, k: &str| -> Vec<String> { toml_strings(&t[k]) };
+    let mut out = Vec::new();
+    let containers_of = |image: &str| -> Vec<(&Value, &Value)> {
+        objects
+            .iter()
+            .flat_map(|o| {
+                let list = o["spec"]["template"]["spec"]["containers"].as_array().cloned().unwrap_or_default();
+                let n = list.len();
+                (0..n).map(move |i| (o, i))
+            })
+            .filter_map(|(o, i)| {
+                let c = &o["spec"]["template"]["spec"]["containers"][i];
+                c["image"].as_str().is_some_and(|s| s.starts_with(image)).then_some((o, c))
+            })
+            .collect()
+    };
+    let args = |c: &Value| -> Vec<(String, Option<String>)> {
+        c["args"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|a| a.as_str()?.strip_prefix("--"))
+            .map(|a| match a.split_once('=') {
+                Some((n, v)) => (n.to_string(), Some(v.to_string())),
+                None => (a.to_string(), None),
+            })
+            .collect()
+    };
+    let mount_of = |o: &Value, c: &Value, path: &str| -> Option<Value> {
+        let m = c["volumeMounts"].as_array()?.iter().find(|m| m["mountPath"] == path)?;
+        let vols = o["spec"]["template"]["spec"]["volumes"].as_array()?;
+        vols.iter().find(|v| v["name"] == m["name"]).cloned()
+    };
+    let run_as = |o: &Value, c: &Value| {
+        c["securityContext"]["runAsUser"]
+            .as_i64()
+            .or(o["spec"]["template"]["spec"]["securityContext"]["runAsUser"].as_i64())
+    };
+
+    // node-exporter.
+    let ne = &up["node_exporter"];
+    let (flags, bools, collectors) = (strings(ne, "flags"), strings(ne, "bool_flags"), strings(ne, "collectors"));
+    let found = containers_of(ne["image"].as_str().unwrap());
+    if found.is_empty() {
+        out.push("no node-exporter container".into());
+    }
+    for (o, c) in found {
+        let mut rapl = strings(ne, "default_enabled").contains(&"rapl".to_string());
+        let mut sysfs = "/sys".to_string();
+        for (name, value) in args(c) {
+            let negated = name.strip_prefix("no-");
+            let collector = |n: &str| n.strip_prefix("collector.").is_some_and(|c| collectors.iter().any(|k| k == c));
+            let known = match (negated, &value) {
+                (Some(n), None) => bools.iter().any(|b| b == n) || collector(n),
+                (Some(_), Some(_)) => false,
+                (None, _) => flags.contains(&name) || collector(&name),
+            };
+            if !known {
+                out.push(format!("node-exporter: --{name} is not a flag of {}", ne["image"]));
+            }
+            match (name.as_str(), &value) {
+                ("collector.rapl", None) => rapl = true,
+                ("no-collector.rapl", None) | ("collector.disable-defaults", None) => rapl = false,
+                ("path.sysfs", Some(v)) => sysfs = v.clone(),
+                _ => {}
+            }
+        }
+        if rapl {
+            // energy_uj is root's only: RAPL needs the host's sysfs at path.sysfs, read as root.
+            let host = mount_of(o, c, &sysfs).and_then(|v| v["hostPath"]["path"].as_str().map(String::from));
+            if host.as_deref() != Some("/sys") {
+                out.push(format!("node-exporter: RAPL on but --path.sysfs={sysfs} is not the host's /sys"));
+            }
+            if run_as(o, c) != Some(0) {
+                out.push("node-exporter: RAPL on but not run as root (energy_uj is mode 0400 root)".into());
+            }
+        }
+    }
+
+    // Prometheus: flags, then its configuration file.
+    let pr = &up["prometheus"];
+    let pconf = pr["config"].as_table().unwrap();
+    let found = containers_of(pr["image"].as_str().unwrap());
+    if found.is_empty() {
+        out.push("no Prometheus container".into());
+    }
+    for (o, c) in found {
+        let mut file = None;
+        for (name, value) in args(c) {
+            if !strings(pr, "flags").contains(&name) {
+                out.push(format!("prometheus: --{name} is not a flag of {}", pr["image"]));
+            }
+            if name == "config.file" {
+                file = value;
+            }
+        }
+        if c["readinessProbe"]["httpGet"]["path"].as_str() != pr["ready_path"].as_str() {
+            out.push(format!("prometheus: readiness path {}", c["readinessProbe"]["httpGet"]["path"]));
+        }
+        let Some(file) = file else {
+            out.push("prometheus: no --config.file".into());
+            continue;
+        };
+        let (dir, key) = file.rsplit_once('/').unwrap();
+        let cm = mount_of(o, c, dir).and_then(|v| v["configMap"]["name"].as_str().map(String::from));
+        let text = objects
+            .iter()
+            .find(|m| m["kind"] == "ConfigMap" && cm.as_deref().is_some_and(|n| m["metadata"]["name"] == n))
+            .and_then(|m| m["data"][key].as_str());
+        let Some(config) = text.and_then(|t| serde_json::from_str::<Value>(t).ok()) else {
+            out.push(format!("prometheus: {file} is not a ConfigMap key mounted there"));
+            continue;
+        };
+        let fields = |v: &Value, allowed: &[String], at: &str, out: &mut Vec<String>| {
+            for k in v.as_object().into_iter().flat_map(|m| m.keys()) {
+                if !allowed.contains(k) {
+                    out.push(format!("prometheus config: {at}.{k} is not a field Prometheus reads"));
+                }
+            }
+        };
+        let list = |k: &str| toml_strings(&pconf[k]);
+        fields(&config, &list("top"), "", &mut out);
+        fields(&config["global"], &list("global"), "global", &mut out);
+        let mut job_fields = list("scrape_config");
+        job_fields.extend(list("sd_mechanisms").iter().map(|m| format!("{m}_sd_configs")));
+        job_fields.push("static_configs".into());
+        for job in config["scrape_configs"].as_array().into_iter().flatten() {
+            let at = format!("scrape_configs[{}]", job["job_name"]);
+            fields(job, &job_fields, &at, &mut out);
+            for s in job["static_configs"].as_array().into_iter().flatten() {
+                fields(s, &list("static_config"), &format!("{at}.static_configs"), &mut out);
+            }
+            for d in job["dns_sd_configs"].as_array().into_iter().flatten() {
+                fields(d, &list("dns_sd_config"), &format!("{at}.dns_sd_configs"), &mut out);
+                let kind = d["type"].as_str().unwrap_or("SRV").to_uppercase();
+                if !list("dns_sd_types").contains(&kind) {
+                    out.push(format!("prometheus config: {at}: DNS-SD type {kind}"));
+                }
+                if kind != "SRV" && d["port"].as_u64().unwrap_or(0) == 0 {
+                    out.push(format!("prometheus config: {at}: a {kind} lookup needs a port"));
+                }
+            }
+            for key in ["relabel_configs", "metric_relabel_configs"] {
+                for r in job[key].as_array().into_iter().flatten() {
+                    fields(r, &list("relabel_config"), &format!("{at}.{key}"), &mut out);
+                }
+            }
+        }
+    }
+
+    // Grafana: GF_* variables, paths, provisioning files.
+    let gr = &up["grafana"];
+    let sections = gr["config"].as_table().unwrap();
+    let env_keys: Vec<String> = sections
+        .iter()
+        .flat_map(|(s, keys)| {
+            toml_strings(keys).into_iter().map(move |k| {
+                format!("GF_{}_{}", s.replace(['.', '-'], "_"), k.replace(['.', '-'], "_")).to_uppercase()
+            })
+        })
+        .collect();
+    let found = containers_of(gr["image"].as_str().unwrap());
+    if found.is_empty() {
+        out.push("no Grafana container".into());
+    }
+    let data = gr["data"].as_str().unwrap();
+    let provisioning = gr["provisioning"].as_str().unwrap();
+    for (o, c) in found {
+        let mounts: Vec<&str> =
+            c["volumeMounts"].as_array().into_iter().flatten().filter_map(|m| m["mountPath"].as_str()).collect();
+        let under_mount = |p: &str| mounts.iter().any(|m| p.starts_with(&format!("{m}/")));
+        for e in c["env"].as_array().into_iter().flatten() {
+            let name = e["name"].as_str().unwrap();
+            let Some(key) = name.strip_prefix("GF_").map(|_| name.trim_end_matches("__FILE")) else { continue };
+            if !env_keys.iter().any(|k| k == key) {
+                out.push(format!("grafana: {name} names no key of conf/defaults.ini"));
+            }
+            let value = e["value"].as_str().unwrap_or("");
+            if (name.ends_with("__FILE") || name.ends_with("_PATH")) && !under_mount(value) {
+                out.push(format!("grafana: {name}={value} is on no volume of the pod"));
+            }
+        }
+        let start = c["command"].as_array().and_then(|a| a.last()).and_then(|s| s.as_str()).unwrap_or("");
+        if !start.trim_end().ends_with(&format!("exec {}", gr["entrypoint"].as_str().unwrap())) {
+            out.push("grafana: the start does not end in the image's entrypoint (GF_*__FILE is read there)".into());
+        }
+        if run_as(o, c) != gr["uid"].as_integer() {
+            out.push(format!("grafana: runs as {:?}, the image's user is {}", run_as(o, c), gr["uid"]));
+        }
+        if mount_of(o, c, data).is_none_or(|v| v.get("persistentVolumeClaim").is_none()) {
+            out.push(format!("grafana: {data} is not its data volume"));
+        }
+        for (dir, kind) in [("datasources", "datasource"), ("dashboards", "provider")] {
+            let path = format!("{provisioning}/{dir}");
+            let Some(cm) = mount_of(o, c, &path).and_then(|v| v["configMap"]["name"].as_str().map(String::from)) else {
+                out.push(format!("grafana: nothing mounted at {path}"));
+                continue;
+            };
+            let map = objects.iter().find(|m| m["kind"] == "ConfigMap" && m["metadata"]["name"] == cm.as_str());
+            for text in map.and_then(|m| m["data"].as_object()).into_iter().flat_map(|d| d.values()) {
+                let file: Value = serde_json::from_str(text.as_str().unwrap()).unwrap();
+                let (top, list) =
+                    if kind == "datasource" { ("datasources", "datasources") } else { ("providers", "providers") };
+                let allowed = strings(gr, &format!("{top}_file"));
+                for k in file.as_object().unwrap().keys().filter(|k| !allowed.contains(k)) {
+                    out.push(format!("grafana {dir}: {k} is not a field of the provisioning file"));
+                }
+                if file["apiVersion"] != 1 {
+                    out.push(format!("grafana {dir}: apiVersion {}", file["apiVersion"]));
+                }
+                for item in file[list].as_array().into_iter().flatten() {
+                    for k in item.as_object().unwrap().keys().filter(|k| !strings(gr, kind).contains(k)) {
+                        out.push(format!("grafana {dir}: {kind} field {k} is not one Grafana reads"));
+                    }
+                    if kind == "datasource" {
+                        let access = item["access"].as_str().unwrap_or("proxy").to_string();
+                        if !strings(gr, "datasource_access").contains(&access) {
+                            out.push(format!("grafana {dir}: access {access}"));
+                        }
+                    } else {
+                        for (k, v) in item["options"].as_object().into_iter().flatten() {
+                            if !strings(gr, "provider_options").contains(k) {
+                                out.push(format!("grafana {dir}: option {k} is not one the file provider reads"));
+                            }
+                            if k == "path" && !mounts.contains(&v.as_str().unwrap_or("")) {
+                                out.push(format!("grafana {dir}: path {v} is no mount of the pod"));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+fn telemetry_facts() -> toml::Table {
+    let text = std::fs::read_to_string(support::repo().join("tests/upstream/telemetry-stack.toml")).unwrap();
+    toml::from_str(&text).unwrap()
+}
+
+fn telemetry_objects(toml_text: &str, host: &str) -> Vec<Value> {
+    let config = k3d_gpu::config::load_str("k3dgpu.toml", toml_text).unwrap();
+    let catalog = k3d_gpu::catalog::Catalog::embedded().unwrap();
+    let graph = k3d_gpu::compile::compile(&config, &support::facts_of(host), &catalog).unwrap();
+    graph.resources().filter(|r| r.kind == ResourceKind::Object).map(|r| r.spec.clone()).collect()
+}
+
+/// Issue 43: the metrics stack's flags, configuration fields, GF_* variables and paths are
+/// names Prometheus v3.13.2, node-exporter v1.12.1 and Grafana (13.1.3, as stored) define
+/// (tests/upstream/telemetry-stack.toml).
+#[test]
+fn the_metrics_stack_uses_only_names_its_upstreams_define() {
+    let up = telemetry_facts();
+    for (toml_text, host) in [
+        ("[sharing]\nmonitoring = true\n[telemetry]\n[agent]\n", "desktop-rpl-nvidia"),
+        ("[sharing]\nmonitoring = true\n[telemetry]\n", "arc-b580-xe-rpl-igpu"),
+        ("[agent]\n[addons.stt]\n[telemetry]\n", "lunar-lake-npu"),
+        ("[telemetry]\n", "plain-laptop-amd"),
+    ] {
+        let objects = telemetry_objects(toml_text, host);
+        let problems = metrics_stack_problems(&up, &objects);
+        assert!(problems.is_empty(), "{host}:\n{}", problems.join("\n"));
+    }
+}
+
+#[test]
+fn the_metrics_stack_check_catches_names_upstream_does_not_define() {
+    let up = telemetry_facts();
+    let objects = telemetry_objects("[sharing]\nmonitoring = true\n[telemetry]\n", "arc-b580-xe-rpl-igpu");
+    let find = |objects: &mut Vec<Value>, kind: &str, name: &str| -> usize {
+        objects.iter().position(|o| o["kind"] == kind && o["metadata"]["name"] == name).unwrap()
+    };
+    type Mutation<'a> = Box<dyn Fn(&mut Vec<Value>) + 'a>;
+    let cases: Vec<(&str, Mutation)> = vec![
+        (
+            "--collector.rapl.zones",
+            Box::new(|o| {
+                let i = find(o, "DaemonSet", "node-exporter");
+                o[i]["spec"]["template"]["spec"]["containers"][0]["args"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push("--collector.rapl.zones=all".into());
+            }),
+        ),
+        (
+            "--no-path.sysfs",
+            Box::new(|o| {
+                let i = find(o, "DaemonSet", "node-exporter");
+                o[i]["spec"]["template"]["spec"]["containers"][0]["args"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push("--no-path.sysfs".into());
+            }),
+        ),
+        (
+            "not run as root",
+            Box::new(|o| {
+                let i = find(o, "DaemonSet", "node-exporter");
+                o[i]["spec"]["template"]["spec"]["securityContext"]["runAsUser"] = 65534.into();
+            }),
+        ),
+        (
+            "--storage.tsdb.retention",
+            Box::new(|o| {
+                let i = find(o, "Deployment", "prometheus");
+                o[i]["spec"]["template"]["spec"]["containers"][0]["args"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push("--storage.tsdb.retention=15d".into());
+            }),
+        ),
+        (
+            "targetLabel",
+            Box::new(|o| {
+                let i = find(o, "ConfigMap", "prometheus");
+                let text =
+                    o[i]["data"]["prometheus.yml"].as_str().unwrap().replace("\"target_label\"", "\"targetLabel\"");
+                o[i]["data"]["prometheus.yml"] = text.into();
+            }),
+        ),
+        (
+            "a A lookup needs a port",
+            Box::new(|o| {
+                let i = find(o, "ConfigMap", "prometheus");
+                let text = o[i]["data"]["prometheus.yml"]
+                    .as_str()
+                    .unwrap()
+                    .replace("\"port\": 9100", "\"refresh_interval\": \"30s\"");
+                o[i]["data"]["prometheus.yml"] = text.into();
+            }),
+        ),
+        (
+            "GF_AUTH_ANONYMOUS names no key",
+            Box::new(|o| {
+                let i = find(o, "Deployment", "grafana");
+                o[i]["spec"]["template"]["spec"]["containers"][0]["env"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(serde_json::json!({"name": "GF_AUTH_ANONYMOUS", "value": "false"}));
+            }),
+        ),
+        (
+            "field is_default",
+            Box::new(|o| {
+                let i = find(o, "ConfigMap", "grafana-datasources");
+                let text =
+                    o[i]["data"]["datasources.yaml"].as_str().unwrap().replace("\"isDefault\"", "\"is_default\"");
+                o[i]["data"]["datasources.yaml"] = text.into();
+            }),
+        ),
+        (
+            "option folder",
+            Box::new(|o| {
+                let i = find(o, "ConfigMap", "grafana-dashboard-provider");
+                let text = o[i]["data"]["dashboards.yaml"].as_str().unwrap().replace("\"path\"", "\"folder\"");
+                o[i]["data"]["dashboards.yaml"] = text.into();
+            }),
+        ),
+        (
+            "nothing mounted at /etc/grafana/provisioning/datasources",
+            Box::new(|o| {
+                let i = find(o, "Deployment", "grafana");
+                for m in o[i]["spec"]["template"]["spec"]["containers"][0]["volumeMounts"].as_array_mut().unwrap() {
+                    if m["name"] == "datasources" {
+                        m["mountPath"] = "/etc/grafana/datasources".into();
+                    }
+                }
+            }),
+        ),
+    ];
+    for (expect, mutate) in cases {
+        let mut changed = objects.clone();
+        mutate(&mut changed);
+        let problems = metrics_stack_problems(&up, &changed);
+        assert!(problems.iter().any(|p| p.contains(expect)), "{expect}: {problems:#?}");
+    }
+}

@@ -331,10 +331,10 @@ pub fn resources(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) {
     grafana(cx, cluster_id, &ns, out);
 }
 
-/// node-exporter's flags (node_exporter v1.12.1: `collector/rapl_linux.go` registers the
-/// `rapl` collector, so `--collector.rapl` turns it on; `--path.procfs`/`--path.sysfs` in
-/// `collector/paths.go`). The filesystem collector would see the container's mounts, not the
-/// host's: off.
+/// node-exporter's flags (node_exporter v1.12.1; tests/upstream/telemetry-stack.toml). RAPL is
+/// on by default there; `--collector.rapl` keeps it on should a release change that default,
+/// since the dashboard's power panel depends on it. The filesystem collector would see the
+/// container's mounts, not the host's: off.
 pub fn node_exporter_args() -> Vec<String> {
     [
         "--path.procfs=/host/proc",
@@ -412,6 +412,8 @@ fn grafana(cx: &mut Context, cluster_id: &str, ns: &str, out: &mut Vec<Resource>
                         env("GF_ANALYTICS_CHECK_FOR_PLUGIN_UPDATES", "false"),
                         env("GF_NEWS_NEWS_FEED_ENABLED", "false"),
                         env("GF_PLUGINS_PREINSTALL_DISABLED", "true"),
+                        // Otherwise Grafana fetches plugin-signing keys from grafana.com.
+                        env("GF_PLUGINS_PUBLIC_KEY_RETRIEVAL_DISABLED", "true"),
                         env("GF_SECURITY_DISABLE_GRAVATAR", "true"),
                         env("GF_SECURITY_ADMIN_USER", ADMIN_USER),
                         env("GF_SECURITY_ADMIN_PASSWORD__FILE", PASSWORD_FILE),
