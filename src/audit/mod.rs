@@ -211,6 +211,16 @@ fn image_problem(running: &RunningImage, locks: &Locks) -> Option<String> {
     }
 }
 
+/// The part of a kubelet `Pulled` event's message that says it pulled (`Successfully pulled
+/// image "REF" …`), or `None` for "already present" and other messages. client-go's event
+/// correlator rewrites the 11th and later similar events of one object within ten minutes to
+/// `(combined from similar events): MESSAGE`, so a pod with many containers has its later
+/// pulls in that form (k8s.io/client-go/tools/record/events_cache.go).
+pub fn pulled(message: &str) -> Option<&str> {
+    let message = message.strip_prefix("(combined from similar events): ").unwrap_or(message);
+    message.starts_with("Successfully pulled").then_some(message)
+}
+
 /// Whether a kubelet `Pulled` event's image was pinned: the reference it quotes carries a
 /// digest, or a lock pins its `repo:tag`. Such a pull fetches the bytes the lock names (the
 /// image-digest rule checks what runs), so it is how a fresh `apply` starts, not drift: every
@@ -219,6 +229,7 @@ fn image_problem(running: &RunningImage, locks: &Locks) -> Option<String> {
 /// kubelet's message is `Successfully pulled image "REF" in …`; one it does not quote an image
 /// in is not pinned.
 fn pull_pinned(message: &str, locks: &Locks) -> bool {
+    let message = pulled(message).unwrap_or(message);
     let Some(reference) = message.split('"').nth(1) else { return false };
     match ImageRef::parse(reference) {
         Ok(image) => {

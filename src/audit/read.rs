@@ -133,7 +133,7 @@ async fn pulls(client: Client, context: &str) -> Result<Vec<Pull>, ObserveError>
         .filter(|e| e.reason.as_deref() == Some("Pulled"))
         .filter_map(|e| {
             let message = e.message?;
-            message.starts_with("Successfully pulled").then(|| Pull {
+            super::pulled(&message).is_some().then(|| Pull {
                 object: format!(
                     "{}/{}",
                     e.involved_object.namespace.unwrap_or_default(),

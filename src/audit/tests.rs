@@ -96,6 +96,16 @@ fn an_image_the_lock_does_not_pin_or_pins_otherwise_or_without_a_digest_fails() 
     assert!(failed(&o).is_empty());
 }
 
+/// The events `audit` keeps as pulls: a correlated one too, never "already present".
+#[test]
+fn a_combined_pull_event_is_still_a_pull() {
+    let image = "Successfully pulled image \"docker.io/intel/other:1.0\" in 1s";
+    assert_eq!(super::pulled(image), Some(image));
+    assert_eq!(super::pulled(&format!("(combined from similar events): {image}")), Some(image));
+    assert_eq!(super::pulled("Container image \"x:1\" already present on machine"), None);
+    assert_eq!(super::pulled("(combined from similar events): Container image \"x:1\" already present"), None);
+}
+
 #[test]
 fn a_runtime_pull_of_an_unpinned_image_fails() {
     for message in [
@@ -105,6 +115,8 @@ fn a_runtime_pull_of_an_unpinned_image_fails() {
         "Successfully pulled image \"intel/intel-gpu-plugin:0.35.0\" in 1s".into(),
         "Successfully pulled image docker.io/intel/intel-gpu-plugin:0.34.0".into(),
         format!("Successfully pulled image \"docker.io/intel/x@sha256:{}\"", "Z".repeat(64)),
+        // client-go's correlator's form of the 11th and later similar events.
+        "(combined from similar events): Successfully pulled image \"docker.io/intel/other:1.0\" in 1s".into(),
     ] {
         let mut o = clean();
         o.pulls.push(Pull { object: "kube-system/coredns-1".into(), message: message.clone() });

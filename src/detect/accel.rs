@@ -72,38 +72,22 @@ fn npu_firmware_names(generation: &str) -> Vec<String> {
     names
 }
 
-/// The firmware file the kernel would load for an NPU generation, and its build date.
-/// Each name in [`npu_firmware_names`]'s order is looked up the kernel's way: updates/<release>,
-/// updates, <release>, base; in each, the plain file before `.zst` and `.xz`.
+/// The firmware file the kernel would load for an NPU generation, and its build date: the
+/// first of [`npu_firmware_names`] found where the kernel looks
+/// ([`super::perf_gpu::find_firmware`]).
 fn npu_firmware(r: &mut Reader, generation: &str, kernel_release: Option<&str>) -> Option<Firmware> {
-    let mut dirs = Vec::new();
-    if let Some(release) = kernel_release {
-        dirs.push(format!("/lib/firmware/updates/{release}"));
-    }
-    dirs.push("/lib/firmware/updates".to_string());
-    if let Some(release) = kernel_release {
-        dirs.push(format!("/lib/firmware/{release}"));
-    }
-    dirs.push("/lib/firmware".to_string());
-    let names = npu_firmware_names(generation);
-    let candidates = names.iter().flat_map(|name| dirs.iter().map(move |dir| (name, dir)));
-    for (name, dir) in candidates {
-        for suffix in ["", ".zst", ".xz"] {
-            let path = format!("{dir}/{name}{suffix}");
-            if !r.exists(&path) {
-                continue;
-            }
-            let build_date = r.bytes(&path).and_then(|raw| match decompress(&raw, suffix) {
-                Ok(image) => parse::firmware_build_date(&image),
-                Err(e) => {
-                    r.bad_value(&path, &parse::ParseError(format!("cannot decompress: {e}")));
-                    None
-                }
-            });
-            return Some(Firmware { path, build_date });
+    let path = npu_firmware_names(generation)
+        .iter()
+        .find_map(|name| super::perf_gpu::find_firmware(r, kernel_release, name))?;
+    let suffix = [".zst", ".xz"].into_iter().find(|s| path.ends_with(s)).unwrap_or("");
+    let build_date = r.bytes(&path).and_then(|raw| match decompress(&raw, suffix) {
+        Ok(image) => parse::firmware_build_date(&image),
+        Err(e) => {
+            r.bad_value(&path, &parse::ParseError(format!("cannot decompress: {e}")));
+            None
         }
-    }
-    None
+    });
+    Some(Firmware { path, build_date })
 }
 
 /// The largest firmware image we decompress; real NPU images are a few MiB, and a small
@@ -174,6 +158,11 @@ mod tests {
                 Some("/lib/firmware/intel/vpu/vpu_40xx_v1.bin.zst"),
             ),
             ("60xx", &["lib/firmware/intel/vpu/vpu_60xx_v0.0.bin"], None),
+            (
+                "37xx",
+                &["lib/firmware/updates/intel/vpu/vpu_37xx_v1.bin.zst", "lib/firmware/intel/vpu/vpu_37xx_v1.bin"],
+                Some("/lib/firmware/intel/vpu/vpu_37xx_v1.bin"),
+            ),
             ("50xx", &[], None),
         ];
         for (generation, files, expected) in cases {

@@ -154,10 +154,11 @@ fn bar(r: &mut Reader, t: &mut GpuTuning, addr: &str, what: String, vram_mib: Op
 }
 
 /// Where the kernel looks for `file` (a path under the firmware root), in its order
-/// (drivers/base/firmware_loader/main.c `fw_path`: updates/<release>, updates, <release>,
-/// base; in each the plain file, then `.zst` and `.xz` when the kernel decompresses): the first
-/// host path that exists.
-pub fn find_firmware(r: &mut Reader, release: Option<&str>, file: &str) -> Option<String> {
+/// (drivers/base/firmware_loader/main.c): `_request_firmware` tries the plain name in every
+/// `fw_path` directory (updates/<release>, updates, <release>, base), then `.zst` in each,
+/// then `.xz` in each, so a plain file in the base directory wins over a compressed one
+/// under updates/.
+pub fn firmware_candidates(release: Option<&str>, file: &str) -> Vec<String> {
     let mut dirs = Vec::new();
     if let Some(release) = release {
         dirs.push(format!("/lib/firmware/updates/{release}"));
@@ -167,14 +168,28 @@ pub fn find_firmware(r: &mut Reader, release: Option<&str>, file: &str) -> Optio
         dirs.push(format!("/lib/firmware/{release}"));
     }
     dirs.push("/lib/firmware".to_string());
-    dirs.iter()
-        .flat_map(|d| ["", ".zst", ".xz"].map(|suffix| format!("{d}/{file}{suffix}")))
-        .find(|path| r.exists(path))
+    ["", ".zst", ".xz"].iter().flat_map(|suffix| dirs.iter().map(move |d| format!("{d}/{file}{suffix}"))).collect()
+}
+
+/// The first of [`firmware_candidates`] that exists on the host: the file the kernel loads.
+pub fn find_firmware(r: &mut Reader, release: Option<&str>, file: &str) -> Option<String> {
+    firmware_candidates(release, file).into_iter().find(|path| r.exists(path))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Suffix first, then directory, as `_request_firmware` does.
+    #[test]
+    fn firmware_is_looked_up_plain_everywhere_before_compressed() {
+        let c = firmware_candidates(Some("6.17.0"), "xe/bmg_guc_70.bin");
+        assert_eq!(c.len(), 12);
+        assert_eq!(c[0], "/lib/firmware/updates/6.17.0/xe/bmg_guc_70.bin");
+        assert_eq!(c[3], "/lib/firmware/xe/bmg_guc_70.bin");
+        assert_eq!(c[4], "/lib/firmware/updates/6.17.0/xe/bmg_guc_70.bin.zst");
+        assert_eq!(c[11], "/lib/firmware/xe/bmg_guc_70.bin.xz");
+    }
 
     #[test]
     fn the_largest_bar_is_read_from_the_resource_table() {
