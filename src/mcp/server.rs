@@ -189,7 +189,7 @@ does. Read-only.",
             &arguments::AUDIT,
             "Audit the cluster",
             "Safety rules for the running cluster (or a saved audit observation): ports published off loopback, \
-images not pinned by digest, runtime pulls, a kubeconfig others can read; each finding with its fix \
+images not pinned by digest, runtime pulls of images no lock or digest pins, a kubeconfig others can read; each finding with its fix \
 (`k3d-gpu audit`). Read-only.",
             true,
         ),
