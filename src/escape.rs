@@ -47,6 +47,19 @@ impl From<String> for Untrusted {
     }
 }
 
+// Comparing with a literal reads the text without showing it: no `raw()` at every test.
+impl PartialEq<str> for Untrusted {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Untrusted {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
 impl From<&str> for Untrusted {
     fn from(text: &str) -> Untrusted {
         Untrusted(text.to_string())

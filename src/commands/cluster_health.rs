@@ -166,7 +166,8 @@ pub fn health(global: &Global) -> Result<Health> {
             };
             // Node names come from the API server: one escaped line, like all outside text.
             let problem = crate::escape::one_line(&problem).into_owned();
-            problems.push(CountProblem { resource: p.resource, problem, fix: p.fix });
+            // One escaped line, as every name in this answer is.
+            problems.push(CountProblem { resource: p.resource.to_string(), problem, fix: p.fix });
         }
     }
     Ok(Health {

@@ -107,7 +107,6 @@ fn judged(mut result: crate::report::TestResult, cluster: &str) -> crate::report
         (c.verdict.cause, c.verdict.fix) = (None, ours(c.verdict.passed));
     }
     for problem in &mut result.problems {
-        problem.text = crate::escape::one_line(&problem.text).into_owned();
         problem.fix = rerun.clone();
     }
     result
@@ -131,6 +130,8 @@ mod tests {
         let shown = serde_json::to_string(&judged).unwrap();
         assert!(!shown.contains("curl") && !shown.contains("\"fine\""), "{shown}");
         assert!(judged.pods[0].verdict.fix.as_deref().unwrap().contains("k3d-gpu test"));
-        assert!(!judged.problems[0].text.contains('\n'));
+        // Kept as the file says it, and shown as one escaped line.
+        assert_eq!(judged.problems[0].text, "x\npass  forged");
+        assert_eq!(judged.problems[0].text.to_string(), "x\\x0apass  forged");
     }
 }

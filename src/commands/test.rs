@@ -215,16 +215,10 @@ impl Session<'_> {
 
     /// One pod per resource a node advertises.
     async fn pods(&self, pods: Vec<smoke::SmokePod>) -> Observed<Vec<PodResult>> {
-        let l = crate::escape::one_line;
         let mut results = Vec::new();
         for pod in pods {
-            self.say(format_args!(
-                "{} on {}: pod {}/{}",
-                l(&pod.resource),
-                l(&pod.node),
-                smoke::NAMESPACE,
-                l(&pod.pod)
-            ));
+            // The pod's name is ours, made of the resource's letters and digits.
+            self.say(format_args!("{} on {}: pod {}/{}", pod.resource, pod.node, smoke::NAMESPACE, pod.pod));
             let outcome = match group_refusal(&self.client, self.context, std::slice::from_ref(&pod)).await? {
                 Some(refused) => refused,
                 None => {
@@ -260,8 +254,8 @@ impl Session<'_> {
         {
             self.say(format_args!(
                 "{} on {} shared: {} pods at once ({}=…)",
-                crate::escape::one_line(&group.resource),
-                crate::escape::one_line(&group.node),
+                group.resource,
+                group.node,
                 group.pods.len(),
                 smoke::share::GROUP_LABEL
             ));
@@ -416,7 +410,7 @@ async fn group_refusal(
     pods: &[smoke::SmokePod],
 ) -> std::result::Result<Option<smoke::Outcome>, crate::observe::ObserveError> {
     let Some(pod) = pods.first() else { return Ok(None) };
-    let refused = |why: String| Some(smoke::Outcome { refused: Some(why), ..smoke::Outcome::default() });
+    let refused = |why: String| Some(smoke::Outcome { refused: Some(why.into()), ..smoke::Outcome::default() });
     if pod.image.is_empty() {
         let name = if pod.probe == Probe::NvidiaSmi { smoke::NVIDIA_IMAGE } else { smoke::DEVICE_IMAGE };
         return Ok(refused(format!(

@@ -166,7 +166,7 @@ fn test_section(o: &mut String, t: &TestResult) {
     o.push_str(&format!("<h2>Test: {} ({} pod(s))</h2>\n<ul>\n", t.verdict(), t.pods.len()));
     for p in &t.pods {
         let (seen, expected) = (p.verdict.seen, p.expected);
-        let (resource, node) = (esc(&p.resource), esc(&p.node));
+        let (resource, node) = (esc(&p.resource.to_string()), esc(&p.node.to_string()));
         o.push_str(&format!(
             "<li>{} <code>{resource}</code> on <code>{node}</code>: {seen} of {expected} usable",
             p.word()
@@ -177,7 +177,7 @@ fn test_section(o: &mut String, t: &TestResult) {
         o.push_str("</li>\n");
     }
     for s in &t.shares {
-        let (resource, node) = (esc(&s.resource), esc(&s.node));
+        let (resource, node) = (esc(&s.resource.to_string()), esc(&s.node.to_string()));
         o.push_str(&format!(
             "<li>{} <code>{resource}</code> on <code>{node}</code> shared: {}",
             s.word(),
@@ -189,14 +189,19 @@ fn test_section(o: &mut String, t: &TestResult) {
         o.push_str("</li>\n");
     }
     for c in &t.claims {
-        o.push_str(&format!("<li>{} claim template <code>{}/{}</code>", c.word(), esc(&c.namespace), esc(&c.template)));
+        o.push_str(&format!(
+            "<li>{} claim template <code>{}/{}</code>",
+            c.word(),
+            esc(&c.namespace.to_string()),
+            esc(&c.template.to_string())
+        ));
         for (label, line) in c.notes() {
             o.push_str(&format!("<br>{label}: <code>{}</code>", esc(line)));
         }
         o.push_str("</li>\n");
     }
     for p in &t.problems {
-        o.push_str(&format!("<li>FAIL {}<br>fix: <code>{}</code></li>\n", esc(&p.text), esc(&p.fix)));
+        o.push_str(&format!("<li>FAIL {}<br>fix: <code>{}</code></li>\n", esc(&p.text.to_string()), esc(&p.fix)));
     }
     o.push_str("</ul>\n");
 }

@@ -8,6 +8,7 @@ pub mod layout;
 use serde::{Deserialize, Serialize};
 
 use crate::compile::DesiredGraph;
+use crate::escape::Untrusted;
 use crate::facts::{Facts, Finding};
 use crate::observed::Observed;
 use crate::plan::Plan;
@@ -69,7 +70,9 @@ impl Dashboard {
 }
 
 /// What the report shows of a k3d-gpu.test/v1 document: the verdict per pod and the counts
-/// that did not hold. Read from the saved document, so only these fields are taken from it.
+/// that did not hold. Read from the saved document, so only these fields are taken from it,
+/// and its names and texts are `Untrusted` (its causes and fixes are replaced by ours; its
+/// cluster must be the config's).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestResult {
     pub cluster: String,
@@ -89,8 +92,8 @@ pub struct TestResult {
 /// One `[[claims]]` template's verdict: did its pod get and open what it asked for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestClaim {
-    pub namespace: String,
-    pub template: String,
+    pub namespace: Untrusted,
+    pub template: Untrusted,
     pub verdict: TestClaimVerdict,
 }
 
@@ -107,8 +110,8 @@ pub struct TestClaimVerdict {
 /// One sharing group's verdict: were its pods Running together on one device.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestShare {
-    pub resource: String,
-    pub node: String,
+    pub resource: Untrusted,
+    pub node: Untrusted,
     pub pods: Vec<String>,
     pub verdict: TestShareVerdict,
 }
@@ -158,8 +161,8 @@ fn notes<'a>(cause: &'a Option<String>, fix: &'a Option<String>) -> impl Iterato
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestPod {
-    pub resource: String,
-    pub node: String,
+    pub resource: Untrusted,
+    pub node: Untrusted,
     pub expected: u32,
     pub verdict: TestVerdict,
 }
@@ -176,7 +179,7 @@ pub struct TestVerdict {
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct TestProblem {
-    pub text: String,
+    pub text: Untrusted,
     pub fix: String,
 }
 
@@ -379,25 +382,25 @@ fn test_text(t: &TestResult) -> String {
     let mut out = format!("\ntest: {}, {} pod(s), {} failure(s)\n", t.verdict(), t.pods.len(), t.failures());
     for p in &t.pods {
         let (seen, expected) = (p.verdict.seen, p.expected);
-        out.push_str(&format!("  {} {} on {}: {seen} of {expected} usable\n", p.word(), e(&p.resource), e(&p.node)));
+        out.push_str(&format!("  {} {} on {}: {seen} of {expected} usable\n", p.word(), p.resource, p.node));
         for (label, line) in p.notes() {
             out.push_str(&format!("       {label}: {}\n", e(line)));
         }
     }
     for s in &t.shares {
-        out.push_str(&format!("  {} {} on {} shared: {}\n", s.word(), e(&s.resource), e(&s.node), s.together()));
+        out.push_str(&format!("  {} {} on {} shared: {}\n", s.word(), s.resource, s.node, s.together()));
         for (label, line) in s.notes() {
             out.push_str(&format!("       {label}: {}\n", e(line)));
         }
     }
     for c in &t.claims {
-        out.push_str(&format!("  {} claim template {}/{}\n", c.word(), e(&c.namespace), e(&c.template)));
+        out.push_str(&format!("  {} claim template {}/{}\n", c.word(), c.namespace, c.template));
         for (label, line) in c.notes() {
             out.push_str(&format!("       {label}: {}\n", e(line)));
         }
     }
     for p in &t.problems {
-        out.push_str(&format!("  FAIL {}\n       fix: {}\n", e(&p.text), e(&p.fix)));
+        out.push_str(&format!("  FAIL {}\n       fix: {}\n", p.text, e(&p.fix)));
     }
     out
 }

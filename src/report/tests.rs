@@ -221,3 +221,28 @@ fn a_failed_test_shows_its_cause_and_fix_escaped() {
 fn json_of(r: &Report) -> serde_json::Value {
     serde_json::from_slice(&crate::canonical::to_bytes(r)).unwrap()
 }
+
+/// Issue 41: a saved test result is a file from outside; its names are `Untrusted` as read, so
+/// a forged line in a node's name is one escaped line in every form, and kept as it came in JSON.
+#[test]
+fn a_forged_line_in_a_saved_results_names_is_shown_escaped() {
+    const FORGED: &str = "k3d-lab-server-0\npass gpu.intel.com/xe on x: 1 of 1 usable\u{1b}]52;c;eA==\u{7}";
+    let saved = serde_json::json!({
+        "cluster": "lab", "passed": false,
+        "pods": [{"resource": "gpu.intel.com/xe", "node": FORGED, "expected": 1,
+            "verdict": {"passed": false, "seen": 0}}],
+        "shares": [{"resource": FORGED, "node": FORGED, "pods": [], "verdict": {"passed": false, "together": []}}],
+        "claims": [{"namespace": FORGED, "template": "t", "verdict": {"passed": false}}],
+        "problems": [{"text": FORGED, "fix": "rerun"}]
+    });
+    let result: TestResult = serde_json::from_value(saved).unwrap();
+    assert_eq!(result.pods[0].node, FORGED);
+    assert!(!result.pods[0].node.to_string().contains('\n'));
+    let mut r = report();
+    r.test = Some(result);
+    for shown in [text(&r), html(&r)] {
+        assert!(!shown.contains(['\u{1b}', '\u{7}']), "{shown}");
+        assert!(shown.lines().all(|l| !l.trim_start().starts_with("pass gpu.intel.com/xe on x")), "{shown}");
+    }
+    assert_eq!(json_of(&r)["test"]["pods"][0]["node"], FORGED);
+}

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 
 use super::share::{DEVICE_PATHS, DEVICE_SCRIPT, NVIDIA_SCRIPT};
 use super::{Hints, LABEL, Outcome, Probe, SmokePod};
+use crate::escape::Untrusted;
 
 /// The name a pod or claim of the test gets for template `template`: DNS-1123, at most 63.
 fn name(prefix: &str, template: &str, suffix: &str) -> String {
@@ -166,7 +167,7 @@ pub fn group(c: &Check) -> super::share::Group {
     super::share::Group {
         name: c.claim.clone(),
         namespace: c.namespace.clone(),
-        resource: format!("claim {}/{}", c.namespace, c.claim),
+        resource: format!("claim {}/{}", c.namespace, c.claim).into(),
         node: "(the scheduler's choice)".into(),
         promised: 2,
         devices: 1,
@@ -177,8 +178,8 @@ pub fn group(c: &Check) -> super::share::Group {
             .sharers
             .iter()
             .map(|p| SmokePod {
-                resource: format!("claim {}", c.claim),
-                node: String::new(),
+                resource: format!("claim {}", c.claim).into(),
+                node: Untrusted::default(),
                 pod: p.clone(),
                 image: c.image.clone(),
                 probe: c.probe,
@@ -191,12 +192,12 @@ pub fn group(c: &Check) -> super::share::Group {
 }
 
 /// The devices a claim's status says the driver allocated.
-pub fn allocated(claim: &Value) -> Vec<String> {
+pub fn allocated(claim: &Value) -> Vec<Untrusted> {
     claim["status"]["allocation"]["devices"]["results"]
         .as_array()
         .into_iter()
         .flatten()
-        .filter_map(|r| Some(crate::escape::one_line(r["device"].as_str()?).into_owned()))
+        .filter_map(|r| Some(Untrusted::from(r["device"].as_str()?)))
         .collect()
 }
 
@@ -205,44 +206,40 @@ pub fn allocated(claim: &Value) -> Vec<String> {
 pub struct Verdict {
     pub passed: bool,
     /// The devices the driver allocated to the pod's claim.
-    pub allocated: Vec<String>,
+    pub allocated: Vec<Untrusted>,
     /// The devices the pod saw: the cards it opened (PCI addresses), or NVIDIA GPUs' UUIDs.
-    pub seen: Vec<String>,
+    pub seen: Vec<Untrusted>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub fix: Option<String>,
 }
 
-pub fn verdict(c: &Check, o: &Outcome, allocated: Vec<String>, hints: &Hints) -> Verdict {
-    let seen: Vec<String> = super::share::devices_seen(c.probe, &o.log)
-        .into_iter()
-        .map(|s| crate::escape::one_line(s).into_owned())
-        .collect();
+pub fn verdict(c: &Check, o: &Outcome, allocated: Vec<Untrusted>, hints: &Hints) -> Verdict {
+    let seen: Vec<Untrusted> =
+        super::share::devices_seen(c.probe, o.log.raw()).into_iter().map(Untrusted::from).collect();
     let driver_logs = match c.probe {
         Probe::NvidiaSmi => "logs nvidia-gpu-dra",
         Probe::Devices => "logs intel-gpu-dra",
     };
     let describe = hints.kubectl.clone().opt("-n", &c.namespace).lit("describe pod").arg(&c.pod).to_string();
     let cause = if let Some(why) = &o.refused {
-        Some((format!("the pod was not created: {}", crate::escape::one_line(why)), describe.clone()))
+        Some((format!("the pod was not created: {why}"), describe.clone()))
     } else if let Some(message) = &o.unschedulable {
         Some((
             format!(
                 "no device could be allocated for template {} ({}): no GPU matches its selectors, or every match is taken",
-                c.template,
-                crate::escape::one_line(message)
+                c.template, message
             ),
             format!(
                 "compare the template with what the driver publishes (`{}`)",
                 hints.kubectl.clone().lit("get resourceslices -o yaml")
             ),
         ))
-    } else if let Some(denied) = o.log.lines().find(|l| l.starts_with("denied ")) {
+    } else if let Some(denied) = o.log.raw().lines().find(|l| l.starts_with("denied ")).map(Untrusted::from) {
         Some((
             format!(
-                "the driver injected a device the pod could not open ({}): its node's group or mode does not let the pod in",
-                crate::escape::one_line(denied)
+                "the driver injected a device the pod could not open ({denied}): its node's group or mode does not let the pod in"
             ),
             describe.clone(),
         ))
@@ -251,7 +248,7 @@ pub fn verdict(c: &Check, o: &Outcome, allocated: Vec<String>, hints: &Hints) ->
             format!(
                 "the pod saw {} GPUs ({}), and its claim gives it {}: the container runtime handed it GPUs outside its claim, so DRA does not isolate pods here",
                 seen.len(),
-                seen.join(", "),
+                super::shown(&seen),
                 c.count
             ),
             "NVIDIA GPUs through DRA need runc as containerd's default runtime, with the nvidia runtime only by RuntimeClass: drop --default-runtime=nvidia from [cluster] k3s_args".into(),
@@ -262,7 +259,7 @@ pub fn verdict(c: &Check, o: &Outcome, allocated: Vec<String>, hints: &Hints) ->
                 "the pod saw {} of the {} GPU(s) its claim asks for (allocated: {}): the driver did not inject the device nodes",
                 seen.len(),
                 c.count,
-                if allocated.is_empty() { "none".to_string() } else { allocated.join(", ") }
+                if allocated.is_empty() { "none".to_string() } else { super::shown(&allocated) }
             ),
             format!("read the DRA driver's log: `{}`", hints.k3d_gpu.clone().lit(driver_logs)),
         ))
@@ -343,7 +340,7 @@ mod tests {
         assert!(v.passed, "{v:?}");
         assert_eq!(
             (v.seen.as_slice(), v.allocated.as_slice()),
-            (&["0000:03:00.0".to_string()][..], &["0000-03-00-0-0xe20b".to_string()][..])
+            (&["0000:03:00.0".into()][..], &["0000-03-00-0-0xe20b".into()][..])
         );
         let empty = Outcome { phase: "Succeeded".into(), log: "ready\n".into(), ..Default::default() };
         let v = verdict(&c, &empty, vec!["gpu-0".into()], &hints());
@@ -370,7 +367,7 @@ mod tests {
         assert!(v.passed && v.seen == ["GPU-aaaa"], "{v:?}");
         // Every GPU on the node, claim or not: the runtime broke DRA's isolation.
         let all = format!("{one}GPU 1: NVIDIA H100 PCIe (UUID: GPU-bbbb)\n");
-        let leaked = Outcome { phase: "Succeeded".into(), log: all, ..Default::default() };
+        let leaked = Outcome { phase: "Succeeded".into(), log: all.into(), ..Default::default() };
         let v = verdict(&c, &leaked, vec!["gpu-0".into()], &hints());
         assert!(!v.passed && v.cause.as_deref().unwrap().contains("outside its claim"), "{v:?}");
         let none = Outcome { phase: "Succeeded".into(), log: "ready\n".into(), ..Default::default() };

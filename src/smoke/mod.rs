@@ -22,6 +22,7 @@ use std::collections::BTreeMap;
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use crate::escape::Untrusted;
 use crate::facts::{Facts, Vendor};
 
 /// `test --json`.
@@ -113,11 +114,12 @@ fn counts(name: &str, prefix: &str) -> bool {
     true
 }
 
-/// One smoke pod to run: a resource on a node.
+/// One smoke pod to run: a resource on a node. The resource and node are the API server's
+/// names (a plugin's resource suffix, a node's name); the pod's name is ours ([`pod_name`]).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct SmokePod {
-    pub resource: String,
-    pub node: String,
+    pub resource: Untrusted,
+    pub node: Untrusted,
     pub pod: String,
     /// As the pod carries it (`repo:tag@sha256:…` when locked).
     pub image: String,
@@ -133,8 +135,8 @@ pub struct SmokePod {
 /// A resource the node advertises, against the host's facts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Count {
-    pub resource: String,
-    pub node: String,
+    pub resource: Untrusted,
+    pub node: Untrusted,
     /// Devices the host's facts hold for this resource (`None`: the facts do not count it).
     pub facts: Option<u32>,
     pub allocatable: u64,
@@ -234,8 +236,8 @@ pub fn plan(
                 continue;
             }
             counts.push(Count {
-                resource: resource.clone(),
-                node: node.clone(),
+                resource: resource.as_str().into(),
+                node: node.as_str().into(),
                 facts: facts_count(facts, resource),
                 allocatable: amount,
             });
@@ -252,8 +254,8 @@ pub fn plan(
                 1
             };
             pods.push(SmokePod {
-                resource: resource.clone(),
-                node: node.clone(),
+                resource: resource.as_str().into(),
+                node: node.as_str().into(),
                 pod,
                 image: images.get(image).cloned().unwrap_or_else(|| image.to_string()),
                 probe: kind.probe,
@@ -269,7 +271,7 @@ pub fn plan(
 /// The pod's manifest: restartPolicy Never, on its node, one container requesting the
 /// resource, our label with its own name, a deadline of its own.
 pub fn manifest(p: &SmokePod, deadline_s: u64) -> Value {
-    let kind = kind_of(&p.resource);
+    let kind = kind_of(p.resource.raw());
     let (command, runtime_class): (Vec<String>, Option<&str>) = match p.probe {
         Probe::NvidiaSmi => (vec!["nvidia-smi".into(), "-L".into()], Some("nvidia")),
         Probe::Devices => {
@@ -288,7 +290,7 @@ pub fn manifest(p: &SmokePod, deadline_s: u64) -> Value {
             "name": "probe",
             "image": p.image,
             "command": command,
-            "resources": { "limits": { p.resource.as_str(): p.requested.to_string() } },
+            "resources": { "limits": { p.resource.raw(): p.requested.to_string() } },
             "securityContext": { "allowPrivilegeEscalation": false },
         }],
     });
@@ -311,45 +313,46 @@ pub fn manifest(p: &SmokePod, deadline_s: u64) -> Value {
     })
 }
 
-/// What became of a pod, as the API server showed it.
+/// What became of a pod, as the API server showed it: every text here is the cluster's.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct Outcome {
     /// `Succeeded`, `Failed`, `Pending`, `Running` or `Unknown`.
-    pub phase: String,
-    /// The container's log (escaped when shown).
-    pub log: String,
+    pub phase: Untrusted,
+    /// The container's log.
+    pub log: Untrusted,
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub log_cut: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub exit_code: Option<i32>,
     /// The container's waiting or terminated reason and message (`ImagePullBackOff: …`).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
+    pub reason: Option<Untrusted>,
     /// The scheduler's message when it could not place the pod.
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub unschedulable: Option<String>,
+    pub unschedulable: Option<Untrusted>,
     /// It had not finished by the deadline.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     pub timed_out: bool,
     /// It could not be created (the API server's answer).
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub refused: Option<String>,
+    pub refused: Option<Untrusted>,
     /// The ResourceClaims the pod's status names (a DRA pod's).
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub claims: Vec<String>,
+    pub claims: Vec<Untrusted>,
     /// The devices the driver allocated to those claims.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub allocated: Vec<String>,
+    pub allocated: Vec<Untrusted>,
 }
 
-/// A pod's verdict.
+/// A pod's verdict. `cause` and `fix` are this tool's sentences: every outside value in them
+/// went in through `Untrusted`'s `Display` (one escaped line), every command through `shell`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Verdict {
     pub passed: bool,
     /// Devices the pod could use (GPUs listed, device nodes opened).
     pub seen: u32,
     /// The lines it printed that the verdict read.
-    pub evidence: Vec<String>,
+    pub evidence: Vec<Untrusted>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -382,25 +385,26 @@ pub fn verdict(p: &SmokePod, o: &Outcome, facts: &Facts, hints: &Hints) -> Verdi
     if let Some(verdict) = not_run(p, o, hints) {
         return verdict;
     }
-    let lines: Vec<String> = o.log.lines().map(|l| crate::escape::one_line(l).into_owned()).collect();
+    let lines: Vec<&str> = o.log.raw().lines().collect();
     match p.probe {
         Probe::NvidiaSmi => nvidia_smi_verdict(p, &lines, hints),
         Probe::Devices => devices_verdict(p, &lines, hints, firmware_note(facts, p)),
     }
 }
 
-fn failed(seen: u32, evidence: Vec<String>, cause: String, fix: String) -> Verdict {
+fn failed(seen: u32, evidence: Vec<Untrusted>, cause: String, fix: String) -> Verdict {
     Verdict { passed: false, seen, evidence, cause: Some(cause), fix: Some(fix) }
 }
 
 /// The verdict of a pod that printed nothing to judge: refused, never scheduled, a container
 /// that did not start, or out of time. `None`: it ran; its output decides.
 fn not_run(p: &SmokePod, o: &Outcome, hints: &Hints) -> Option<Verdict> {
-    let fail = |seen: u32, evidence: Vec<String>, cause: String, fix: String| Some(failed(seen, evidence, cause, fix));
-    let printed = o.log.lines().next().is_some();
+    let fail =
+        |seen: u32, evidence: Vec<Untrusted>, cause: String, fix: String| Some(failed(seen, evidence, cause, fix));
+    let printed = o.log.raw().lines().next().is_some();
     let describe = hints.kubectl.clone().opt("-n", NAMESPACE).lit("describe pod").arg(&p.pod).to_string();
     if let Some(why) = &o.refused {
-        let (cause, fix) = if why.contains("RuntimeClass") || why.contains("runtimeclass") {
+        let (cause, fix) = if why.raw().contains("RuntimeClass") || why.raw().contains("runtimeclass") {
             (
                 format!(
                     "the API server refused the pod: {why} (the node's k3s found no NVIDIA runtime, so it has no `nvidia` RuntimeClass)"
@@ -416,7 +420,7 @@ fn not_run(p: &SmokePod, o: &Outcome, hints: &Hints) -> Option<Verdict> {
         return fail(0, Vec::new(), cause, fix);
     }
     if let Some(message) = &o.unschedulable {
-        let busy = message.contains("Insufficient");
+        let busy = message.raw().contains("Insufficient");
         let cause = if busy {
             format!(
                 "the pod could not be scheduled: {message} — every {} is in use (an Intel GPU is handed out exclusively, so the agent holding it blocks this pod)",
@@ -431,7 +435,7 @@ fn not_run(p: &SmokePod, o: &Outcome, hints: &Hints) -> Option<Verdict> {
     if let Some(reason) = &o.reason
         && !printed
     {
-        let r = reason.as_str();
+        let r = reason.raw();
         let (cause, fix) = if r.contains("ImagePull") || r.contains("ErrImage") || r.contains("InvalidImageName") {
             (
                 format!("the node could not pull {}: {reason}", p.image),
@@ -464,7 +468,7 @@ fn not_run(p: &SmokePod, o: &Outcome, hints: &Hints) -> Option<Verdict> {
             Vec::new(),
             format!(
                 "the pod did not finish before the deadline (phase {})",
-                if o.phase.is_empty() { "unknown" } else { &o.phase }
+                if o.phase.is_empty() { "unknown".to_string() } else { o.phase.to_string() }
             ),
             describe,
         );
@@ -473,11 +477,12 @@ fn not_run(p: &SmokePod, o: &Outcome, hints: &Hints) -> Option<Verdict> {
 }
 
 /// `nvidia-smi -L`: one line per GPU the container was given.
-fn nvidia_smi_verdict(p: &SmokePod, lines: &[String], hints: &Hints) -> Verdict {
+fn nvidia_smi_verdict(p: &SmokePod, lines: &[&str], hints: &Hints) -> Verdict {
     let fail = failed;
-    let gpus: Vec<String> = lines.iter().filter(|l| l.starts_with("GPU ") && l.contains(':')).cloned().collect();
+    let gpus: Vec<Untrusted> =
+        lines.iter().filter(|l| l.starts_with("GPU ") && l.contains(':')).map(|l| Untrusted::from(*l)).collect();
     let seen = gpus.len() as u32;
-    let evidence = if gpus.is_empty() { lines.iter().take(10).cloned().collect() } else { gpus };
+    let evidence = if gpus.is_empty() { lines.iter().take(10).map(|l| Untrusted::from(*l)).collect() } else { gpus };
     if seen == p.expected {
         return Verdict { passed: true, seen, evidence, cause: None, fix: None };
     }
@@ -501,32 +506,32 @@ fn nvidia_smi_verdict(p: &SmokePod, lines: &[String], hints: &Hints) -> Verdict 
                 "nvidia-smi listed {seen} GPU(s), the pod requested {}: the device plugin's allocation did not reach the container",
                 p.expected
             ),
-            format!("read the plugin's log: `{}`", hints.logs(&p.resource)),
+            format!("read the plugin's log: `{}`", hints.logs(p.resource.raw())),
         )
     };
     fail(seen, evidence, cause, fix)
 }
 
 /// The device probe: which device nodes the container could open.
-fn devices_verdict(p: &SmokePod, lines: &[String], hints: &Hints, firmware: Option<String>) -> Verdict {
+fn devices_verdict(p: &SmokePod, lines: &[&str], hints: &Hints, firmware: Option<String>) -> Verdict {
     let fail = failed;
-    let prefix = kind_of(&p.resource).map_or("", |k| k.prefix);
+    let prefix = kind_of(p.resource.raw()).map_or("", |k| k.prefix);
     let name_of = |path: &str| path.rsplit('/').next().unwrap_or_default().to_string();
     let mut opened = 0u32;
     let mut denied = Vec::new();
     let mut evidence = Vec::new();
     for l in lines {
-        let (word, rest) = l.split_once(' ').unwrap_or((l.as_str(), ""));
+        let (word, rest) = l.split_once(' ').unwrap_or((l, ""));
         let path = rest.split(": ").next().unwrap_or_default();
         match word {
-            "open" | "denied" | "none" | "id" | "clinfo" => evidence.push(l.clone()),
+            "open" | "denied" | "none" | "id" | "clinfo" => evidence.push(Untrusted::from(*l)),
             _ => continue,
         }
         let counted = counts(&name_of(path), prefix);
         if word == "open" && counted {
             opened += 1;
         } else if word == "denied" && counted {
-            denied.push(path.to_string());
+            denied.push(Untrusted::from(path));
         }
     }
     if opened >= p.expected && denied.is_empty() {
@@ -544,7 +549,7 @@ fn devices_verdict(p: &SmokePod, lines: &[String], hints: &Hints, firmware: Opti
         (
             format!(
                 "the pod got {} but could not open it ({who}): the device node's group or mode does not let the pod in",
-                denied.join(", ")
+                shown(&denied)
             ),
             "compare the node's owner and mode on the host (`ls -ln /dev/dri /dev/accel`) with the group in `k3d-gpu detect`; a workload that runs as non-root needs that gid in securityContext.supplementalGroups (or a udev rule giving the node mode 0666)".to_string(),
         )
@@ -554,7 +559,7 @@ fn devices_verdict(p: &SmokePod, lines: &[String], hints: &Hints, firmware: Opti
                 "the pod saw {opened} of {} device node(s) it should have been given: the plugin advertised {} but did not hand the node over",
                 p.expected, p.resource
             ),
-            format!("read the plugin's log: `{}`", hints.logs(&p.resource)),
+            format!("read the plugin's log: `{}`", hints.logs(p.resource.raw())),
         )
     };
     let cause = match firmware {
@@ -567,7 +572,7 @@ fn devices_verdict(p: &SmokePod, lines: &[String], hints: &Hints, firmware: Opti
 /// A firmware finding of the host for this pod's vendor (the reference's third failure mode:
 /// a device that opens but whose firmware the driver or runtime refuses).
 fn firmware_note(facts: &Facts, p: &SmokePod) -> Option<String> {
-    let vendor = kind_of(&p.resource)?.vendor;
+    let vendor = kind_of(p.resource.raw())?.vendor;
     let key = match vendor {
         Vendor::Intel => "guc",
         Vendor::Npu => "npu",
@@ -612,17 +617,17 @@ pub fn count_problems(facts: &Facts, counts: &[Count], dra: &[&str], hints: &Hin
                     "node {} advertises {} {}, the host's facts hold {want}",
                     c.node, c.allocatable, c.resource
                 ),
-                fix: format!("read the plugin's log: `{}`", hints.logs(&c.resource)),
+                fix: format!("read the plugin's log: `{}`", hints.logs(c.resource.raw())),
             });
         }
     }
     for d in &facts.detected {
         for r in &d.resources {
-            if kind_of(r).is_none() || counts.iter().any(|c| &c.resource == r) || dra.contains(&r.as_str()) {
+            if kind_of(r).is_none() || counts.iter().any(|c| c.resource.raw() == r) || dra.contains(&r.as_str()) {
                 continue;
             }
             out.push(Problem {
-                resource: r.clone(),
+                resource: r.as_str().into(),
                 text: format!(
                     "the host has {} ({} device(s) in its facts) but no node advertises {r}: its device plugin is not running or found nothing",
                     d.vendor, d.devices
@@ -638,10 +643,10 @@ pub fn count_problems(facts: &Facts, counts: &[Count], dra: &[&str], hints: &Hin
     out
 }
 
-/// A count that does not hold.
+/// A count that does not hold. `text` and `fix` are this tool's sentences, as a verdict's are.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Problem {
-    pub resource: String,
+    pub resource: Untrusted,
     pub text: String,
     pub fix: String,
 }
@@ -692,12 +697,18 @@ impl Report {
     }
 }
 
-/// The report as text (escaped by the caller).
+/// Outside values, each one escaped line, in a list.
+fn shown(values: &[Untrusted]) -> String {
+    values.iter().map(Untrusted::to_string).collect::<Vec<_>>().join(", ")
+}
+
+/// The report as text (the caller passes it through `escape::assembled` as a last guard).
+/// The cluster's names, messages and log lines are `Untrusted`, shown as one escaped line
+/// each, so none can start a `pass …` or `N pod(s), 0 failure(s)` line of its own; causes,
+/// fixes and problems are sentences made of those. What is a `String` here is ours or the
+/// config's (pod names, a claim's namespace and template, the cluster), escaped all the same.
 pub fn text(r: &Report) -> String {
     use std::fmt::Write;
-    // Every name, message and note here came from the cluster (node and object names, the API
-    // server's refusals, a container's waiting message, a pod's log): each is one escaped line,
-    // so none can start a `pass …` or `N pod(s), 0 failure(s)` line of its own.
     let l = |text: &str| crate::escape::one_line(text).into_owned();
     let mut out = String::new();
     if r.pods.is_empty() && r.problems.is_empty() {
@@ -708,14 +719,14 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(
             out,
             "{word}  {} on {} (pod {}): {} of {} expected",
-            l(&p.pod.resource),
-            l(&p.pod.node),
+            p.pod.resource,
+            p.pod.node,
             l(&p.pod.pod),
             p.verdict.seen,
             p.pod.expected
         );
         for e in &p.verdict.evidence {
-            let _ = writeln!(out, "      | {}", l(e));
+            let _ = writeln!(out, "      | {e}");
         }
         notes(&mut out, &p.verdict.cause, &p.verdict.fix);
     }
@@ -724,14 +735,14 @@ pub fn text(r: &Report) -> String {
         let _ = writeln!(
             out,
             "{word}  {} on {} shared: {} pod(s) for {} device(s), {} together",
-            l(&s.group.resource),
-            l(&s.group.node),
+            s.group.resource,
+            s.group.node,
             s.group.pods.len(),
             s.group.devices,
             s.verdict.together.len()
         );
         for (pod, device) in &s.verdict.devices {
-            let _ = writeln!(out, "      | {}: {}", l(pod), l(device));
+            let _ = writeln!(out, "      | {}: {device}", l(pod));
         }
         if !s.verdict.apart.is_empty() {
             let _ = writeln!(out, "      never together: {}", l(&s.verdict.apart.join(", ")));
@@ -746,23 +757,17 @@ pub fn text(r: &Report) -> String {
             l(&c.namespace),
             l(&c.template),
             l(&c.pod),
-            if c.verdict.seen.is_empty() { "nothing".to_string() } else { l(&c.verdict.seen.join(", ")) },
-            if c.verdict.allocated.is_empty() { "nothing".to_string() } else { l(&c.verdict.allocated.join(", ")) }
+            if c.verdict.seen.is_empty() { "nothing".to_string() } else { shown(&c.verdict.seen) },
+            if c.verdict.allocated.is_empty() { "nothing".to_string() } else { shown(&c.verdict.allocated) }
         );
         notes(&mut out, &c.verdict.cause, &c.verdict.fix);
     }
     for c in &r.counts {
         let facts = c.facts.map_or("not counted".to_string(), |n| n.to_string());
-        let _ = writeln!(
-            out,
-            "count {} on {}: allocatable {}, host facts {facts}",
-            l(&c.resource),
-            l(&c.node),
-            c.allocatable
-        );
+        let _ = writeln!(out, "count {} on {}: allocatable {}, host facts {facts}", c.resource, c.node, c.allocatable);
     }
     for p in &r.problems {
-        let _ = writeln!(out, "FAIL  {}\n      fix: {}", l(&p.text), l(&p.fix));
+        let _ = writeln!(out, "FAIL  {}\n      fix: {}", p.text, p.fix);
     }
     let failed = r.pods.iter().filter(|p| !p.verdict.passed).count()
         + r.shares.iter().filter(|s| !s.verdict.passed).count()
@@ -773,12 +778,13 @@ pub fn text(r: &Report) -> String {
     out
 }
 
-/// A failed verdict's cause and fix, those it has, indented under its line, one line each.
+/// A failed verdict's cause and fix, those it has, indented under its line: sentences whose
+/// outside values are already one line each.
 fn notes(out: &mut String, cause: &Option<String>, fix: &Option<String>) {
     use std::fmt::Write;
     for (label, line) in [("cause", cause), ("fix", fix)] {
         if let Some(line) = line {
-            let _ = writeln!(out, "      {label}: {}", crate::escape::one_line(line));
+            let _ = writeln!(out, "      {label}: {line}");
         }
     }
 }

@@ -15,6 +15,7 @@ use kube::api::{Api, DeleteParams, ListParams, LogParams, PostParams, Preconditi
 use serde_json::Value;
 
 use super::{LABEL, NAMESPACE, Outcome};
+use crate::escape::Untrusted;
 use crate::observe::ObserveError;
 use crate::observe::kubernetes::said;
 
@@ -63,15 +64,20 @@ const STUCK: [&str; 6] = [
 /// What `pod` shows now, and whether it is over (finished, or stuck for good).
 fn read(pod: &Pod) -> (Outcome, bool) {
     let status = pod.status.clone().unwrap_or_default();
-    let mut o = Outcome { phase: status.phase.clone().unwrap_or_default(), ..Outcome::default() };
-    o.claims = status.resource_claim_statuses.iter().flatten().filter_map(|c| c.resource_claim_name.clone()).collect();
-    let mut over = matches!(o.phase.as_str(), "Succeeded" | "Failed");
+    let mut o = Outcome { phase: status.phase.clone().unwrap_or_default().into(), ..Outcome::default() };
+    o.claims = status
+        .resource_claim_statuses
+        .iter()
+        .flatten()
+        .filter_map(|c| c.resource_claim_name.clone().map(Untrusted::from))
+        .collect();
+    let mut over = matches!(o.phase.raw(), "Succeeded" | "Failed");
     for c in status.conditions.unwrap_or_default() {
         if c.type_ == "PodScheduled" && c.status == "False" {
             let message = c.message.unwrap_or_else(|| c.reason.clone().unwrap_or_default());
             // The scheduler retries, but a device held by another pod stays held.
             over |= message.contains("Insufficient") || message.contains("cannot allocate all claims");
-            o.unschedulable = Some(message);
+            o.unschedulable = Some(message.into());
         }
     }
     for cs in status.container_statuses.unwrap_or_default() {
@@ -80,18 +86,18 @@ fn read(pod: &Pod) -> (Outcome, bool) {
             && let Some(reason) = w.reason
         {
             over |= STUCK.contains(&reason.as_str());
-            o.reason = Some(match w.message {
+            o.reason = Some(Untrusted::new(match w.message {
                 Some(m) if !m.is_empty() => format!("{reason}: {m}"),
                 _ => reason,
-            });
+            }));
         }
         if let Some(t) = state.terminated {
             o.exit_code = Some(t.exit_code);
             if let Some(reason) = t.reason.filter(|r| r != "Completed") {
-                o.reason = Some(match t.message {
+                o.reason = Some(Untrusted::new(match t.message {
                     Some(m) if !m.is_empty() => format!("{reason}: {m}"),
                     _ => reason,
-                });
+                }));
             }
         }
     }
@@ -135,7 +141,7 @@ pub async fn run_pod(
     // A DRA pod's claims: the devices the driver allocated, read before the pod (and with it a
     // claim made from a template) goes.
     for claim in outcome.claims.clone() {
-        let read = tokio::time::timeout_at(end + LOG_GRACE, allocation(client, namespace, &claim));
+        let read = tokio::time::timeout_at(end + LOG_GRACE, allocation(client, namespace, claim.raw()));
         outcome.allocated.extend(read.await.unwrap_or_default());
     }
     finish(&api, &name, uid, &mut outcome, end).await;
@@ -162,7 +168,7 @@ fn claims_api(client: &Client, namespace: &str) -> Api<kube::api::DynamicObject>
 
 /// The devices the driver allocated to claim `name` (its `status.allocation`); none when the
 /// claim cannot be read.
-pub async fn allocation(client: &Client, namespace: &str, name: &str) -> Vec<String> {
+pub async fn allocation(client: &Client, namespace: &str, name: &str) -> Vec<Untrusted> {
     match claims_api(client, namespace).get_opt(name).await {
         Ok(Some(claim)) => super::claims::allocated(&serde_json::to_value(&claim).unwrap_or_default()),
         _ => Vec::new(),
@@ -175,15 +181,15 @@ pub async fn create_claim(
     client: &Client,
     context: &str,
     manifest: &Value,
-) -> Result<Result<(), String>, ObserveError> {
+) -> Result<Result<(), Untrusted>, ObserveError> {
     let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_string();
     let namespace = namespace_of(manifest).to_string();
     let api = claims_api(client, &namespace);
     if let Some(old) = api.get_opt(&name).await.map_err(|e| unreachable(context, "get resourceclaim", &e))? {
         if old.metadata.labels.as_ref().and_then(|l| l.get(LABEL)) != Some(&name) {
-            return Ok(Err(format!(
+            return Ok(Err(Untrusted::new(format!(
                 "a ResourceClaim {namespace}/{name} exists that k3d-gpu test did not create; it is left alone"
-            )));
+            ))));
         }
         // An earlier run's: removed, that very object, and waited for (an allocated claim
         // goes only once the pods that reserved it are gone).
@@ -195,19 +201,21 @@ pub async fn create_claim(
         })
         .await;
         if gone.is_err() {
-            return Ok(Err(format!("the ResourceClaim {namespace}/{name} of an earlier run is still being deleted")));
+            return Ok(Err(Untrusted::new(format!(
+                "the ResourceClaim {namespace}/{name} of an earlier run is still being deleted"
+            ))));
         }
     }
     let object: kube::api::DynamicObject = match serde_json::from_value(manifest.clone()) {
         Ok(o) => o,
-        Err(e) => return Ok(Err(format!("the manifest is not a ResourceClaim: {e}"))),
+        Err(e) => return Ok(Err(Untrusted::new(format!("the manifest is not a ResourceClaim: {e}")))),
     };
     // Server-side apply, as every object k3d-gpu writes (its own field manager: the test's
     // claim is never the plan's).
     let params = kube::api::PatchParams::apply("k3d-gpu-test").validation_strict();
     match api.patch(&name, &params, &kube::api::Patch::Apply(&object)).await {
         Ok(_) => Ok(Ok(())),
-        Err(kube::Error::Api(status)) => Ok(Err(status.message.clone())),
+        Err(kube::Error::Api(status)) => Ok(Err(status.message.clone().into())),
         Err(e) => Err(unreachable(context, "create resourceclaim", &e)),
     }
 }
@@ -227,11 +235,11 @@ pub async fn delete_claim(client: &Client, namespace: &str, name: &str, uid: Opt
 /// container that prints a byte every few seconds never ends its log, and each read's own
 /// timeout never fires. Then deletes the pod, whatever the read did.
 async fn finish(api: &Api<Pod>, name: &str, uid: Option<String>, outcome: &mut Outcome, end: tokio::time::Instant) {
-    let ran = outcome.exit_code.is_some() || matches!(outcome.phase.as_str(), "Succeeded" | "Failed" | "Running");
+    let ran = outcome.exit_code.is_some() || matches!(outcome.phase.raw(), "Succeeded" | "Failed" | "Running");
     if ran {
         match tokio::time::timeout_at(end + LOG_GRACE, log_of(api, name)).await {
             Ok(Some((text, cut))) => {
-                outcome.log = text;
+                outcome.log = text.into();
                 outcome.log_cut = cut;
             }
             Ok(None) => {}
@@ -258,7 +266,7 @@ async fn log_of(api: &Api<Pod>, name: &str) -> Option<(String, bool)> {
 /// `Ok(Err(outcome))`: not created, and why.
 async fn create(api: &Api<Pod>, context: &str, manifest: &Value) -> Result<Result<Pod, Outcome>, ObserveError> {
     let name = manifest["metadata"]["name"].as_str().unwrap_or_default().to_string();
-    let refused = |why: String| Ok(Err(Outcome { refused: Some(why), ..Outcome::default() }));
+    let refused = |why: String| Ok(Err(Outcome { refused: Some(why.into()), ..Outcome::default() }));
     if let Some(old) = api.get_opt(&name).await.map_err(|e| unreachable(context, "get pod", &e))? {
         let ours = old.metadata.labels.as_ref().and_then(|l| l.get(LABEL)) == Some(&name);
         if !ours {
@@ -341,7 +349,7 @@ pub async fn run_group(
                 o.reason = Some("the pod was deleted while it ran".into());
             }
             // A deleted pod holds nothing any more: it never counts as Running again.
-            let running = o.phase == "Running" && !over && !deleted;
+            let running = o.phase.raw() == "Running" && !over && !deleted;
             now.insert(name.clone(), (running, over || deleted));
             run.outcomes.insert(name, o);
             let running_now: Vec<String> = now.iter().filter(|(_, s)| s.0).map(|(n, _)| n.clone()).collect();

@@ -19,6 +19,7 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::{Hints, Outcome, Probe, SmokePod, kind_of};
+use crate::escape::Untrusted;
 use crate::facts::Facts;
 
 /// The most pods one group starts: a node runs at most 110 pods, and eight GPUs time-sliced
@@ -63,8 +64,9 @@ pub struct Group {
     pub name: String,
     /// Where its pods run.
     pub namespace: String,
-    pub resource: String,
-    pub node: String,
+    /// The API server's names, as [`SmokePod`]'s.
+    pub resource: Untrusted,
+    pub node: Untrusted,
     /// Pods per device the config promises.
     pub promised: u32,
     /// Devices the host's facts hold for the resource (1 when they do not count it).
@@ -122,8 +124,8 @@ pub fn groups(
             };
             let pods = (0..count)
                 .map(|i| SmokePod {
-                    resource: resource.clone(),
-                    node: node.clone(),
+                    resource: resource.as_str().into(),
+                    node: node.as_str().into(),
                     pod: format!("{name}-{i}"),
                     image: images.get(image).cloned().unwrap_or_else(|| image.to_string()),
                     probe: kind.probe,
@@ -135,8 +137,8 @@ pub fn groups(
             out.push(Group {
                 name,
                 namespace: super::NAMESPACE.to_string(),
-                resource: resource.clone(),
-                node: node.clone(),
+                resource: resource.as_str().into(),
+                node: node.as_str().into(),
                 promised: *promised,
                 devices,
                 allocatable: amount,
@@ -181,7 +183,7 @@ pub struct Verdict {
     /// Pods that never ran with those.
     pub apart: Vec<String>,
     /// The device each pod reported, by pod.
-    pub devices: BTreeMap<String, String>,
+    pub devices: BTreeMap<String, Untrusted>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cause: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -189,7 +191,7 @@ pub struct Verdict {
 }
 
 /// Each device a probe's log names, as printed: an NVIDIA GPU's UUID (`nvidia-smi -L`), the
-/// PCI address of the card behind a render node it opened. Not yet escaped.
+/// PCI address of the card behind a render node it opened. As printed: outside text.
 pub(super) fn devices_seen(probe: Probe, log: &str) -> Vec<&str> {
     match probe {
         Probe::NvidiaSmi => log
@@ -202,27 +204,27 @@ pub(super) fn devices_seen(probe: Probe, log: &str) -> Vec<&str> {
 }
 
 /// The device a pod reported: an NVIDIA GPU's UUID, an Intel card's PCI address.
-fn identity(probe: Probe, log: &str) -> Option<String> {
+fn identity(probe: Probe, log: &str) -> Option<Untrusted> {
     // The set of devices the pod got (one for a plugin's unit; a DRA claim may hold several).
     let mut ids = devices_seen(probe, log);
     ids.sort_unstable();
     ids.dedup();
-    (!ids.is_empty()).then(|| crate::escape::one_line(&ids.join("+")).into_owned())
+    (!ids.is_empty()).then(|| Untrusted::new(ids.join("+")))
 }
 
 /// NVIDIA compute modes that let one process at a time use the GPU (`nvidia-smi -c`).
-fn exclusive_mode(log: &str) -> Option<String> {
+fn exclusive_mode(log: &str) -> Option<Untrusted> {
     log.lines()
         .filter_map(|l| l.strip_prefix("compute "))
         .filter_map(|l| l.rsplit(", ").next())
         .find(|mode| mode.starts_with("Exclusive") || *mode == "Prohibited")
-        .map(|m| crate::escape::one_line(m).into_owned())
+        .map(Untrusted::from)
 }
 
 /// Why sharing was not tried at all: one pod per device fits, other pods hold the units, a
 /// pod was refused, or none of them ran. `None`: they ran; the verdict reads how.
 fn not_tried(g: &Group, run: &Run, names: &[String], hints: &Hints, advertised: &str) -> Option<(String, String)> {
-    let logs = hints.logs(&g.resource);
+    let logs = hints.logs(g.resource.raw());
     if names.len() < 2 && g.held == 0 {
         return Some((
             format!("one pod per device can run, so nothing is shared: {advertised}"),
@@ -249,7 +251,7 @@ fn not_tried(g: &Group, run: &Run, names: &[String], hints: &Hints, advertised: 
         names.iter().find_map(|n| Some((n, run.outcomes.get(n).and_then(|o| o.refused.clone())?)))
     {
         return Some((
-            format!("pod {name} was not created: {}", crate::escape::one_line(&why)),
+            format!("pod {name} was not created: {why}"),
             hints.kubectl.clone().lit("get pods -A").to_string(),
         ));
     }
@@ -259,11 +261,14 @@ fn not_tried(g: &Group, run: &Run, names: &[String], hints: &Hints, advertised: 
             .iter()
             .filter_map(|n| {
                 let o = run.outcomes.get(n)?;
-                let said = o.reason.clone().or_else(|| o.unschedulable.clone()).unwrap_or_else(|| {
-                    let phase = if o.phase.is_empty() { "unknown" } else { &o.phase };
-                    if o.timed_out { format!("still {phase} at the deadline") } else { format!("phase {phase}") }
-                });
-                Some(format!("{n}: {}", crate::escape::one_line(&said)))
+                let said = o.reason.as_ref().or(o.unschedulable.as_ref()).map_or_else(
+                    || {
+                        let phase = if o.phase.is_empty() { "unknown".to_string() } else { o.phase.to_string() };
+                        if o.timed_out { format!("still {phase} at the deadline") } else { format!("phase {phase}") }
+                    },
+                    Untrusted::to_string,
+                );
+                Some(format!("{n}: {said}"))
             })
             .take(3)
             .collect();
@@ -279,9 +284,9 @@ fn not_tried(g: &Group, run: &Run, names: &[String], hints: &Hints, advertised: 
 pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
     let names: Vec<String> = g.pods.iter().map(|p| p.pod.clone()).collect();
     let apart: Vec<String> = names.iter().filter(|n| !run.together.contains(n)).cloned().collect();
-    let log = |name: &str| run.outcomes.get(name).map(|o| o.log.as_str()).unwrap_or_default();
+    let log = |name: &str| run.outcomes.get(name).map(|o| o.log.raw()).unwrap_or_default();
     let probe = g.pods.first().map_or(Probe::Devices, |p| p.probe);
-    let devices: BTreeMap<String, String> =
+    let devices: BTreeMap<String, Untrusted> =
         names.iter().filter_map(|n| Some((n.clone(), identity(probe, log(n))?))).collect();
     let mut out = Verdict {
         passed: false,
@@ -291,7 +296,7 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
         cause: None,
         fix: None,
     };
-    let logs = hints.logs(&g.resource);
+    let logs = hints.logs(g.resource.raw());
     let per_device = g.allocatable / u64::from(g.devices.max(1));
     let advertised = format!(
         "node {} advertises {} {} for {} device(s), {per_device} per device; the config promises {}",
@@ -315,8 +320,7 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
         } else if !unschedulable.is_empty() {
             format!(
                 "pods {list} never ran with the others: the scheduler found no free {} for them ({}); other pods hold some, or the plugin hands out fewer than it advertises",
-                g.resource,
-                crate::escape::one_line(&unschedulable)
+                g.resource, unschedulable
             )
         } else if run.together.len() <= 1 {
             format!(
@@ -333,7 +337,7 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
         return fail(cause, fix);
     }
     if let Some(missing) = names.iter().find(|n| !devices.contains_key(*n)) {
-        let said: Vec<String> = log(missing).lines().take(5).map(|l| crate::escape::one_line(l).into_owned()).collect();
+        let said: Vec<String> = log(missing).lines().take(5).map(|l| Untrusted::from(l).to_string()).collect();
         return fail(
             format!("pod {missing} ran with the others but reported no single device ({})", said.join(" | ")),
             format!("read the plugin's log: `{logs}`"),
@@ -342,8 +346,7 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
     if g.mps
         && let Some(missing) = names.iter().find(|n| !log(n).lines().any(|l| l.starts_with("mps serving ")))
     {
-        let said =
-            log(missing).lines().find(|l| l.starts_with("mps ")).map(|l| crate::escape::one_line(l).into_owned());
+        let said = log(missing).lines().find(|l| l.starts_with("mps ")).map(|l| Untrusted::from(l).to_string());
         return fail(
             format!(
                 "pod {missing} did not reach the MPS control daemon ({}): its pods run without MPS, or not at all",
@@ -365,9 +368,9 @@ pub fn verdict(g: &Group, run: &Run, hints: &Hints) -> Verdict {
             "set the default compute mode on the host: `sudo nvidia-smi -c DEFAULT` (for every GPU; not kept across a reboot unless your driver setup sets it)".into(),
         );
     }
-    let mut per: BTreeMap<&str, usize> = BTreeMap::new();
+    let mut per: BTreeMap<&Untrusted, usize> = BTreeMap::new();
     for d in devices.values() {
-        *per.entry(d.as_str()).or_default() += 1;
+        *per.entry(d).or_default() += 1;
     }
     let most = per.values().copied().max().unwrap_or(0);
     // Spread evenly (a balanced policy), each device takes count/devices; packed, one takes
@@ -425,7 +428,7 @@ mod tests {
             outcomes: logs
                 .iter()
                 .map(|(pod, log)| {
-                    (pod.to_string(), Outcome { phase: "Running".into(), log: log.to_string(), ..Default::default() })
+                    (pod.to_string(), Outcome { phase: "Running".into(), log: (*log).into(), ..Default::default() })
                 })
                 .collect(),
             together: together.iter().map(|s| s.to_string()).collect(),
@@ -437,8 +440,7 @@ mod tests {
         let shares = BTreeMap::from([("gpu.intel.com/i915".to_string(), 8), ("nvidia.com/gpu".to_string(), 4)]);
         let allocatable = node(&[("gpu.intel.com/i915", "8"), ("nvidia.com/gpu", "8"), ("cpu", "32")]);
         let got = groups(&facts("desktop-rpl-nvidia"), &shares, &allocatable, &Held::new(), false, &BTreeMap::new());
-        let sizes: Vec<(&str, u32, usize)> =
-            got.iter().map(|g| (g.resource.as_str(), g.devices, g.pods.len())).collect();
+        let sizes: Vec<(&str, u32, usize)> = got.iter().map(|g| (g.resource.raw(), g.devices, g.pods.len())).collect();
         assert_eq!(sizes, [("gpu.intel.com/i915", 1, 8), ("nvidia.com/gpu", 2, 8)]);
         let pod = manifest(&got[1].pods[0], &got[1].name, 60);
         assert_eq!(pod["metadata"]["labels"][GROUP_LABEL], "k3d-gpu-share-nvidia-com-gpu-0");
@@ -516,7 +518,7 @@ mod tests {
         let text = String::from_utf8(out.stdout).unwrap();
         assert!(text.contains("device 0000:03:00.0 renderD128\n"), "{text}");
         assert!(text.contains("denied ") && text.ends_with("ready\n"), "{text}");
-        assert_eq!(identity(Probe::Devices, &text).as_deref(), Some("0000:03:00.0"));
+        assert_eq!(identity(Probe::Devices, &text).as_ref().map(Untrusted::raw), Some("0000:03:00.0"));
     }
 
     #[test]
@@ -526,7 +528,7 @@ mod tests {
         let log = "device 0000:00:02.0 renderD128\nready\n";
         let v = verdict(&g, &run(&[(names[0], log), (names[1], log)], &names), &hints());
         assert!(v.passed, "{v:?}");
-        assert_eq!(v.devices.values().collect::<Vec<_>>(), ["0000:00:02.0", "0000:00:02.0"]);
+        assert_eq!(v.devices.values().map(Untrusted::raw).collect::<Vec<_>>(), ["0000:00:02.0", "0000:00:02.0"]);
     }
 
     #[test]

@@ -53,7 +53,7 @@ fn one_pod_per_accelerator_resource_and_node_and_nothing_for_cpu_or_memory() {
     assert_eq!(pods.len(), 1, "{pods:?}");
     let p = &pods[0];
     assert_eq!(
-        (p.resource.as_str(), p.pod.as_str(), p.probe),
+        (p.resource.raw(), p.pod.as_str(), p.probe),
         ("gpu.intel.com/xe", "k3d-gpu-test-gpu-intel-com-xe", Probe::Devices)
     );
     assert_eq!((p.requested, p.expected), (1, 1));
@@ -231,4 +231,61 @@ fn pod_names_are_dns_labels() {
     assert!(pod_name(&"x".repeat(100), 0).len() <= 63);
     assert!(counts("renderD128", "renderD") && counts("wq0.1", "wq") && counts("12", "") && counts("dxg", "dxg"));
     assert!(!counts("card0", "renderD") && !counts("vfio", "") && !counts("accel_controlD0", "accel"));
+}
+
+/// Issue 41: what the cluster says (a node's and a resource's name, a pod's log, the API
+/// server's refusal, a container's message) is `Untrusted` from the moment it is read, so any
+/// `{}` of it, not only `text`'s, is one escaped line; `test --json` keeps it as it came.
+#[test]
+fn the_clusters_text_is_one_escaped_line_wherever_it_is_shown() {
+    const FORGED: &str = "\npass  nvidia.com/gpu on node (pod x): 1 of 1 expected\x1b]52;c;Y3VybA==\x07";
+    // A log is read line by line: its forged line starts with a line separator instead.
+    const IN_LOG: &str = "\u{2028}pass  nvidia.com/gpu on node (pod x): 1 of 1 expected\x1b]52;c;Y3VybA==\x07";
+    let f = facts("arc-b580-x2");
+    let resource = format!("dsa.intel.com/wq-user-{FORGED}");
+    let mut allocatable = node(&[("gpu.intel.com/xe", "1"), (resource.as_str(), "1")]);
+    let alloc = allocatable.remove("k3d-gpu-server-0").unwrap();
+    allocatable.insert(format!("k3d-gpu-server-0{FORGED}"), alloc);
+    let (pods, counts) = plan(&f, &allocatable, &images());
+    let one_line = |shown: String| {
+        assert!(!shown.contains(['\n', '\u{2028}', '\x1b', '\x07']), "{shown:?}");
+        assert!(shown.contains("\\x0apass  nvidia.com/gpu") || shown.contains("\\u{2028}pass  nvidia"), "{shown:?}");
+    };
+    one_line(pods[0].node.to_string());
+    one_line(counts.iter().find(|c| c.resource.raw() == resource).unwrap().resource.to_string());
+
+    let xe = pods.iter().find(|p| p.resource == "gpu.intel.com/xe").unwrap();
+    let ran = Outcome {
+        phase: format!("Succeeded{FORGED}").into(),
+        log: format!("open /dev/dri/renderD128{IN_LOG}\ndenied /dev/dri/renderD129{IN_LOG}: denied\n").into(),
+        ..Outcome::default()
+    };
+    let v = verdict(xe, &ran, &f, &hints());
+    assert!(!v.passed, "{v:?}");
+    for e in &v.evidence {
+        one_line(e.to_string());
+    }
+    for refused in [
+        Outcome { refused: Some(format!("admission webhook said no{FORGED}").into()), ..Outcome::default() },
+        Outcome { unschedulable: Some(format!("0/1 nodes{FORGED}").into()), ..Outcome::default() },
+        Outcome { reason: Some(format!("CrashLoop: {FORGED}").into()), ..Outcome::default() },
+    ] {
+        let v = verdict(xe, &refused, &f, &hints());
+        one_line(v.cause.unwrap());
+    }
+    // The JSON document carries the text as it came; serde_json escapes it there.
+    let json = serde_json::to_value(&ran).unwrap();
+    assert_eq!(json["log"].as_str(), Some(ran.log.raw()));
+    assert_eq!(json["phase"].as_str(), Some(ran.phase.raw()));
+
+    let found = Found {
+        pods: vec![PodResult { pod: xe.clone(), outcome: ran, verdict: v }],
+        shares: vec![],
+        claims: vec![],
+        counts,
+        problems: vec![],
+    };
+    let shown = text(&Report::new("lab", found));
+    assert!(!shown.contains(['\x1b', '\x07', '\u{2028}']), "{shown}");
+    assert!(shown.lines().all(|l| !l.starts_with("pass  nvidia.com/gpu on node")), "{shown}");
 }
