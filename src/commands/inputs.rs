@@ -9,6 +9,7 @@ use crate::cli::Global;
 use crate::compile::CompileError;
 use crate::config::{Config, ConfigError, load_all, span_of, span_of_element};
 use crate::error::{Error, Result};
+use crate::input_file::Unconfined;
 
 /// The config as loaded, with its text for diagnostics.
 pub struct Inputs {
@@ -98,14 +99,19 @@ fn read_registry_credentials(config: &mut Config, dir: &Path) {
     if crate::config::fleet::path_problem(file).is_some() {
         return; // compile says why
     }
+    use crate::config::{CredentialsStep, CredentialsUnread};
+    let failed =
+        |step: CredentialsStep| move |e: &dyn std::fmt::Display| CredentialsUnread { step, reason: e.to_string() };
     let read = confine_file(dir, file)
-        .and_then(|path| crate::input_file::read_text(&path).map_err(|e| e.to_string()))
-        .and_then(|text| crate::apply::registries::Credentials::parse(&text).map_err(|e| e.to_string()))
+        .map_err(|e| failed(CredentialsStep::Confine)(&e))
+        .and_then(|path| crate::input_file::read_text(&path).map_err(|e| failed(CredentialsStep::Read)(&e)))
+        .and_then(|text| {
+            crate::apply::registries::Credentials::parse(&text).map_err(|e| failed(CredentialsStep::Parse)(&e))
+        })
         .and_then(|c| {
             let env = |k: &str| std::env::var(k).ok();
             let state = crate::apply::lock::state_dir(&env);
-            let key = crate::apply::registries::machine_key(&state)
-                .map_err(|e| format!("cannot keep the digest key in the state directory: {e}"))?;
+            let key = crate::apply::registries::machine_key(&state).map_err(|e| failed(CredentialsStep::Key)(&e))?;
             Ok(crate::config::CredentialsRead { digest: c.digest(&key), registries: c.registries() })
         });
     registries.credentials_read = Some(read);
@@ -113,9 +119,8 @@ fn read_registry_credentials(config: &mut Config, dir: &Path) {
 
 /// `path` (relative to `config_dir`) with every link resolved, when that is inside
 /// [`confinement`]; else why not.
-pub fn confine_file(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, String> {
-    let boundary =
-        confinement(config_dir).map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
+pub fn confine_file(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, Unconfined> {
+    let boundary = confinement(config_dir).map_err(|e| Unconfined::ConfigDir(e.kind()))?;
     crate::input_file::resolve_within(&boundary, config_dir, Path::new(path))
 }
 
@@ -196,20 +201,19 @@ pub fn confinement(config_dir: &Path) -> std::io::Result<PathBuf> {
 /// A `[[components]] path` as a file to read, or why not: a relative path to a `.kdl` file
 /// that, with every link resolved, is inside [`confinement`]. A config from a pull request
 /// must not make `validate` read (and echo) `/proc/self/environ` or `~/.ssh/id_rsa`.
-pub fn confine_component(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, String> {
+pub fn confine_component(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, Unconfined> {
     let relative = Path::new(path);
     if path.is_empty() || relative.is_absolute() {
-        return Err("must be relative to the config's directory".into());
+        return Err(Unconfined::Name("must be relative to the config's directory"));
     }
     if relative.extension().is_none_or(|e| e != "kdl") {
-        return Err("is not a .kdl file".into());
+        return Err(Unconfined::Name("is not a .kdl file"));
     }
-    let boundary =
-        confinement(config_dir).map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
+    let boundary = confinement(config_dir).map_err(|e| Unconfined::ConfigDir(e.kind()))?;
     let resolved = crate::input_file::resolve_within(&boundary, config_dir, relative)?;
     // Checked on the resolved name too: a link named x.kdl to a file that is not one.
     if resolved.extension().is_none_or(|e| e != "kdl") {
-        return Err("is a link to something that is not a .kdl file".into());
+        return Err(Unconfined::Name("is a link to something that is not a .kdl file"));
     }
     Ok(resolved)
 }
