@@ -237,7 +237,7 @@ pub fn user_lock(inputs: &Inputs) -> Result<Option<crate::images::Lock>> {
         help: Some("fix or delete it, then run `k3d-gpu images lock`".into()),
     };
     let text = crate::input_file::read_text(&path).map_err(|e| bad(e.to_string()))?;
-    crate::images::Lock::parse(&text).map(Some).map_err(bad)
+    crate::images::Lock::parse(&text).map(Some).map_err(|e| bad(e.to_string()))
 }
 
 /// What compiling these inputs gives, with what it was compiled from.
