@@ -533,16 +533,16 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
             "vendor" => Condition::Vendor(value.parse().map_err(|e: crate::facts::vendors::UnknownVendor| {
                 file.error(entry.span, e.to_string(), "unknown vendor", None)
             })?),
-            "intel-gpu-mode" => Condition::IntelGpuMode(config_value(value).map_err(bad)?),
-            "nvidia-gpu-mode" => Condition::NvidiaGpuMode(config_value(value).map_err(bad)?),
-            "balloons" => Condition::Balloons(config_value(value).map_err(bad)?),
-            "telemetry" => Condition::Telemetry(config_value(value).map_err(bad)?),
+            "intel-gpu-mode" => Condition::IntelGpuMode(config_value(value).map_err(|a| bad(a.0))?),
+            "nvidia-gpu-mode" => Condition::NvidiaGpuMode(config_value(value).map_err(|a| bad(a.0))?),
+            "balloons" => Condition::Balloons(config_value(value).map_err(|a| bad(a.0))?),
+            "telemetry" => Condition::Telemetry(config_value(value).map_err(|a| bad(a.0))?),
             "sandbox" => Condition::Sandbox(match value {
                 "on" => true,
                 "off" => false,
                 _ => return Err(bad("on, off".into())),
             }),
-            "nvidia-sharing" => Condition::NvidiaSharing(config_value(value).map_err(bad)?),
+            "nvidia-sharing" => Condition::NvidiaSharing(config_value(value).map_err(|a| bad(a.0))?),
             _ => {
                 return Err(file.error(
                     entry.span,
@@ -561,11 +561,11 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
 
 /// A condition value read as the config reads it (the same serde names); the error is the
 /// list of allowed values.
-fn config_value<T: serde::de::DeserializeOwned>(value: &str) -> Result<T, String> {
-    T::deserialize(serde::de::value::StrDeserializer::<Allowed>::new(value)).map_err(|e| e.0)
+fn config_value<T: serde::de::DeserializeOwned>(value: &str) -> Result<T, Allowed> {
+    T::deserialize(serde::de::value::StrDeserializer::<Allowed>::new(value))
 }
 
-/// A deserialisation error that keeps the allowed variant names.
+/// A deserialisation error that keeps the allowed variant names, comma-separated.
 #[derive(Debug)]
 struct Allowed(String);
 

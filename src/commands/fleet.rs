@@ -197,7 +197,7 @@ pub fn destroy_plan(
         .block_on(crate::observe::existing::observe(&super::plan::kubeconfig_path(), &context, &kinds))
         .map_err(super::observe_failed)?;
     let nothing = crate::compile::DesiredGraph::build(Vec::new(), Vec::new(), None)
-        .map_err(|e| Error::Usage { message: e, help: None })?;
+        .map_err(|e| Error::Usage { message: e.to_string(), help: None })?;
     let digests = crate::plan::Inputs {
         owner: Some(inputs.config.cluster.name.clone()),
         ..crate::plan::Inputs::for_destroy(&inputs.config, &observed)
