@@ -229,7 +229,7 @@ pub enum Unbuildable {
     #[error("build arg {0} is not an ARG of the Dockerfile")]
     UnknownArg(String),
     #[error("base {} ({}={tag:?}): {why}", base.repository, base.tag_arg)]
-    Base { base: Base, tag: String, why: crate::images::BadImageRef },
+    Base { base: Box<Base>, tag: String, why: crate::images::BadImageRef },
 }
 
 /// What the compiler makes of the node image: the graph resource's spec, the images its bases
@@ -273,7 +273,7 @@ pub fn resolve(source: &Source, build_args: &BTreeMap<String, String>, locks: &L
             for base in bases(dockerfile)? {
                 let tag = args.get(&base.tag_arg).or(defaults.get(&base.tag_arg)).cloned().unwrap_or_default();
                 let image = ImageRef::parse(&format!("{}:{tag}", base.repository))
-                    .map_err(|why| Unbuildable::Base { base: base.clone(), tag: tag.clone(), why })?;
+                    .map_err(|why| Unbuildable::Base { base: Box::new(base.clone()), tag: tag.clone(), why })?;
                 let used = locks.resolve(&image);
                 if let Some((_, digest)) = used.reference.split_once('@') {
                     args.insert(base.digest_arg.clone(), digest.to_string());
