@@ -858,11 +858,22 @@ pub struct DoctorArgs {
 }
 
 /// A model size in GiB: a positive number.
-fn model_gb(text: &str) -> Result<f64, String> {
+fn model_gb(text: &str) -> Result<f64, BadValue> {
     match text.parse::<f64>() {
         Ok(n) if n.is_finite() && n > 0.0 => Ok(n),
-        _ => Err("expected a positive number of GiB, such as 8 or 4.5".into()),
+        _ => Err(BadValue::ModelGb),
     }
+}
+
+/// What an option's value should have been; clap prints it after the value it refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum BadValue {
+    #[error("expected a positive number of GiB, such as 8 or 4.5")]
+    ModelGb,
+    #[error("expected the model's size in GiB, a number above 0 and at most 4096 (e.g. 14 or 7.5)")]
+    ModelSize,
+    #[error("expected `sha256:` and 64 lowercase hex digits, as `k3d-gpu plan --hash` prints")]
+    PlanHash,
 }
 
 #[derive(Debug, Args)]
@@ -917,21 +928,21 @@ impl FactsArgs {
 }
 
 /// A model's size in GiB: a number above 0 and at most 4096 (no accelerator holds more).
-pub(crate) fn model_size(text: &str) -> Result<f64, String> {
+pub(crate) fn model_size(text: &str) -> Result<f64, BadValue> {
     match text.trim().parse::<f64>() {
         Ok(gib) if gib.is_finite() && gib > 0.0 && gib <= 4096.0 => Ok(gib),
-        _ => Err("expected the model's size in GiB, a number above 0 and at most 4096 (e.g. 14 or 7.5)".into()),
+        _ => Err(BadValue::ModelSize),
     }
 }
 
 /// A plan hash as `plan --hash` prints it: `sha256:` and 64 lowercase hex digits. Anything
 /// else is a typo or a truncated copy (bad usage, exit 2), not a plan that changed.
-pub(crate) fn plan_hash(text: &str) -> Result<String, String> {
+pub(crate) fn plan_hash(text: &str) -> Result<String, BadValue> {
     let hex = text.strip_prefix("sha256:").unwrap_or("");
     if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
         Ok(text.to_string())
     } else {
-        Err("expected `sha256:` and 64 lowercase hex digits, as `k3d-gpu plan --hash` prints".into())
+        Err(BadValue::PlanHash)
     }
 }
 
@@ -1042,7 +1053,15 @@ mod tests {
 
     use clap::{CommandFactory, Parser};
 
-    use super::Cli;
+    use super::{BadValue, Cli, model_gb, model_size, plan_hash};
+
+    #[test]
+    fn a_refused_value_says_what_was_expected_by_its_variant() {
+        assert_eq!(plan_hash(&format!("sha256:{}", "A".repeat(64))), Err(BadValue::PlanHash));
+        assert_eq!(model_size("0"), Err(BadValue::ModelSize));
+        assert_eq!(model_gb("-1"), Err(BadValue::ModelGb));
+        assert_eq!(model_gb("4.5"), Ok(4.5));
+    }
 
     /// `--help` is the reference, so every flag of every command must say what it does.
     #[test]

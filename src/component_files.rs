@@ -5,7 +5,7 @@
 
 use std::path::Path;
 
-use crate::catalog::{Catalog, CatalogError, MAX_COMPONENT};
+use crate::catalog::{Catalog, CatalogError, MAX_COMPONENT, ManifestUnreadable};
 
 /// A catalog from a directory laid out like the repository's: `DIR/stdlib/*.kdl` and
 /// `DIR/share/*.yml` (or the `.kdl` files and manifests side by side in DIR). The files are
@@ -37,7 +37,7 @@ pub fn from_dir(dir: &Path) -> Result<Catalog, Box<CatalogError>> {
     }
     let load = |name: &str| {
         let file = share.join(name);
-        crate::input_file::read_text(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))
+        crate::input_file::read_text(&file).map_err(|e| ManifestUnreadable::Read { path: file, source: e.into() })
     };
     Catalog::from_texts(shipped, texts.iter().map(|(origin, text)| (origin.clone(), text.as_str())), &load)
 }
@@ -51,11 +51,11 @@ pub fn add_user_file(catalog: &mut Catalog, path: &Path, manifest_dir: &Path) ->
     catalog.add_user_component(&path.display().to_string(), &text, &|name| {
         let file = manifest_dir.join(name);
         if !(name.ends_with(".yml") || name.ends_with(".yaml")) {
-            return Err(format!("{} is not a .yml or .yaml file", file.display()));
+            return Err(ManifestUnreadable::NotYaml(file));
         }
         if std::fs::symlink_metadata(&file).is_ok_and(|m| m.file_type().is_symlink()) {
-            return Err(format!("{} is a link; a component's manifest must be a file beside it", file.display()));
+            return Err(ManifestUnreadable::Link(file));
         }
-        crate::input_file::read_text(&file).map_err(|e| format!("cannot read {}: {e}", file.display()))
+        crate::input_file::read_text(&file).map_err(|e| ManifestUnreadable::Read { path: file, source: e.into() })
     })
 }

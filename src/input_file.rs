@@ -127,21 +127,43 @@ pub fn repository_of(config_dir: &Path) -> std::io::Result<std::path::PathBuf> {
 /// `path` (relative to `dir`) with every link resolved, or why it may not be read: it does
 /// not resolve, or it leads outside `boundary`. A file a config or a plan names must not make
 /// k3d-gpu read (and echo) `/proc/self/environ` or `~/.ssh/id_rsa` through a link.
-pub fn resolve_within(boundary: &Path, dir: &Path, path: &Path) -> Result<std::path::PathBuf, String> {
+pub fn resolve_within(boundary: &Path, dir: &Path, path: &Path) -> Result<std::path::PathBuf, Unconfined> {
     let resolved = std::fs::canonicalize(dir.join(path)).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file or directory".to_string(),
-        kind => format!("cannot resolve it: {kind}"),
+        std::io::ErrorKind::NotFound => Unconfined::Missing,
+        kind => Unconfined::Unresolvable(kind),
     })?;
     if !resolved.starts_with(boundary) {
-        return Err(format!("leads outside {} (links included)", boundary.display()));
+        return Err(Unconfined::Outside(boundary.to_path_buf()));
     }
     Ok(resolved)
+}
+
+/// Why a file a config or a plan names may not be read. The text completes a sentence that
+/// names the file ("component path \"x.kdl\" leads outside …").
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unconfined {
+    #[error("no such file or directory")]
+    Missing,
+    #[error("cannot resolve it: {0}")]
+    Unresolvable(std::io::ErrorKind),
+    #[error("leads outside {} (links included)", .0.display())]
+    Outside(std::path::PathBuf),
+    /// The directory the file must stay in could not itself be resolved.
+    #[error("cannot resolve the config's directory: {0}")]
+    ConfigDir(std::io::ErrorKind),
+    /// The name is refused before anything is read: absolute, not a `.kdl` file, …
+    #[error("{0}")]
+    Name(&'static str),
+    /// A link on the way leads to nothing: a directory made through it would land wherever
+    /// it points.
+    #[error("a link on its way leads nowhere")]
+    Dangling,
 }
 
 /// `path` (absolute) with every link resolved, as `realpath -m` gives it: the part that exists
 /// resolved by the OS, the rest (a directory not made yet) appended as written. A link that
 /// leads nowhere is refused: a directory made through it would land wherever it points.
-pub fn resolve_links(path: &Path) -> Result<std::path::PathBuf, String> {
+pub fn resolve_links(path: &Path) -> Result<std::path::PathBuf, Unconfined> {
     let mut existing = path;
     let mut rest = Vec::new();
     loop {
@@ -149,17 +171,17 @@ pub fn resolve_links(path: &Path) -> Result<std::path::PathBuf, String> {
             Ok(_) => break,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
                 let (Some(name), Some(parent)) = (existing.file_name(), existing.parent()) else {
-                    return Err("holds a `..` component".into());
+                    return Err(Unconfined::Name("holds a `..` component"));
                 };
                 rest.push(name);
                 existing = parent;
             }
-            Err(e) => return Err(format!("cannot resolve it: {}", e.kind())),
+            Err(e) => return Err(Unconfined::Unresolvable(e.kind())),
         }
     }
     let resolved = std::fs::canonicalize(existing).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => "a link on its way leads nowhere".to_string(),
-        kind => format!("cannot resolve it: {kind}"),
+        std::io::ErrorKind::NotFound => Unconfined::Dangling,
+        kind => Unconfined::Unresolvable(kind),
     })?;
     Ok(rest.iter().rev().fold(resolved, |p, name| p.join(name)))
 }
@@ -211,6 +233,18 @@ pub fn read_tree(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_confined_path_says_why_by_its_variant() {
+        let dir = tempfile::tempdir().unwrap();
+        let inside = std::fs::canonicalize(dir.path()).unwrap().join("in");
+        std::fs::create_dir(&inside).unwrap();
+        std::os::unix::fs::symlink("/etc/hostname", inside.join("out")).unwrap();
+        assert_eq!(resolve_within(&inside, &inside, Path::new("gone")), Err(Unconfined::Missing));
+        let outside = resolve_within(&inside, &inside, Path::new("out")).unwrap_err();
+        assert_eq!(outside, Unconfined::Outside(inside.clone()));
+        assert_eq!(outside.to_string(), format!("leads outside {} (links included)", inside.display()));
+    }
 
     #[test]
     fn a_tree_keeps_each_files_execute_bit_and_its_limits() {

@@ -157,7 +157,7 @@ pub fn from_lines(dockerfile: &str) -> Vec<String> {
 
 /// The FROMs that name a registry image pinned through build args, or why one is not.
 /// A FROM naming an earlier stage is fine; anything else must be lockable.
-pub fn bases(dockerfile: &str) -> Result<Vec<Base>, String> {
+pub fn bases(dockerfile: &str) -> Result<Vec<Base>, Unbuildable> {
     let mut stages: Vec<String> = Vec::new();
     let mut out = Vec::new();
     for line in instructions(dockerfile) {
@@ -166,7 +166,7 @@ pub fn bases(dockerfile: &str) -> Result<Vec<Base>, String> {
             continue;
         }
         let rest: Vec<&str> = words[1..].iter().copied().filter(|w| !w.starts_with("--")).collect();
-        let Some(image) = rest.first() else { return Err("a FROM without an image".into()) };
+        let Some(image) = rest.first() else { return Err(Unbuildable::FromWithoutImage) };
         if let [_, as_word, name] = rest.as_slice()
             && as_word.eq_ignore_ascii_case("AS")
         {
@@ -175,11 +175,7 @@ pub fn bases(dockerfile: &str) -> Result<Vec<Base>, String> {
         if stages[..stages.len().saturating_sub(usize::from(rest.len() == 3))].iter().any(|s| s == image) {
             continue;
         }
-        out.push(parse_base(image).ok_or_else(|| {
-            format!(
-                "FROM {image} is not pinned through the lock: write FROM repo:${{X_TAG}}${{X_DIGEST:+@}}${{X_DIGEST}}"
-            )
-        })?);
+        out.push(parse_base(image).ok_or_else(|| Unbuildable::Unpinned(image.to_string()))?);
     }
     Ok(out)
 }
@@ -219,6 +215,23 @@ fn instructions(dockerfile: &str) -> impl Iterator<Item = String> + '_ {
     out.into_iter()
 }
 
+/// Why a node image's build context cannot be resolved; sentences about the build context.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unbuildable {
+    #[error("a FROM without an image")]
+    FromWithoutImage,
+    #[error("FROM {0} is not pinned through the lock: write FROM repo:${{X_TAG}}${{X_DIGEST:+@}}${{X_DIGEST}}")]
+    Unpinned(String),
+    #[error("the build context has no Dockerfile")]
+    NoDockerfile,
+    #[error("its Dockerfile is not UTF-8 text")]
+    NotUtf8,
+    #[error("build arg {0} is not an ARG of the Dockerfile")]
+    UnknownArg(String),
+    #[error("base {} ({}={tag:?}): {why}", base.repository, base.tag_arg)]
+    Base { base: Box<Base>, tag: String, why: crate::images::BadImageRef },
+}
+
 /// What the compiler makes of the node image: the graph resource's spec, the images its bases
 /// are pinned to, and the k3s version when the build says it.
 #[derive(Debug, Clone, PartialEq)]
@@ -236,7 +249,7 @@ pub struct Resolved {
 
 /// Resolves the source against the locks and the config's build args. Errors are sentences
 /// about the build context.
-pub fn resolve(source: &Source, build_args: &BTreeMap<String, String>, locks: &Locks) -> Result<Resolved, String> {
+pub fn resolve(source: &Source, build_args: &BTreeMap<String, String>, locks: &Locks) -> Result<Resolved, Unbuildable> {
     match source {
         Source::Prebuilt { reference, k3s_version } => Ok(Resolved {
             reference: reference.clone(),
@@ -246,13 +259,13 @@ pub fn resolve(source: &Source, build_args: &BTreeMap<String, String>, locks: &L
             inputs: BTreeMap::new(),
         }),
         Source::Build { context, files } => {
-            let dockerfile = files.get("Dockerfile").ok_or("the build context has no Dockerfile")?;
-            let dockerfile = std::str::from_utf8(&dockerfile.bytes).map_err(|_| "its Dockerfile is not UTF-8 text")?;
+            let dockerfile = files.get("Dockerfile").ok_or(Unbuildable::NoDockerfile)?;
+            let dockerfile = std::str::from_utf8(&dockerfile.bytes).map_err(|_| Unbuildable::NotUtf8)?;
             let defaults = arg_defaults(dockerfile);
             let mut args: BTreeMap<String, String> = BTreeMap::new();
             for (name, value) in build_args {
                 if !defaults.contains_key(name) {
-                    return Err(format!("build arg {name} is not an ARG of the Dockerfile"));
+                    return Err(Unbuildable::UnknownArg(name.clone()));
                 }
                 args.insert(name.clone(), value.clone());
             }
@@ -260,7 +273,7 @@ pub fn resolve(source: &Source, build_args: &BTreeMap<String, String>, locks: &L
             for base in bases(dockerfile)? {
                 let tag = args.get(&base.tag_arg).or(defaults.get(&base.tag_arg)).cloned().unwrap_or_default();
                 let image = ImageRef::parse(&format!("{}:{tag}", base.repository))
-                    .map_err(|e| format!("base {} ({}={tag:?}): {e}", base.repository, base.tag_arg))?;
+                    .map_err(|why| Unbuildable::Base { base: Box::new(base.clone()), tag: tag.clone(), why })?;
                 let used = locks.resolve(&image);
                 if let Some((_, digest)) = used.reference.split_once('@') {
                     args.insert(base.digest_arg.clone(), digest.to_string());
@@ -363,7 +376,7 @@ mod tests {
 
     #[test]
     fn a_from_by_tag_alone_is_refused() {
-        assert!(bases("FROM ubuntu:26.04\n").unwrap_err().contains("not pinned"));
+        assert_eq!(bases("FROM ubuntu:26.04\n"), Err(Unbuildable::Unpinned("ubuntu:26.04".into())));
         assert!(bases("FROM ubuntu@sha256:abc\n").is_err());
         // A later FROM of an earlier stage is no base.
         let two = "ARG T=1\nARG D=\nFROM a/b:${T}${D:+@}${D} AS one\nFROM one\n";
@@ -389,6 +402,9 @@ mod tests {
     #[test]
     fn an_unknown_build_arg_is_refused() {
         let args = BTreeMap::from([("UBUNTU_TAGG".to_string(), "24.04".to_string())]);
-        assert!(resolve(&Source::shipped(), &args, &Locks::shipped()).unwrap_err().contains("UBUNTU_TAGG"));
+        assert_eq!(
+            resolve(&Source::shipped(), &args, &Locks::shipped()).unwrap_err(),
+            Unbuildable::UnknownArg("UBUNTU_TAGG".into())
+        );
     }
 }

@@ -781,7 +781,10 @@ fn registry_credentials_reach_the_spec_as_a_digest_only() {
     }
     let written = k3d_gpu::apply::k3d::with_credentials(k3d, &spec, &read);
     assert!(written["registries"]["config"].as_str().unwrap().contains("hunter2"), "only what apply writes has them");
-    config.cluster.registries.as_mut().unwrap().credentials_read = Some(Err("no such file".into()));
+    config.cluster.registries.as_mut().unwrap().credentials_read = Some(Err(k3d_gpu::config::CredentialsUnread {
+        step: k3d_gpu::config::CredentialsStep::Read,
+        reason: "no such file".into(),
+    }));
     let errors = compile(&config, &facts_of("plain-laptop-amd"), &catalog()).unwrap_err();
     assert_eq!(errors[0].code, "bad-registry-credentials");
     assert_eq!(

@@ -160,6 +160,29 @@ fn a_docker_engine_that_never_ends_its_answer_is_cut_while_read() {
     assert!(!dir.path().join("images.lock").exists(), "no lock written");
 }
 
+/// `images lock` with no engine to resolve through: the error's kind is `unreachable`, chosen
+/// by its type (it was `usage` while the reason was a string), exit 2.
+#[test]
+fn images_lock_without_an_engine_is_unreachable_by_kind() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("k3dgpu.toml"), "").unwrap();
+    let socket = dir.path().join("no-engine.sock");
+    let out = K3dGpu::new()
+        .cwd(dir.path())
+        .args(["images", "lock", "--json"])
+        .env("DOCKER_HOST", format!("unix://{}", socket.display()))
+        .env("HOME", dir.path())
+        .output();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(2), "{stdout}");
+    let doc: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(doc["schema"], "k3d-gpu.error/v1", "{doc}");
+    assert_eq!(doc["diagnostics"][0]["code"], "unreachable", "{doc}");
+    let message = doc["diagnostics"][0]["message"].as_str().unwrap_or_default();
+    assert!(message.starts_with("images lock: cannot reach Docker at") && message.contains("no socket at"), "{doc}");
+    assert!(!dir.path().join("images.lock").exists(), "no lock written");
+}
+
 #[test]
 fn a_pod_log_past_limit_bytes_is_cut_while_read() {
     let listener = TcpListener::bind("127.0.0.1:0").unwrap();

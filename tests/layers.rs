@@ -656,3 +656,107 @@ fn the_top_is_not_a_knot() {
     let knots = cycles(&verdict.graph);
     assert!(knots.is_empty(), "modules that import each other: {knots:?}");
 }
+
+/// The most `Result<_, String>` the crate's own code (tests left out) may hold. A `String`
+/// error says nothing a caller can act on: the exit code and the hint follow from an error's
+/// type (src/error.rs), so new code returns a typed error. Lower this as sites go; never
+/// raise it.
+const STRING_ERRORS_AT_MOST: usize = 5;
+
+/// Every `Result<…, String>` written in non-test code of `source` (`std::result::Result`
+/// included), as `file: item` (the innermost named item or function it is in).
+fn string_errors(relative: &Path, source: &str) -> Vec<String> {
+    struct Finder<'a> {
+        file: &'a Path,
+        within: Vec<String>,
+        found: Vec<String>,
+    }
+    fn item_name(item: &syn::Item) -> Option<String> {
+        use syn::Item::*;
+        match item {
+            Const(i) => Some(i.ident.to_string()),
+            Enum(i) => Some(i.ident.to_string()),
+            Fn(i) => Some(i.sig.ident.to_string()),
+            Mod(i) => Some(i.ident.to_string()),
+            Static(i) => Some(i.ident.to_string()),
+            Struct(i) => Some(i.ident.to_string()),
+            Trait(i) => Some(i.ident.to_string()),
+            Type(i) => Some(i.ident.to_string()),
+            _ => None,
+        }
+    }
+    impl VisitMut for Finder<'_> {
+        fn visit_item_mut(&mut self, item: &mut syn::Item) {
+            if is_test_only(item_attrs(item)) {
+                return;
+            }
+            let name = item_name(item);
+            self.within.extend(name.clone());
+            syn::visit_mut::visit_item_mut(self, item);
+            if name.is_some() {
+                self.within.pop();
+            }
+        }
+        fn visit_impl_item_fn_mut(&mut self, f: &mut syn::ImplItemFn) {
+            if !is_test_only(&f.attrs) {
+                self.within.push(f.sig.ident.to_string());
+                syn::visit_mut::visit_impl_item_fn_mut(self, f);
+                self.within.pop();
+            }
+        }
+        fn visit_stmt_mut(&mut self, stmt: &mut syn::Stmt) {
+            if let syn::Stmt::Local(l) = stmt
+                && is_test_only(&l.attrs)
+            {
+                return;
+            }
+            syn::visit_mut::visit_stmt_mut(self, stmt);
+        }
+        fn visit_type_path_mut(&mut self, t: &mut syn::TypePath) {
+            if let Some(last) = t.path.segments.last()
+                && last.ident == "Result"
+                && let syn::PathArguments::AngleBracketed(args) = &last.arguments
+                && args.args.len() == 2
+                && let Some(syn::GenericArgument::Type(syn::Type::Path(error))) = args.args.last()
+                && error.qself.is_none()
+                && error.path.segments.last().is_some_and(|s| s.ident == "String" && s.arguments.is_none())
+            {
+                let within = self.within.last().map(String::as_str).unwrap_or("(top)");
+                self.found.push(format!("{}: {within}", self.file.display()));
+            }
+            syn::visit_mut::visit_type_path_mut(self, t);
+        }
+    }
+    let Ok(mut file) = syn::parse_file(source) else { return vec![format!("{}: does not parse", relative.display())] };
+    if is_test_only(&file.attrs) || relative.file_name().is_some_and(|n| n == "tests.rs") {
+        return Vec::new();
+    }
+    let mut finder = Finder { file: relative, within: Vec::new(), found: Vec::new() };
+    finder.visit_file_mut(&mut file);
+    finder.found
+}
+
+#[test]
+fn errors_are_typed_not_strings() {
+    let (files, _) = today();
+    let found: Vec<String> = files.iter().flat_map(|(path, source)| string_errors(path, source)).collect();
+    assert!(
+        found.len() <= STRING_ERRORS_AT_MOST,
+        "{} `Result<_, String>` in src (at most {STRING_ERRORS_AT_MOST}; return a typed error):\n{}",
+        found.len(),
+        found.join("\n")
+    );
+}
+
+#[test]
+fn the_string_error_rule_sees_every_spelling_and_skips_tests() {
+    let source = "fn a() -> Result<u8, String> { Ok(1) }\n\
+                  fn b(f: &dyn Fn(&str) -> std::result::Result<Vec<u8>, std::string::String>) {}\n\
+                  fn c() -> Result<BTreeMap<&str, String>> { todo!() }\n\
+                  fn d() -> io::Result<String> { todo!() }\n\
+                  type E = Option<Result<(), String>>;\n\
+                  #[cfg(test)]\nmod tests { fn t() -> Result<(), String> { Ok(()) } }\n\
+                  #[test]\nfn u() { let _: Result<(), String> = Ok(()); }\n";
+    assert_eq!(string_errors(Path::new("src/a.rs"), source), ["src/a.rs: a", "src/a.rs: b", "src/a.rs: E"]);
+    assert!(string_errors(Path::new("src/x/tests.rs"), source).is_empty());
+}

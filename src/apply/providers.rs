@@ -317,9 +317,9 @@ fn registry_credentials(
     // Confined as plan confined it: a link swapped in since the plan is not followed out of
     // the repository.
     let boundary = crate::input_file::repository_of(config_dir)
-        .map_err(|e| unusable(format!("cannot resolve the config's directory: {}", e.kind())))?;
-    let resolved =
-        crate::input_file::resolve_within(&boundary, config_dir, std::path::Path::new(file)).map_err(unusable)?;
+        .map_err(|e| unusable(crate::input_file::Unconfined::ConfigDir(e.kind()).to_string()))?;
+    let resolved = crate::input_file::resolve_within(&boundary, config_dir, std::path::Path::new(file))
+        .map_err(|e| unusable(e.to_string()))?;
     let text = crate::input_file::read_text(&resolved).map_err(|e| unusable(e.to_string()))?;
     let credentials = super::registries::Credentials::parse(&text).map_err(|e| unusable(e.to_string()))?;
     let key = super::registries::machine_key(key_dir).map_err(|e| ApplyError::File {

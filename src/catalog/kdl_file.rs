@@ -4,7 +4,7 @@
 use miette::{NamedSource, SourceSpan};
 
 use super::kdl_tree::{Node as KdlNode, Span};
-use super::manifest::{Objects, Shipped, images_match};
+use super::manifest::{Objects, Shipped, Unreadable, images_match};
 use super::{CatalogError, Component, Condition, Configure, HOOKS, Rollout, parse_manifest, yaml};
 
 const NODES: &[&str] = &[
@@ -176,11 +176,11 @@ impl File<'_> {
 /// Where a component's manifest comes from, and when it is parsed.
 pub(super) enum Manifest<'a> {
     /// Read by name and parsed now (a user's component, tests).
-    Now(&'a dyn Fn(&str) -> Result<String, String>),
+    Now(&'a dyn Fn(&str) -> Result<String, Unreadable>),
     /// Shipped: parsed at build time; its images are checked now, from the build's list.
     Shipped(&'a dyn Fn(&str) -> Option<&'static Shipped>),
     /// Read by name now (the only I/O), parsed on first use (`--stdlib DIR`).
-    Later(&'a dyn Fn(&str) -> Result<String, String>),
+    Later(&'a dyn Fn(&str) -> Result<String, Unreadable>),
 }
 
 /// Parses a component file and its manifest. `load_manifest` returns the text of a `share/`
@@ -188,7 +188,7 @@ pub(super) enum Manifest<'a> {
 pub fn parse_component(
     origin: &str,
     text: &str,
-    load_manifest: &dyn Fn(&str) -> Result<String, String>,
+    load_manifest: &dyn Fn(&str) -> Result<String, Unreadable>,
 ) -> Result<Component, Box<CatalogError>> {
     parse_with(origin, text, None, Manifest::Now(load_manifest))
 }
@@ -479,23 +479,24 @@ fn attach_manifest(
     manifest: Manifest,
 ) -> Result<(), Box<CatalogError>> {
     let label = manifest_label(file.origin, &c.manifest);
-    let not_found = |e: String| file.error(root.span, format!("component {}: {e}", c.name), "here", None);
+    let not_found =
+        |e: &dyn std::fmt::Display| file.error(root.span, format!("component {}: {e}", c.name), "here", None);
     match manifest {
         Manifest::Now(load) => {
-            let text = load(&c.manifest).map_err(not_found)?;
+            let text = load(&c.manifest).map_err(|e| not_found(&e))?;
             let objects = parse_manifest(&label, &text)?;
             check_images(file, root, c, &yaml::images(&objects))?;
             c.objects = Objects::parsed_from(&label, &text, objects);
         }
         Manifest::Shipped(find) => {
             let shipped =
-                find(&c.manifest).ok_or_else(|| not_found(format!("share/{} is not in the binary", c.manifest)))?;
+                find(&c.manifest).ok_or_else(|| not_found(&format!("share/{} is not in the binary", c.manifest)))?;
             let in_manifest: Vec<String> = shipped.images.iter().map(|i| i.to_string()).collect();
             check_images(file, root, c, &in_manifest)?;
             c.objects = Objects::shipped(shipped);
         }
         Manifest::Later(load) => {
-            let text = load(&c.manifest).map_err(not_found)?;
+            let text = load(&c.manifest).map_err(|e| not_found(&e))?;
             c.objects = Objects::yaml(label, text, c.name.clone(), listed_images(c));
         }
     }
@@ -532,16 +533,16 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
             "vendor" => Condition::Vendor(value.parse().map_err(|e: crate::facts::vendors::UnknownVendor| {
                 file.error(entry.span, e.to_string(), "unknown vendor", None)
             })?),
-            "intel-gpu-mode" => Condition::IntelGpuMode(config_value(value).map_err(bad)?),
-            "nvidia-gpu-mode" => Condition::NvidiaGpuMode(config_value(value).map_err(bad)?),
-            "balloons" => Condition::Balloons(config_value(value).map_err(bad)?),
-            "telemetry" => Condition::Telemetry(config_value(value).map_err(bad)?),
+            "intel-gpu-mode" => Condition::IntelGpuMode(config_value(value).map_err(|a| bad(a.0))?),
+            "nvidia-gpu-mode" => Condition::NvidiaGpuMode(config_value(value).map_err(|a| bad(a.0))?),
+            "balloons" => Condition::Balloons(config_value(value).map_err(|a| bad(a.0))?),
+            "telemetry" => Condition::Telemetry(config_value(value).map_err(|a| bad(a.0))?),
             "sandbox" => Condition::Sandbox(match value {
                 "on" => true,
                 "off" => false,
                 _ => return Err(bad("on, off".into())),
             }),
-            "nvidia-sharing" => Condition::NvidiaSharing(config_value(value).map_err(bad)?),
+            "nvidia-sharing" => Condition::NvidiaSharing(config_value(value).map_err(|a| bad(a.0))?),
             _ => {
                 return Err(file.error(
                     entry.span,
@@ -560,11 +561,11 @@ fn conditions(file: &File, node: &KdlNode) -> Result<Vec<Condition>, Box<Catalog
 
 /// A condition value read as the config reads it (the same serde names); the error is the
 /// list of allowed values.
-fn config_value<T: serde::de::DeserializeOwned>(value: &str) -> Result<T, String> {
-    T::deserialize(serde::de::value::StrDeserializer::<Allowed>::new(value)).map_err(|e| e.0)
+fn config_value<T: serde::de::DeserializeOwned>(value: &str) -> Result<T, Allowed> {
+    T::deserialize(serde::de::value::StrDeserializer::<Allowed>::new(value))
 }
 
-/// A deserialisation error that keeps the allowed variant names.
+/// A deserialisation error that keeps the allowed variant names, comma-separated.
 #[derive(Debug)]
 struct Allowed(String);
 
@@ -598,7 +599,7 @@ fn listed_images(c: &Component) -> Vec<String> {
 fn check_images(file: &File, root: &KdlNode, c: &Component, in_manifest: &[String]) -> Result<(), Box<CatalogError>> {
     let label = manifest_label(&c.origin, &c.manifest);
     images_match(&label, &c.name, in_manifest, &listed_images(c))
-        .map_err(|(message, help)| file.error(root.span, message, "here", help.map(str::to_string)))
+        .map_err(|e| file.error(root.span, e.to_string(), "here", e.help().map(str::to_string)))
 }
 
 #[cfg(test)]
@@ -783,7 +784,7 @@ mod tests {
 
     #[test]
     fn an_unknown_node_suggests_the_closest() {
-        let none = |_: &str| -> Result<String, String> { Err("no manifest".into()) };
+        let none = |_: &str| -> Result<String, Unreadable> { Err(Unreadable::Link("none.yml".into())) };
         // (child node, help)
         const CASES: &[(&str, &str)] =
             &[("sumary \"s\"", "did you mean `summary`?"), ("zzz", "known: summary, upstream")];
@@ -797,7 +798,7 @@ mod tests {
 
     #[test]
     fn deep_nesting_is_refused_before_the_parser_recurses() {
-        let none = |_: &str| -> Result<String, String> { Err("no manifest".into()) };
+        let none = |_: &str| -> Result<String, Unreadable> { Err(Unreadable::Link("none.yml".into())) };
         for deep in [
             format!("component \"a\" {{\n{}{}\n}}\n", "x {".repeat(2000), "}".repeat(2000)),
             format!("/*{}*/\ncomponent \"a\" {{\n}}\n", "/*".repeat(2000)),
@@ -812,7 +813,7 @@ mod tests {
 
     #[test]
     fn component_names_are_dns_labels() {
-        let none = |_: &str| -> Result<String, String> { Err("no manifest".into()) };
+        let none = |_: &str| -> Result<String, Unreadable> { Err(Unreadable::Link("none.yml".into())) };
         for bad in ["-x", "x-", "X", &"a".repeat(64)] {
             let e = parse_component("mine.kdl", &format!("component \"{bad}\" {{\n}}\n"), &none).unwrap_err();
             assert!(e.message.starts_with("component name"), "{bad}: {}", e.message);
@@ -824,7 +825,7 @@ mod tests {
 
     #[test]
     fn accelerator_node_is_a_flag_given_once() {
-        let manifest = |_: &str| -> Result<String, String> { Ok(String::new()) };
+        let manifest = |_: &str| -> Result<String, Unreadable> { Ok(String::new()) };
         let file = |extra: &str| {
             format!("component \"x\" {{\n  summary \"s\"\n  upstream u version=\"1\"\n  manifest x.yml\n{extra}}}\n")
         };
@@ -838,7 +839,7 @@ mod tests {
 
     #[test]
     fn condition_values_are_the_configs() {
-        let none = |_: &str| -> Result<String, String> { Err("no manifest".into()) };
+        let none = |_: &str| -> Result<String, Unreadable> { Err(Unreadable::Link("none.yml".into())) };
         let when = |line: &str| {
             let text = format!("component \"x\" {{\n  when {line}\n}}\n");
             parse_component("mine.kdl", &text, &none).unwrap_err()

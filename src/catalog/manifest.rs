@@ -16,7 +16,20 @@ use super::yaml;
 /// Parses the documents of a manifest (`name` is how messages call it); empty documents are
 /// skipped; each object needs `apiVersion`, `kind` and `metadata.name`.
 pub fn parse_manifest(name: &str, text: &str) -> Result<Vec<Value>, Box<CatalogError>> {
-    yaml::objects(name, text).map_err(|e| Box::new(CatalogError::plain(e, None)))
+    yaml::objects(name, text).map_err(|e| Box::new(CatalogError::plain(e.to_string(), None)))
+}
+
+/// Why a component's manifest could not be read: the answer of the loader the edge hands the
+/// catalog (`component_files`), which refuses a file that is not YAML or is a link before it
+/// reads anything.
+#[derive(Debug, thiserror::Error)]
+pub enum Unreadable {
+    #[error("{} is not a .yml or .yaml file", .0.display())]
+    NotYaml(std::path::PathBuf),
+    #[error("{} is a link; a component's manifest must be a file beside it", .0.display())]
+    Link(std::path::PathBuf),
+    #[error("cannot read {}: {source}", .path.display())]
+    Read { path: std::path::PathBuf, source: Box<dyn std::error::Error + Send + Sync> },
 }
 
 /// A shipped manifest as `build.rs` embeds it.
@@ -56,7 +69,7 @@ enum Source {
 #[derive(Debug, Clone)]
 pub struct Objects {
     source: Source,
-    parsed: OnceLock<Result<Vec<Value>, String>>,
+    parsed: OnceLock<Result<Vec<Value>, Unusable>>,
 }
 
 impl Objects {
@@ -84,19 +97,19 @@ impl Objects {
     }
 
     /// The objects, parsing them on first use; the error says what is wrong with the manifest.
-    pub fn get(&self) -> Result<&[Value], &str> {
+    pub fn get(&self) -> Result<&[Value], &Unusable> {
         let parsed = self.parsed.get_or_init(|| match &self.source {
             Source::Shipped(m) => {
                 Ok(serde_json::from_str(m.json).expect("build.rs wrote this JSON from parsed objects"))
             }
             Source::Yaml { label, text, component, listed } => {
                 let objects = yaml::objects(label, text)?;
-                images_match(label, component, &yaml::images(&objects), listed).map_err(|(e, _)| e)?;
+                images_match(label, component, &yaml::images(&objects), listed)?;
                 Ok(objects)
             }
             Source::Parsed { .. } => Ok(Vec::new()),
         });
-        parsed.as_ref().map(Vec::as_slice).map_err(String::as_str)
+        parsed.as_ref().map(Vec::as_slice)
     }
 
     /// Where the `index`-th object starts, as `FILE:LINE`, for a manifest read from disk
@@ -167,13 +180,31 @@ pub(super) fn images_match(
     component: &str,
     in_manifest: &[String],
     listed: &[String],
-) -> Result<(), (String, Option<&'static str>)> {
-    if let Some(image) = in_manifest.iter().find(|i| !listed.contains(i)) {
-        let message = format!("{label} uses image {image}, which component {component} does not list");
-        return Err((message, Some("add an `image` line")));
+) -> Result<(), Unusable> {
+    let owned = |image: &String| (label.to_string(), component.to_string(), image.clone());
+    if let Some((label, component, image)) = in_manifest.iter().find(|i| !listed.contains(i)).map(owned) {
+        return Err(Unusable::Unlisted { label, component, image });
     }
-    if let Some(image) = listed.iter().find(|i| !in_manifest.contains(i)) {
-        return Err((format!("component {component} lists image {image}, which {label} does not use"), None));
+    if let Some((label, component, image)) = listed.iter().find(|i| !in_manifest.contains(i)).map(owned) {
+        return Err(Unusable::Unused { label, component, image });
     }
     Ok(())
+}
+
+/// Why a manifest's objects cannot be used: they do not parse, or their images are not the
+/// ones the component lists.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum Unusable {
+    #[error(transparent)]
+    Invalid(#[from] yaml::Invalid),
+    #[error("{label} uses image {image}, which component {component} does not list")]
+    Unlisted { label: String, component: String, image: String },
+    #[error("component {component} lists image {image}, which {label} does not use")]
+    Unused { label: String, component: String, image: String },
+}
+
+impl Unusable {
+    pub fn help(&self) -> Option<&'static str> {
+        matches!(self, Unusable::Unlisted { .. }).then_some("add an `image` line")
+    }
 }

@@ -19,7 +19,7 @@ use miette::Diagnostic;
 use serde::Serialize;
 
 pub use kdl_file::parse_component;
-pub use manifest::{Objects, parse_manifest};
+pub use manifest::{Objects, Unreadable as ManifestUnreadable, Unusable as ManifestUnusable, parse_manifest};
 pub use yaml::plurals as crd_resources;
 
 use crate::config::{Balloons, GpuMode};
@@ -167,7 +167,7 @@ impl Catalog {
     pub fn from_texts<'t>(
         shipped: crate::images::Lock,
         files: impl IntoIterator<Item = (String, &'t str)>,
-        load_manifest: &dyn Fn(&str) -> Result<String, String>,
+        load_manifest: &dyn Fn(&str) -> Result<String, ManifestUnreadable>,
     ) -> Result<Catalog, Box<CatalogError>> {
         let mut catalog = Catalog { images: crate::images::Locks { user: None, shipped }, ..Catalog::default() };
         for (origin, text) in files {
@@ -184,7 +184,7 @@ impl Catalog {
         &mut self,
         origin: &str,
         text: &str,
-        load_manifest: &dyn Fn(&str) -> Result<String, String>,
+        load_manifest: &dyn Fn(&str) -> Result<String, ManifestUnreadable>,
     ) -> Result<(), Box<CatalogError>> {
         let mut component = parse_component(origin, text, load_manifest)?;
         component.user = true;

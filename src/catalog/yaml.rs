@@ -6,15 +6,54 @@
 
 use serde_json::Value;
 
+/// Why a manifest's text is not a list of Kubernetes objects. `name` is how messages call
+/// the manifest; `document` counts from 1. (A plain enum: build.rs includes this file without
+/// the crate's dependencies.)
+#[derive(Debug, Clone, PartialEq)]
+pub enum Invalid {
+    /// The parser's message can quote the text; a file that is not YAML is never echoed, only
+    /// where it stopped (line, column).
+    NotYaml {
+        name: String,
+        at: Option<(u64, u64)>,
+    },
+    MissingFields {
+        name: String,
+        document: usize,
+    },
+    BadName {
+        name: String,
+        document: usize,
+        field: &'static str,
+        value: String,
+    },
+}
+
+impl std::fmt::Display for Invalid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Invalid::NotYaml { name, at: None } => write!(f, "{name} is not valid YAML"),
+            Invalid::NotYaml { name, at: Some((line, column)) } => {
+                write!(f, "{name} is not valid YAML (line {line}, column {column})")
+            }
+            Invalid::MissingFields { name, document } => {
+                write!(f, "{name}, document {document}: a Kubernetes object needs apiVersion, kind and metadata.name")
+            }
+            Invalid::BadName { name, document, field, value } => {
+                write!(f, "{name}, document {document}: metadata.{field} {value:?} is not a valid name")
+            }
+        }
+    }
+}
+
+impl std::error::Error for Invalid {}
+
 /// The documents of a manifest (`name` is how messages call it); empty documents are skipped;
 /// each object needs `apiVersion`, `kind` and `metadata.name`, and a name or namespace is a
 /// single path segment.
-pub fn objects(name: &str, text: &str) -> Result<Vec<Value>, String> {
-    let docs: Vec<Value> = serde_saphyr::from_multiple(text).map_err(|e| {
-        // The parser's message can quote the text; a file that is not YAML is never echoed.
-        let at = e.location().map(|l| format!(" (line {}, column {})", l.line(), l.column())).unwrap_or_default();
-        format!("{name} is not valid YAML{at}")
-    })?;
+pub fn objects(name: &str, text: &str) -> Result<Vec<Value>, Invalid> {
+    let docs: Vec<Value> = serde_saphyr::from_multiple(text)
+        .map_err(|e| Invalid::NotYaml { name: name.to_string(), at: e.location().map(|l| (l.line(), l.column())) })?;
     let mut objects = Vec::new();
     for (i, doc) in docs.into_iter().enumerate() {
         if doc.is_null() {
@@ -22,16 +61,14 @@ pub fn objects(name: &str, text: &str) -> Result<Vec<Value>, String> {
         }
         let field = |path: &[&str]| path.iter().try_fold(&doc, |v, k| v.get(k)).and_then(|v| v.as_str()).is_some();
         if !field(&["apiVersion"]) || !field(&["kind"]) || !field(&["metadata", "name"]) {
-            return Err(format!(
-                "{name}, document {}: a Kubernetes object needs apiVersion, kind and metadata.name",
-                i + 1
-            ));
+            return Err(Invalid::MissingFields { name: name.to_string(), document: i + 1 });
         }
         for field in ["name", "namespace"] {
             if let Some(value) = doc["metadata"][field].as_str()
                 && (value.is_empty() || value.contains('/'))
             {
-                return Err(format!("{name}, document {}: metadata.{field} {value:?} is not a valid name", i + 1));
+                let value = value.to_string();
+                return Err(Invalid::BadName { name: name.to_string(), document: i + 1, field, value });
             }
         }
         objects.push(doc);
@@ -127,4 +164,22 @@ pub fn kinds(objects: &[Value]) -> Vec<(String, String)> {
     out.sort();
     out.dedup();
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_kind_of_bad_manifest_is_its_own_variant() {
+        let name = "m.yml".to_string();
+        assert_eq!(objects("m.yml", "a: [\n"), Err(Invalid::NotYaml { name: name.clone(), at: Some((1, 4)) }));
+        assert_eq!(
+            objects("m.yml", "apiVersion: v1\nkind: X\nmetadata: {name: a}\n---\nkind: X\n"),
+            Err(Invalid::MissingFields { name: name.clone(), document: 2 })
+        );
+        let bad = objects("m.yml", "apiVersion: v1\nkind: X\nmetadata: {name: a/b}\n").unwrap_err();
+        assert_eq!(bad, Invalid::BadName { name, document: 1, field: "name", value: "a/b".into() });
+        assert_eq!(bad.to_string(), "m.yml, document 1: metadata.name \"a/b\" is not a valid name");
+    }
 }

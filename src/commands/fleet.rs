@@ -34,12 +34,12 @@ pub fn k3d_only(inputs: &super::Inputs, command: &str, instead: &str) -> Result<
 /// A node's `facts`/`root` as a path to read, or why not: resolved with every link, it must be
 /// inside the config's own directory. A config from a pull request must not make `validate`
 /// read a file it points at outside the repository (`hosts -> /etc`).
-pub fn confine(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, String> {
+pub fn confine(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, crate::input_file::Unconfined> {
+    use crate::input_file::Unconfined;
     if let Some(why) = crate::config::fleet::path_problem(path) {
-        return Err(why.to_string());
+        return Err(Unconfined::Name(why));
     }
-    let boundary = std::fs::canonicalize(config_dir)
-        .map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
+    let boundary = std::fs::canonicalize(config_dir).map_err(|e| Unconfined::ConfigDir(e.kind()))?;
     crate::input_file::resolve_within(&boundary, config_dir, Path::new(path))
 }
 
@@ -63,7 +63,7 @@ pub fn load_nodes(global: &Global, inputs: &super::Inputs) -> Result<Vec<(String
             (None, Some(p)) => (p, true),
             (None, None) => continue,
         };
-        let bad = |reason: String| {
+        let bad = |reason: crate::input_file::Unconfined| {
             let span = span_of_element(&inputs.text, &["nodes"], i);
             let label = if span.is_some() { "nodes".to_string() } else { String::new() };
             Error::Invalid(vec![miette::Report::new(ConfigError::at(
@@ -197,7 +197,7 @@ pub fn destroy_plan(
         .block_on(crate::observe::existing::observe(&super::plan::kubeconfig_path(), &context, &kinds))
         .map_err(super::observe_failed)?;
     let nothing = crate::compile::DesiredGraph::build(Vec::new(), Vec::new(), None)
-        .map_err(|e| Error::Usage { message: e, help: None })?;
+        .map_err(|e| Error::Usage { message: e.to_string(), help: None })?;
     let digests = crate::plan::Inputs {
         owner: Some(inputs.config.cluster.name.clone()),
         ..crate::plan::Inputs::for_destroy(&inputs.config, &observed)

@@ -139,7 +139,7 @@ pub fn run(global: &Global, args: &HostSetupArgs) -> Result<u8> {
 pub fn execute(
     steps: &[&host_setup::Step],
     mut progress: impl FnMut(usize, &host_setup::Step),
-) -> std::result::Result<(), (usize, String)> {
+) -> std::result::Result<(), (usize, StepFailed)> {
     for (n, step) in steps.iter().enumerate() {
         progress(n, step);
         let done = match step.kind {
@@ -185,55 +185,117 @@ fn listed_digest(list: &str, name: &str) -> Option<String> {
 
 /// Checks a downloaded file against its pinned digest, or against its line in the release's
 /// checksum file. A mismatch names both digests.
-fn verify_step(step: &host_setup::Step) -> std::result::Result<(), String> {
-    let path = step.path.as_deref().ok_or("a check with no file")?;
-    let shown = crate::escape::one_line(path);
+fn verify_step(step: &host_setup::Step) -> std::result::Result<(), StepFailed> {
+    let path = step.path.as_deref().ok_or(StepFailed::NoFile)?;
+    let owned = || path.to_string();
     let (want, from) = match (&step.sha256, &step.sha256_list) {
-        (Some(pinned), _) => (pinned.to_ascii_lowercase(), "the pinned sha256".to_string()),
+        (Some(pinned), _) => (pinned.to_ascii_lowercase(), Expected::Pinned),
         (None, Some(list)) => {
             let text = std::fs::read_to_string(list)
-                .map_err(|e| format!("cannot read the checksum file {}: {e}", crate::escape::one_line(list)))?;
+                .map_err(|e| StepFailed::ChecksumFile { list: list.clone(), cause: e.into() })?;
             let name = path.rsplit('/').next().unwrap_or(path);
-            let want = listed_digest(&text, name).ok_or_else(|| {
-                format!(
-                    "the checksum file {} lists no sha256 for {}",
-                    crate::escape::one_line(list),
-                    crate::escape::one_line(name)
-                )
-            })?;
-            (want, format!("the sha256 {} lists", crate::escape::one_line(list)))
+            let want = listed_digest(&text, name)
+                .ok_or_else(|| StepFailed::NotListed { list: list.clone(), name: name.to_string() })?;
+            (want, Expected::Listed(list.clone()))
         }
-        (None, None) => return Err(format!("no sha256 to check {shown} against")),
+        (None, None) => return Err(StepFailed::NoSha256(owned())),
     };
     if !is_sha256(&want) {
-        return Err(format!("{shown}: the expected sha256 is not 64 hex digits"));
+        return Err(StepFailed::BadExpected(owned()));
     }
-    let got = sha256_of(Path::new(path)).map_err(|e| format!("cannot read {shown}: {e}"))?;
+    let got = sha256_of(Path::new(path)).map_err(|e| StepFailed::Unreadable { path: owned(), cause: e.into() })?;
     if got != want {
-        return Err(format!(
-            "{shown} has sha256 {got}, not {want} ({from}); it was not installed — delete it and run again, or \
-report a changed release"
-        ));
+        return Err(StepFailed::Mismatch { path: owned(), got, want, from });
     }
     Ok(())
 }
 
 /// Runs one step's argv directly (no shell), its stdin lines piped in.
-fn run_step(step: &host_setup::Step) -> std::result::Result<(), String> {
-    let (program, args) = step.argv.split_first().ok_or("empty command")?;
+fn run_step(step: &host_setup::Step) -> std::result::Result<(), StepFailed> {
+    let (program, args) = step.argv.split_first().ok_or(StepFailed::Empty)?;
     let mut cmd = std::process::Command::new(program);
     cmd.args(args);
     if !step.stdin.is_empty() {
         cmd.stdin(std::process::Stdio::piped());
     }
-    let mut child = cmd.spawn().map_err(|e| format!("cannot start {program}: {e}"))?;
+    let mut child = cmd.spawn().map_err(|e| StepFailed::Start { program: program.clone(), cause: e.into() })?;
     if let Some(mut stdin) = child.stdin.take() {
         let mut text = step.stdin.join("\n");
         text.push('\n');
-        stdin.write_all(text.as_bytes()).map_err(|e| e.to_string())?;
+        stdin.write_all(text.as_bytes()).map_err(|e| StepFailed::Io(e.into()))?;
     }
-    let status = child.wait().map_err(|e| e.to_string())?;
-    if status.success() { Ok(()) } else { Err(format!("{program} exited with {status}")) }
+    let status = child.wait().map_err(|e| StepFailed::Io(e.into()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(StepFailed::Exit { program: program.clone(), status: status.to_string() })
+    }
+}
+
+/// Why a step of host-setup failed. Paths and names come from the plan (and a release's
+/// checksum file): shown on one line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StepFailed {
+    #[error("a check with no file")]
+    NoFile,
+    #[error("cannot read the checksum file {}: {cause}", one_line(list))]
+    ChecksumFile { list: String, cause: IoCause },
+    #[error("the checksum file {} lists no sha256 for {}", one_line(list), one_line(name))]
+    NotListed { list: String, name: String },
+    #[error("no sha256 to check {} against", one_line(.0))]
+    NoSha256(String),
+    #[error("{}: the expected sha256 is not 64 hex digits", one_line(.0))]
+    BadExpected(String),
+    #[error("cannot read {}: {cause}", one_line(path))]
+    Unreadable { path: String, cause: IoCause },
+    #[error(
+        "{} has sha256 {got}, not {want} ({from}); it was not installed — delete it and run again, or report a changed release",
+        one_line(path)
+    )]
+    Mismatch { path: String, got: String, want: String, from: Expected },
+    #[error("empty command")]
+    Empty,
+    #[error("cannot start {program}: {cause}")]
+    Start { program: String, cause: IoCause },
+    #[error("{0}")]
+    Io(IoCause),
+    #[error("{program} exited with {status}")]
+    Exit { program: String, status: String },
+}
+
+/// Where the digest a download must have came from.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expected {
+    Pinned,
+    /// The release's checksum file at this path.
+    Listed(String),
+}
+
+impl std::fmt::Display for Expected {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Expected::Pinned => f.write_str("the pinned sha256"),
+            Expected::Listed(list) => write!(f, "the sha256 {} lists", one_line(list)),
+        }
+    }
+}
+
+/// An I/O error as its kind and the OS's sentence (comparable, unlike `io::Error`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{text}")]
+pub struct IoCause {
+    pub kind: std::io::ErrorKind,
+    text: String,
+}
+
+impl From<std::io::Error> for IoCause {
+    fn from(e: std::io::Error) -> IoCause {
+        IoCause { kind: e.kind(), text: e.to_string() }
+    }
+}
+
+fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
+    crate::escape::one_line(text)
 }
 
 #[cfg(test)]
@@ -264,7 +326,7 @@ mod tests {
         (steps, mark)
     }
 
-    fn run(steps: &[Step]) -> std::result::Result<(), (usize, String)> {
+    fn run(steps: &[Step]) -> std::result::Result<(), (usize, StepFailed)> {
         let refs: Vec<&Step> = steps.iter().collect();
         let mut seen = Vec::new();
         let out = execute(&refs, |n, _| seen.push(n));
@@ -278,7 +340,8 @@ mod tests {
         let (steps, mark) = planned(dir.path(), Some(EMPTY_SHA256), None);
         let (at, why) = run(&steps).unwrap_err();
         assert_eq!(at, 1, "the check fails, not the download");
-        assert!(why.contains(HELLO_SHA256) && why.contains(EMPTY_SHA256), "{why}");
+        let StepFailed::Mismatch { got, want, from, .. } = &why else { panic!("{why}") };
+        assert_eq!((got.as_str(), want.as_str(), from), (HELLO_SHA256, EMPTY_SHA256, &Expected::Pinned));
         assert!(!mark.exists(), "the install after the check ran");
     }
 
@@ -297,6 +360,7 @@ mod tests {
         let wrong = format!("{HELLO_SHA256}  other.deb\n{EMPTY_SHA256}  saved.deb\n");
         let (steps, mark) = planned(dir.path(), None, Some(&wrong));
         let (at, why) = run(&steps).unwrap_err();
+        let why = why.to_string();
         assert_eq!(at, 1);
         assert!(why.contains(HELLO_SHA256) && why.contains(EMPTY_SHA256) && why.contains("ww13.sum"), "{why}");
         assert!(!mark.exists());
@@ -309,7 +373,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (steps, mark) = planned(dir.path(), None, Some(&format!("{HELLO_SHA256}  other.deb\n")));
         let (at, why) = run(&steps).unwrap_err();
-        assert!(at == 1 && why.contains("lists no sha256 for saved.deb"), "{why}");
+        assert!(at == 1 && why.to_string().contains("lists no sha256 for saved.deb"), "{why}");
         assert!(!mark.exists());
     }
 
@@ -318,7 +382,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let (steps, mark) = planned(dir.path(), Some(HELLO_SHA256), None);
         let (at, why) = run(&steps[1..]).unwrap_err();
-        assert!(at == 0 && why.starts_with("cannot read "), "{why}");
+        let StepFailed::Unreadable { cause, .. } = &why else { panic!("{why}") };
+        assert!(at == 0 && cause.kind == std::io::ErrorKind::NotFound, "{why}");
         assert!(!mark.exists());
     }
 }

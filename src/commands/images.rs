@@ -257,14 +257,17 @@ fn lock(images: &BTreeMap<String, crate::images::Use>, old: Option<&Lock>, path:
     let rt = super::runtime()?;
     let resolving = crate::observe::registry::resolve_all(&endpoint, &wanted, docker_config.as_ref());
     let resolved = rt.block_on(resolving).map_err(|reason| {
-        Error::Usage {
-            message: format!("images lock: {}", crate::secrets::blank_passwords(&reason)),
-            help: Some(format!(
-                "Docker at {} ({}) resolves tags with its own registry access; check that it runs, that the registry is reachable from it, and `docker login` for a private one. {} was left as it was",
-                endpoint.shown(),
-                endpoint.source,
-                path.display()
-            )),
+        let message = format!("images lock: {}", crate::secrets::blank_passwords(&reason.to_string()));
+        let help = Some(format!(
+            "Docker at {} ({}) resolves tags with its own registry access; check that it runs, that the registry is reachable from it, and `docker login` for a private one. {} was left as it was",
+            endpoint.shown(),
+            endpoint.source,
+            path.display()
+        ));
+        use crate::observe::registry::Unresolved;
+        match reason {
+            Unresolved::Docker(_) | Unresolved::NoAnswer { .. } => Error::Unreachable { message, help },
+            Unresolved::Refused { .. } | Unresolved::NoDigest(_) => Error::Usage { message, help },
         }
     })?;
     let mut lock = Lock::default();

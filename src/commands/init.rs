@@ -96,7 +96,7 @@ fn compile(
     facts: &Facts,
     path: &Path,
     body: &str,
-) -> Result<(Config, std::result::Result<AgentPlan, String>)> {
+) -> Result<(Config, std::result::Result<AgentPlan, Unplaced>)> {
     let name = path.display().to_string();
     let config = crate::config::load_all(&name, body)
         .map_err(|errors| Error::Invalid(errors.into_iter().map(miette::Report::new).collect()))?;
@@ -108,10 +108,20 @@ fn compile(
         .map_err(|errors| Error::Invalid(super::inputs::compile_diagnostics(&inputs, errors)))?;
     let with_agent = Config { agent: Some(Default::default()), ..inputs.config.clone() };
     let agent = match crate::compile::compile_with(&with_agent, facts, &catalog, &source) {
-        Ok(g) => g.agent.ok_or_else(|| "the compile placed no agent".to_string()),
-        Err(errors) => Err(errors.into_iter().map(|e| e.message).collect::<Vec<_>>().join("; ")),
+        Ok(g) => g.agent.ok_or(Unplaced::Nowhere),
+        Err(errors) => Err(Unplaced::Refused(errors.into_iter().map(|e| e.message).collect())),
     };
     Ok((inputs.config, agent))
+}
+
+/// Why the agent would not run on this host: the compile with `[agent]` placed none, or
+/// refused it (its messages).
+#[derive(Debug, thiserror::Error)]
+enum Unplaced {
+    #[error("the compile placed no agent")]
+    Nowhere,
+    #[error("{}", .0.join("; "))]
+    Refused(Vec<String>),
 }
 
 /// A TOML string (basic or literal, as the `toml` crate quotes it): also a quoted key.
@@ -234,7 +244,7 @@ fn body(global: &Global, facts: &Facts) -> String {
 }
 
 /// The agent, off, with where it would run here.
-fn agent_comment(agent: &std::result::Result<AgentPlan, String>) -> String {
+fn agent_comment(agent: &std::result::Result<AgentPlan, Unplaced>) -> String {
     let mut out = String::from("\n");
     out.push_str("# The agent (an OpenAI-compatible LLM server) is off. With [agent] it would run here as:\n");
     match agent {
@@ -247,7 +257,7 @@ fn agent_comment(agent: &std::result::Result<AgentPlan, String>) -> String {
             out.push_str(&format!("# device = {}\n", toml_string(&plan.device.to_ascii_lowercase())));
         }
         Err(why) => {
-            comment(&mut out, "#   nowhere:", why);
+            comment(&mut out, "#   nowhere:", &why.to_string());
             out.push_str("# `k3d-gpu agent` explains it once [agent] is added.\n");
         }
     }

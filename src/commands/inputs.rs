@@ -9,6 +9,7 @@ use crate::cli::Global;
 use crate::compile::CompileError;
 use crate::config::{Config, ConfigError, load_all, span_of, span_of_element};
 use crate::error::{Error, Result};
+use crate::input_file::Unconfined;
 
 /// The config as loaded, with its text for diagnostics.
 pub struct Inputs {
@@ -99,14 +100,19 @@ fn read_registry_credentials(config: &mut Config, dir: &Path) {
     if crate::config::fleet::path_problem(file).is_some() {
         return; // compile says why
     }
+    use crate::config::{CredentialsStep, CredentialsUnread};
+    let failed =
+        |step: CredentialsStep| move |e: &dyn std::fmt::Display| CredentialsUnread { step, reason: e.to_string() };
     let read = confine_file(dir, file)
-        .and_then(|path| crate::input_file::read_text(&path).map_err(|e| e.to_string()))
-        .and_then(|text| crate::apply::registries::Credentials::parse(&text).map_err(|e| e.to_string()))
+        .map_err(|e| failed(CredentialsStep::Confine)(&e))
+        .and_then(|path| crate::input_file::read_text(&path).map_err(|e| failed(CredentialsStep::Read)(&e)))
+        .and_then(|text| {
+            crate::apply::registries::Credentials::parse(&text).map_err(|e| failed(CredentialsStep::Parse)(&e))
+        })
         .and_then(|c| {
             let env = |k: &str| std::env::var(k).ok();
             let state = crate::apply::lock::state_dir(&env);
-            let key = crate::apply::registries::machine_key(&state)
-                .map_err(|e| format!("cannot keep the digest key in the state directory: {e}"))?;
+            let key = crate::apply::registries::machine_key(&state).map_err(|e| failed(CredentialsStep::Key)(&e))?;
             Ok(crate::config::CredentialsRead { digest: c.digest(&key), registries: c.registries() })
         });
     registries.credentials_read = Some(read);
@@ -114,9 +120,8 @@ fn read_registry_credentials(config: &mut Config, dir: &Path) {
 
 /// `path` (relative to `config_dir`) with every link resolved, when that is inside
 /// [`confinement`]; else why not.
-pub fn confine_file(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, String> {
-    let boundary =
-        confinement(config_dir).map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
+pub fn confine_file(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, Unconfined> {
+    let boundary = confinement(config_dir).map_err(|e| Unconfined::ConfigDir(e.kind()))?;
     crate::input_file::resolve_within(&boundary, config_dir, Path::new(path))
 }
 
@@ -155,7 +160,7 @@ pub fn volume_sources(inputs: &Inputs, host: &crate::host::HostRoot) -> (Vec<mie
 /// makes and mounts it: `[agent] model_dir`, else the default under the user's data directory.
 /// `None` for an existing cluster (no store), a `model_dir` compile refuses as written, or no
 /// data directory (apply says so).
-fn resolve_model_store(config: &Config) -> Option<std::result::Result<String, String>> {
+fn resolve_model_store(config: &Config) -> Option<std::result::Result<String, crate::config::Unresolved>> {
     if config.cluster.provider != crate::config::Provider::K3d {
         return None;
     }
@@ -168,7 +173,13 @@ fn resolve_model_store(config: &Config) -> Option<std::result::Result<String, St
     let path = crate::apply::k3d::model_store_path(&short, data_home.as_deref()).ok()?;
     Some(
         crate::input_file::resolve_links(&path)
-            .and_then(|p| p.into_os_string().into_string().map_err(|_| "its resolved path is not UTF-8".to_string())),
+            .map_err(|e| match e {
+                crate::input_file::Unconfined::Dangling => crate::config::Unresolved::Dangling,
+                crate::input_file::Unconfined::Unresolvable(kind) => crate::config::Unresolved::Io(kind),
+                // The only name resolve_links refuses is one with a `..` component.
+                _ => crate::config::Unresolved::DotDot,
+            })
+            .and_then(|p| p.into_os_string().into_string().map_err(|_| crate::config::Unresolved::NotUtf8)),
     )
 }
 
@@ -225,20 +236,19 @@ pub fn confinement(config_dir: &Path) -> std::io::Result<PathBuf> {
 /// A `[[components]] path` as a file to read, or why not: a relative path to a `.kdl` file
 /// that, with every link resolved, is inside [`confinement`]. A config from a pull request
 /// must not make `validate` read (and echo) `/proc/self/environ` or `~/.ssh/id_rsa`.
-pub fn confine_component(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, String> {
+pub fn confine_component(config_dir: &Path, path: &str) -> std::result::Result<PathBuf, Unconfined> {
     let relative = Path::new(path);
     if path.is_empty() || relative.is_absolute() {
-        return Err("must be relative to the config's directory".into());
+        return Err(Unconfined::Name("must be relative to the config's directory"));
     }
     if relative.extension().is_none_or(|e| e != "kdl") {
-        return Err("is not a .kdl file".into());
+        return Err(Unconfined::Name("is not a .kdl file"));
     }
-    let boundary =
-        confinement(config_dir).map_err(|e| format!("cannot resolve the config's directory: {}", e.kind()))?;
+    let boundary = confinement(config_dir).map_err(|e| Unconfined::ConfigDir(e.kind()))?;
     let resolved = crate::input_file::resolve_within(&boundary, config_dir, relative)?;
     // Checked on the resolved name too: a link named x.kdl to a file that is not one.
     if resolved.extension().is_none_or(|e| e != "kdl") {
-        return Err("is a link to something that is not a .kdl file".into());
+        return Err(Unconfined::Name("is a link to something that is not a .kdl file"));
     }
     Ok(resolved)
 }
@@ -262,7 +272,7 @@ pub fn user_lock(inputs: &Inputs) -> Result<Option<crate::images::Lock>> {
         help: Some("fix or delete it, then run `k3d-gpu images lock`".into()),
     };
     let text = crate::input_file::read_text(&path).map_err(|e| bad(e.to_string()))?;
-    crate::images::Lock::parse(&text).map(Some).map_err(bad)
+    crate::images::Lock::parse(&text).map(Some).map_err(|e| bad(e.to_string()))
 }
 
 /// What compiling these inputs gives, with what it was compiled from.

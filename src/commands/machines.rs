@@ -121,9 +121,9 @@ impl ConfigResult {
 }
 
 /// Facts per host path, each read once.
-type HostCache = HashMap<String, std::result::Result<Rc<Facts>, String>>;
+type HostCache = HashMap<String, std::result::Result<Rc<Facts>, Rc<Error>>>;
 
-fn host_facts(global: &Global, cache: &mut HostCache, host: &str) -> std::result::Result<Rc<Facts>, String> {
+fn host_facts(global: &Global, cache: &mut HostCache, host: &str) -> std::result::Result<Rc<Facts>, Rc<Error>> {
     if let Some(found) = cache.get(host) {
         return found.clone();
     }
@@ -136,8 +136,8 @@ fn host_facts(global: &Global, cache: &mut HostCache, host: &str) -> std::result
             super::detect_facts(&super::open_root(path)?, &filter)
         }
     };
-    // Kept as its text: the same unreadable host fails each pair that names it, alike.
-    let outcome = read().map(Rc::new).map_err(|e| one_line_error(&e));
+    // Kept, shared: the same unreadable host fails each pair that names it, alike.
+    let outcome = read().map(Rc::new).map_err(Rc::new);
     cache.insert(host.to_string(), outcome.clone());
     outcome
 }
@@ -277,7 +277,7 @@ fn one_config(global: &Global, config: &str, lines: &[Line], cache: &mut HostCac
                 result.push(line.number, row);
                 result.diagnostics.extend(reports.map(|r| (host.clone(), r)));
             }
-            Err(text) => result.fail(line.number, host, "input", text),
+            Err(e) => result.fail(line.number, host, "input", one_line_error(&e)),
         }
     }
     result

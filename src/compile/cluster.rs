@@ -72,7 +72,7 @@ pub fn node_image(cx: &mut Context, source: &crate::node_image::Source, out: &mu
     match crate::node_image::resolve(source, &cluster.build_args, &cx.catalog.images) {
         Err(why) => cx.error(CompileError::new(
             "bad-node-image-build",
-            if why.starts_with("build arg") || cluster.build_context.is_none() {
+            if matches!(why, crate::node_image::Unbuildable::UnknownArg(_)) || cluster.build_context.is_none() {
                 &["cluster", "build_args"]
             } else {
                 &["cluster", "build_context"]
@@ -515,8 +515,19 @@ pub fn node_labels(cx: &mut Context, cluster_id: &str, out: &mut Vec<Resource>) 
     }
 }
 
+/// Which part of a label Kubernetes would refuse.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum BadLabel {
+    #[error("prefix {0:?} is not a DNS subdomain")]
+    Prefix(String),
+    #[error("name {0:?} is not a valid label name")]
+    Name(String),
+    #[error("value {0:?} is not a valid label value")]
+    Value(String),
+}
+
 /// Kubernetes label syntax: an optional DNS prefix, a name of up to 63 characters, and a value.
-fn check_label(key: &str, value: &str) -> Result<(), String> {
+fn check_label(key: &str, value: &str) -> Result<(), BadLabel> {
     let (prefix, name) = match key.rsplit_once('/') {
         Some((p, n)) => (Some(p), n),
         None => (None, key),
@@ -535,27 +546,27 @@ fn check_label(key: &str, value: &str) -> Result<(), String> {
                 .split('.')
                 .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')))
     {
-        return Err(format!("prefix {p:?} is not a DNS subdomain"));
+        return Err(BadLabel::Prefix(p.into()));
     }
     if !segment(name) {
-        return Err(format!("name {name:?} is not a valid label name"));
+        return Err(BadLabel::Name(name.into()));
     }
     if !value.is_empty() && !segment(value) {
-        return Err(format!("value {value:?} is not a valid label value"));
+        return Err(BadLabel::Value(value.into()));
     }
     Ok(())
 }
 
 #[cfg(test)]
 mod tests {
-    use super::check_label;
+    use super::{BadLabel, check_label};
 
     #[test]
     fn label_syntax() {
         assert!(check_label("ei-infra-eligible", "true").is_ok());
         assert!(check_label("k3d-gpu.io/hybrid-cpu", "true").is_ok());
         assert!(check_label("bad key", "x").is_err());
-        assert!(check_label("a/b", "0-7,9").is_err());
+        assert_eq!(check_label("a/b", "0-7,9"), Err(BadLabel::Value("0-7,9".into())));
         assert!(check_label("Upper.Case/x", "y").is_err());
     }
 }

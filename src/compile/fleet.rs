@@ -181,7 +181,7 @@ pub fn compile_against(
     stamp(&config.cluster.name, nodes, &mut resources);
     let warnings = fleet_warnings(warnings, nodes.len());
     let mut graph = DesiredGraph::build(resources, warnings, agent)
-        .map_err(|text| vec![CompileError::new("graph", &["nodes"], text, None)])?;
+        .map_err(|e| vec![CompileError::new("graph", &["nodes"], e.to_string(), None)])?;
     graph.images = images;
     graph.fleet_facts = fleet_facts;
     Ok(graph)

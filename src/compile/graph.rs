@@ -84,20 +84,31 @@ struct GraphDocument<'a> {
     warnings: &'a [Warning],
 }
 
+/// Why resources do not make a graph.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GraphError {
+    #[error("two resources have the id {0}")]
+    TwoWithId(String),
+    #[error("{id} depends on {dep}, which is not in the graph")]
+    Dangling { id: String, dep: String },
+    #[error("dependency cycle through {0}")]
+    Cycle(String),
+}
+
 impl DesiredGraph {
     /// Builds the graph; an edge runs from a dependency to its dependent. Dangling ids and
-    /// cycles are compiler bugs or bad user components, reported as `Err(text)`.
+    /// cycles are compiler bugs or bad user components.
     pub fn build(
         mut resources: Vec<Resource>,
         mut warnings: Vec<Warning>,
         agent: Option<super::agent::AgentPlan>,
-    ) -> Result<DesiredGraph, String> {
+    ) -> Result<DesiredGraph, GraphError> {
         resources.sort_by(|a, b| a.id.cmp(&b.id));
         let mut graph = DiGraph::new();
         let mut index = BTreeMap::new();
         for r in resources {
             if index.contains_key(&r.id) {
-                return Err(format!("two resources have the id {}", r.id));
+                return Err(GraphError::TwoWithId(r.id));
             }
             let id = r.id.clone();
             index.insert(id, graph.add_node(r));
@@ -106,13 +117,13 @@ impl DesiredGraph {
             let deps = graph[node].depends_on.clone();
             for dep in deps {
                 let Some(&from) = index.get(&dep) else {
-                    return Err(format!("{id} depends on {dep}, which is not in the graph"));
+                    return Err(GraphError::Dangling { id: id.clone(), dep });
                 };
                 graph.add_edge(from, node, ());
             }
         }
         if let Err(cycle) = petgraph::algo::toposort(&graph, None) {
-            return Err(format!("dependency cycle through {}", graph[cycle.node_id()].id));
+            return Err(GraphError::Cycle(graph[cycle.node_id()].id.clone()));
         }
         warnings.sort();
         warnings.dedup();
@@ -165,5 +176,29 @@ impl DesiredGraph {
         }
         out.push_str("}\n");
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn label(id: &str, after: &[&str]) -> Resource {
+        Resource {
+            id: id.into(),
+            kind: ResourceKind::NodeLabel,
+            change: Change::InPlace,
+            component: None,
+            spec: serde_json::Value::Null,
+            depends_on: after.iter().map(|a| a.to_string()).collect(),
+        }
+    }
+
+    #[test]
+    fn a_graph_that_cannot_be_built_says_why_by_its_variant() {
+        let build = |resources| DesiredGraph::build(resources, Vec::new(), None).map(|_| ()).unwrap_err();
+        assert_eq!(build(vec![label("a", &["b"]), label("b", &["a"])]), GraphError::Cycle("b".into()));
+        assert_eq!(build(vec![label("a", &["z"])]), GraphError::Dangling { id: "a".into(), dep: "z".into() });
+        assert_eq!(build(vec![label("a", &[]), label("a", &[])]), GraphError::TwoWithId("a".into()));
     }
 }

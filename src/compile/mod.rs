@@ -176,7 +176,7 @@ pub fn compile_against(
         vec![CompileError::new(
             "graph",
             &["components"],
-            text,
+            text.to_string(),
             Some("check the `after` lines of your own components".into()),
         )]
     })?;

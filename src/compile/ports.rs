@@ -71,9 +71,42 @@ pub struct Port {
     pub nodes: Vec<String>,
 }
 
+/// Why an entry is not a k3d port mapping; the text follows the entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadPort {
+    #[error("protocol {0:?} is not tcp or udp")]
+    Protocol(String),
+    #[error("an IPv6 host address is not supported: write an IPv4 address, or none for 127.0.0.1")]
+    Ipv6,
+    #[error("is not [ADDRESS:]HOST_PORT:CONTAINER_PORT (a k3d port mapping)")]
+    Shape,
+    #[error("{which} {text:?}: a port range is not supported; list each port")]
+    Range { which: Which, text: String },
+    #[error("{which} {text:?} is not a port (1-65535)")]
+    Port { which: Which, text: String },
+    #[error("host address {0:?} is not an IPv4 address")]
+    Address(String),
+}
+
+/// Which side of a mapping.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    Host,
+    Container,
+}
+
+impl std::fmt::Display for Which {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Which::Host => "host port",
+            Which::Container => "container port",
+        })
+    }
+}
+
 /// Parses `[ADDRESS:]HOST:CONTAINER[/tcp|/udp][@FILTER[;FILTER]]`; filters are checked by the
 /// caller, which knows the cluster's shape.
-pub fn parse(entry: &str) -> Result<Port, String> {
+pub fn parse(entry: &str) -> Result<Port, BadPort> {
     let (mapping, filters) = match entry.split_once('@') {
         Some((m, f)) => (m, f.split(';').map(str::to_string).collect()),
         None => (entry, vec!["loadbalancer".to_string()]),
@@ -81,33 +114,31 @@ pub fn parse(entry: &str) -> Result<Port, String> {
     let (mapping, protocol) = match mapping.rsplit_once('/') {
         Some((m, "tcp")) => (m, "tcp"),
         Some((m, "udp")) => (m, "udp"),
-        Some((_, other)) => return Err(format!("protocol {other:?} is not tcp or udp")),
+        Some((_, other)) => return Err(BadPort::Protocol(other.into())),
         None => (mapping, "tcp"),
     };
     if mapping.starts_with('[') {
-        return Err("an IPv6 host address is not supported: write an IPv4 address, or none for 127.0.0.1".into());
+        return Err(BadPort::Ipv6);
     }
     let parts: Vec<&str> = mapping.split(':').collect();
     let (address, host, container) = match parts.as_slice() {
         [host, container] => (None, *host, *container),
         [address, host, container] => (Some(*address), *host, *container),
-        _ => return Err("is not [ADDRESS:]HOST_PORT:CONTAINER_PORT (a k3d port mapping)".into()),
+        _ => return Err(BadPort::Shape),
     };
-    let port = |what: &str, text: &str| match text.parse::<u16>() {
-        Ok(0) | Err(_) if text.contains('-') => {
-            Err(format!("{what} {text:?}: a port range is not supported; list each port"))
-        }
+    let port = |which: Which, text: &str| match text.parse::<u16>() {
+        Ok(0) | Err(_) if text.contains('-') => Err(BadPort::Range { which, text: text.into() }),
         Ok(p) if p > 0 => Ok(p),
-        _ => Err(format!("{what} {text:?} is not a port (1-65535)")),
+        _ => Err(BadPort::Port { which, text: text.into() }),
     };
     let host_ip = match address {
         None => crate::config::DEFAULT_API_HOST_IP.parse().expect("the default is an IPv4 address"),
-        Some(a) => a.parse().map_err(|_| format!("host address {a:?} is not an IPv4 address"))?,
+        Some(a) => a.parse().map_err(|_| BadPort::Address(a.into()))?,
     };
     Ok(Port {
         host_ip,
-        host_port: port("host port", host)?,
-        container_port: port("container port", container)?,
+        host_port: port(Which::Host, host)?,
+        container_port: port(Which::Container, container)?,
         protocol,
         nodes: filters,
     })
@@ -162,7 +193,7 @@ pub(super) fn ports(cx: &mut Context) -> Vec<Value> {
         let port = match parse(entry) {
             Ok(p) => p,
             Err(why) => {
-                errors.push(bad(why));
+                errors.push(bad(why.to_string()));
                 continue;
             }
         };
@@ -227,6 +258,8 @@ mod tests {
         assert_eq!(p.nodes, ["agent:0", "server:0"]);
         assert_eq!(k3d_port(&p.spec()), "0.0.0.0:5353:53/udp");
         assert_eq!(k3d_port(&parse("8080:80").unwrap().spec()), "127.0.0.1:8080:80/tcp");
+        assert_eq!(parse("80-81:80"), Err(BadPort::Range { which: Which::Host, text: "80-81".into() }));
+        assert_eq!(parse("80:0").unwrap_err().to_string(), "container port \"0\" is not a port (1-65535)");
         for bad in [
             "80",
             "a:80",

@@ -80,8 +80,21 @@ fn path_problem(path: &str) -> Option<&'static str> {
     }
 }
 
+/// Why an entry is not a volume; the text follows the entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadVolume {
+    #[error("mode {0:?} is not ro or rw")]
+    Mode(String),
+    #[error("is not /host/path:/node/path[:ro|:rw]")]
+    Shape,
+    #[error("host path {0}")]
+    HostPath(&'static str),
+    #[error("node path {0}")]
+    NodePath(&'static str),
+}
+
 /// Parses `/host:/node[:ro|:rw][@FILTER[;FILTER]]`. Read-only unless `:rw`.
-pub fn parse(entry: &str) -> Result<Volume, String> {
+pub fn parse(entry: &str) -> Result<Volume, BadVolume> {
     let (mapping, nodes) = match entry.split_once('@') {
         Some((m, f)) => (m, f.split(';').map(str::to_string).collect()),
         None => (entry, Vec::new()),
@@ -91,13 +104,14 @@ pub fn parse(entry: &str) -> Result<Volume, String> {
         [host, node] => (*host, *node, true),
         [host, node, "ro"] => (*host, *node, true),
         [host, node, "rw"] => (*host, *node, false),
-        [_, _, mode] => return Err(format!("mode {mode:?} is not ro or rw")),
-        _ => return Err("is not /host/path:/node/path[:ro|:rw]".into()),
+        [_, _, mode] => return Err(BadVolume::Mode(mode.to_string())),
+        _ => return Err(BadVolume::Shape),
     };
-    for (what, path) in [("host path", host), ("node path", node)] {
-        if let Some(why) = path_problem(path) {
-            return Err(format!("{what} {}", why));
-        }
+    if let Some(why) = path_problem(host) {
+        return Err(BadVolume::HostPath(why));
+    }
+    if let Some(why) = path_problem(node) {
+        return Err(BadVolume::NodePath(why));
     }
     // Trailing slashes name the same directory; compared and recorded without them.
     let clean = |p: &str| if p.len() > 1 { p.trim_end_matches('/').to_string() } else { p.to_string() };
@@ -133,7 +147,7 @@ pub(super) fn volumes(cx: &mut Context) -> Vec<Value> {
         let volume = match parse(entry) {
             Ok(v) => v,
             Err(why) => {
-                errors.push(bad(why));
+                errors.push(bad(why.to_string()));
                 continue;
             }
         };
@@ -199,6 +213,8 @@ mod tests {
         assert!(!parse("/srv/data/:/data:rw@agent:0;server:0").unwrap().read_only);
         assert_eq!(parse("/srv/data/:/data:rw@agent:0;server:0").unwrap().host, "/srv/data");
         assert_eq!(parse("/a:/b@agent:*").unwrap().nodes, ["agent:*"]);
+        assert_eq!(parse("/srv:models"), Err(BadVolume::NodePath("is not an absolute path")));
+        assert_eq!(parse("/srv:/m:rx"), Err(BadVolume::Mode("rx".into())));
         for bad in ["srv:/models", "/srv:models", "/srv:/m:rx", "/srv", "/a/../b:/c", "/a:/b:ro:x", "/a\n:/b"] {
             assert!(parse(bad).is_err(), "{bad:?} parsed");
         }

@@ -52,26 +52,39 @@ impl Taint {
     }
 }
 
+/// Why an entry is not a taint; the text follows the entry ("taint \"x\" has no `:effect`").
+/// What the user wrote is quoted.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotATaint {
+    #[error("has no `:effect`")]
+    NoEffect,
+    #[error("effect {} is not one of {}", crate::escape::quoted(.0), EFFECTS.join(", "))]
+    Effect(String),
+    #[error("key {} {why}", crate::escape::quoted(key))]
+    Key { key: String, why: &'static str },
+    #[error(
+        "value {} is not a label value (at most 63 letters, digits, '-', '_', '.', starting and ending alphanumeric)",
+        crate::escape::quoted(.0)
+    )]
+    Value(String),
+}
+
 /// Reads `key[=value]:effect` by Kubernetes' rules (kubernetes/kubernetes,
 /// pkg/apis/core/validation/validation.go `validateNodeTaints`: the key a qualified name, the
 /// value a label value, the effect one of [`EFFECTS`]), or why it is not a taint.
-pub fn parse_taint(text: &str) -> Result<Taint, String> {
+pub fn parse_taint(text: &str) -> Result<Taint, NotATaint> {
     let Some((rest, effect)) = text.rsplit_once(':') else {
-        return Err("has no `:effect`".into());
+        return Err(NotATaint::NoEffect);
     };
     if !EFFECTS.contains(&effect) {
-        return Err(format!("effect {} is not one of {}", crate::escape::quoted(effect), EFFECTS.join(", ")));
+        return Err(NotATaint::Effect(effect.into()));
     }
     let (key, value) = rest.split_once('=').unwrap_or((rest, ""));
     if let Some(why) = qualified_name_problem(key) {
-        return Err(format!("key {} {why}", crate::escape::quoted(key)));
+        return Err(NotATaint::Key { key: key.into(), why });
     }
     if !value.is_empty() && !label_value(value) {
-        return Err(format!(
-            "value {} is not a label value (at most 63 letters, digits, '-', '_', '.', starting and ending \
-             alphanumeric)",
-            crate::escape::quoted(value)
-        ));
+        return Err(NotATaint::Value(value.into()));
     }
     Ok(Taint { key: key.into(), value: value.into(), effect: effect.into() })
 }
@@ -467,11 +480,12 @@ mod tests {
                     let t = got.unwrap_or_else(|why| panic!("{entry}: {why}"));
                     assert_eq!((t.key.as_str(), t.value.as_str(), t.effect.as_str()), (*k, *v, *e), "{entry}");
                 }
-                Err(part) => assert!(got.as_ref().is_err_and(|why| why.contains(part)), "{entry}: {got:?}"),
+                Err(part) => assert!(got.as_ref().is_err_and(|why| why.to_string().contains(part)), "{entry}: {got:?}"),
             }
         }
         let long = format!("gpu={}:NoSchedule", "a".repeat(64));
-        assert!(parse_taint(&long).is_err(), "a value of 64 characters");
+        assert_eq!(parse_taint(&long).unwrap_err(), NotATaint::Value("a".repeat(64)), "a value of 64 characters");
+        assert_eq!(parse_taint("gpu").unwrap_err(), NotATaint::NoEffect);
     }
 
     #[test]

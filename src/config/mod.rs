@@ -200,10 +200,24 @@ pub struct HostPaths {
     /// The host model store's directory (`[agent] model_dir`, or the default under the user's
     /// data directory) resolved, or why it cannot be. `None`: not resolved (no edge, no data
     /// directory, or an existing cluster, which has no store).
-    pub model_store: Option<Result<String, String>>,
+    pub model_store: Option<Result<String, Unresolved>>,
     /// `[cluster] volumes` sources (as `user_volumes::parse` records them) that resolve to
     /// another path, and that path.
     pub volumes: BTreeMap<String, String>,
+}
+
+/// Why the edge could not resolve a host path's links. The text completes "cannot be
+/// resolved: …".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Unresolved {
+    #[error("a link on its way leads nowhere")]
+    Dangling,
+    #[error("holds a `..` component")]
+    DotDot,
+    #[error("its resolved path is not UTF-8")]
+    NotUtf8,
+    #[error("cannot resolve it: {0}")]
+    Io(std::io::ErrorKind),
 }
 
 /// Where the cluster lives (DESIGN.md §9).
@@ -649,7 +663,7 @@ pub struct Registries {
     /// Set by the command edge: what it read of `credentials`.
     #[serde(skip)]
     #[schemars(skip)]
-    pub credentials_read: Option<Result<CredentialsRead, String>>,
+    pub credentials_read: Option<Result<CredentialsRead, CredentialsUnread>>,
 }
 
 /// `[cluster.registries.create]`: a registry container k3d creates with the cluster.
@@ -680,6 +694,34 @@ impl Default for RegistryCreate {
 /// What the command edge read of `[cluster.registries] credentials` (never serialised, never
 /// in the schema): the file's digest and the registries it configures, or why it could not
 /// be read. The credentials themselves stay in the file.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{reason}", step.prefix())]
+pub struct CredentialsUnread {
+    pub step: CredentialsStep,
+    /// The edge's sentence (the file's confinement, the OS, the parser, the key store).
+    pub reason: String,
+}
+
+/// Where reading the credentials file stopped.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CredentialsStep {
+    /// It may not be read: outside the repository, missing.
+    Confine,
+    Read,
+    Parse,
+    /// The machine's digest key could not be kept in the state directory.
+    Key,
+}
+
+impl CredentialsStep {
+    fn prefix(self) -> &'static str {
+        match self {
+            CredentialsStep::Key => "cannot keep the digest key in the state directory: ",
+            _ => "",
+        }
+    }
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CredentialsRead {
     pub digest: String,

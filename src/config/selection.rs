@@ -123,29 +123,43 @@ impl Feature {
         }
     }
 
-    fn parse(name: &str) -> Result<Feature, String> {
-        Feature::ALL.into_iter().find(|f| f.key() == name).ok_or_else(|| {
-            let hint = crate::suggest::closest(name, Feature::ALL.map(Feature::key))
-                .map(|s| format!(" (did you mean \"{s}\"?)"))
-                .unwrap_or_default();
-            format!(
-                "unknown experimental feature \"{name}\"{hint}; known: {}",
-                Feature::ALL.map(Feature::key).join(", ")
-            )
+    fn parse(name: &str) -> Result<Feature, Refused> {
+        Feature::ALL.into_iter().find(|f| f.key() == name).ok_or_else(|| Refused::UnknownFeature {
+            name: name.to_string(),
+            closest: crate::suggest::closest(name, Feature::ALL.map(Feature::key)).map(|s| s.to_string()),
         })
     }
 }
 
-fn vendor(name: &str) -> Result<Vendor, String> {
-    name.parse::<Vendor>().map_err(|e| e.to_string())
+fn vendor(name: &str) -> Result<Vendor, Refused> {
+    Ok(name.parse::<Vendor>()?)
+}
+
+/// Why a selection's word or list item was refused; serde puts it on the config's line.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum Refused {
+    #[error(transparent)]
+    UnknownVendor(#[from] crate::facts::vendors::UnknownVendor),
+    #[error(
+        "unknown experimental feature \"{name}\"{}; known: {}",
+        closest.as_ref().map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default(),
+        Feature::ALL.map(Feature::key).join(", ")
+    )]
+    UnknownFeature { name: String, closest: Option<String> },
+    /// A word where only "auto" is: the list it may have meant.
+    #[error("expected \"auto\" or a list such as [\"{0}\"], found \"{0}\"")]
+    NotAuto(String),
+    /// One known feature given as a word, not a list.
+    #[error("write a list: [\"{0}\"] (or \"auto\", \"off\")")]
+    NotAList(String),
 }
 
 /// Visits either a string (a word) or a sequence of names, each parsed into an `I`; the list
 /// is sorted and deduplicated before `list` wraps it.
 struct WordOrList<T, I> {
     expecting: &'static str,
-    word: fn(&str) -> Result<T, String>,
-    item: fn(&str) -> Result<I, String>,
+    word: fn(&str) -> Result<T, Refused>,
+    item: fn(&str) -> Result<I, Refused>,
     list: fn(Vec<I>) -> T,
 }
 
@@ -177,7 +191,7 @@ impl<'de> Deserialize<'de> for VendorSelection {
             expecting: "\"auto\" or a list of vendors",
             word: |w| match w {
                 "auto" => Ok(VendorSelection::Auto),
-                _ => Err(format!("expected \"auto\" or a list such as [\"{w}\"], found \"{w}\"")),
+                _ => Err(Refused::NotAuto(w.to_string())),
             },
             item: vendor,
             list: VendorSelection::Only,
@@ -192,7 +206,7 @@ impl<'de> Deserialize<'de> for ExperimentalSelection {
             word: |w| match w {
                 "auto" => Ok(ExperimentalSelection::Auto),
                 "off" => Ok(ExperimentalSelection::Off),
-                _ => Feature::parse(w).and(Err(format!("write a list: [\"{w}\"] (or \"auto\", \"off\")"))),
+                _ => Feature::parse(w).and(Err(Refused::NotAList(w.to_string()))),
             },
             item: Feature::parse,
             list: ExperimentalSelection::Only,
@@ -381,6 +395,18 @@ impl JsonSchema for SharingMode {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refused_word_keeps_what_was_written_and_the_closest() {
+        let unknown = Feature::parse("dar").unwrap_err();
+        assert_eq!(unknown, Refused::UnknownFeature { name: "dar".into(), closest: Some("dra".into()) });
+        assert!(
+            unknown
+                .to_string()
+                .starts_with("unknown experimental feature \"dar\" (did you mean \"dra\"?); known: dra,")
+        );
+        assert!(matches!(vendor("nvdia"), Err(Refused::UnknownVendor(_))));
+    }
 
     #[test]
     fn a_sharing_mode_is_a_word_or_a_table_per_vendor() {

@@ -112,17 +112,27 @@ impl std::io::Write for Capped {
 }
 
 /// Decompresses a firmware image as the kernel would (`.zst`, `.xz`), or returns it as is.
-pub fn decompress(raw: &[u8], suffix: &str) -> Result<Vec<u8>, String> {
+pub fn decompress(raw: &[u8], suffix: &str) -> Result<Vec<u8>, Undecompressed> {
     let mut out = Capped(Vec::new());
+    let failed =
+        |format: &'static str| move |e: &dyn std::fmt::Display| Undecompressed { format, reason: e.to_string() };
     match suffix {
         ".zst" => {
-            let mut decoder = ruzstd::decoding::StreamingDecoder::new(raw).map_err(|e| e.to_string())?;
-            std::io::copy(&mut decoder, &mut out).map_err(|e| e.to_string())?;
+            let mut decoder = ruzstd::decoding::StreamingDecoder::new(raw).map_err(|e| failed("zstd")(&e))?;
+            std::io::copy(&mut decoder, &mut out).map_err(|e| failed("zstd")(&e))?;
         }
-        ".xz" => lzma_rs::xz_decompress(&mut std::io::Cursor::new(raw), &mut out).map_err(|e| e.to_string())?,
+        ".xz" => lzma_rs::xz_decompress(&mut std::io::Cursor::new(raw), &mut out).map_err(|e| failed("xz")(&e))?,
         _ => return Ok(raw.to_vec()),
     }
     Ok(out.0)
+}
+
+/// A firmware image that did not decompress: the format it claimed and the decoder's word.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{reason}")]
+pub struct Undecompressed {
+    pub format: &'static str,
+    pub reason: String,
 }
 
 #[cfg(test)]
@@ -143,7 +153,7 @@ mod tests {
         let mut xz = Vec::new();
         lzma_rs::xz_compress(&mut &raw[..], &mut xz).unwrap();
         assert_eq!(decompress(&xz, ".xz").unwrap(), raw);
-        assert!(decompress(b"not zstd", ".zst").is_err());
+        assert_eq!(decompress(b"not zstd", ".zst").unwrap_err().format, "zstd");
     }
 
     /// The kernel falls back to `_v0.0` where `_v1` is missing (not on 60xx), and prefers
@@ -199,6 +209,6 @@ mod tests {
         }
         assert!(bomb.len() < 8 << 10);
         let err = decompress(&bomb, ".zst").unwrap_err();
-        assert!(err.contains("more than 64 MiB"), "{err}");
+        assert!(err.reason.contains("more than 64 MiB"), "{err}");
     }
 }

@@ -69,14 +69,14 @@ impl Distro {
     }
 
     /// The distro `/etc/os-release` names, or why there is none.
-    pub fn from_os_release(os: &BTreeMap<String, String>) -> Result<Distro, String> {
+    pub fn from_os_release(os: &BTreeMap<String, String>) -> Result<Distro, UnknownDistro> {
         let id = os.get("ID").map(String::as_str).unwrap_or("");
         let like = os.get("ID_LIKE").map(String::as_str).unwrap_or("");
         let version = os.get("VERSION_ID").map(String::as_str).unwrap_or("");
         let named = || match os.get("PRETTY_NAME") {
-            Some(p) => format!("{} (ID={id})", crate::escape::one_line(p)),
-            None if id.is_empty() => "a host whose /etc/os-release names no ID".into(),
-            None => format!("ID={}", crate::escape::one_line(id)),
+            Some(p) => UnknownDistro::Named { pretty: p.clone(), id: id.into() },
+            None if id.is_empty() => UnknownDistro::NoId,
+            None => UnknownDistro::Id(id.into()),
         };
         match id {
             "ubuntu" if version == "22.04" => Ok(Distro::Ubuntu2204),
@@ -91,6 +91,18 @@ impl Distro {
             _ => Err(named()),
         }
     }
+}
+
+/// A host whose /etc/os-release names no distro this supports, as it names itself (its
+/// text shown on one line).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum UnknownDistro {
+    #[error("{} (ID={})", crate::escape::one_line(pretty), crate::escape::one_line(id))]
+    Named { pretty: String, id: String },
+    #[error("a host whose /etc/os-release names no ID")]
+    NoId,
+    #[error("ID={}", crate::escape::one_line(.0))]
+    Id(String),
 }
 
 /// One piece of host software, in install order (the loader before what links to it).

@@ -26,8 +26,10 @@ fn the_distro_comes_from_os_release_or_is_refused_by_name() {
         ("VERSION_ID", "20.04"),
         ("PRETTY_NAME", "Ubuntu 20.04.6 LTS"),
     ]));
-    assert_eq!(old, Err("Ubuntu 20.04.6 LTS (ID=ubuntu)".to_string()));
-    assert!(Distro::from_os_release(&BTreeMap::new()).unwrap_err().contains("names no ID"));
+    let named = UnknownDistro::Named { pretty: "Ubuntu 20.04.6 LTS".into(), id: "ubuntu".into() };
+    assert_eq!(old.as_ref().map_err(ToString::to_string), Err("Ubuntu 20.04.6 LTS (ID=ubuntu)".to_string()));
+    assert_eq!(old, Err(named));
+    assert_eq!(Distro::from_os_release(&BTreeMap::new()), Err(UnknownDistro::NoId));
     for d in Distro::ALL {
         assert_eq!(Distro::from_key(d.key()), Some(d));
     }

@@ -29,6 +29,47 @@ pub fn k3s_images() -> Vec<&'static str> {
     K3S_IMAGES.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')).collect()
 }
 
+/// Why a text is not an image reference ([`ImageRef::parse`]).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BadImageRef {
+    #[error("an image reference is one short word without spaces")]
+    NotAWord,
+    #[error("digest {0:?} is not sha256:<64 lowercase hex digits>")]
+    Digest(String),
+    #[error("the image has no tag; name a released tag (repo:tag)")]
+    NoTag,
+    #[error("an image reference is registry/repo:tag")]
+    EmptyPart,
+    #[error("tag {0:?} is not a valid tag")]
+    Tag(String),
+}
+
+/// Why a lock was refused: what, and the 1-based line and column it is at when known.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{}{problem}", at.map(|(line, column)| format!("line {line}, column {column}: ")).unwrap_or_default())]
+pub struct BadLock {
+    pub at: Option<(usize, usize)>,
+    pub problem: LockProblem,
+}
+
+/// What is wrong with a lock; each names the offending entry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LockProblem {
+    /// TOML's own message, on one line.
+    #[error("{0}")]
+    Toml(String),
+    #[error("schema is {0:?}, expected {SCHEMA:?}")]
+    Schema(String),
+    #[error("images.{key:?}: {why}")]
+    Key { key: String, why: BadImageRef },
+    #[error("images.{0:?}: a key is repo:tag; the digest goes in `digest`")]
+    DigestInKey(String),
+    #[error("images.{key:?}: digest {digest:?} is not sha256:<64 lowercase hex digits>")]
+    Digest { key: String, digest: String },
+    #[error("images.{key:?}: platform {platform:?} is not an os/arch")]
+    Platform { key: String, platform: String },
+}
+
 /// `name:tag`, optionally `@sha256:…`. `name` keeps its registry (`docker.io/intel/…`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct ImageRef {
@@ -41,14 +82,14 @@ pub struct ImageRef {
 impl ImageRef {
     /// Parses `name:tag[@sha256:hex]`. A reference without a tag, with an empty part, with
     /// whitespace or control characters, or with a digest that is not sha256 is refused.
-    pub fn parse(text: &str) -> Result<ImageRef, String> {
+    pub fn parse(text: &str) -> Result<ImageRef, BadImageRef> {
         if text.is_empty() || text.len() > 512 || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err("an image reference is one short word without spaces".into());
+            return Err(BadImageRef::NotAWord);
         }
         let (named, digest) = match text.split_once('@') {
             Some((n, d)) => {
                 if !is_digest(d) {
-                    return Err(format!("digest {d:?} is not sha256:<64 lowercase hex digits>"));
+                    return Err(BadImageRef::Digest(d.into()));
                 }
                 (n, Some(d.to_string()))
             }
@@ -57,14 +98,14 @@ impl ImageRef {
         // The tag is after the last ':' of the last path component (a registry may have a port).
         let last_slash = named.rfind('/').map_or(0, |i| i + 1);
         let Some(colon) = named[last_slash..].rfind(':').map(|i| i + last_slash) else {
-            return Err("the image has no tag; name a released tag (repo:tag)".into());
+            return Err(BadImageRef::NoTag);
         };
         let (name, tag) = (&named[..colon], &named[colon + 1..]);
         if name.is_empty() || tag.is_empty() || name.ends_with('/') {
-            return Err("an image reference is registry/repo:tag".into());
+            return Err(BadImageRef::EmptyPart);
         }
         if !tag.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')) || tag.len() > 128 {
-            return Err(format!("tag {tag:?} is not a valid tag"));
+            return Err(BadImageRef::Tag(tag.into()));
         }
         Ok(ImageRef { name: name.into(), tag: tag.into(), digest })
     }
@@ -115,31 +156,29 @@ impl Lock {
     /// Parses and checks a lock: the schema, each key a `repo:tag` without digest, each
     /// digest well-formed. The error is a sentence naming the offending entry, after the line
     /// and column it is at (`line 4, column 10: …`), as config errors give theirs.
-    pub fn parse(text: &str) -> Result<Lock, String> {
-        let lock: Lock = toml::from_str(text).map_err(|e| at(text, e.span(), &crate::escape::one_line(e.message())))?;
-        let place = |path: &[&str], message: String| at(text, crate::config::span_of(text, path), &message);
+    pub fn parse(text: &str) -> Result<Lock, BadLock> {
+        let lock: Lock = toml::from_str(text).map_err(|e| BadLock {
+            at: at(text, e.span()),
+            problem: LockProblem::Toml(crate::escape::one_line(e.message()).into_owned()),
+        })?;
+        let place =
+            |path: &[&str], problem: LockProblem| BadLock { at: at(text, crate::config::span_of(text, path)), problem };
         if lock.schema != SCHEMA {
-            return Err(place(&["schema"], format!("schema is {:?}, expected {SCHEMA:?}", lock.schema)));
+            return Err(place(&["schema"], LockProblem::Schema(lock.schema.clone())));
         }
         for (key, entry) in &lock.images {
-            let image = ImageRef::parse(key).map_err(|e| place(&["images", key], format!("images.{key:?}: {e}")))?;
+            let image = ImageRef::parse(key)
+                .map_err(|why| place(&["images", key], LockProblem::Key { key: key.clone(), why }))?;
             if image.digest.is_some() {
-                return Err(place(
-                    &["images", key],
-                    format!("images.{key:?}: a key is repo:tag; the digest goes in `digest`"),
-                ));
+                return Err(place(&["images", key], LockProblem::DigestInKey(key.clone())));
             }
             if !is_digest(&entry.digest) {
-                return Err(place(
-                    &["images", key, "digest"],
-                    format!("images.{key:?}: digest {:?} is not sha256:<64 lowercase hex digits>", entry.digest),
-                ));
+                let problem = LockProblem::Digest { key: key.clone(), digest: entry.digest.clone() };
+                return Err(place(&["images", key, "digest"], problem));
             }
             if let Some(p) = entry.platforms.iter().find(|p| p.is_empty() || p.chars().any(char::is_control)) {
-                return Err(place(
-                    &["images", key, "platforms"],
-                    format!("images.{key:?}: platform {p:?} is not an os/arch"),
-                ));
+                let problem = LockProblem::Platform { key: key.clone(), platform: p.clone() };
+                return Err(place(&["images", key, "platforms"], problem));
             }
         }
         Ok(lock)
@@ -164,14 +203,13 @@ impl Lock {
     }
 }
 
-/// `message` after the 1-based line and column where `span` starts in `text` (as it is
-/// without a span).
-fn at(text: &str, span: Option<std::ops::Range<usize>>, message: &str) -> String {
-    let Some(start) = span.map(|s| s.start.min(text.len())) else { return message.to_string() };
+/// The 1-based line and column where `span` starts in `text`.
+fn at(text: &str, span: Option<std::ops::Range<usize>>) -> Option<(usize, usize)> {
+    let start = span?.start.min(text.len());
     let before = text.get(..start).unwrap_or(text);
     let line = before.matches('\n').count() + 1;
     let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
-    format!("line {line}, column {column}: {message}")
+    Some((line, column))
 }
 
 /// Where a digest for an image came from.
@@ -339,9 +377,12 @@ mod tests {
             ("schema = \"k3d-gpu.images/v1\"\n[images\n", "line 2, column 8: "),
         ];
         for (text, want) in cases {
-            let e = Lock::parse(text).unwrap_err();
+            let e = Lock::parse(text).unwrap_err().to_string();
             assert!(e.starts_with(want), "{text}: {e}");
         }
+        let schema = BadLock { at: Some((1, 10)), problem: LockProblem::Schema("other".into()) };
+        assert_eq!(Lock::parse("schema = \"other\"\n").unwrap_err(), schema);
+        assert_eq!(ImageRef::parse("a/b"), Err(BadImageRef::NoTag));
     }
 
     #[test]

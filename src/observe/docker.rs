@@ -76,7 +76,7 @@ pub fn connect(endpoint: &Endpoint) -> Result<Docker, ObserveError> {
 /// --follow`).
 pub fn connect_capped(endpoint: &Endpoint, cap: Option<u64>) -> Result<Docker, ObserveError> {
     super::docker_transport::connect(&endpoint.host, CALL_TIMEOUT.as_secs(), cap)
-        .map_err(|reason| ObserveError::DockerUnreachable { endpoint: endpoint.clone(), reason })
+        .map_err(|e| ObserveError::DockerUnreachable { endpoint: endpoint.clone(), reason: e.to_string() })
 }
 
 async fn deadline<T, E: std::error::Error + 'static>(

@@ -96,11 +96,11 @@ async fn send(
 
 /// A bollard client for `host` (`unix:///path`, `tcp://h:p`, `http://h:p`) whose every answer
 /// is capped at `cap` bytes (`None`: a stream meant to go on, `logs --follow`).
-pub fn connect(host: &str, timeout_s: u64, cap: Option<u64>) -> Result<Docker, String> {
+pub fn connect(host: &str, timeout_s: u64, cap: Option<u64>) -> Result<Docker, ConnectError> {
     let address = if let Some(path) = host.strip_prefix("unix://") {
         // As bollard's own unix client: a socket that is not there fails now, not per call.
         if !std::path::Path::new(path).exists() {
-            return Err(format!("no socket at {path}"));
+            return Err(ConnectError::NoSocket(path.into()));
         }
         Address::Unix(path.into())
     } else if let Some(rest) = host.strip_prefix("tcp://").or_else(|| host.strip_prefix("http://")) {
@@ -109,12 +109,23 @@ pub fn connect(host: &str, timeout_s: u64, cap: Option<u64>) -> Result<Docker, S
         let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
         Address::Tcp(authority.to_string())
     } else {
-        return Err("unsupported Docker host (unix:// or tcp://)".into());
+        return Err(ConnectError::Scheme);
     };
     let address = Arc::new(address);
     let transport = move |request: BollardRequest| send(address.clone(), cap, request);
     Docker::connect_with_custom_transport(transport, Some("http://docker"), timeout_s, bollard::API_DEFAULT_VERSION)
-        .map_err(|e| e.to_string())
+        .map_err(ConnectError::Client)
+}
+
+/// Why no client was made for a Docker host: nothing was sent yet.
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("no socket at {}", .0.display())]
+    NoSocket(std::path::PathBuf),
+    #[error("unsupported Docker host (unix:// or tcp://)")]
+    Scheme,
+    #[error("{0}")]
+    Client(bollard::errors::Error),
 }
 
 /// An error of a bollard call with its causes: hyper says "error reading a body from

@@ -111,12 +111,21 @@ pub fn has_context(kubeconfig: &Path, context: &str) -> Option<bool> {
     Some(file.contexts.iter().any(|c| c.name == context))
 }
 
+/// Why the kubeconfig could not be read: the file, or its YAML.
+#[derive(Debug, thiserror::Error)]
+enum KubeconfigUnread {
+    #[error(transparent)]
+    Read(#[from] crate::input_file::InputError),
+    #[error(transparent)]
+    Parse(#[from] kube::config::KubeconfigError),
+}
+
 /// The kubeconfig, read as every input is (a regular file, bounded, never blocking: not
 /// `KUBECONFIG=/dev/zero` or a FIFO while apply holds the lock), with the files it names made
 /// absolute against its directory as kube's own reader does.
-fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, String> {
-    let text = crate::input_file::read_text(path).map_err(|e| e.to_string())?;
-    let mut config = Kubeconfig::from_yaml(&text).map_err(|e| e.to_string())?;
+fn read_kubeconfig(path: &Path) -> Result<Kubeconfig, KubeconfigUnread> {
+    let text = crate::input_file::read_text(path)?;
+    let mut config = Kubeconfig::from_yaml(&text)?;
     let dir = path.parent().unwrap_or(Path::new("."));
     let absolute = |file: &mut Option<String>| {
         if let Some(f) = file.as_mut()

@@ -17,6 +17,22 @@ pub struct Resolved {
     pub platforms: Vec<String>,
 }
 
+/// Why `images lock` resolved nothing; each but the first names the image.
+#[derive(Debug, thiserror::Error)]
+pub enum Unresolved {
+    /// The engine that resolves for us cannot be reached.
+    #[error(transparent)]
+    Docker(#[from] super::ObserveError),
+    /// The engine did not answer in time.
+    #[error("{image}: no answer from Docker within {seconds}s")]
+    NoAnswer { image: String, seconds: u64 },
+    /// The engine or the registry said no (its text, on one line).
+    #[error("{image}: {}", one_line(reason))]
+    Refused { image: String, reason: String },
+    #[error("{0}: the registry answered without a sha256 digest")]
+    NoDigest(String),
+}
+
 /// Resolves each `repo:tag` in turn, with the login `docker_config` (the parsed
 /// `config.json`) holds for its registry. The error names the image and the reason; on an
 /// error nothing else is resolved, so the caller never writes half a lock.
@@ -24,20 +40,23 @@ pub async fn resolve_all(
     endpoint: &Endpoint,
     images: &[String],
     docker_config: Option<&serde_json::Value>,
-) -> Result<Vec<(String, Resolved)>, String> {
-    let docker = connect(endpoint).map_err(|e| e.to_string())?;
+) -> Result<Vec<(String, Resolved)>, Unresolved> {
+    let docker = connect(endpoint)?;
     let mut out = Vec::new();
     for image in images {
         let login = docker_config.and_then(|c| credentials(c, &registry_host(image)));
         let call = docker.inspect_registry_image(image, login);
         let inspect = match tokio::time::timeout(CALL_TIMEOUT, call).await {
             Ok(Ok(i)) => i,
-            Ok(Err(e)) => return Err(format!("{image}: {}", one_line(&super::docker_transport::why(&e)))),
-            Err(_) => return Err(format!("{image}: no answer from Docker within {}s", CALL_TIMEOUT.as_secs())),
+            Ok(Err(e)) => {
+                let reason = super::docker_transport::why(&e);
+                return Err(Unresolved::Refused { image: image.clone(), reason });
+            }
+            Err(_) => return Err(Unresolved::NoAnswer { image: image.clone(), seconds: CALL_TIMEOUT.as_secs() }),
         };
         let digest = inspect.descriptor.digest.unwrap_or_default();
         if !crate::images::is_digest(&digest) {
-            return Err(format!("{image}: the registry answered without a sha256 digest"));
+            return Err(Unresolved::NoDigest(image.clone()));
         }
         let mut platforms: Vec<String> = inspect
             .platforms
