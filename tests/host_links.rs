@@ -160,6 +160,22 @@ fn a_volume_source_that_links_to_the_hosts_root_is_planned_with_the_warning() {
     assert!(found.len() == 1 && found[0].contains("a link to \"/\"") && found[0].contains("system files"), "{found:?}");
 }
 
+/// A plan of a fixture host (`--root`) describes another machine: this one's home and links
+/// are not its store, so the store is named as written and nothing here is judged (a default
+/// store that links to `/` on this machine is no refusal of that one).
+#[test]
+fn a_fixture_host_plan_names_the_store_as_written() {
+    let tmp = tempfile::tempdir().unwrap();
+    let models = tmp.path().join(".local/share/k3d-gpu/models");
+    std::fs::create_dir_all(&models).unwrap();
+    symlink("/", models.join("gpu")).unwrap();
+    let out = plan(tmp.path(), tmp.path(), "", ["--root", &root()]);
+    assert_eq!(out.status.code(), Some(0), "{}", all(&out));
+    let plan_json: Value = serde_json::from_slice(&out.stdout).unwrap();
+    let store = &action(&plan_json, "k3d/cluster/gpu")["after"]["model_store"];
+    assert_eq!(*store, serde_json::json!({ "dir": null, "node": "/var/lib/k3d-gpu/models" }), "{store}");
+}
+
 /// The objects are the same bytes wherever they are rendered (`render --flux` commits them):
 /// two machines with different homes and data directories differ only in the cluster spec,
 /// which names the store each one mounts.
