@@ -99,8 +99,9 @@ fn scratch_checkout() -> tempfile::TempDir {
     dir
 }
 
-/// The data directory the docs' commands run with: a plan names the model store under it, so
-/// one the reader can picture, the same on every run (the store is never made by a plan).
+/// The data directory the docs' commands run with: a plan of this machine would name the
+/// model store under it (the docs' plans are of fixture hosts, which name it as written), so
+/// nothing shown depends on the machine that runs the check.
 const DOCS_DATA_HOME: &str = "/home/me/.local/share";
 
 /// bash running `script` in `dir` after the README's set-up lines, HOME being `dir`.

@@ -221,6 +221,24 @@ fn a_secret_value_is_refused_and_nothing_is_written() {
         assert_eq!(plain.status.code(), Some(0), "{}", stderr(&plain));
         assert!(tree(&out).values().any(|(bytes, _)| String::from_utf8_lossy(bytes).contains("hf_live_value")));
     }
+    // What a lax reading would take for a path or a number: base64 may start with `/`, a
+    // password may be digits, a query string may carry a key.
+    for (name, value) in [
+        ("API_KEY", "/k3Jx9+Qa0xZ7bL2mN4pQ8rS1tU6vW3yA5cD9eF0gH=="),
+        ("ADMIN_PASSWORD", "83920174"),
+        ("OPENAI_API_KEY", "/v1?api_key=sk-abc123"),
+    ] {
+        let manifest =
+            env.replace("name: HF_TOKEN, value: hf_live_value", &format!("name: {name}, value: \"{value}\""));
+        let dir = tempfile::tempdir().unwrap();
+        let config = own_component(dir.path(), &manifest);
+        let out = dir.path().join("flux");
+        let refused = render(&["-c", config.to_str().unwrap(), "--root", root.to_str().unwrap()], &out);
+        assert_eq!(refused.status.code(), Some(2), "{name}={value}: {}", stderr(&refused));
+        assert!(stderr(&refused).contains("/spec/template/spec/containers/0/env/0/value"), "{}", stderr(&refused));
+        assert!(!stderr(&refused).contains(value), "{}", stderr(&refused));
+        assert!(!out.exists(), "a refused render wrote {:?}", tree(&out).keys());
+    }
     // A reference to a Secret the cluster holds is no value: the set is written, without it.
     let dir = tempfile::tempdir().unwrap();
     let config = own_component(dir.path(), &by_ref);

@@ -149,6 +149,12 @@ fn framing_in_the_initialize_era() {
     );
     s.send_line("[]");
     assert_eq!(s.receive()["error"]["code"], -32600);
+    // An object without `method` is a (malformed) response: its id is in the server's own id
+    // space, so it is not answered; an error echoing 66 would answer the client's request 66.
+    s.send(json!({ "jsonrpc": "2.0", "id": 66, "error": { "code": "not a number" } }));
+    s.send(json!({ "jsonrpc": "2.0", "id": 66, "result": 1, "error": {} }));
+    let ping = s.call(66, "ping", json!({}));
+    assert!(ping.get("error").is_none() && ping["result"].is_object(), "{ping}");
 
     let unknown = s.call(7, "tools/call", json!({ "name": "rm-rf", "arguments": {} }));
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");

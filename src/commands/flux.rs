@@ -47,7 +47,8 @@ pub fn files(graph: &DesiredGraph) -> Result<BTreeMap<String, String>> {
 /// ConfigMap key named like a secret, a secret flag's value, URL userinfo) unless the value
 /// cannot be one. That rule is made for display and masks by name, so it also masks
 /// `GF_AUTH_ANONYMOUS_ENABLED=false` and `GF_SECURITY_ADMIN_PASSWORD__FILE=/path`: a switch,
-/// a number or an absolute path names no secret, and refusing them would refuse every set.
+/// a short number or a path under a name that says path names no secret, and refusing them
+/// would refuse every set.
 fn secret_at(object: &Value) -> Option<String> {
     if object["kind"] == "Secret" {
         for field in ["data", "stringData"] {
@@ -59,30 +60,62 @@ fn secret_at(object: &Value) -> Option<String> {
     let mut masked = object.clone();
     crate::secrets::mask_document(&mut masked);
     let mut found = Vec::new();
-    differences(object, &masked, String::new(), &mut found);
-    found.into_iter().find(|(_, value)| !plainly_no_secret(value)).map(|(at, _)| at)
+    differences(object, &masked, String::new(), "", &mut found);
+    found.into_iter().find(|m| !plainly_no_secret(&m.name, &m.value)).map(|m| m.at)
 }
 
-fn plainly_no_secret(value: &str) -> bool {
+/// A value the masking rule masked: where, the name it is under, and the value.
+struct Masked {
+    at: String,
+    name: String,
+    value: String,
+}
+
+/// Whether a masked `value` under `name` can be no secret. A path is taken for one only under
+/// a name that says it holds a path, and only in a path's plain grammar: base64 may start
+/// with `/`, and a query string may carry a key. Digits are a port or a count when short, but
+/// a long number under a secret's name is a PIN or a password.
+fn plainly_no_secret(name: &str, value: &str) -> bool {
+    let upper = name.trim_start_matches('-').to_ascii_uppercase().replace('-', "_");
+    let path_name = ["_FILE", "_PATH", "_DIR"].iter().any(|s| upper.ends_with(s));
+    let plain_path = value.starts_with('/')
+        && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-' | b'~' | b'@'));
     matches!(value, "" | "true" | "false" | "True" | "False")
-        || value.chars().all(|c| c.is_ascii_digit())
-        || (value.starts_with('/') && !value.contains(char::is_whitespace))
+        || (!value.is_empty()
+            && value.bytes().all(|b| b.is_ascii_digit())
+            && (value.len() <= 5 || !crate::secrets::is_sensitive_name(name)))
+        || (path_name && plain_path)
 }
 
-/// Each place `a` and its masked copy `b` differ, with `a`'s value there.
-fn differences(a: &Value, b: &Value, at: String, out: &mut Vec<(String, String)>) {
+/// Each place `a` and its masked copy `b` differ, with the name the value is under (an env
+/// entry's `name`, a map key, the secret flag before it or in it) and `a`'s value there.
+fn differences(a: &Value, b: &Value, at: String, name: &str, out: &mut Vec<Masked>) {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             for (k, v) in x {
-                differences(v, y.get(k).unwrap_or(&Value::Null), format!("{at}/{k}"), out);
+                let under = match x.get("name").and_then(Value::as_str) {
+                    Some(entry) if k == "value" => entry,
+                    _ => k,
+                };
+                differences(v, y.get(k).unwrap_or(&Value::Null), format!("{at}/{k}"), under, out);
             }
         }
         (Value::Array(x), Value::Array(y)) => {
             for (i, v) in x.iter().enumerate() {
-                differences(v, y.get(i).unwrap_or(&Value::Null), format!("{at}/{i}"), out);
+                // `--token VALUE`: the element after a flag is that flag's.
+                let flag = i.checked_sub(1).and_then(|p| x[p].as_str()).filter(|f| f.starts_with('-'));
+                differences(v, y.get(i).unwrap_or(&Value::Null), format!("{at}/{i}"), flag.unwrap_or(name), out);
             }
         }
-        _ if a != b => out.push((at, a.as_str().map_or_else(|| a.to_string(), str::to_string))),
+        _ if a != b => {
+            let text = a.as_str().map_or_else(|| a.to_string(), str::to_string);
+            // `--token=VALUE`: the flag is the name, what follows `=` the value.
+            let (name, value) = match text.split_once('=') {
+                Some((flag, value)) if flag.starts_with('-') => (flag.to_string(), value.to_string()),
+                _ => (name.to_string(), text),
+            };
+            out.push(Masked { at, name, value });
+        }
         _ => {}
     }
 }
@@ -164,6 +197,33 @@ mod tests {
                 {"name": "GF_SECURITY_ADMIN_PASSWORD__FILE", "value": "/var/lib/grafana/.pw"},
                 {"name": "API_KEY", "value": "sk-live"}]}]}}}});
         assert_eq!(secret_at(&switches).as_deref(), Some("/spec/template/spec/containers/0/env/2/value"));
+        // Base64 may start with `/`, a password may be digits, a query string may carry a key.
+        let env_of = |name: &str, value: &str| {
+            json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [
+                {"name": "a", "env": [{"name": name, "value": value}]}]}}}})
+        };
+        for (name, value) in [
+            ("API_KEY", "/k3Jx9+Qa0xZ7bL2mN4pQ8rS1tU6vW3yA5cD9eF0gH=="),
+            ("ADMIN_PASSWORD", "83920174"),
+            ("OPENAI_API_KEY", "/v1?api_key=sk-abc123"),
+            ("API_KEY", "/k3Jx9Qa0xZ7bL2mN4pQ8rS1tU6vW3yA5cD9eF0gH"),
+            ("API_KEY_FILE", "/k3Jx9+Qa0xZ7bL2mN4pQ8rS1tU6vW3yA5cD9eF0gH=="),
+        ] {
+            assert_eq!(
+                secret_at(&env_of(name, value)).as_deref(),
+                Some("/spec/template/spec/containers/0/env/0/value"),
+                "{name}={value}"
+            );
+        }
+        for (name, value) in [("TOKEN_TTL", "3600"), ("DB_PASSWORD_FILE", "/run/secrets/db.pw"), ("SSH_KEY_PATH", "")] {
+            assert_eq!(secret_at(&env_of(name, value)), None, "{name}={value}");
+        }
+        let args = |args: Value| json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [{"name": "a", "args": args}]}}}});
+        let at = Some("/spec/template/spec/containers/0/args/1");
+        assert_eq!(secret_at(&args(json!(["serve", "--api-key=/k3Jx9+Qa0=="]))).as_deref(), at);
+        assert_eq!(secret_at(&args(json!(["--api-key", "/k3Jx9+Qa0=="]))).as_deref(), at);
+        assert_eq!(secret_at(&args(json!(["--token", "83920174"]))).as_deref(), at);
+        assert_eq!(secret_at(&args(json!(["--auth", "false", "--token-file", "/run/t"]))), None);
         let empty_secret = json!({"kind": "Secret", "metadata": {"name": "s"}, "type": "Opaque"});
         assert_eq!(secret_at(&empty_secret), None);
     }

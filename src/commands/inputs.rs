@@ -66,7 +66,7 @@ pub fn load_config(global: &Global) -> Result<Inputs> {
     let dir = path.parent().map(Path::to_path_buf).filter(|d| !d.as_os_str().is_empty()).unwrap_or_else(|| ".".into());
     let mut config = config;
     read_registry_credentials(&mut config, &dir);
-    config.host_paths.model_store = resolve_model_store(&config);
+    config.host_paths.model_store = resolve_model_store(&config, &global.root);
     Ok(Inputs { config, name, text, dir })
 }
 
@@ -158,10 +158,18 @@ pub fn volume_sources(inputs: &Inputs, host: &crate::host::HostRoot) -> (Vec<mie
 
 /// The host model store's directory with every link resolved on this machine, where apply
 /// makes and mounts it: `[agent] model_dir`, else the default under the user's data directory.
-/// `None` for an existing cluster (no store), a `model_dir` compile refuses as written, or no
-/// data directory (apply says so).
-fn resolve_model_store(config: &Config) -> Option<std::result::Result<String, crate::config::Unresolved>> {
+/// `None` for an existing cluster (no store), a `model_dir` compile refuses as written, no
+/// data directory (apply says so), or a fixture host (`--root` other than `/`): that plan is
+/// another machine's, and this one's home and links are not its store, so it names the store
+/// as written, the same on every machine that makes it.
+fn resolve_model_store(
+    config: &Config,
+    roots: &[PathBuf],
+) -> Option<std::result::Result<String, crate::config::Unresolved>> {
     if config.cluster.provider != crate::config::Provider::K3d {
+        return None;
+    }
+    if roots.iter().any(|root| !root.canonicalize().is_ok_and(|r| r == Path::new("/"))) {
         return None;
     }
     let configured = config.agent.as_ref().and_then(|a| a.model_dir.as_deref());

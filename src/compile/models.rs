@@ -9,10 +9,11 @@
 //! deletes the store (the plan says where; `destroy` and `keep_models = false` say so too).
 //!
 //! The store is part of the cluster spec (what k3d fixes at creation) whether or not the
-//! config has `[agent]`, so adding the agent later needs no new cluster. The spec names the
-//! store as configured (`dir`: the absolute path, or null for the default), never the path
-//! the default resolves to on this machine: the graph stays the same on every machine, and
-//! apply resolves the default (`apply::k3d::model_store_dir`). Pure.
+//! config has `[agent]`, so adding the agent later needs no new cluster. The objects name the
+//! store as configured (the absolute path, or `$XDG_DATA_HOME/…` for the default), never the
+//! path it resolves to on this machine: they stay the same bytes on every machine. Only the
+//! cluster spec's `host` names the resolved directory, where the command edge found one;
+//! without it apply resolves the default (`apply::k3d::model_store_path`). Pure.
 
 use serde_json::{Value, json};
 
@@ -93,13 +94,12 @@ pub fn cluster_spec(cx: &mut Context) -> Value {
     spec
 }
 
-/// The store's host directory for the model servers' volumes: where the edge resolved it to,
-/// else as written ([`short`]).
+/// The store's host directory for the model servers' volumes, as written ([`short`]), never
+/// as it resolves on this machine: the objects are the same bytes wherever they are rendered
+/// (`render --flux` commits them), and carry no user's home. Only the cluster spec's `host`
+/// names the resolved directory.
 pub fn store_dir(config: &crate::config::Config) -> String {
-    match &config.host_paths.model_store {
-        Some(Ok(host)) => crate::escape::one_line(host).into_owned(),
-        _ => short(config.agent.as_ref().and_then(|a| a.model_dir.as_deref()), &config.cluster.name),
-    }
+    short(config.agent.as_ref().and_then(|a| a.model_dir.as_deref()), &config.cluster.name)
 }
 
 /// An absolute path k3d can mount: no `:` or `,` (k3d's volume syntax splits there), no

@@ -338,10 +338,12 @@ pub struct Agent {
     /// place. Unset: `$XDG_DATA_HOME/k3d-gpu/models/<cluster name>`
     /// (`~/.local/share/k3d-gpu/models/<cluster name>`). apply creates it; nothing k3d-gpu does
     /// deletes it. A change recreates the cluster (k3d fixes mounts at creation). It is judged
-    /// with every link resolved, the default too: the plan names the directory the nodes
-    /// mount, `/` (or a link to it) is refused, and a system or credentials directory (`/etc`,
-    /// `~/.ssh`, …), mounted read-write into every node, is planned with the warning
-    /// `model-dir-sensitive-path`.
+    /// with every link resolved on this machine, the default too: the plan's cluster names the
+    /// directory the nodes mount, `/` (or a link to it) is refused, and a system or credentials
+    /// directory (`/etc`, `~/.ssh`, …), mounted read-write into every node, is planned with the
+    /// warning `model-dir-sensitive-path`. The model volumes name it as written, so rendered
+    /// objects are the same on every machine; a plan of a `--root` fixture host names it as
+    /// written too.
     pub model_dir: Option<String>,
     /// The chat UI (Open WebUI) in front of the model server; present means wanted. Sign-in
     /// is always on, the Service is ClusterIP only, and its data PVC is kept on removal like

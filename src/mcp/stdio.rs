@@ -2,8 +2,11 @@
 //! message is answered as JSON-RPC 2.0 says instead of dropped: `-32700 Parse error` for a
 //! line that is not JSON (rmcp ignores it), `-32600 Invalid Request` for JSON that is not a
 //! message (rmcp answers with no `id` at all), each with `"id": null` — the line's own id
-//! where it has one a request could carry — and the server reads on. A notification that does
-//! not parse is never answered (JSON-RPC answers no notification). An answer to bad input is
+//! where it has one a request could carry and the object has `method` — and the server reads
+//! on. A notification that does not parse is never answered (JSON-RPC answers no
+//! notification), nor is an object without `method` (a malformed response: its id is one the
+//! server chose, and an error with it would fail the client's own request of that id); stderr
+//! says so, in one escaped line. An answer to bad input is
 //! valid JSON, so a peer that echoes it sends a response, not another bad line: no storm.
 //!
 //! A line is at most [`MAX_LINE`] bytes (rmcp's limit), never buffered past it: a longer one
@@ -122,6 +125,70 @@ enum Judged {
     Nothing,
     /// The error to answer with.
     Answer(Value),
+    /// Not answered, and the note for stderr saying why: an object without `method` is a
+    /// response (or no message at all), and a response's id is one the server chose, so an
+    /// error echoing it would fail the client's own request that happens to have that id.
+    Unanswered(String),
+}
+
+/// A member of a rejected object, read without building it: a 16 MiB `method` is skipped,
+/// not parsed into a tree a second time.
+#[derive(Debug, Default, PartialEq)]
+enum Member {
+    #[default]
+    Absent,
+    Null,
+    Text(String),
+    Number(serde_json::Number),
+    Other,
+}
+
+impl<'de> serde::Deserialize<'de> for Member {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Member, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Member;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("any JSON value")
+            }
+            fn visit_unit<E>(self) -> Result<Member, E> {
+                Ok(Member::Null)
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<Member, E> {
+                Ok(Member::Other)
+            }
+            fn visit_i64<E>(self, n: i64) -> Result<Member, E> {
+                Ok(Member::Number(n.into()))
+            }
+            fn visit_u64<E>(self, n: u64) -> Result<Member, E> {
+                Ok(Member::Number(n.into()))
+            }
+            fn visit_f64<E>(self, n: f64) -> Result<Member, E> {
+                Ok(serde_json::Number::from_f64(n).map_or(Member::Other, Member::Number))
+            }
+            fn visit_str<E>(self, s: &str) -> Result<Member, E> {
+                Ok(Member::Text(s.to_string()))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Member, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Member::Other)
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Member, A::Error> {
+                while map.next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?.is_some() {}
+                Ok(Member::Other)
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+/// The two members of a rejected object that decide its answer; every other is skipped.
+#[derive(serde::Deserialize)]
+struct Head {
+    #[serde(default)]
+    id: Member,
+    #[serde(default)]
+    method: Member,
 }
 
 /// Judges one line (without its `\n`).
@@ -134,19 +201,32 @@ fn judge(line: &[u8]) -> Judged {
     if let Ok(message) = serde_json::from_slice::<RxJsonRpcMessage<RoleServer>>(line) {
         return Judged::Message(Box::new(message));
     }
-    let Ok(value) = serde_json::from_slice::<Value>(line) else {
+    if serde_json::from_slice::<serde::de::IgnoredAny>(line).is_err() {
         return Judged::Answer(error(Value::Null, -32700, "Parse error"));
-    };
-    let notification = value.get("method").is_some_and(Value::is_string) && value.get("id").is_none();
-    if notification {
-        return Judged::Nothing;
     }
-    // Echoed back only when it is an id a request could carry.
-    let id = match value.get("id") {
-        Some(id @ (Value::Number(_) | Value::String(_))) => id.clone(),
-        _ => Value::Null,
+    // Valid JSON: an object starts with `{` (a struct would also read from an array).
+    let object = line.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{');
+    let Some(head) = object.then(|| serde_json::from_slice::<Head>(line).ok()).flatten() else {
+        // Not an object, or one whose `id` or `method` is given twice: no id to trust.
+        return Judged::Answer(error(Value::Null, -32600, "Invalid Request"));
     };
-    Judged::Answer(error(id, -32600, "Invalid Request"))
+    match (&head.method, &head.id) {
+        (Member::Absent, id) => {
+            let id = match id {
+                Member::Text(s) => format!(" (id {})", crate::escape::quoted(s)),
+                Member::Number(n) => format!(" (id {n})"),
+                _ => String::new(),
+            };
+            Judged::Unanswered(format!(
+                "note: MCP stdin: a JSON object without \"method\"{id} is no request (a malformed response?): not answered"
+            ))
+        }
+        (Member::Text(_), Member::Absent) => Judged::Nothing,
+        // Echoed back only when it is an id a request could carry.
+        (_, Member::Text(s)) => Judged::Answer(error(json!(s), -32600, "Invalid Request")),
+        (_, Member::Number(n)) => Judged::Answer(error(json!(n), -32600, "Invalid Request")),
+        _ => Judged::Answer(error(Value::Null, -32600, "Invalid Request")),
+    }
 }
 
 fn error(id: Value, code: i64, message: &str) -> Value {
@@ -204,6 +284,7 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Lines<R> {
             match judged {
                 Judged::Message(message) => return Some(*message),
                 Judged::Nothing => {}
+                Judged::Unanswered(note) => crate::stderrln!("{note}"),
                 Judged::Answer(answer) => {
                     let Ok(bytes) = line_of(&answer) else { return None };
                     self.answering = Some(self.queue(bytes));
@@ -236,6 +317,25 @@ mod tests {
         assert_eq!(code("42"), (-32600, Value::Null));
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":6,"method":42}"#), (-32600, json!(6)));
         assert_eq!(code(r#"{"jsonrpc":"2.0","id":{"x":1},"method":"ping"}"#), (-32600, Value::Null));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":"a","method":["x"],"params":{"big":[1,2]}}"#), (-32600, json!("a")));
+        assert_eq!(code(r#"{"jsonrpc":"2.0","id":7,"id":8,"method":"ping"}"#), (-32600, Value::Null));
+        assert_eq!(code(r#"[{"jsonrpc":"2.0","id":9,"method":"ping"}]"#), (-32600, Value::Null));
+        assert_eq!(code(r#" [9, "ping"]"#), (-32600, Value::Null));
+        // A response's id is the server's: never echoed, nothing answered.
+        for response in [
+            r#"{"jsonrpc":"2.0","id":3,"error":{"code":"bad"}}"#,
+            r#"{"jsonrpc":"2.0","id":"3","result":1,"error":{}}"#,
+            r#"{"jsonrpc":"2.0","id":"\n\u001b[2J","result":[1,{}],"error":7}"#,
+            "{}",
+        ] {
+            match judge(response.as_bytes()) {
+                Judged::Unanswered(note) => {
+                    assert!(!note.contains(['\n', '\u{1b}']), "{note:?}");
+                    assert!(note.contains("without \"method\""), "{note}");
+                }
+                other => panic!("{response}: {other:?}"),
+            }
+        }
         for nothing in ["", "  \r", r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":7}"#] {
             assert!(matches!(judge(nothing.as_bytes()), Judged::Nothing), "{nothing:?}");
         }

@@ -533,8 +533,9 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
     let desired_recorded = crate::secrets::digest_secrets(&desired.spec);
     match &server.recorded_spec {
         Some(recorded) => {
-            for key in changed_keys(&comparable(&desired_recorded, recorded), &crate::secrets::digest_secrets(recorded))
-            {
+            let (desired_compared, recorded_compared) =
+                comparable(&desired_recorded, &crate::secrets::digest_secrets(recorded));
+            for key in changed_keys(&desired_compared, &recorded_compared) {
                 if key == "devices" && recorded.get("devices").is_none() {
                     // Made by a k3d-gpu that recorded no devices: no replace on a guess.
                     warnings.push(Warning {
@@ -652,18 +653,21 @@ fn cluster_action(desired: &Resource, observed: &Observed, warnings: &mut Vec<Wa
     })
 }
 
-/// The desired spec as a recorded one can be compared with: a cluster made by a k3d-gpu that
-/// recorded its model store as configured only (no resolved `host`) is compared on that, so
-/// an upgrade alone plans no replace.
-fn comparable(desired: &Value, recorded: &Value) -> Value {
-    let mut desired = desired.clone();
-    if recorded["model_store"].is_object()
-        && recorded["model_store"].get("host").is_none()
-        && let Some(store) = desired["model_store"].as_object_mut()
-    {
-        store.remove("host");
+/// The desired and recorded specs as they can be compared: where either side's model store
+/// lacks its resolved `host`, both are compared without it. A cluster made by a k3d-gpu that
+/// recorded the store as configured only is not replaced by an upgrade alone, nor is one
+/// planned where the store cannot be resolved (HOME unset: cron, a scrubbed MCP environment).
+fn comparable(desired: &Value, recorded: &Value) -> (Value, Value) {
+    let (mut desired, mut recorded) = (desired.clone(), recorded.clone());
+    let lacks_host = |spec: &Value| spec["model_store"].is_object() && spec["model_store"].get("host").is_none();
+    if lacks_host(&desired) || lacks_host(&recorded) {
+        for spec in [&mut desired, &mut recorded] {
+            if let Some(store) = spec["model_store"].as_object_mut() {
+                store.remove("host");
+            }
+        }
     }
-    desired
+    (desired, recorded)
 }
 
 /// What changed in the host's devices since the nodes were made, per vendor: the device nodes
@@ -715,7 +719,10 @@ fn models_on_replace(recorded: Option<&Value>, desired: &Value, cluster: &str) -
     }
     let here = describe(wanted, cluster);
     match recorded.map(|r| &r["model_store"]) {
-        Some(old) if old["dir"] == wanted["dir"] && (old.get("host").is_none() || old["host"] == wanted["host"]) => {
+        Some(old)
+            if old["dir"] == wanted["dir"]
+                && (old.get("host").is_none() || wanted.get("host").is_none() || old["host"] == wanted["host"]) =>
+        {
             format!(
                 ". The models are kept: they are in the host model store {here}, which the new nodes mount again at {NODE_DIR}"
             )
@@ -1065,11 +1072,20 @@ mod tests {
         let desired =
             json!({ "model_store": { "dir": null, "node": "/n", "host": "/home/me/.local/share/k3d-gpu/models/gpu" } });
         let old = json!({ "model_store": { "dir": null, "node": "/n" } });
-        assert!(changed_keys(&comparable(&desired, &old), &old).is_empty());
+        let compared = |d: &Value, r: &Value| {
+            let (d, r) = comparable(d, r);
+            changed_keys(&d, &r)
+        };
+        assert!(compared(&desired, &old).is_empty());
         let moved = json!({ "model_store": { "dir": null, "node": "/n", "host": "/srv/elsewhere" } });
-        assert_eq!(changed_keys(&comparable(&desired, &moved), &moved), ["model_store"]);
+        assert_eq!(compared(&desired, &moved), ["model_store"]);
         assert!(models_on_replace(Some(&moved), &desired, "gpu").contains("stay on the host, not used"));
         assert!(models_on_replace(Some(&old), &desired, "gpu").contains("The models are kept"));
+        // The other way round: recorded with `host`, planned where none resolves (HOME unset).
+        assert!(compared(&old, &desired).is_empty());
+        assert!(models_on_replace(Some(&desired), &old, "gpu").contains("The models are kept"));
+        let elsewhere = json!({ "model_store": { "dir": "/srv/m", "node": "/n" } });
+        assert_eq!(compared(&elsewhere, &desired), ["model_store"]);
     }
 
     #[test]
