@@ -1037,13 +1037,21 @@ pub fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
 /// one. Anything it does not accept (help, a usage error, a word that is no command) is `None`,
 /// and [`parse`] parses the line again against the whole tree, which prints what it always did.
 fn parse_one_command(args: &[OsString]) -> Option<Cli> {
-    let sub = one_command(args.get(1)?.to_str()?)?;
-    let tree = clap::Command::new("k3d-gpu")
-        .version(env!("CARGO_PKG_VERSION"))
-        .subcommand_required(true)
-        .arg_required_else_help(true)
-        .subcommand(sub);
+    let tree = one_command_tree(args.get(1)?.to_str()?)?;
     tree.try_get_matches_from(args).ok().and_then(|m| Cli::from_arg_matches(&m).ok())
+}
+
+/// The tree [`Cli::from_arg_matches`] reads, holding only the command `name`: what parses a
+/// line of that command as the whole tree does. No help text of the top level: a line that
+/// needs it goes to the whole tree.
+pub(crate) fn one_command_tree(name: &str) -> Option<clap::Command> {
+    Some(
+        clap::Command::new("k3d-gpu")
+            .version(env!("CARGO_PKG_VERSION"))
+            .subcommand_required(true)
+            .arg_required_else_help(true)
+            .subcommand(one_command(name)?),
+    )
 }
 
 /// One command's definition as the derived tree builds it, less the enum's about text (only
