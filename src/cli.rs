@@ -1130,7 +1130,9 @@ mod tests {
             let whole = Cli::try_parse_from(&args).unwrap();
             assert_eq!(format!("{fast:?}"), format!("{whole:?}"), "{line}");
         }
-        for line in ["k3d-gpu validate --help", "k3d-gpu plan --nope", "k3d-gpu help plan", "k3d-gpu --version", "k3d-gpu"] {
+        for line in
+            ["k3d-gpu validate --help", "k3d-gpu plan --nope", "k3d-gpu help plan", "k3d-gpu --version", "k3d-gpu"]
+        {
             let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();
             assert!(super::parse_one_command(&args).is_none(), "{line}");
         }

@@ -155,10 +155,7 @@ processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: other\nflags\t\t: fpu\n
     #[test]
     fn processors_are_counted_as_lines_whose_key_is_processor() {
         let by_lines = |text: &str| {
-            text.lines()
-                .filter_map(|l| l.split_once(':'))
-                .filter(|(k, _)| k.trim() == "processor")
-                .count()
+            text.lines().filter_map(|l| l.split_once(':')).filter(|(k, _)| k.trim() == "processor").count()
         };
         let mut texts: Vec<String> = vec![
             CPUINFO.into(),
