@@ -10,6 +10,8 @@ set -euo pipefail
 
 # promtool (Debian's prometheus): tests/telemetry.rs checks the scrape config the graph deploys.
 # jq: doctor --perf's storage-driver fix is run, as printed, by perf_engine's tests.
+# valgrind, strace and GNU time: `bench/scale.py --quick` counts instructions and syscalls
+# and reads peak memory with them.
 # command:package — the command (or, when absolute, the file) that tells whether the package
 # is there. bash-completion: tests/install_lines.rs loads the README's bash completion line
 # through it, as a user's interactive bash does.
@@ -17,7 +19,7 @@ wanted=(
     dockerd:docker.io /bin/busybox:busybox-static docker-registry:docker-registry
     zsh:zsh fish:fish /usr/share/bash-completion/bash_completion:bash-completion chromium:chromium
     lintian:lintian rpm:rpm man:man-db ruby:ruby nix-instantiate:nix-bin shellcheck:shellcheck
-    promtool:prometheus jq:jq
+    promtool:prometheus jq:jq valgrind:valgrind strace:strace /usr/bin/time:time
 )
 missing=()
 for entry in "${wanted[@]}"; do

@@ -1037,6 +1037,9 @@ pub fn version_flag_as_command(args: Vec<OsString>) -> Vec<OsString> {
 /// as the `version` command. `Err` is the exit code after clap has printed its help, version
 /// or usage error.
 pub fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
+    if let Some(cli) = parse_one_command(&args) {
+        return Ok(cli);
+    }
     let cmd = Cli::command();
     let args = options_after_command(version_flag_as_command(args), &cmd);
     let parsed = cmd.try_get_matches_from(args).and_then(|m| Cli::from_arg_matches(&m));
@@ -1045,6 +1048,63 @@ pub fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
         let _ = e.print();
         ExitCode::from(code)
     })
+}
+
+/// The common line, `k3d-gpu COMMAND ...`, parsed against a tree holding only COMMAND: building
+/// every command's definition was about 40% of a `validate`'s instructions, and a run reads
+/// one. Anything it does not accept (help, a usage error, a word that is no command) is `None`,
+/// and [`parse`] parses the line again against the whole tree, which prints what it always did.
+fn parse_one_command(args: &[OsString]) -> Option<Cli> {
+    let tree = one_command_tree(args.get(1)?.to_str()?)?;
+    tree.try_get_matches_from(args).ok().and_then(|m| Cli::from_arg_matches(&m).ok())
+}
+
+/// The tree [`Cli::from_arg_matches`] reads, holding only the command `name`: what parses a
+/// line of that command as the whole tree does. No help text of the top level: a line that
+/// needs it goes to the whole tree.
+pub(crate) fn one_command_tree(name: &str) -> Option<clap::Command> {
+    Some(
+        clap::Command::new("k3d-gpu")
+            .version(env!("CARGO_PKG_VERSION"))
+            .subcommand_required(true)
+            .arg_required_else_help(true)
+            .subcommand(one_command(name)?),
+    )
+}
+
+/// One command's definition as the derived tree builds it, less the enum's about text (only
+/// help shows that, and help goes to the whole tree). `tests::each_command_alone_is_the_one_in_the_tree`
+/// keeps this list and the enum the same.
+fn one_command(name: &str) -> Option<clap::Command> {
+    type Augment = fn(clap::Command) -> clap::Command;
+    let (name, augment): (&'static str, Augment) = match name {
+        "detect" => ("detect", DetectArgs::augment_args),
+        "doctor" => ("doctor", DoctorCmd::augment_args),
+        "host-setup" => ("host-setup", HostSetupCmd::augment_args),
+        "facts" => ("facts", FactsArgs::augment_args),
+        "init" => ("init", InitCmd::augment_args),
+        "validate" => ("validate", ValidateCmd::augment_args),
+        "graph" => ("graph", DataOpts::augment_args),
+        "render" => ("render", RenderCmd::augment_args),
+        "schema" => ("schema", SchemaArgs::augment_args),
+        "observe" => ("observe", DataOpts::augment_args),
+        "apply" => ("apply", ApplyCmd::augment_args),
+        "show" => ("show", ShowArgs::augment_args),
+        "destroy" => ("destroy", DestroyCmd::augment_args),
+        "agent" => ("agent", AgentArgs::augment_args),
+        "plan" => ("plan", PlanCmd::augment_args),
+        "images" => ("images", ImagesArgs::augment_args),
+        "audit" => ("audit", AuditCmd::augment_args),
+        "logs" => ("logs", LogsCmd::augment_args),
+        "report" => ("report", ReportCmd::augment_args),
+        "completions" => ("completions", CompletionsArgs::augment_args),
+        "man" => ("man", ManArgs::augment_args),
+        "version" => ("version", VersionArgs::augment_args),
+        "test" => ("test", TestCmd::augment_args),
+        "mcp" => ("mcp", McpCmd::augment_args),
+        _ => return None,
+    };
+    Some(augment(clap::Command::new(name)))
 }
 
 #[cfg(test)]
@@ -1061,6 +1121,47 @@ mod tests {
         assert_eq!(model_size("0"), Err(BadValue::ModelSize));
         assert_eq!(model_gb("-1"), Err(BadValue::ModelGb));
         assert_eq!(model_gb("4.5"), Ok(4.5));
+    }
+
+    /// The fast path's definitions are the tree's: for each command, everything but the about
+    /// text (and the display order, which only the parent's help uses).
+    #[test]
+    fn each_command_alone_is_the_one_in_the_tree() {
+        let tree = Cli::command();
+        for sub in tree.get_subcommands() {
+            let name = sub.get_name();
+            let alone = super::one_command(name).unwrap_or_else(|| panic!("{name} is not in one_command"));
+            let want = sub.clone().about(None).long_about(None).display_order(0);
+            let alone = alone.about(None).long_about(None).display_order(0);
+            assert_eq!(format!("{alone:?}"), format!("{want:?}"), "{name}");
+        }
+        assert_eq!(super::one_command("help").map(|c| c.get_name().to_string()), None);
+    }
+
+    /// A line the fast path takes parses as the whole tree parses it; one it refuses (help, a
+    /// usage error) is left to the whole tree.
+    #[test]
+    fn the_fast_path_parses_as_the_whole_tree() {
+        for line in [
+            "k3d-gpu validate -c lab.toml --root R --root S",
+            "k3d-gpu plan --observed o.json --json -c k.toml",
+            "k3d-gpu facts capture --out o",
+            "k3d-gpu images check --facts F.json",
+            "k3d-gpu agent status",
+            "k3d-gpu mcp -c x.toml",
+            "k3d-gpu version --json",
+        ] {
+            let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();
+            let fast = super::parse_one_command(&args).unwrap_or_else(|| panic!("{line}: not taken"));
+            let whole = Cli::try_parse_from(&args).unwrap();
+            assert_eq!(format!("{fast:?}"), format!("{whole:?}"), "{line}");
+        }
+        for line in
+            ["k3d-gpu validate --help", "k3d-gpu plan --nope", "k3d-gpu help plan", "k3d-gpu --version", "k3d-gpu"]
+        {
+            let args: Vec<OsString> = line.split(' ').map(OsString::from).collect();
+            assert!(super::parse_one_command(&args).is_none(), "{line}");
+        }
     }
 
     /// `--help` is the reference, so every flag of every command must say what it does.

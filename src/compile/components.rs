@@ -65,7 +65,9 @@ pub fn resources<'a>(
     let nvidia_config = nvidia_config(cx, &wanted, nvidia, cluster_id);
     let providers = Providers::of(&objects, out);
     let mut seen = BTreeMap::new();
-    for (id, c, object) in &objects {
+    // By value: each object moves into its resource (a copy of every manifest object was a
+    // sixth of a `validate`).
+    for (id, c, object) in objects {
         if let Some(other) = seen.insert(id.clone(), c.name.clone()) {
             cx.error(CompileError::new(
                 "object-owned-twice",
@@ -75,12 +77,12 @@ pub fn resources<'a>(
             ));
         }
         let mut deps = vec![cluster_id.to_string()];
-        match providers.namespace(id, c, object) {
+        match providers.namespace(&id, c, &object) {
             Ok(ns) => deps.extend(ns),
             Err(e) => cx.error(e),
         }
-        deps.extend(providers.crd(object));
-        deps.extend(providers.node_labels(object));
+        deps.extend(providers.crd(&object));
+        deps.extend(providers.node_labels(&object));
         deps.extend(providers.after(c));
         // Every workload that reads the config file waits for it (the plugin owns it; the MPS
         // control daemon reads it too).
@@ -90,15 +92,15 @@ pub fn resources<'a>(
         {
             deps.push(config.id.clone());
         }
-        deps.retain(|d| d != id);
+        deps.retain(|d| *d != id);
         deps.sort();
         deps.dedup();
         out.push(Resource {
-            id: id.clone(),
+            id,
             kind: ResourceKind::Object,
             change: Change::InPlace,
             component: Some(c.name.clone()),
-            spec: object.clone(),
+            spec: object,
             depends_on: deps,
         });
     }

@@ -195,7 +195,12 @@ fn words(tool: &ToolArgs, arguments: &Map<String, Value>) -> Result<Vec<OsString
 pub fn parse(tool: &ToolArgs, arguments: Option<&Map<String, Value>>) -> Result<Command, Refusal> {
     let empty = Map::new();
     let words = words(tool, arguments.unwrap_or(&empty))?;
-    let cli = without_env(Cli::command(), &tool.command.split(' ').collect::<Vec<_>>());
+    let path: Vec<&str> = tool.command.split(' ').collect();
+    // The tree of this command alone (what parses its line as the whole tree does): building
+    // every command's definition for each call touched pages of code and memory the CLI's
+    // own run of the command no longer does, a few percent of a small call's peak.
+    let tree = crate::cli::one_command_tree(path[0]).unwrap_or_else(Cli::command);
+    let cli = without_env(tree, &path);
     let matches = cli.try_get_matches_from(words).map_err(|e| Refusal::Usage(usage_text(&e)))?;
     let parsed = Cli::from_arg_matches(&matches).map_err(|e| Refusal::Usage(usage_text(&e)))?;
     Ok(parsed.command)

@@ -19,7 +19,10 @@ pub struct CpuInfo {
 
 pub fn parse_cpuinfo(text: &str) -> Result<CpuInfo, ParseError> {
     let mut info = CpuInfo::default();
-    for line in text.lines() {
+    let mut at = 0;
+    for line in text.split_inclusive('\n') {
+        at += line.len();
+        let line = line.strip_suffix('\n').map_or(line, |l| l.strip_suffix('\r').unwrap_or(l));
         let Some((key, value)) = line.split_once(':') else {
             continue;
         };
@@ -29,9 +32,12 @@ pub fn parse_cpuinfo(text: &str) -> Result<CpuInfo, ParseError> {
             info.processors += 1;
         }
         // Only the first stanza describes "the" CPU; later ones repeat it (or, on hybrid
-        // parts, differ only in ways we read from sysfs instead).
+        // parts, differ only in ways we read from sysfs instead): past it, only the
+        // `processor` lines are counted, found by searching for the word (a 256-CPU server's
+        // half-megabyte cpuinfo split line by line was a fifth of a `validate`).
         if info.processors > 1 {
-            continue;
+            info.processors += processor_lines(&text[at..]);
+            break;
         }
         match key {
             "vendor_id" => info.vendor = Some(value.to_string()),
@@ -51,6 +57,21 @@ pub fn parse_cpuinfo(text: &str) -> Result<CpuInfo, ParseError> {
         return Err(ParseError::new("no \"processor\" entries"));
     }
     Ok(info)
+}
+
+/// How many lines of `text` have `processor` as their key: the text before the line's first
+/// `:` is the word, give or take whitespace (what the line loop of [`parse_cpuinfo`] counts).
+fn processor_lines(text: &str) -> usize {
+    const WORD: &str = "processor";
+    let blank = |s: &str| s.chars().all(char::is_whitespace);
+    text.match_indices(WORD)
+        .filter(|&(i, _)| {
+            let start = text[..i].rfind('\n').map_or(0, |n| n + 1);
+            let after = &text[i + WORD.len()..];
+            let line = &after[..after.find('\n').unwrap_or(after.len())];
+            blank(&text[start..i]) && line.split_once(':').is_some_and(|(gap, _)| blank(gap))
+        })
+        .count()
 }
 
 /// `Key: value` lines into a map, values trimmed. Lines without a colon are skipped.
@@ -127,6 +148,33 @@ mod tests {
     const CPUINFO: &str = "processor\t: 0\nvendor_id\t: GenuineIntel\ncpu family\t: 6\nmodel\t\t: 183\n\
 model name\t: 13th Gen Intel(R) Core(TM) i9-13900T\nflags\t\t: fpu sse avx2 avx_vnni\n\n\
 processor\t: 1\nvendor_id\t: GenuineIntel\nmodel name\t: other\nflags\t\t: fpu\n";
+
+    /// The search past the first stanza counts what a line-by-line count counts: each
+    /// fixture host's cpuinfo, and lines where the word is a value, a prefix, spaced or
+    /// missing its colon.
+    #[test]
+    fn processors_are_counted_as_lines_whose_key_is_processor() {
+        let by_lines = |text: &str| {
+            text.lines().filter_map(|l| l.split_once(':')).filter(|(k, _)| k.trim() == "processor").count()
+        };
+        let mut texts: Vec<String> = vec![
+            CPUINFO.into(),
+            "processor: 0\nmodel name: a processor\nprocessors : 2\n  processor\t : 1\nprocessor\nxprocessor: 3\n\
+processor\r\n processor \r: 4\r\nprocessor:5"
+                .into(),
+            "processor: 0\nprocessor: 1\n\nprocessor".into(),
+        ];
+        let hosts = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/hosts");
+        for host in std::fs::read_dir(hosts).unwrap() {
+            if let Ok(text) = std::fs::read_to_string(host.unwrap().path().join("proc/cpuinfo")) {
+                texts.push(text);
+            }
+        }
+        assert!(texts.len() > 5);
+        for text in &texts {
+            assert_eq!(parse_cpuinfo(text).map(|i| i.processors).unwrap_or(0), by_lines(text), "{text:.200}");
+        }
+    }
 
     #[test]
     fn cpuinfo_reads_the_first_stanza() {
