@@ -50,7 +50,7 @@ import sys
 import tempfile
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.environ.get("BIN", os.path.join(REPO, "target/release/k3d-gpu"))
+BIN = os.path.abspath(os.environ.get("BIN", os.path.join(REPO, "target/release/k3d-gpu")))
 HOSTS = os.path.join(REPO, "tests/fixtures/hosts")
 KINDS = ["arc-b580-xe-rpl-igpu", "desktop-rpl-nvidia", "xeon-2s-snc2", "lunar-lake-npu", "gaudi3-server"]
 QUICK = "--quick" in sys.argv

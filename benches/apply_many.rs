@@ -45,7 +45,7 @@ fn main() {
     for n in 0..NAMESPACES {
         let object = json!({"apiVersion": "v1", "kind": "Namespace",
             "metadata": {"name": format!("bench-{n}"), "labels": labels()}});
-        actions.push(create(format!("k8s/v1/Namespace/bench-{n}"), object, vec![]));
+        actions.push(create(format!("k8s/core/Namespace/bench-{n}"), object, vec![]));
     }
     for i in 0..OBJECTS - NAMESPACES {
         let ns = format!("bench-{}", i % NAMESPACES);
@@ -53,9 +53,9 @@ fn main() {
             "metadata": {"name": format!("cm-{i:04}"), "namespace": ns, "labels": labels()},
             "data": {"value": format!("{i}")}});
         actions.push(create(
-            format!("k8s/v1/ConfigMap/{ns}/cm-{i:04}"),
+            format!("k8s/core/ConfigMap/{ns}/cm-{i:04}"),
             object,
-            vec![format!("k8s/v1/Namespace/{ns}")],
+            vec![format!("k8s/core/Namespace/{ns}")],
         ));
     }
 
