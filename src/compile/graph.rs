@@ -41,6 +41,13 @@ pub struct Resource {
     pub depends_on: Vec<String>,
 }
 
+impl Resource {
+    /// A check verify runs after apply: `spec` says what it checks, `component` whose it is.
+    pub fn verify(id: String, component: Option<String>, spec: serde_json::Value, depends_on: Vec<String>) -> Resource {
+        Resource { id, kind: ResourceKind::Verify, change: Change::Verify, component, spec, depends_on }
+    }
+}
+
 /// Something worth saying about the compile that is not an error.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Warning {

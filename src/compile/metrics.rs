@@ -163,14 +163,7 @@ fn push(out: &mut Vec<Resource>, spec: Value, mut depends_on: Vec<String>) -> St
 }
 
 fn verify(out: &mut Vec<Resource>, id: String, spec: Value, depends_on: Vec<String>) {
-    out.push(Resource {
-        id,
-        kind: ResourceKind::Verify,
-        change: Change::Verify,
-        component: Some(COMPONENT.into()),
-        spec,
-        depends_on,
-    });
+    out.push(Resource::verify(id, Some(COMPONENT.into()), spec, depends_on));
 }
 
 fn rollout(out: &mut Vec<Resource>, kind: &str, name: &str, id: String) {

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::components::{Wanted, object_id};
 use super::intel::IntelPlan;
 use super::nvidia::NvidiaPlan;
-use super::{Change, Context, Resource, ResourceKind};
+use super::{Context, Resource, ResourceKind};
 use crate::catalog::INTEL_GPU_PLUGIN_ARGS;
 use crate::config::GpuMode;
 use crate::facts::Vendor;
@@ -38,14 +38,12 @@ pub fn resources(
                 );
                 continue;
             }
-            out.push(Resource {
-                id: id.clone(),
-                kind: ResourceKind::Verify,
-                change: Change::Verify,
-                component: Some(w.component.name.clone()),
-                spec: json!({ "check": "rollout", "kind": r.kind, "namespace": r.namespace, "name": r.name }),
-                depends_on: vec![object],
-            });
+            out.push(Resource::verify(
+                id.clone(),
+                Some(w.component.name.clone()),
+                json!({ "check": "rollout", "kind": r.kind, "namespace": r.namespace, "name": r.name }),
+                vec![object],
+            ));
             w.rollout_ids.push(id);
         }
     }
@@ -139,14 +137,12 @@ fn slices(
     let mut deps = dependencies(&providers);
     deps.push(format!("node-label/{}", of.label));
     deps.sort();
-    out.push(Resource {
-        id: format!("verify/resourceslices/{}", of.driver),
-        kind: ResourceKind::Verify,
-        change: Change::Verify,
-        component: providers.first().map(|w| w.component.name.clone()),
-        spec: json!({ "check": "resourceslices", "driver": of.driver, "min_devices": min_devices }),
-        depends_on: deps,
-    });
+    out.push(Resource::verify(
+        format!("verify/resourceslices/{}", of.driver),
+        providers.first().map(|w| w.component.name.clone()),
+        json!({ "check": "resourceslices", "driver": of.driver, "min_devices": min_devices }),
+        deps,
+    ));
 }
 
 /// A RuntimeClass that a workload names and no object of ours creates is the cluster's: k3s
@@ -170,14 +166,12 @@ fn runtime_classes(out: &mut Vec<Resource>) {
     }
     for (name, users) in needed {
         let component = out.iter().find(|r| users.contains(&r.id)).and_then(|r| r.component.clone());
-        out.push(Resource {
-            id: format!("verify/runtimeclass/{name}"),
-            kind: ResourceKind::Verify,
-            change: Change::Verify,
+        out.push(Resource::verify(
+            format!("verify/runtimeclass/{name}"),
             component,
-            spec: json!({ "check": "runtimeclass", "name": name }),
-            depends_on: vec![cluster.clone()],
-        });
+            json!({ "check": "runtimeclass", "name": name }),
+            vec![cluster.clone()],
+        ));
     }
 }
 
@@ -197,12 +191,10 @@ fn dependencies(providers: &[&Wanted]) -> Vec<String> {
 }
 
 fn allocatable(resource: &str, providers: &[&Wanted]) -> Resource {
-    Resource {
-        id: format!("verify/allocatable/{resource}"),
-        kind: ResourceKind::Verify,
-        change: Change::Verify,
-        component: providers.first().map(|w| w.component.name.clone()),
-        spec: json!({ "check": "allocatable", "resource": resource, "min": 1 }),
-        depends_on: dependencies(providers),
-    }
+    Resource::verify(
+        format!("verify/allocatable/{resource}"),
+        providers.first().map(|w| w.component.name.clone()),
+        json!({ "check": "allocatable", "resource": resource, "min": 1 }),
+        dependencies(providers),
+    )
 }

@@ -481,14 +481,7 @@ fn emit(cx: &mut Context, out: &mut Vec<Resource>, scope: &Scope, s: Server) {
 
 /// A verify node.
 pub(super) fn verify(id: String, spec: Value, depends_on: Vec<String>) -> Resource {
-    Resource {
-        id,
-        kind: ResourceKind::Verify,
-        change: Change::Verify,
-        component: Some(COMPONENT.into()),
-        spec,
-        depends_on,
-    }
+    Resource::verify(id, Some(COMPONENT.into()), spec, depends_on)
 }
 
 /// The Deployment `name` of the agent's namespace rolled out.
