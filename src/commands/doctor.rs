@@ -21,10 +21,11 @@ pub fn run(global: &Global, args: &DoctorArgs) -> Result<u8> {
     }
     let facts = super::load_facts(global)?;
     let mut findings = facts.findings.clone();
-    if global.facts.is_empty() {
-        findings.extend(firmware_findings(&super::open_host(global)?, &facts.host));
+    let host = if global.facts.is_empty() { Some(super::open_host(global)?) } else { None };
+    if let Some(host) = &host {
+        findings.extend(firmware_findings(host, &facts.host));
     }
-    let on_real_host = global.facts.is_empty() && super::open_host(global)?.is_real_host();
+    let on_real_host = host.as_ref().is_some_and(|h| h.is_real_host());
     if on_real_host && !args.no_tools {
         findings.extend(crate::doctor::tool_findings());
         findings.extend(live_findings(global, &facts)?);

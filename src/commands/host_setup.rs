@@ -183,6 +183,18 @@ fn listed_digest(list: &str, name: &str) -> Option<String> {
     })
 }
 
+/// A release's checksum file, capped at 1 MiB (a `sha256sum` line per file is ~100 bytes).
+fn read_checksum_list(list: &str) -> std::io::Result<String> {
+    use std::io::Read;
+    const CAP: u64 = 1 << 20;
+    let mut text = String::new();
+    std::fs::File::open(list)?.take(CAP + 1).read_to_string(&mut text)?;
+    if text.len() as u64 > CAP {
+        return Err(std::io::Error::other("larger than 1 MiB"));
+    }
+    Ok(text)
+}
+
 /// Checks a downloaded file against its pinned digest, or against its line in the release's
 /// checksum file. A mismatch names both digests.
 fn verify_step(step: &host_setup::Step) -> std::result::Result<(), StepFailed> {
@@ -191,7 +203,8 @@ fn verify_step(step: &host_setup::Step) -> std::result::Result<(), StepFailed> {
     let (want, from) = match (&step.sha256, &step.sha256_list) {
         (Some(pinned), _) => (pinned.to_ascii_lowercase(), Expected::Pinned),
         (None, Some(list)) => {
-            let text = std::fs::read_to_string(list)
+            // The list came off the network: read at most what a release's checksum file holds.
+            let text = read_checksum_list(list)
                 .map_err(|e| StepFailed::ChecksumFile { list: list.clone(), cause: e.into() })?;
             let name = path.rsplit('/').next().unwrap_or(path);
             let want = listed_digest(&text, name)
@@ -302,6 +315,17 @@ fn one_line(text: &str) -> std::borrow::Cow<'_, str> {
 mod tests {
     use super::*;
     use host_setup::Step;
+
+    /// The checksum list comes off the network: one past the cap is refused, not read whole.
+    #[test]
+    fn a_checksum_list_past_its_cap_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let list = dir.path().join("ww13.sum");
+        std::fs::write(&list, vec![b'a'; (1 << 20) + 1]).unwrap();
+        assert!(read_checksum_list(&list.display().to_string()).is_err());
+        std::fs::write(&list, format!("{EMPTY_SHA256}  x.deb\n")).unwrap();
+        assert!(read_checksum_list(&list.display().to_string()).unwrap().contains("x.deb"));
+    }
 
     const EMPTY_SHA256: &str = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855";
     const HELLO_SHA256: &str = "5891b5b522d5df086d0ff0b110fbd9d21bb4fc7163af34d08286a2e846f6be03";

@@ -75,16 +75,7 @@ pub(super) fn parent_bridge(r: &mut Reader, addr: &str) -> Option<String> {
     let real = r.canonical(&format!("/sys/bus/pci/devices/{addr}"))?;
     let mut parts = real.rsplit('/');
     parts.next()?;
-    parts.next().filter(|p| is_pci_address(p)).map(str::to_string)
-}
-
-/// `0000:00:01.0`: domain, bus, device, function in hex.
-fn is_pci_address(s: &str) -> bool {
-    let hex = |p: &str, n: usize| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit());
-    match s.split(&[':', '.'][..]).collect::<Vec<_>>()[..] {
-        [d, b, dev, f] => hex(d, 4) && hex(b, 2) && hex(dev, 2) && hex(f, 1),
-        _ => false,
-    }
+    parts.next().filter(|p| crate::facts::ids::pci_address(p)).map(str::to_string)
 }
 
 fn port(r: &mut Reader, addr: &str) -> Option<Port> {
@@ -153,4 +144,28 @@ pub fn read(host: &HostRoot, inventory: &Host) -> Tuning {
     t.gpu = super::perf_gpu::read(&mut r, inventory);
     t.power = super::perf_power::read(&mut r);
     t
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A VMD domain has five hex digits (`10000:…`): the bridge above is still found, as
+    /// `facts::ids::pci_address` reads addresses everywhere else.
+    #[test]
+    fn the_bridge_above_a_device_in_a_vmd_domain_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        for (domain, bridge, device) in
+            [("pci0000:00", "0000:00:01.0", "0000:01:00.0"), ("pci10000:00", "10000:00:01.0", "10000:01:00.0")]
+        {
+            let real = dir.path().join("sys/devices").join(domain).join(bridge).join(device);
+            std::fs::create_dir_all(&real).unwrap();
+            std::fs::create_dir_all(dir.path().join("sys/bus/pci/devices")).unwrap();
+            let link = dir.path().join("sys/bus/pci/devices").join(device);
+            std::os::unix::fs::symlink(format!("../../../devices/{domain}/{bridge}/{device}"), link).unwrap();
+            let host = HostRoot::open(dir.path()).unwrap();
+            let mut r = Reader::new(&host);
+            assert_eq!(parent_bridge(&mut r, device).as_deref(), Some(bridge), "{device}");
+        }
+    }
 }
