@@ -73,17 +73,21 @@ struct Masked {
 
 /// Whether a masked `value` under `name` can be no secret. A path is taken for one only under
 /// a name that says it holds a path, and only in a path's plain grammar: base64 may start
-/// with `/`, and a query string may carry a key. Digits are a port or a count when short, but
-/// a long number under a secret's name is a PIN or a password.
+/// with `/`, and a query string may carry a key. Digits are a count only under a name that
+/// says so (`TOKEN_TTL`, `API_PORT`): under a secret's name, short or long, they are a PIN or
+/// a password.
 fn plainly_no_secret(name: &str, value: &str) -> bool {
     let upper = name.trim_start_matches('-').to_ascii_uppercase().replace('-', "_");
     let path_name = ["_FILE", "_PATH", "_DIR"].iter().any(|s| upper.ends_with(s));
+    let count_name = ["_TTL", "_PORT", "_SECONDS", "_TIMEOUT", "_SIZE", "_COUNT", "_LIMIT", "_MS"]
+        .iter()
+        .any(|s| upper.ends_with(s));
     let plain_path = value.starts_with('/')
         && value.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'.' | b'_' | b'-' | b'~' | b'@'));
     matches!(value, "" | "true" | "false" | "True" | "False")
         || (!value.is_empty()
             && value.bytes().all(|b| b.is_ascii_digit())
-            && (value.len() <= 5 || !crate::secrets::is_sensitive_name(name)))
+            && (count_name || !crate::secrets::is_sensitive_name(name)))
         || (path_name && plain_path)
 }
 
@@ -205,6 +209,7 @@ mod tests {
         for (name, value) in [
             ("API_KEY", "/k3Jx9+Qa0xZ7bL2mN4pQ8rS1tU6vW3yA5cD9eF0gH=="),
             ("ADMIN_PASSWORD", "83920174"),
+            ("ADMIN_PASSWORD", "1234"),
             ("OPENAI_API_KEY", "/v1?api_key=sk-abc123"),
             ("API_KEY", "/k3Jx9Qa0xZ7bL2mN4pQ8rS1tU6vW3yA5cD9eF0gH"),
             ("API_KEY_FILE", "/k3Jx9+Qa0xZ7bL2mN4pQ8rS1tU6vW3yA5cD9eF0gH=="),
@@ -223,6 +228,7 @@ mod tests {
         assert_eq!(secret_at(&args(json!(["serve", "--api-key=/k3Jx9+Qa0=="]))).as_deref(), at);
         assert_eq!(secret_at(&args(json!(["--api-key", "/k3Jx9+Qa0=="]))).as_deref(), at);
         assert_eq!(secret_at(&args(json!(["--token", "83920174"]))).as_deref(), at);
+        assert_eq!(secret_at(&args(json!(["--token", "1234"]))).as_deref(), at);
         assert_eq!(secret_at(&args(json!(["--auth", "false", "--token-file", "/run/t"]))), None);
         let empty_secret = json!({"kind": "Secret", "metadata": {"name": "s"}, "type": "Opaque"});
         assert_eq!(secret_at(&empty_secret), None);
