@@ -542,6 +542,29 @@ fn cluster_health_says_which_nodes_are_not_ready_and_what_no_node_advertises() {
     assert!(server.requests().iter().all(|r| r.starts_with("GET ")), "{:?}", server.requests());
 }
 
+/// `cluster_health` judges as `k3d-gpu test` does: under `[sharing] mode = "dra"` the xe GPU
+/// is served by the DRA driver, so no node advertising `gpu.intel.com/xe` is no problem (it
+/// said "no node advertises" where `test` passes).
+#[test]
+fn cluster_health_does_not_ask_for_what_dra_serves() {
+    use support::fake_apiserver::k3s_node;
+    let server = FakeApiServer::start_in_background(State::k3s());
+    server.change(|s| s.nodes = vec![k3s_node("k3d-dra-server-0", true)]);
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("k3dgpu.toml");
+    std::fs::write(&config, "[cluster]\nname = \"dra\"\n[sharing]\nmode = \"dra\"\n").unwrap();
+    let kubeconfig = server.kubeconfig("dra", dir.path());
+    let mut s = Session::start_env(&[], vec![("KUBECONFIG", kubeconfig.display().to_string())]);
+    initialize(&mut s);
+    let arguments = json!({ "config": config.display().to_string(), "root": root() });
+    let health = s.call(2, "tools/call", json!({ "name": "cluster_health", "arguments": arguments }));
+    assert_eq!(health["result"]["isError"], false, "{health:#}");
+    let problems = health["result"]["structuredContent"]["problems"].as_array().unwrap().clone();
+    assert!(!problems.iter().any(|p| p["resource"] == "gpu.intel.com/xe"), "DRA serves xe: {problems:#?}");
+    // The NPU has no DRA driver: still asked for, as `test` asks.
+    assert!(problems.iter().any(|p| p["resource"] == "npu.intel.com/accel"), "{problems:#?}");
+}
+
 /// Issue 43, item 7: `agent_status` is `agent status`'s core as a tool: with no server
 /// running it answers, read-only, with the problem, not an error.
 #[test]

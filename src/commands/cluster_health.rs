@@ -103,27 +103,28 @@ fn node_health(node: &Node) -> (NodeHealth, BTreeMap<String, String>) {
 pub fn health(global: &Global) -> Result<Health> {
     let inputs = super::load_config(global)?;
     let fleet = super::fleet::is_fleet(&inputs);
-    let context = match &inputs.config.cluster.context {
-        Some(c) if fleet => c.clone(),
-        _ => crate::observe::kubernetes::context_name(&inputs.config.cluster.name),
+    // Judged as `k3d-gpu test` judges: the compiled config says which resources DRA serves
+    // (no device plugin advertises them) and, for a fleet, each node's own facts.
+    let (catalog, facts, dra_classes) = match super::inputs::compile(global, &inputs) {
+        Ok(compiled) => {
+            let classes = super::test::device_classes(&compiled.graph);
+            let facts: Vec<(Option<String>, std::rc::Rc<Facts>)> = if fleet {
+                compiled.fleet.into_iter().map(|(n, f)| (Some(n), f)).collect()
+            } else {
+                vec![(None, std::rc::Rc::new(compiled.facts))]
+            };
+            (compiled.catalog, facts, classes)
+        }
+        Err(e) if fleet => return Err(e),
+        // A config that does not compile for this host: the host's facts, nothing DRA-served.
+        Err(_) => (
+            super::load_catalog(global, &inputs)?,
+            vec![(None, std::rc::Rc::new(super::load_facts(global)?))],
+            Vec::new(),
+        ),
     };
-    // Whose facts each node is judged against: the host's for k3d, each node's own for a fleet.
-    let facts: Vec<(Option<String>, std::rc::Rc<Facts>)> = if fleet {
-        super::fleet::load_nodes(global, &inputs)?.into_iter().map(|(n, f)| (Some(n), f)).collect()
-    } else {
-        vec![(None, std::rc::Rc::new(super::load_facts(global)?))]
-    };
-    let catalog = super::load_catalog(global, &inputs)?;
-    let hints = crate::smoke::Hints {
-        kubectl: crate::shell::kubectl(&context),
-        k3d_gpu: global.k3d_gpu(),
-        component: catalog
-            .components
-            .values()
-            .flat_map(|c| c.provides_resources.iter().map(|r| (r.clone(), c.name.clone())))
-            .collect(),
-        cluster: inputs.config.cluster.name.clone(),
-    };
+    let dra_served = crate::smoke::dra_served(dra_classes.iter().map(String::as_str));
+    let (context, hints) = super::test::context_and_hints(global, &inputs, fleet, &catalog);
     let kubeconfig = super::plan::kubeconfig_path();
     let rt = super::runtime()?;
     let listed = rt.block_on(async {
@@ -159,7 +160,7 @@ pub fn health(global: &Global) -> Result<Health> {
             },
         };
         let (_, counts) = crate::smoke::plan(facts, &mine, &BTreeMap::new());
-        for p in crate::smoke::count_problems(facts, &counts, &[], &hints) {
+        for p in crate::smoke::count_problems(facts, &counts, &dra_served, &hints) {
             let problem = match node {
                 Some(n) => format!("node {n}: {}", p.text),
                 None => p.text,

@@ -35,21 +35,7 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
     let subject = subject(global, args, &inputs, fleet)?;
     let cluster = inputs.config.cluster.name.clone();
     let images = smoke_images(global, args, &subject.catalog, &inputs)?;
-    let context = match &inputs.config.cluster.context {
-        Some(c) if fleet => c.clone(),
-        _ => crate::observe::kubernetes::context_name(&cluster),
-    };
-    let hints = Hints {
-        cluster: cluster.clone(),
-        kubectl: crate::shell::kubectl(&context),
-        k3d_gpu: global.k3d_gpu(),
-        component: subject
-            .catalog
-            .components
-            .values()
-            .flat_map(|c| c.provides_resources.iter().map(|r| (r.clone(), c.name.clone())))
-            .collect(),
-    };
+    let (context, hints) = context_and_hints(global, &inputs, fleet, &subject.catalog);
     let kubeconfig = super::plan::kubeconfig_path();
     let rt = super::runtime()?;
     let report = rt
@@ -86,6 +72,42 @@ pub fn smoke_test(global: &Global, args: &TestArgs) -> Result<smoke::Report> {
     Ok(report)
 }
 
+/// The context the cluster is reached through (a fleet's own, else k3d's for the cluster) and
+/// the hints its findings' fixes are written with. `cluster_health` judges through the same.
+pub(super) fn context_and_hints(
+    global: &Global,
+    inputs: &super::Inputs,
+    fleet: bool,
+    catalog: &crate::catalog::Catalog,
+) -> (String, Hints) {
+    let cluster = inputs.config.cluster.name.clone();
+    let context = match &inputs.config.cluster.context {
+        Some(c) if fleet => c.clone(),
+        _ => crate::observe::kubernetes::context_name(&cluster),
+    };
+    let hints = Hints {
+        cluster,
+        kubectl: crate::shell::kubectl(&context),
+        k3d_gpu: global.k3d_gpu(),
+        component: catalog
+            .components
+            .values()
+            .flat_map(|c| c.provides_resources.iter().map(|r| (r.clone(), c.name.clone())))
+            .collect(),
+    };
+    (context, hints)
+}
+
+/// The DeviceClasses the compiled graph creates: the resources DRA serves instead of a
+/// device plugin ([`smoke::dra_served`]).
+pub(super) fn device_classes(graph: &crate::compile::DesiredGraph) -> Vec<String> {
+    graph
+        .resources()
+        .filter(|r| r.spec["kind"] == "DeviceClass")
+        .filter_map(|r| r.spec["metadata"]["name"].as_str().map(str::to_string))
+        .collect()
+}
+
 /// What the node is judged against: the catalog, its facts, and what the config compiled
 /// for it shares (and by how much), its claim templates and DRA device classes.
 struct Subject {
@@ -108,14 +130,13 @@ fn subject(global: &Global, args: &TestArgs, inputs: &super::Inputs, fleet: bool
                 },
                 _ => compiled.facts,
             };
-            let (mut dra_classes, mut templates) = (Vec::new(), Vec::new());
-            for r in compiled.graph.resources() {
-                if r.spec["kind"] == "DeviceClass" {
-                    dra_classes.extend(r.spec["metadata"]["name"].as_str().map(str::to_string));
-                } else if r.spec["kind"] == "ResourceClaimTemplate" {
-                    templates.push(r.spec.clone());
-                }
-            }
+            let dra_classes = device_classes(&compiled.graph);
+            let templates = compiled
+                .graph
+                .resources()
+                .filter(|r| r.spec["kind"] == "ResourceClaimTemplate")
+                .map(|r| r.spec.clone())
+                .collect();
             Ok(Subject {
                 catalog: compiled.catalog,
                 facts,
