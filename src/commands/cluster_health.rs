@@ -54,22 +54,26 @@ pub struct Health {
     pub note: String,
 }
 
-/// What the nodes list says of one node: ready, why not, its taints, its allocatable.
-fn node_health(node: &Node) -> (NodeHealth, BTreeMap<String, String>) {
+/// What the nodes list says of one node: ready, why not, its taints, and its allocatable
+/// keyed by the node's name as the API server gave it (the escaped form is only for showing).
+fn node_health(node: &Node) -> (NodeHealth, (String, BTreeMap<String, String>)) {
     let name = node.metadata.name.clone().unwrap_or_default();
     let status = node.status.clone().unwrap_or_default();
     let ready = status.conditions.iter().flatten().find(|c| c.type_ == "Ready");
     let is_ready = ready.is_some_and(|c| c.status == "True");
     let not_ready = (!is_ready).then(|| match ready {
         None => "no Ready condition reported".to_string(),
-        Some(c) => crate::escape::one_line(&format!(
-            "Ready is {}: {} {}",
-            c.status,
-            c.reason.as_deref().unwrap_or_default(),
-            c.message.as_deref().unwrap_or_default()
-        ))
-        .trim()
-        .to_string(),
+        // A kubelet's message may be long: one escaped line, capped.
+        Some(c) => crate::escape::capped(
+            crate::escape::one_line(&format!(
+                "Ready is {}: {} {}",
+                c.status,
+                c.reason.as_deref().unwrap_or_default(),
+                c.message.as_deref().unwrap_or_default()
+            ))
+            .trim()
+            .to_string(),
+        ),
     });
     let taints = node
         .spec
@@ -95,7 +99,7 @@ fn node_health(node: &Node) -> (NodeHealth, BTreeMap<String, String>) {
             taints,
             accelerators,
         },
-        allocatable,
+        (name, allocatable),
     )
 }
 
@@ -139,8 +143,8 @@ pub fn health(global: &Global) -> Result<Health> {
     let mut nodes = Vec::new();
     let mut allocatable: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
     for node in &listed.items {
-        let (health, alloc) = node_health(node);
-        allocatable.insert(health.name.clone(), alloc);
+        let (health, (name, alloc)) = node_health(node);
+        allocatable.insert(name, alloc);
         nodes.push(health);
     }
     let mut problems = Vec::new();
@@ -178,4 +182,29 @@ pub fn health(global: &Global) -> Result<Health> {
         problems,
         note: "counts only: `k3d-gpu test` runs a pod per accelerator and judges what it sees".into(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The API server's words about a node are shown as one escaped line, capped; its
+    /// allocatable is keyed by the name as given, not by the escaped form.
+    #[test]
+    fn a_nodes_words_are_one_capped_line_and_its_name_keys_its_allocatable() {
+        let message = format!("PLEG\nforged: ok{}", "x".repeat(1 << 20));
+        let node: Node = serde_json::from_value(serde_json::json!({
+            "metadata": { "name": "n\u{1b}1" },
+            "status": {
+                "conditions": [{ "type": "Ready", "status": "False", "reason": "KubeletNotReady", "message": message }],
+                "allocatable": { "gpu.intel.com/xe": "1" }
+            }
+        }))
+        .unwrap();
+        let (health, (name, alloc)) = node_health(&node);
+        let shown = health.not_ready.unwrap();
+        assert!(!shown.contains('\n') && shown.len() < 4096, "{} bytes", shown.len());
+        assert!(!health.name.contains('\u{1b}'));
+        assert_eq!((name.as_str(), alloc["gpu.intel.com/xe"].as_str()), ("n\u{1b}1", "1"));
+    }
 }
