@@ -169,8 +169,13 @@ fn model_ids(body: &str) -> Vec<crate::escape::Untrusted> {
         .into_iter()
         .flatten()
         .filter_map(|m| m["id"].as_str().map(crate::escape::Untrusted::from))
+        // A server may list thousands; the status shows what it serves, not a catalogue.
+        .take(MAX_MODELS)
         .collect()
 }
+
+/// The most model ids `agent status` keeps from `/v1/models`.
+const MAX_MODELS: usize = 16;
 
 pub fn run(global: &Global, args: &AgentStatusArgs) -> Result<u8> {
     let status = status(global, Duration::from_secs(args.timeout))?;
@@ -399,6 +404,8 @@ mod tests {
         let ids = model_ids(r#"{"data":[{"id":"Qwen3-4B"},{"id":"x"}]}"#);
         assert_eq!(ids.iter().map(|m| m.raw()).collect::<Vec<_>>(), ["Qwen3-4B", "x"]);
         assert!(model_ids("no healthy upstream").is_empty());
+        let many: Vec<Value> = (0..1000).map(|i| json!({ "id": format!("m{i}") })).collect();
+        assert_eq!(model_ids(&json!({ "data": many }).to_string()).len(), MAX_MODELS);
     }
 
     #[test]

@@ -47,11 +47,13 @@ pub fn cluster_spec(cx: &mut Context) -> Value {
             Some("use an absolute host path such as \"/srv/models\" that is not a link to a system directory, or leave it unset for the default under ~/.local/share/k3d-gpu".into()),
         ));
     };
-    if let Some(d) = &dir
-        && let Err(why) = check_dir(d)
-    {
-        refuse(cx, why.to_string());
-    }
+    let written_ok = match dir.as_deref().map(check_dir) {
+        Some(Err(why)) => {
+            refuse(cx, why.to_string());
+            false
+        }
+        _ => true,
+    };
     let host = match cx.config.host_paths.model_store.clone() {
         Some(Ok(host)) => Some(host),
         Some(Err(why)) => {
@@ -68,7 +70,6 @@ pub fn cluster_spec(cx: &mut Context) -> Value {
         }
         _ => String::new(),
     };
-    let written_ok = dir.as_deref().is_none_or(|d| check_dir(d).is_ok());
     if let Some(h) = &host
         && h.trim_end_matches('/').is_empty()
         && written_ok
