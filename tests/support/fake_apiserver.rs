@@ -1243,6 +1243,16 @@ fn respond(
                     let (c, v) = status(500, "InternalError", format!("injected failure for {name}"));
                     Reply::Once(c, v)
                 }
+                // Node patches are merge patches here: a server-side apply to a node would need
+                // field ownership this arm does not keep, so it is refused, not misread as a merge.
+                "PATCH" if nodes && content_type.starts_with("application/apply-patch") => {
+                    let (c, v) = status(
+                        415,
+                        "UnsupportedMediaType",
+                        "this fake implements only merge patches on nodes (no field ownership)".into(),
+                    );
+                    Reply::Once(c, v)
+                }
                 "PATCH" if nodes => {
                     let Some(i) = found else {
                         return Reply::Once(404, status(404, "NotFound", format!("nodes \"{name}\" not found")).1);
