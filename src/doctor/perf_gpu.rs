@@ -165,9 +165,11 @@ pub fn nvidia_persistence(input: &PerfInput) -> Vec<PerfFinding> {
             "nvidia-persistenced is not running: unless the legacy persistence mode is on (the check below says), each pod that opens a GPU first waits for the driver to initialise it".into(),
             format!("{PERSISTENCED_PID}: absent"),
         )
+        // Start the daemon the finding is about; the revert stops exactly it (`nvidia-smi -pm 0`
+        // would also switch off a legacy persistence mode that was on before).
         .commands(
-            Command::new("sudo").lit("nvidia-smi -pm 1"),
-            Some(Command::new("sudo").lit("nvidia-smi -pm 0")),
+            Command::new("sudo").lit("systemctl enable --now nvidia-persistenced"),
+            Some(Command::new("sudo").lit("systemctl disable --now nvidia-persistenced")),
         ),
     };
     vec![f.cites("NVIDIA driver README, chapter \"Using the nvidia-persistenced Utility\"")]

@@ -172,8 +172,14 @@ pub fn freq_caps(input: &PerfInput) -> Vec<PerfFinding> {
 /// interrupt); the threshold is where a C-state's wake-up shows in time to first token.
 pub fn idle_latency(input: &PerfInput) -> Vec<PerfFinding> {
     const DEEP_US: u64 = 100;
-    let deep: Vec<&p::IdleState> =
-        input.tuning.power.idle.iter().filter(|s| !s.disabled && s.latency_us > DEEP_US).collect();
+    // Only cpuidle's own `stateN` directories: the commands name a state by its number.
+    let deep: Vec<&p::IdleState> = input
+        .tuning
+        .power
+        .idle
+        .iter()
+        .filter(|s| !s.disabled && s.latency_us > DEEP_US && state_number(s).is_some())
+        .collect();
     if deep.is_empty() {
         return Vec::new();
     }
@@ -187,9 +193,27 @@ pub fn idle_latency(input: &PerfInput) -> Vec<PerfFinding> {
             ),
             format!("/sys/devices/system/cpu/cpu0/cpuidle/stateN/{{name,latency,disable}}: {list}"),
         )
-        .commands(Command::new("sudo").lit("cpupower idle-set -D 100"), Some(Command::new("sudo").lit("cpupower idle-set -E")))
+        .commands(idle_set(&deep, "-d"), Some(idle_set(&deep, "-e")))
         .cites("Documentation/admin-guide/pm/cpuidle.rst (latency, disable)"),
     ]
+}
+
+/// The cpuidle state's number (`state3` → 3), when its directory name is one.
+fn state_number(state: &p::IdleState) -> Option<u32> {
+    state.state.strip_prefix("state")?.parse().ok()
+}
+
+/// `cpupower idle-set FLAG N` for each of `states`: the fix disables exactly the states the
+/// finding lists and the revert enables exactly those, so a state that was already disabled
+/// stays so (`idle-set -E` would enable every state, and `-D 100` also takes a state of
+/// exactly 100 µs the finding does not list).
+fn idle_set(states: &[&p::IdleState], flag: &'static str) -> Command {
+    let one = |s: &&p::IdleState| {
+        Command::new("sudo").lit("cpupower idle-set").lit(flag).arg(&state_number(s).unwrap_or_default().to_string())
+    };
+    let mut it = states.iter();
+    let first = one(it.next().expect("a finding lists at least one state"));
+    it.fold(first, |cmd, s| cmd.and(one(&s)))
 }
 
 /// hugetlb pages reserved and unused are memory no server can have (they leave MemAvailable).
@@ -332,6 +356,30 @@ mod tests {
         .into_iter()
         .map(|x| (x.level, x.code))
         .collect()
+    }
+
+    /// The fix disables exactly the deep states it lists and the revert enables exactly
+    /// those: a state already disabled stays disabled, and a 100 µs state is left alone.
+    #[test]
+    fn the_idle_fix_and_revert_touch_only_the_states_listed() {
+        let (facts, mut t) = crate::doctor::perf::tests::host("plain-laptop-amd");
+        let state = |n: u32, latency_us: u64, disabled: bool| IdleState {
+            state: format!("state{n}"),
+            name: format!("C{n}"),
+            latency_us,
+            disabled,
+        };
+        t.power.idle = vec![state(2, 100, false), state(3, 150, false), state(4, 1000, true), state(5, 2000, false)];
+        let input = PerfInput {
+            facts: &facts,
+            tuning: &t,
+            model_gb: None,
+            sandbox: false,
+            engine: &crate::doctor::perf_engine::Engine::NotAsked,
+        };
+        let f = &idle_latency(&input)[0];
+        assert_eq!(f.fix.as_deref(), Some("sudo cpupower idle-set -d 3 && sudo cpupower idle-set -d 5"));
+        assert_eq!(f.revert.as_deref(), Some("sudo cpupower idle-set -e 3 && sudo cpupower idle-set -e 5"));
     }
 
     /// A rule, its input, whether `[sandbox]` is on, the findings wanted.
