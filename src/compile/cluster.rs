@@ -526,32 +526,19 @@ enum BadLabel {
     Value(String),
 }
 
-/// Kubernetes label syntax: an optional DNS prefix, a name of up to 63 characters, and a value.
+/// Kubernetes label syntax: a qualified-name key and a label value, by the same rules taints
+/// are read with ([`crate::config::fleet::qualified_name_problem`], `label_value`); the error
+/// says which part is wrong.
 fn check_label(key: &str, value: &str) -> Result<(), BadLabel> {
-    let (prefix, name) = match key.rsplit_once('/') {
-        Some((p, n)) => (Some(p), n),
-        None => (None, key),
-    };
-    let segment = |s: &str| {
-        !s.is_empty()
-            && s.len() <= 63
-            && s.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
-            && s.starts_with(|c: char| c.is_ascii_alphanumeric())
-            && s.ends_with(|c: char| c.is_ascii_alphanumeric())
-    };
-    if let Some(p) = prefix
-        && (p.is_empty()
-            || p.len() > 253
-            || !p
-                .split('.')
-                .all(|l| !l.is_empty() && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')))
-    {
-        return Err(BadLabel::Prefix(p.into()));
+    use crate::config::fleet::{label_value, qualified_name_problem};
+    if qualified_name_problem(key).is_some() {
+        return Err(match key.split_once('/') {
+            Some((p, _)) if p.is_empty() || !crate::config::dns_subdomain(p) => BadLabel::Prefix(p.into()),
+            Some((_, name)) => BadLabel::Name(name.into()),
+            None => BadLabel::Name(key.into()),
+        });
     }
-    if !segment(name) {
-        return Err(BadLabel::Name(name.into()));
-    }
-    if !value.is_empty() && !segment(value) {
+    if !value.is_empty() && !label_value(value) {
         return Err(BadLabel::Value(value.into()));
     }
     Ok(())
@@ -568,5 +555,8 @@ mod tests {
         assert!(check_label("bad key", "x").is_err());
         assert_eq!(check_label("a/b", "0-7,9"), Err(BadLabel::Value("0-7,9".into())));
         assert!(check_label("Upper.Case/x", "y").is_err());
+        // A prefix is a DNS subdomain: no label in it starts with '-'.
+        assert_eq!(check_label("-a.example/x", "y"), Err(BadLabel::Prefix("-a.example".into())));
+        assert_eq!(check_label("a/b/c", "y"), Err(BadLabel::Name("b/c".into())));
     }
 }

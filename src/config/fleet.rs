@@ -91,7 +91,7 @@ pub fn parse_taint(text: &str) -> Result<Taint, NotATaint> {
 
 /// A label value's rule (apimachinery's `IsValidLabelValue`), non-empty here: at most 63
 /// characters, alphanumerics, '-', '_' and '.', beginning and ending alphanumeric.
-fn label_value(value: &str) -> bool {
+pub(crate) fn label_value(value: &str) -> bool {
     let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
     value.len() <= 63
         && value.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
@@ -101,7 +101,7 @@ fn label_value(value: &str) -> bool {
 
 /// apimachinery's `IsQualifiedName`: an optional DNS-subdomain prefix and `/`, then a name
 /// with a label value's rule, non-empty.
-fn qualified_name_problem(key: &str) -> Option<&'static str> {
+pub(crate) fn qualified_name_problem(key: &str) -> Option<&'static str> {
     let (prefix, name) = match key.split_once('/') {
         Some((prefix, name)) => (Some(prefix), name),
         None => (None, key),
