@@ -79,25 +79,31 @@ fn main() {
         let name = n["metadata"]["name"].as_str().unwrap().to_string();
         n["metadata"]["annotations"]["k3d-gpu.io/managed-labels"] = json!(managed[&name].join(","));
     }
-    let applied: Vec<serde_json::Value> = graph
-        .resources()
-        .filter(|r| r.kind == ResourceKind::Object)
-        .map(|r| {
-            let mut o = r.spec.clone();
-            o["metadata"]["uid"] = json!("u");
-            o
-        })
-        .collect();
+    // Every object as the strict fake holds it after apply's forced server-side apply to a
+    // fresh k3s (server defaults, quantities, managedFields), never a copy of desired: the
+    // converged plan compares what a real cluster serves.
+    let mut desired: Vec<serde_json::Value> =
+        graph.resources().filter(|r| r.kind == ResourceKind::Object).map(|r| r.spec.clone()).collect();
+    desired.sort_by_key(|o| match o["kind"].as_str() {
+        Some("Namespace") => 0,
+        Some("CustomResourceDefinition") => 1,
+        _ => 2,
+    });
+    let mut cluster = State::k3s();
+    for o in &desired {
+        if let Err((code, status)) = cluster.apply(o, "k3d-gpu", true) {
+            panic!("the API server refuses {}: {code} {}", k3d_gpu::compile::object_id(o), status["message"]);
+        }
+    }
     let kinds = k3d_gpu::compile::object_kinds(&catalog);
-    let mut served: Vec<String> = fake::fake_apiserver::BUILT_IN.iter().map(|s| s.to_string()).collect();
-    served.extend(applied.iter().map(fake::fake_apiserver::list_path));
+    let mut served = cluster.served.clone();
+    served.extend(desired.iter().map(fake::fake_apiserver::list_path));
     served.sort();
     served.dedup();
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let (observe_ms, requests, observed) = runtime.block_on(async {
-        let server =
-            FakeApiServer::start(State { nodes: k8s_nodes, objects: applied, served, ..State::default() }).await;
+        let server = FakeApiServer::start(State { nodes: k8s_nodes, served, ..cluster }).await;
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = server.kubeconfig("bench", dir.path());
         let mut times = Vec::new();
