@@ -50,7 +50,7 @@ pub(crate) fn firmware_findings(host: &crate::host::HostRoot, inventory: &crate:
         let Some(platform) = g.platform.as_deref() else { continue };
         let found: Vec<_> = crate::doctor::firmware::needs(platform)
             .iter()
-            .map(|n| (*n, crate::detect::perf_gpu::find_firmware(&mut r, release, n.file)))
+            .map(|n| (*n, n.files().find_map(|file| crate::detect::perf_gpu::find_firmware(&mut r, release, file))))
             .collect();
         out.extend(crate::doctor::firmware::findings(&g.pci_address, platform, &found));
     }

@@ -34,11 +34,25 @@ pub struct Need {
     /// no GuC submission; without the HuC, media decode; without the DMC, display power
     /// states (compute is unaffected).
     pub level: Level,
+    /// The file the driver requests when `file` is missing (i915's `dmc_fallback_path`:
+    /// Alder Lake-P's `adlp_dmc_ver2_16.bin`), if any.
+    pub fallback: Option<&'static str>,
+}
+
+impl Need {
+    /// The names the driver requests, in its order.
+    pub fn files(&self) -> impl Iterator<Item = &'static str> {
+        std::iter::once(self.file).chain(self.fallback)
+    }
 }
 
 const fn need(file: &'static str, what: &'static str, level: Level) -> Need {
-    Need { file, what, level }
+    Need { file, what, level, fallback: None }
 }
+
+/// Alder Lake-P's DMC (Raptor Lake-P is an Alder Lake-P to i915): `adlp_dmc.bin`, else the
+/// legacy `adlp_dmc_ver2_16.bin` (intel_dmc.c `ADLP_DMC_FALLBACK_PATH`).
+const ADLP_DMC: Need = Need { fallback: Some("i915/adlp_dmc_ver2_16.bin"), ..need("i915/adlp_dmc.bin", "DMC", Info) };
 
 use Level::{Fail, Info, Warn};
 
@@ -110,22 +124,8 @@ pub const NEEDS: &[(&str, &[Need])] = &[
         "Data Center GPU Flex (ATS-M)",
         &[need("i915/dg2_guc_70.bin", "GuC", Warn), need("i915/dg2_huc_gsc.bin", "HuC", Warn)],
     ),
-    (
-        "Alder Lake-P",
-        &[
-            need("i915/adlp_guc_70.bin", "GuC", Warn),
-            need("i915/tgl_huc.bin", "HuC", Warn),
-            need("i915/adlp_dmc.bin", "DMC", Info),
-        ],
-    ),
-    (
-        "Raptor Lake-P",
-        &[
-            need("i915/adlp_guc_70.bin", "GuC", Warn),
-            need("i915/tgl_huc.bin", "HuC", Warn),
-            need("i915/adlp_dmc.bin", "DMC", Info),
-        ],
-    ),
+    ("Alder Lake-P", &[need("i915/adlp_guc_70.bin", "GuC", Warn), need("i915/tgl_huc.bin", "HuC", Warn), ADLP_DMC]),
+    ("Raptor Lake-P", &[need("i915/adlp_guc_70.bin", "GuC", Warn), need("i915/tgl_huc.bin", "HuC", Warn), ADLP_DMC]),
     (
         "Alder Lake-S",
         &[
@@ -197,6 +197,22 @@ mod tests {
             assert!(crate::hwdb::GPU_PLATFORMS.iter().any(|p| p.name == *platform), "{platform}");
             assert!(needs.iter().any(|n| n.what == "GuC"), "{platform} has no GuC");
         }
+    }
+
+    /// Alder Lake-P and Raptor Lake-P's DMC is found under its legacy name too, as i915
+    /// falls back to it; other needs have one name.
+    #[test]
+    fn the_adlp_dmc_has_its_legacy_fallback() {
+        for platform in ["Alder Lake-P", "Raptor Lake-P"] {
+            let dmc = needs(platform).iter().find(|n| n.what == "DMC").unwrap();
+            assert_eq!(
+                dmc.files().collect::<Vec<_>>(),
+                ["i915/adlp_dmc.bin", "i915/adlp_dmc_ver2_16.bin"],
+                "{platform}"
+            );
+        }
+        let guc = needs("Arc Battlemage (BMG)").iter().find(|n| n.what == "GuC").unwrap();
+        assert_eq!(guc.files().count(), 1);
     }
 
     #[test]
