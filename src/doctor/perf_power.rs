@@ -209,11 +209,11 @@ fn state_number(state: &p::IdleState) -> Option<u32> {
 /// exactly 100 µs the finding does not list).
 fn idle_set(states: &[&p::IdleState], flag: &'static str) -> Command {
     let one = |s: &&p::IdleState| {
-        Command::new("sudo").lit("cpupower idle-set").lit(flag).arg(&state_number(s).unwrap_or_default().to_string())
+        Command::new("sudo").lit("cpupower idle-set").lit(flag).arg(state_number(s).unwrap_or_default().to_string())
     };
     let mut it = states.iter();
     let first = one(it.next().expect("a finding lists at least one state"));
-    it.fold(first, |cmd, s| cmd.and(one(&s)))
+    it.fold(first, |cmd, s| cmd.and(one(s)))
 }
 
 /// hugetlb pages reserved and unused are memory no server can have (they leave MemAvailable).
