@@ -304,6 +304,31 @@ impl<R: AsyncRead + Unpin + Send + 'static> Transport<RoleServer> for Lines<R> {
 mod tests {
     use super::*;
 
+    /// A line past MAX_LINE, arriving over many reads, is refused once and skipped to its
+    /// newline; the next line is read whole, and the end of input is the end. A line of
+    /// exactly MAX_LINE bytes with its newline still fits.
+    #[test]
+    fn an_overlong_line_is_skipped_and_the_next_one_read() {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        rt.block_on(async {
+            let mut input = vec![b'a'; MAX_LINE + 10];
+            input.push(b'\n');
+            input.extend_from_slice(b"{\"jsonrpc\":\"2.0\"}\n");
+            input.extend(std::iter::repeat_n(b'b', MAX_LINE - 1));
+            input.push(b'\n');
+            let mut lines = Lines::new(std::io::Cursor::new(input), tokio::io::sink());
+            assert_eq!(lines.next_line().await.unwrap(), Err(()));
+            assert!(lines.line.is_empty());
+            assert_eq!(lines.next_line().await.unwrap(), Ok(true));
+            assert_eq!(lines.line.strip_suffix(b"\n").unwrap(), b"{\"jsonrpc\":\"2.0\"}");
+            lines.line.clear();
+            assert_eq!(lines.next_line().await.unwrap(), Ok(true));
+            assert_eq!(lines.line.len(), MAX_LINE);
+            lines.line.clear();
+            assert_eq!(lines.next_line().await.unwrap(), Ok(false));
+        });
+    }
+
     #[test]
     fn each_kind_of_bad_line_has_its_answer() {
         let code = |line: &str| match judge(line.as_bytes()) {
