@@ -5,6 +5,7 @@
 //! `preserve_order` feature), two-space indentation, one trailing newline. `stream.rs` writes
 //! those bytes without building a JSON tree first.
 
+mod pretty;
 mod stream;
 
 use serde::Serialize;
@@ -76,7 +77,7 @@ fn presorted<W: std::io::Write, T: Serialize + ?Sized>(
     use std::io::Write;
     // serde_json writes a few bytes at a time: gathered here before they reach `out`.
     let mut buffered = std::io::BufWriter::with_capacity(1 << 16, Tee { out, hash });
-    serde_json::to_writer_pretty(&mut buffered, value).map_err(std::io::Error::other)?;
+    pretty::write(&mut buffered, value).map_err(std::io::Error::other)?;
     buffered.write_all(b"\n")?;
     let mut tee = buffered.into_inner().map_err(std::io::IntoInnerError::into_error)?;
     tee.out.flush()?;
