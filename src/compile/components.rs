@@ -30,11 +30,26 @@ pub struct Wanted<'a> {
 
 /// `k8s/<group|core>/<Kind>/<namespace>/<name>`, or without the namespace when cluster-scoped.
 pub fn object_id(object: &Value) -> String {
-    let api = object["apiVersion"].as_str().unwrap_or_default();
-    let group = api.rsplit_once('/').map_or("core", |(g, _)| g);
-    let kind = object["kind"].as_str().unwrap_or_default();
-    let name = object["metadata"]["name"].as_str().unwrap_or_default();
-    match object["metadata"]["namespace"].as_str() {
+    let meta = &object["metadata"];
+    object_id_of(
+        object["apiVersion"].as_str(),
+        object["kind"].as_str(),
+        meta["namespace"].as_str(),
+        meta["name"].as_str(),
+    )
+}
+
+/// [`object_id`] from the fields it is made of, for a reader that has looked them up already.
+pub fn object_id_of(
+    api_version: Option<&str>,
+    kind: Option<&str>,
+    namespace: Option<&str>,
+    name: Option<&str>,
+) -> String {
+    let group = api_version.unwrap_or_default().rsplit_once('/').map_or("core", |(g, _)| g);
+    let kind = kind.unwrap_or_default();
+    let name = name.unwrap_or_default();
+    match namespace {
         Some(ns) => format!("k8s/{group}/{kind}/{ns}/{name}"),
         None => format!("k8s/{group}/{kind}/{name}"),
     }

@@ -11,7 +11,7 @@ mod cluster;
 mod components;
 
 pub use cluster::NODE_IMAGE_ID;
-pub use components::{COMPONENT_LABEL, MANAGED_BY, object_id};
+pub use components::{COMPONENT_LABEL, MANAGED_BY, object_id, object_id_of};
 mod experimental;
 pub mod fleet;
 mod graph;

@@ -21,7 +21,7 @@
 //! Not digested: node allocatable and readiness (verify reads them after apply), ResourceSlices,
 //! other managers' fields.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use serde::Serialize;
 use serde_json::{Map, Value, json};
@@ -112,11 +112,11 @@ impl Serialize for Objects<'_> {
 /// `apiVersion`: byte order).
 #[derive(Serialize)]
 struct ObjectView<'a> {
-    annotations: BTreeMap<&'a str, &'a Value>,
+    annotations: Picked<'a>,
     #[serde(rename = "apiVersion")]
     api_version: &'a Value,
     kind: &'a Value,
-    labels: BTreeMap<&'a str, &'a Value>,
+    labels: Picked<'a>,
     managed_fields: Value,
     name: &'a Value,
     namespace: &'a Value,
@@ -133,16 +133,34 @@ enum Owned<'a> {
     Whole(WithoutVolatile<'a>),
 }
 
+/// The labels (or annotations) of an object that the plan reads, as a map of those present.
+/// Written from the object as it is serialised, nothing collected: [`LABELS_READ`] and
+/// [`ANNOTATIONS_READ`] are in sorted order, as a map's keys are written.
+struct Picked<'a> {
+    map: Option<&'a Map<String, Value>>,
+    keys: &'static [&'static str],
+}
+
+const LABELS_READ: &[&str] =
+    &[crate::compile::MANAGED_BY.0, crate::compile::fleet::CONFIG_LABEL, crate::compile::KEEP_LABEL];
+const ANNOTATIONS_READ: &[&str] = &[crate::compile::DATA_ANNOTATION];
+
+impl Serialize for Picked<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let present = || self.keys.iter().filter_map(|k| self.map.and_then(|m| m.get(*k)).map(|v| (*k, v)));
+        let mut out = serializer.serialize_map(Some(present().count()))?;
+        for (key, value) in present() {
+            out.serialize_entry(key, value)?;
+        }
+        out.end()
+    }
+}
+
 fn object(o: &Value) -> ObjectView<'_> {
     let meta = &o["metadata"];
-    let pick = |field: &str, keys: &[&'static str]| -> BTreeMap<&'static str, &Value> {
-        keys.iter().filter_map(|k| meta[field].get(*k).map(|v| (*k, v))).collect()
-    };
-    let labels = pick(
-        "labels",
-        &[crate::compile::MANAGED_BY.0, crate::compile::fleet::CONFIG_LABEL, crate::compile::KEEP_LABEL],
-    );
-    let annotations = pick("annotations", &[crate::compile::DATA_ANNOTATION]);
+    let labels = Picked { map: meta["labels"].as_object(), keys: LABELS_READ };
+    let annotations = Picked { map: meta["annotations"].as_object(), keys: ANNOTATIONS_READ };
     let (managed_fields, owned) = match managed::owned_set(o) {
         Some(set) => {
             let values = managed::owned_values(o, &set);
@@ -175,13 +193,24 @@ impl Serialize for WithoutVolatile<'_> {
         let mut out = serializer.serialize_map(Some(map.iter().filter(kept).count()))?;
         for (key, value) in map.iter().filter(kept) {
             match value {
-                Value::Object(meta) if key == "metadata" => {
-                    let meta: BTreeMap<&String, &Value> =
-                        meta.iter().filter(|(k, _)| !VOLATILE_METADATA.contains(&k.as_str())).collect();
-                    out.serialize_entry(key, &meta)?;
-                }
+                Value::Object(meta) if key == "metadata" => out.serialize_entry(key, &WithoutVolatileMetadata(meta))?,
                 _ => out.serialize_entry(key, value)?,
             }
+        }
+        out.end()
+    }
+}
+
+/// An object's metadata less [`VOLATILE_METADATA`], written in its own (sorted) order.
+struct WithoutVolatileMetadata<'a>(&'a Map<String, Value>);
+
+impl Serialize for WithoutVolatileMetadata<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let kept = || self.0.iter().filter(|(k, _)| !VOLATILE_METADATA.contains(&k.as_str()));
+        let mut out = serializer.serialize_map(Some(kept().count()))?;
+        for (key, value) in kept() {
+            out.serialize_entry(key, value)?;
         }
         out.end()
     }
@@ -198,9 +227,8 @@ pub fn strip_volatile(mut o: Value) -> Value {
         map.remove("status");
     }
     if let Some(meta) = o.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in VOLATILE_METADATA {
-            meta.remove(*key);
-        }
+        // One pass over the entries, not a search per volatile key.
+        meta.retain(|key, _| !VOLATILE_METADATA.contains(&key.as_str()));
     }
     o
 }
@@ -270,6 +298,12 @@ mod tests {
                 crate::canonical::to_bytes(&without_volatile(&object))
             );
         }
+    }
+
+    /// `Picked` writes its keys in the order listed, which must be a map's own.
+    #[test]
+    fn the_keys_read_are_listed_in_sorted_order() {
+        assert!(LABELS_READ.is_sorted() && ANNOTATIONS_READ.is_sorted());
     }
 
     #[test]

@@ -6,6 +6,7 @@ mod diff;
 pub mod digest;
 pub mod fleet;
 pub mod immutable;
+mod live;
 pub mod render;
 pub mod target;
 
@@ -20,6 +21,7 @@ use crate::compile::{Change, DesiredGraph, Resource, ResourceKind, Warning};
 use crate::observed::{MANAGED_LABELS_ANNOTATION, Observed};
 
 use diff::{changed_keys, owned_differences, project};
+use live::{Live, Seen};
 
 pub const SCHEMA: &str = "k3d-gpu.plan/v1";
 
@@ -324,16 +326,20 @@ impl Draft {
     /// less what the server changes by itself (a rollout of what is being deleted does not
     /// change the plan). The two sorted lists of actions are merged, not re-sorted.
     fn finish(self, mut before_of: impl FnMut(usize) -> Value) -> Plan {
+        // Each delete's `before` is masked as it is made, while the object is still in the
+        // cache from being stripped (a second pass over 100k objects misses it again).
         let mut deletes = self
             .deletes
             .into_iter()
             .map(|(mut action, index)| {
                 action.before = Some(before_of(index));
+                crate::secrets::mask_pair(&mut action.before, &mut action.after);
                 action
             })
             .peekable();
         let mut actions = Vec::with_capacity(self.actions.len() + deletes.len());
-        for action in self.actions.into_values() {
+        for mut action in self.actions.into_values() {
+            crate::secrets::mask_pair(&mut action.before, &mut action.after);
             while let Some(delete) = deletes.next_if(|d| d.id < action.id) {
                 actions.push(delete);
             }
@@ -387,7 +393,9 @@ fn plan_with(graph: &DesiredGraph, observed: &Observed, objects: &[Value], input
         } else {
             node_metadata_actions(graph, observed, &mut actions);
         }
-        deletes = object_actions(graph, objects, owner.as_deref(), &mut actions, &mut warnings);
+        let mut seen: Vec<Seen> = objects.iter().map(Seen::of).collect();
+        deletes = object_actions(graph, objects, &mut seen, owner.as_deref(), &mut actions, &mut warnings);
+        order_deletes(&mut deletes, &seen);
     }
 
     // Dependencies between actions: the nearest ancestors that also change (an action of
@@ -397,7 +405,6 @@ fn plan_with(graph: &DesiredGraph, observed: &Observed, objects: &[Value], input
     for action in actions.values_mut() {
         action.depends_on = nearest.of(graph, &action.id);
     }
-    order_deletes(&mut deletes, objects);
 
     let verify: Vec<String> = graph
         .resources()
@@ -417,7 +424,7 @@ pub struct NotManaged;
 /// The plan `destroy` runs: delete the observed cluster, if there is one and k3d-gpu created
 /// it. It needs no graph, so a host whose facts no longer fit the config can still destroy.
 pub fn destroy(observed: &Observed, inputs: Inputs) -> Result<Plan, NotManaged> {
-    let actions = match &observed.cluster {
+    let mut actions = match &observed.cluster {
         None => Vec::new(),
         Some(cluster) => {
             let recorded = cluster.nodes.iter().find_map(|n| n.recorded_spec.clone()).ok_or(NotManaged)?;
@@ -445,14 +452,15 @@ pub fn destroy(observed: &Observed, inputs: Inputs) -> Result<Plan, NotManaged> 
             key: Some("agent.model_dir".into()),
         })
         .collect();
-    Ok(assemble(inputs, actions, Vec::new(), warnings))
-}
-
-/// The plan document from its actions: secrets masked, counts summed, warnings sorted.
-fn assemble(inputs: Inputs, mut actions: Vec<Action>, verify: Vec<String>, mut warnings: Vec<Warning>) -> Plan {
     for a in &mut actions {
         crate::secrets::mask_pair(&mut a.before, &mut a.after);
     }
+    Ok(assemble(inputs, actions, Vec::new(), warnings))
+}
+
+/// The plan document from its actions, whose secrets are masked already
+/// (`secrets::mask_pair`): counts summed, warnings sorted.
+fn assemble(inputs: Inputs, actions: Vec<Action>, verify: Vec<String>, mut warnings: Vec<Warning>) -> Plan {
     let mut summary = Summary::default();
     for a in &actions {
         match a.action {
@@ -801,18 +809,18 @@ fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mu
 fn object_actions(
     graph: &DesiredGraph,
     objects: &[Value],
+    seen: &mut [Seen],
     owner: Option<&str>,
     actions: &mut BTreeMap<String, Action>,
     warnings: &mut Vec<Warning>,
 ) -> Vec<(Action, usize)> {
-    let mut live = Live::new(objects);
+    let mut live = Live::new(seen);
     // On an existing cluster, another config's objects are neither updated nor deleted: the
     // two configs would undo each other on every apply.
     let mut others = BTreeSet::new();
     if let Some(owner) = owner {
         live.entries.retain(|(id, index)| {
-            let stamp = objects[*index]["metadata"]["labels"][crate::compile::fleet::CONFIG_LABEL].as_str();
-            let Some(warning) = fleet::other_config(id, stamp, owner, None) else { return true };
+            let Some(warning) = fleet::other_config(id, seen[*index].stamp, owner, None) else { return true };
             warnings.push(warning);
             others.insert(id.clone());
             false
@@ -859,14 +867,13 @@ fn object_actions(
     // On a cluster k3d-gpu did not create, deleting a Namespace deletes every object in it,
     // and deleting a CRD every object of its kind: users' objects among them. Those stay.
     let cascades = fleet::is_fleet(graph);
-    let mut deletes = Vec::new();
+    let mut deletes = Vec::with_capacity(live.entries.len());
     for (id, index) in live.entries {
-        let object = &objects[index];
-        let meta = &object["metadata"];
-        if graph.get(&id).is_some() || meta["labels"][crate::compile::MANAGED_BY.0] != crate::compile::MANAGED_BY.1 {
+        let object = &seen[index];
+        if graph.get(&id).is_some() || !object.managed {
             continue;
         }
-        if cascades && matches!(object["kind"].as_str(), Some("Namespace" | "CustomResourceDefinition")) {
+        if cascades && object.cascades() {
             warnings.push(Warning {
                 code: "cascade-kept".into(),
                 text: format!(
@@ -882,14 +889,12 @@ fn object_actions(
         // What the data is, as the compiler described it (`k3d-gpu.io/data`); the live copy
         // is the cluster's word, so it is cut short and kept on one line.
         let what = || -> String {
-            meta["annotations"][crate::compile::DATA_ANNOTATION]
-                .as_str()
+            object
+                .data_note
                 .map_or_else(|| "a downloaded model".into(), |t| crate::escape::one_line(t).chars().take(80).collect())
         };
-        let store = meta["annotations"][crate::compile::models::HOST_DIR_ANNOTATION]
-            .as_str()
-            .map(|d| crate::escape::one_line(d).chars().take(200).collect::<String>());
-        if meta["labels"][crate::compile::KEEP_LABEL] == "true" {
+        let store = object.host_dir.map(|d| crate::escape::one_line(d).chars().take(200).collect::<String>());
+        if object.keep {
             let files = store.as_ref().map(|d| format!("; its files are on the host in {d}")).unwrap_or_default();
             warnings.push(Warning {
                 code: "data-kept".into(),
@@ -910,7 +915,7 @@ fn object_actions(
                     "managed by k3d-gpu and no longer in the config; its files stay on the host in {dir}: delete that directory when they are no longer needed"
                 ),
             )
-        } else if object["kind"] == "PersistentVolumeClaim" {
+        } else if object.kind == Some("PersistentVolumeClaim") {
             reason(
                 "no-longer-wanted",
                 format!("managed by k3d-gpu and no longer in the config; its data ({}) is lost", what()),
@@ -921,29 +926,6 @@ fn object_actions(
         deletes.push((Action::new(id, ActionKind::Delete, why, None, None), index));
     }
     deletes
-}
-
-/// The observed objects by id, sorted (of two with one id, the later one, as the API's list
-/// has no duplicates and a hand-made document's last word wins). A sorted list, not a map: a
-/// hundred thousand ids are sorted once rather than inserted one by one.
-struct Live {
-    entries: Vec<(String, usize)>,
-}
-
-impl Live {
-    fn new(objects: &[Value]) -> Live {
-        let mut entries: Vec<(String, usize)> =
-            objects.iter().enumerate().map(|(i, o)| (crate::compile::object_id(o), i)).collect();
-        // Among equal ids the later index first, so that dedup (which keeps the first) keeps it.
-        entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
-        entries.dedup_by(|a, b| a.0 == b.0);
-        Live { entries }
-    }
-
-    fn get<'a>(&self, id: &str, objects: &'a [Value]) -> Option<&'a Value> {
-        let i = self.entries.binary_search_by(|(e, _)| e.as_str().cmp(id)).ok()?;
-        Some(&objects[self.entries[i].1])
-    }
 }
 
 /// For every resource of a graph, its nearest changed ancestors: each dependency that
@@ -1014,41 +996,35 @@ impl NearestChanged {
 /// and a namespace or CRD looks its dependents up there (comparing every pair was quadratic:
 /// 10,000 observed objects took seconds). Without a namespace or CRD among them, nothing is
 /// indexed. The objects are read as observed (a delete's `before` is not filled in yet).
-fn order_deletes(deletes: &mut [(Action, usize)], objects: &[Value]) {
-    let cascading =
-        |index: usize| matches!(objects[index]["kind"].as_str(), Some("Namespace" | "CustomResourceDefinition"));
-    if !deletes.iter().any(|(_, index)| cascading(*index)) {
+fn order_deletes(deletes: &mut [(Action, usize)], seen: &[Seen]) {
+    if !deletes.iter().any(|(_, index)| seen[*index].cascades()) {
         return;
     }
     let mut in_namespace: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
     let mut of_kind: BTreeMap<(&str, &str), Vec<&str>> = BTreeMap::new();
     for (action, index) in deletes.iter() {
-        let object = &objects[*index];
-        if let Some(namespace) = object["metadata"]["namespace"].as_str() {
+        let object = &seen[*index];
+        if let Some(namespace) = object.namespace {
             in_namespace.entry(namespace).or_default().push(&action.id);
         }
         // `group/version`; the core group ("v1") has no CRDs.
-        if let (Some((group, _)), Some(kind)) =
-            (object["apiVersion"].as_str().and_then(|a| a.split_once('/')), object["kind"].as_str())
-        {
+        if let (Some((group, _)), Some(kind)) = (object.api_version.and_then(|a| a.split_once('/')), object.kind) {
             of_kind.entry((group, kind)).or_default().push(&action.id);
         }
     }
     let mut ordered: Vec<(usize, Vec<String>)> = Vec::new();
     for (at, (action, index)) in deletes.iter().enumerate() {
-        let object = &objects[*index];
+        let object = &seen[*index];
         let mut deps: BTreeSet<&str> = BTreeSet::new();
-        match object["kind"].as_str() {
+        match object.kind {
             Some("Namespace") => {
-                if let Some(name) = object["metadata"]["name"].as_str() {
+                if let Some(name) = object.name {
                     deps.extend(in_namespace.get(name).into_iter().flatten());
                 }
             }
             Some("CustomResourceDefinition") => {
-                if let (Some(group), Some(names_kind)) =
-                    (object["spec"]["group"].as_str(), object["spec"]["names"]["kind"].as_str())
-                {
-                    deps.extend(of_kind.get(&(group, names_kind)).into_iter().flatten());
+                if let Some(defines) = object.defines {
+                    deps.extend(of_kind.get(&defines).into_iter().flatten());
                 }
             }
             _ => continue,
