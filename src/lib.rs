@@ -27,6 +27,7 @@ macro_rules! stderr {
     }};
 }
 
+pub mod allocator;
 pub mod apply;
 pub mod audit;
 pub mod canonical;

@@ -33,7 +33,6 @@ use crate::error::{EXIT_OK, Error, Result};
 
 /// Serves until the client closes stdin (or the transport fails).
 pub fn serve(global: &Global, args: &McpArgs) -> Result<u8> {
-    one_malloc_arena();
     // One worker: the event loop only moves messages (each tool's work runs on a blocking
     // thread), and each thread more is its stack and its allocator's state, resident for the
     // server's life (issue 42: a call's peak within 1.1x of the CLI's doing the same).
@@ -54,34 +53,6 @@ pub fn serve(global: &Global, args: &McpArgs) -> Result<u8> {
         running.waiting().await.map_err(|e| Error::Output { path: "MCP stdio".into(), reason: e.to_string() })?;
         Ok(EXIT_OK)
     })
-}
-
-/// All threads allocate from one glibc arena. By default each thread that allocates gets an
-/// arena of its own: a tool's work on a blocking thread then fills a second heap beside the
-/// event loop's, and what either frees stays resident for its own thread's reuse (0.9 MB
-/// more at the peak of a 10-node plan call). The server's threads seldom allocate at once,
-/// so sharing one arena costs no waiting worth measuring. Before any thread starts.
-fn one_malloc_arena() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only sets a tunable of the allocator, under its own lock; called before
-    // the server starts threads.
-    unsafe {
-        libc::mallopt(libc::M_ARENA_MAX, 1);
-    }
-}
-
-/// Gives the pages of memory a tool's work freed back to the system, once it is done. glibc
-/// keeps freed memory resident for reuse, but an answer of several megabytes is given fresh
-/// pages of its own (large blocks are mapped, not carved from what was freed): after a plan
-/// of 20k objects the freed tree of them stayed resident beside the answer, 113 MB at the
-/// peak against the CLI's 93 for the same plan, where 96 MB remain once they are returned.
-pub(crate) fn release_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: malloc_trim only walks the allocator's own free lists under its locks; it takes
-    // and returns nothing of ours.
-    unsafe {
-        libc::malloc_trim(0);
-    }
 }
 
 /// SIGINT, SIGTERM and SIGHUP end the server, as they end any stdio server; an apply that

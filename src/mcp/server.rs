@@ -282,7 +282,7 @@ impl Server {
     ) -> Result<crate::error::Result<T>, ErrorData> {
         let task = tokio::task::spawn_blocking(move || {
             let done = work();
-            super::release_freed_memory();
+            crate::allocator::release_freed_memory();
             done
         });
         let limit = deadline.unwrap_or(Duration::MAX);
