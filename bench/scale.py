@@ -199,10 +199,46 @@ def fleet(work, facts, n, name=None):
     return d
 
 
+def owned_fields(value):
+    """structured-merge-diff's FieldsV1 of the fields a server-side apply of `value` sets: a
+    map's keys as `f:` elements, a list owned whole (the plan's diff then compares the list
+    as one value)."""
+    if isinstance(value, dict):
+        return {f"f:{k}": owned_fields(v) for k, v in value.items()}
+    return {}
+
+
+def served(o, index):
+    """The object as the API server serves it after k3d-gpu's apply: identity and bookkeeping
+    metadata, our managedFields entry (identity fields aside, as the server records it),
+    defaults the server fills in that nobody applied, and a status. The plan digests and
+    compares these through the managed fields, as it does a real cluster's objects."""
+    o = json.loads(json.dumps(o))
+    applied = {k: v for k, v in o.items() if k not in ("apiVersion", "kind")}
+    applied["metadata"] = {k: v for k, v in o.get("metadata", {}).items() if k not in ("name", "namespace")}
+    meta = o.setdefault("metadata", {})
+    meta.update({"uid": f"uid-{index}", "resourceVersion": str(1000 + index), "generation": 1,
+                 "creationTimestamp": "2026-12-01T00:00:00Z"})
+    meta["managedFields"] = [{"manager": "k3d-gpu", "operation": "Apply", "apiVersion": o.get("apiVersion"),
+                              "time": "2026-12-01T00:00:00Z", "fieldsType": "FieldsV1",
+                              "fieldsV1": owned_fields(applied)}]
+    pod = o.get("spec", {}).get("template", {}).get("spec")
+    if isinstance(pod, dict):
+        pod.setdefault("restartPolicy", "Always")
+        pod.setdefault("schedulerName", "default-scheduler")
+        for c in pod.get("containers", []):
+            c.setdefault("terminationMessagePath", "/dev/termination-log")
+            c.setdefault("imagePullPolicy", "IfNotPresent")
+        o["status"] = {"observedGeneration": 1, "numberReady": 1} if o.get("kind") == "DaemonSet" else {
+            "observedGeneration": 1, "replicas": 1, "readyReplicas": 1}
+    return o
+
+
 def converge(d):
     """converged.json: the cluster after an apply of the fleet's graph — every node with its
     labels and annotations (and the annotation recording which labels are k3d-gpu's), every
-    object in place — so a plan of it has nothing to do and still reads everything."""
+    object in place as the API server serves it (`served`) — so a plan of it has nothing to
+    do and still reads everything."""
     out = subprocess.run([BIN, "graph", "--json"], cwd=d, capture_output=True, check=True).stdout
     graph = json.loads(out)
     with open(os.path.join(d, "observed.json")) as f:
@@ -219,10 +255,7 @@ def converge(d):
             if r["kind"] == "node-label":
                 managed.setdefault(spec["node"], []).append(spec["key"])
         elif r["kind"] == "object":
-            o = json.loads(json.dumps(spec))
-            o.setdefault("metadata", {})["uid"] = f"uid-{len(objects)}"
-            o["metadata"]["resourceVersion"] = "1"
-            objects.append(o)
+            objects.append(served(spec, len(objects)))
     for name, keys in managed.items():
         nodes[name]["annotations"]["k3d-gpu.io/managed-labels"] = ",".join(keys)
     observed["kubernetes"]["objects"] = objects
