@@ -26,8 +26,8 @@ use super::{HostError, HostRoot};
 /// Linux's own limit on links followed in one lookup (`MAXSYMLINKS`).
 pub const MAX_LINK_HOPS: usize = 40;
 
-/// The most directory descriptors a `HostRoot` keeps open. A fixture host's `facts` needs
-/// about 90; a large real host's could need more, and the usual soft limit on open files is
+/// The most directory descriptors a `HostRoot` keeps open. `facts` of desktop-rpl-nvidia
+/// opens 124; a large real host's could need more, and the usual soft limit on open files is
 /// 1024 for the whole process. Past this, a directory is opened for one call and closed.
 const MAX_DIR_FDS: usize = 256;
 
