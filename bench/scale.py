@@ -382,19 +382,24 @@ def opened_files(argv, cwd):
     """The regular files a process opens (strace), in order, each once: the files `facts`
     reads, which is the floor `cat` pays. Also the count of each syscall it made."""
     log = os.path.join(tempfile.mkdtemp(prefix="k3d-gpu-strace-"), "trace")
-    subprocess.run(["strace", "-f", "-qq", "-e", "trace=open,openat,openat2", "-e", "status=successful",
+    # -y: facts opens a file by its name in a directory it holds open; strace then prints the
+    # directory's path beside its descriptor (`openat(3</abs/dir>, "vendor", ...)`; the working
+    # directory beside AT_FDCWD).
+    subprocess.run(["strace", "-f", "-qq", "-y", "-e", "trace=open,openat,openat2", "-e", "status=successful",
                     "-o", log, *argv], cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    # The descriptor's path is the kernel's, with any link above the checkout resolved.
+    hosts = (HOSTS + os.sep, os.path.realpath(HOSTS) + os.sep)
     files, seen = [], set()
     with open(log) as f:
         for line in f:
-            m = re.search(r'open(?:at2?)?\((?:[A-Z_0-9]+, )?"((?:[^"\\]|\\.)*)"', line)
+            m = re.search(r'open(?:at2?)?\((?:(?:AT_FDCWD|\d+)(?:<((?:[^>\\]|\\.)*)>)?, )?"((?:[^"\\]|\\.)*)"', line)
             if not m or "O_DIRECTORY" in line:
                 continue
-            path = m.group(1)
-            full = path if os.path.isabs(path) else os.path.join(cwd, path)
+            at, path = m.group(1), m.group(2)
+            full = path if os.path.isabs(path) else os.path.join(at if at is not None else cwd, path)
             # The binary's own libraries and the locale are every process's start-up, which
             # cat pays too; only what detection reads counts.
-            if not full.startswith(HOSTS) or not os.path.isfile(full) or full in seen:
+            if not full.startswith(hosts) or not os.path.isfile(full) or full in seen:
                 continue
             seen.add(full)
             files.append(full)

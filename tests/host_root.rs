@@ -209,3 +209,34 @@ fn links_in_a_cached_directory_still_count_toward_the_hop_limit() {
     assert_eq!(host.read_text(&format!("{top}/ok")).unwrap().as_deref(), Some("ok\n"));
     assert_eq!(host.read_text(&format!("{top}/link")).unwrap_err(), HostError::Loop);
 }
+
+#[test]
+fn what_was_missing_is_looked_up_again() {
+    // The host root remembers what it found, for the command's life, but not what it did not
+    // find: a device node or driver directory that appears (a module loading) is seen.
+    let (dir, host) = host_with(|root| fs::create_dir_all(root.join("sys/class")).unwrap());
+    assert_eq!(host.read_text("/sys/class/drm/card0/dev").unwrap(), None);
+    assert!(!host.exists("/sys/class/drm").unwrap());
+    assert_eq!(host.list("/sys/class/drm").unwrap(), None);
+    fs::create_dir_all(dir.path().join("sys/class/drm/card0")).unwrap();
+    fs::write(dir.path().join("sys/class/drm/card0/dev"), "226:0\n").unwrap();
+    assert!(host.exists("/sys/class/drm").unwrap());
+    assert_eq!(host.list("/sys/class/drm").unwrap(), Some(vec!["card0".to_string()]));
+    assert_eq!(host.read_text("/sys/class/drm/card0/dev").unwrap().as_deref(), Some("226:0\n"));
+}
+
+#[test]
+fn a_file_is_read_whole_whatever_its_size() {
+    // A read starts from a buffer of the size `lstat` gave (a page when it gives 0, as procfs
+    // does): files of several pages, of one byte and of none are read whole all the same.
+    let big = "x".repeat(3 * 4096 + 17);
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("etc")).unwrap();
+        fs::write(root.join("etc/big"), &big).unwrap();
+        fs::write(root.join("etc/empty"), "").unwrap();
+        fs::write(root.join("etc/one"), "1").unwrap();
+    });
+    assert_eq!(host.read_text("/etc/big").unwrap().as_deref(), Some(big.as_str()));
+    assert_eq!(host.read_text("/etc/empty").unwrap().as_deref(), Some(""));
+    assert_eq!(host.read_text("/etc/one").unwrap().as_deref(), Some("1"));
+}

@@ -1,9 +1,10 @@
 //! The host edge: every read of the machine (or of a fixture host) goes through [`HostRoot`].
 //!
 //! A `HostRoot` is a directory standing in for `/`. Paths are absolute host paths
-//! (`/sys/class/drm`); links are resolved here, one component at a time, so nothing outside
-//! the root is ever opened (see [`resolve`]). Every file read, directory listed and link
-//! followed is recorded in the trail, which is what `facts capture` copies.
+//! (`/sys/class/drm`); links are resolved here, one component at a time, and every file and
+//! directory is opened relative to its directory's descriptor without following links, so
+//! nothing outside the root is ever opened (see [`resolve`]). Every file read, directory
+//! listed and link followed is recorded in the trail, which is what `facts capture` copies.
 //!
 //! Architecture invariant: this is the only module of the detect stage that calls `std::fs`.
 
@@ -69,24 +70,8 @@ fn io_error(e: &io::Error) -> HostError {
     }
 }
 
-/// Reads a regular file, at most `cap` bytes ([`cap_for`]). FIFOs and devices are refused
-/// before they are opened, so one cannot block us.
-/// `meta` is the file's `lstat` from resolution, which left no link in the path.
-fn read_regular(path: &Path, meta: &fs::Metadata, cap: u64) -> Result<Vec<u8>, HostError> {
-    use std::io::Read;
-    if meta.is_dir() {
-        return Err(HostError::Io("is a directory".into()));
-    }
-    if !meta.is_file() {
-        return Err(HostError::NotRegular);
-    }
-    let file = fs::File::open(path).map_err(|e| io_error(&e))?;
-    let mut bytes = Vec::new();
-    file.take(cap + 1).read_to_end(&mut bytes).map_err(|e| io_error(&e))?;
-    if bytes.len() as u64 > cap {
-        return Err(HostError::TooLarge);
-    }
-    Ok(bytes)
+fn errno(e: rustix::io::Errno) -> HostError {
+    io_error(&resolve::os_error(e))
 }
 
 /// What detection read, as host paths, for `facts capture`.
@@ -106,7 +91,9 @@ pub struct HostRoot {
     trail: RefCell<Trail>,
     stat_sidecar: RefCell<Option<BTreeMap<String, NodeStat>>>,
     /// Resolved directories by host path (see `resolve`).
-    dir_cache: RefCell<std::collections::HashMap<String, resolve::ResolvedDir>>,
+    dir_cache: RefCell<resolve::PathMap<resolve::ResolvedDir>>,
+    /// Directory descriptors and `lstat`s by link-free host path (see `resolve`).
+    handles: RefCell<resolve::Handles>,
     /// Unit tests only: requested paths under these prefixes are refused as if root-only
     /// (CI runs as root, where chmod cannot take read permission away).
     #[cfg(test)]
@@ -121,12 +108,14 @@ impl HostRoot {
             return Err(io::Error::new(io::ErrorKind::NotADirectory, "not a directory"));
         }
         let real_host = root.canonicalize()? == Path::new("/");
+        let handles = resolve::Handles::open(root)?;
         Ok(HostRoot {
             root: root.to_path_buf(),
             real_host,
             trail: RefCell::default(),
             stat_sidecar: RefCell::default(),
-            dir_cache: RefCell::default(),
+            dir_cache: RefCell::new(resolve::path_map()),
+            handles: RefCell::new(handles),
             #[cfg(test)]
             denied: RefCell::default(),
         })
@@ -173,7 +162,7 @@ impl HostRoot {
         let Some(resolved) = self.resolve(path, true)? else {
             return Ok(None);
         };
-        let bytes = read_regular(&self.on_disk(&resolved.path), &resolved.meta, cap_for(&resolved.path))?;
+        let bytes = self.read_regular(&resolved.path, &resolved.meta, cap_for(&resolved.path))?;
         self.trail.borrow_mut().files.insert(resolved.path);
         Ok(Some(bytes))
     }
@@ -193,14 +182,17 @@ impl HostRoot {
             return Ok(None);
         };
         let resolved = resolved.path;
-        let entries = match fs::read_dir(self.on_disk(&resolved)) {
-            Ok(entries) => entries,
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io_error(&e)),
+        let dir = match self.dir_fd(&resolved) {
+            Ok(dir) => dir,
+            Err(rustix::io::Errno::NOENT) => return Ok(None),
+            Err(e) => return Err(errno(e)),
         };
+        // The `O_PATH` descriptor only names the directory; reading it takes one opened for it.
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
+        let fd = rustix::fs::openat(&*dir, ".", flags, rustix::fs::Mode::empty()).map_err(errno)?;
         let mut names = Vec::new();
-        for entry in entries {
-            let entry = entry.map_err(|e| io_error(&e))?;
+        for entry in rustix::fs::Dir::new(fd).map_err(errno)? {
+            let entry = entry.map_err(errno)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             // sysfs, procfs and /dev have no dot entries; in a fixture host they are git's
             // placeholders (`.keep`), not part of the host.
@@ -239,6 +231,33 @@ impl HostRoot {
         Ok(Some(target))
     }
 
+    /// Reads the regular file at the resolved host path `path`, at most `cap` bytes
+    /// ([`cap_for`]). FIFOs and devices are refused before they are opened, so one cannot
+    /// block us. `meta` is the file's `lstat` from resolution, which left no link in the path.
+    fn read_regular(&self, path: &str, meta: &resolve::Meta, cap: u64) -> Result<Vec<u8>, HostError> {
+        use std::io::Read;
+        if meta.is_dir() {
+            return Err(HostError::Io("is a directory".into()));
+        }
+        if !meta.is_file() {
+            return Err(HostError::NotRegular);
+        }
+        let (dir, name) = resolve::split(path);
+        let dir = self.dir_fd(dir).map_err(errno)?;
+        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC;
+        let file = fs::File::from(rustix::fs::openat(&*dir, name, flags, rustix::fs::Mode::empty()).map_err(errno)?);
+        // Room for the whole file and one byte more, so a small file takes two reads (its bytes,
+        // then the end), as `cat`'s do. Sysfs gives every attribute's size as a page; procfs
+        // gives 0, and a page is a fair first guess there too.
+        let size = if meta.size == 0 { 4096 } else { meta.size };
+        let mut bytes = Vec::with_capacity(usize::try_from(size.min(cap) + 1).unwrap_or(usize::MAX));
+        file.take(cap + 1).read_to_end(&mut bytes).map_err(|e| io_error(&e))?;
+        if bytes.len() as u64 > cap {
+            return Err(HostError::TooLarge);
+        }
+        Ok(bytes)
+    }
+
     /// Records a resolved path in the trail as a directory or a file.
     fn note(&self, resolved: resolve::Resolved) {
         let mut trail = self.trail.borrow_mut();
@@ -265,7 +284,7 @@ impl HostRoot {
             // The sidecar is read like host data: inside the root, regular, bounded. A bad
             // one means defaults, not a failure: it is test data, not host state.
             let text = match self.resolve(&format!("/{}", stat::SIDECAR), true) {
-                Ok(Some(at)) => read_regular(&self.on_disk(&at.path), &at.meta, cap_for(&at.path)).unwrap_or_default(),
+                Ok(Some(at)) => self.read_regular(&at.path, &at.meta, cap_for(&at.path)).unwrap_or_default(),
                 _ => Vec::new(),
             };
             *self.stat_sidecar.borrow_mut() = Some(stat::parse_sidecar(&String::from_utf8_lossy(&text)));

@@ -4,36 +4,170 @@
 //! follow an absolute link (or enough `..`) straight out of a fixture host into the machine
 //! running the tests. Absolute targets are read relative to the root, like a chroot; a `..`
 //! above the root of a fixture host is refused.
+//!
+//! Every system call names one component relative to the descriptor of its directory
+//! (`statat`, `readlinkat`, `openat` with `O_NOFOLLOW`), never a whole path: the kernel then
+//! follows no link for us, and does not walk the dozen components of a sysfs path again on
+//! each call. A component with more of the path below it is opened as a directory (`O_PATH`,
+//! which also tells that it is no link); the last one, or one that is not a directory, is
+//! `lstat`ed. Those descriptors and `lstat`s are kept, by link-free host path, for the
+//! `HostRoot`'s life, one command; a missing path is not remembered, so it is looked up again.
 
 use std::collections::VecDeque;
-use std::fs;
 use std::io;
+use std::os::fd::OwnedFd;
+use std::sync::Arc;
+
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::io::Errno;
 
 use super::{HostError, HostRoot};
 
 /// Linux's own limit on links followed in one lookup (`MAXSYMLINKS`).
 pub const MAX_LINK_HOPS: usize = 40;
 
+/// The most directory descriptors a `HostRoot` keeps open. `facts` of desktop-rpl-nvidia
+/// opens 124; a large real host's could need more, and the usual soft limit on open files is
+/// 1024 for the whole process. Past this, a directory is opened for one call and closed.
+const MAX_DIR_FDS: usize = 256;
+
+/// What resolution and reading use of a path's `lstat`.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Meta {
+    pub kind: FileType,
+    /// Permission bits, with set-id and sticky.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub size: u64,
+}
+
+impl Meta {
+    // Field types differ between targets (`st_mode` is `u16` on some): cast, whatever they are.
+    #[allow(clippy::unnecessary_cast)]
+    fn of(st: &Stat) -> Meta {
+        Meta {
+            kind: FileType::from_raw_mode(st.st_mode as _),
+            mode: st.st_mode as u32 & 0o7777,
+            uid: st.st_uid as u32,
+            gid: st.st_gid as u32,
+            size: u64::try_from(st.st_size).unwrap_or(0),
+        }
+    }
+
+    pub fn is_dir(&self) -> bool {
+        self.kind == FileType::Directory
+    }
+
+    pub fn is_file(&self) -> bool {
+        self.kind == FileType::RegularFile
+    }
+
+    fn is_symlink(&self) -> bool {
+        self.kind == FileType::Symlink
+    }
+}
+
 /// A path resolved to one with no links in it, with the `lstat` of its last component.
 pub(super) struct Resolved {
     pub path: String,
-    pub meta: fs::Metadata,
+    pub meta: Meta,
 }
 
-/// A directory resolved in full: its link-free components and the links it took to get there
-/// (they count against [`MAX_LINK_HOPS`] for any path below it).
-#[derive(Clone)]
+/// A directory resolved in full: its link-free path (empty for the root) and the links it took
+/// to get there (they count against [`MAX_LINK_HOPS`] for any path below it).
 pub(super) struct ResolvedDir {
-    parts: Vec<String>,
+    path: String,
     hops: usize,
 }
 
-/// Where a walk stands: the components resolved so far and the `lstat` of the last one, when
-/// it is known.
+/// Where a walk stands: the link-free path resolved so far (`/` and a component for each
+/// component, empty at the root) and the `lstat` of its last component, when it is known.
 struct Walk {
-    done: Vec<String>,
-    meta: Option<fs::Metadata>,
+    done: String,
+    meta: Option<Meta>,
     hops: usize,
+}
+
+/// A map by host path. The keys are ours, not an attacker's, and long (a sysfs path is 60 to
+/// 100 bytes): SipHash, std's default, was a tenth of `facts`' instructions.
+pub(super) type PathMap<V> = std::collections::HashMap<String, V, std::hash::BuildHasherDefault<PathHasher>>;
+
+/// What one command's detection resolves, give or take: the maps start this large, so they
+/// are not grown and rehashed on the way.
+const PATHS: usize = 256;
+
+pub(super) fn path_map<V>() -> PathMap<V> {
+    PathMap::with_capacity_and_hasher(PATHS, Default::default())
+}
+
+/// FxHash's word-at-a-time multiply-rotate (rustc's hasher), eight bytes per step.
+#[derive(Default)]
+pub(super) struct PathHasher(u64);
+
+impl PathHasher {
+    fn add(&mut self, word: u64) {
+        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
+    }
+}
+
+impl std::hash::Hasher for PathHasher {
+    fn write(&mut self, bytes: &[u8]) {
+        let mut words = bytes.chunks_exact(8);
+        for word in &mut words {
+            self.add(u64::from_le_bytes(word.try_into().expect("8 bytes")));
+        }
+        let rest = words.remainder();
+        if !rest.is_empty() {
+            let mut word = [0u8; 8];
+            word[..rest.len()].copy_from_slice(rest);
+            self.add(u64::from_le_bytes(word));
+        }
+    }
+
+    fn write_u8(&mut self, byte: u8) {
+        self.add(u64::from(byte));
+    }
+
+    fn finish(&self) -> u64 {
+        // The table takes its control bits from the top of the hash; the last multiply leaves
+        // the well-mixed bits there already, the rotate spreads them to the bottom too.
+        self.0.rotate_left(26)
+    }
+}
+
+/// The descriptors and `lstat`s a `HostRoot` keeps, by link-free host path.
+pub(super) struct Handles {
+    dirs: PathMap<Arc<OwnedFd>>,
+    stats: PathMap<Meta>,
+}
+
+impl Handles {
+    /// Opens `root` as `/`.
+    pub fn open(root: &std::path::Path) -> io::Result<Handles> {
+        let fd = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(os_error)?;
+        let mut dirs = path_map();
+        dirs.insert("/".to_string(), Arc::new(fd));
+        Ok(Handles { dirs, stats: path_map() })
+    }
+}
+
+pub(super) fn os_error(e: Errno) -> io::Error {
+    io::Error::from_raw_os_error(e.raw_os_error())
+}
+
+fn host_error(e: Errno) -> HostError {
+    super::io_error(&os_error(e))
+}
+
+/// A link-free host path other than `/` as its directory and its last component.
+pub(super) fn split(path: &str) -> (&str, &str) {
+    match path.rfind('/') {
+        Some(0) => ("/", &path[1..]),
+        Some(at) => (&path[..at], &path[at + 1..]),
+        None => ("/", path),
+    }
 }
 
 impl HostRoot {
@@ -52,22 +186,21 @@ impl HostRoot {
                 let Some(dir) = self.resolve_dir(path, &parts)? else {
                     return Ok(None);
                 };
-                self.walk(path, Walk { done: dir.parts, meta: None, hops: dir.hops }, &[last], follow_last)?
+                self.walk(path, Walk { done: dir.path, meta: None, hops: dir.hops }, &[last], follow_last, false)?
             }
             last => {
                 parts.extend(last);
-                self.walk(path, Walk { done: Vec::new(), meta: None, hops: 0 }, &parts, follow_last)?
+                self.walk(path, Walk { done: String::new(), meta: None, hops: 0 }, &parts, follow_last, false)?
             }
         };
         let Some(walk) = walk else { return Ok(None) };
-        let resolved = join(&walk.done);
+        let resolved = if walk.done.is_empty() { "/".to_string() } else { walk.done };
         let meta = match walk.meta {
             Some(meta) => meta,
             // The walk ended on the root, or on a `..`: the last component was not looked up.
-            None => match fs::symlink_metadata(self.on_disk(&resolved)) {
-                Ok(meta) => meta,
-                Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(None),
-                Err(e) => return Err(super::io_error(&e)),
+            None => match self.lstat(&resolved).map_err(host_error)? {
+                Some(meta) => meta,
+                None => return Ok(None),
             },
         };
         Ok(Some(Resolved { path: resolved, meta }))
@@ -79,25 +212,37 @@ impl HostRoot {
     /// above cannot leave a wrong prefix behind.
     fn resolve_dir(&self, path: &str, parts: &[&str]) -> Result<Option<ResolvedDir>, HostError> {
         let Some((last, parent)) = parts.split_last() else {
-            return Ok(Some(ResolvedDir { parts: Vec::new(), hops: 0 }));
+            return Ok(Some(ResolvedDir { path: String::new(), hops: 0 }));
         };
         let key = parts.join("/");
         if let Some(dir) = self.dir_cache.borrow().get(&key) {
-            return Ok(Some(dir.clone()));
+            // With room for the component the caller walks next: pushing it onto an exact copy
+            // reallocated on every lookup.
+            let mut path = String::with_capacity(dir.path.len() + 64);
+            path.push_str(&dir.path);
+            return Ok(Some(ResolvedDir { path, hops: dir.hops }));
         }
         let Some(up) = self.resolve_dir(path, parent)? else {
             return Ok(None);
         };
-        let Some(w) = self.walk(path, Walk { done: up.parts, meta: None, hops: up.hops }, &[last], true)? else {
+        let Some(w) = self.walk(path, Walk { done: up.path, meta: None, hops: up.hops }, &[last], true, true)? else {
             return Ok(None);
         };
-        let dir = ResolvedDir { parts: w.done, hops: w.hops };
-        self.dir_cache.borrow_mut().insert(key, dir.clone());
+        let dir = ResolvedDir { path: w.done, hops: w.hops };
+        self.dir_cache.borrow_mut().insert(key, ResolvedDir { path: dir.path.clone(), hops: dir.hops });
         Ok(Some(dir))
     }
 
     /// Walks `parts` from `at`, following links (the last one only when `follow_last`).
-    fn walk(&self, path: &str, mut at: Walk, parts: &[&str], follow_last: bool) -> Result<Option<Walk>, HostError> {
+    /// With `dir`, the walk resolves a directory, and the `lstat` of its end is not wanted.
+    fn walk(
+        &self,
+        path: &str,
+        mut at: Walk,
+        parts: &[&str],
+        follow_last: bool,
+        dir: bool,
+    ) -> Result<Option<Walk>, HostError> {
         let mut todo: VecDeque<String> = parts.iter().map(|p| p.to_string()).collect();
         // Components still to walk that came from a link's target: a missing one means the
         // link dangles, which is worth a finding, unlike an ordinary missing file.
@@ -110,7 +255,9 @@ impl HostRoot {
                 "." => continue,
                 ".." => {
                     at.meta = None;
-                    if at.done.pop().is_none() && !self.real_host {
+                    if let Some(up) = at.done.rfind('/') {
+                        at.done.truncate(up);
+                    } else if !self.real_host {
                         if came_from_link {
                             return Err(HostError::Escapes { link: last_link });
                         }
@@ -120,27 +267,36 @@ impl HostRoot {
                 }
                 _ => {}
             }
-            at.done.push(part);
-            let here = join(&at.done);
-            let meta = match fs::symlink_metadata(self.on_disk(&here)) {
-                Ok(meta) => meta,
-                Err(e) if matches!(e.kind(), io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) => {
-                    if came_from_link {
-                        return Err(HostError::Dangling { link: last_link });
-                    }
-                    return Ok(None);
-                }
-                Err(e) => return Err(super::io_error(&e)),
-            };
+            let up = at.done.len();
+            at.done.push('/');
+            at.done.push_str(&part);
+            let here = &at.done;
             let is_last = todo.is_empty();
-            if meta.file_type().is_symlink() && (follow_last || !is_last) {
-                at.done.pop();
+            // A component the walk goes on below is wanted only as a directory: opening it as
+            // one, without following it, tells that it is no link and gives the descriptor its
+            // entries are looked up from, in one call instead of an `lstat` and an open. When
+            // that fails (a link, a file, missing), its `lstat` says what it is.
+            if (dir || !is_last) && self.dir_fd(here).is_ok() {
+                at.meta = None;
+                continue;
+            }
+            let Some(meta) = self.lstat(here).map_err(host_error)? else {
+                if came_from_link {
+                    return Err(HostError::Dangling { link: last_link });
+                }
+                return Ok(None);
+            };
+            if meta.is_symlink() && (follow_last || !is_last) {
+                let here = here.clone();
+                at.done.truncate(up);
                 at.meta = None;
                 at.hops += 1;
                 if at.hops > MAX_LINK_HOPS {
                     return Err(HostError::Loop);
                 }
-                let target = fs::read_link(self.on_disk(&here)).map_err(|e| super::io_error(&e))?;
+                let (parent, name) = split(&here);
+                let parent = self.dir_fd(parent).map_err(host_error)?;
+                let target = rustix::fs::readlinkat(&*parent, name, Vec::new()).map_err(host_error)?;
                 let target = target.to_string_lossy().into_owned();
                 self.trail.borrow_mut().links.insert(here.clone(), target.clone());
                 if target.starts_with('/') {
@@ -158,20 +314,46 @@ impl HostRoot {
         }
         Ok(Some(at))
     }
+
+    /// The `O_PATH` descriptor of the link-free directory `path`, opened from its parent's
+    /// with `O_NOFOLLOW`, so no link is followed on the way.
+    pub(super) fn dir_fd(&self, path: &str) -> Result<Arc<OwnedFd>, Errno> {
+        if let Some(fd) = self.handles.borrow().dirs.get(path) {
+            return Ok(Arc::clone(fd));
+        }
+        let (parent, name) = split(path);
+        let up = self.dir_fd(parent)?;
+        let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+        let fd = Arc::new(rustix::fs::openat(&*up, name, flags, Mode::empty())?);
+        let mut handles = self.handles.borrow_mut();
+        if handles.dirs.len() < MAX_DIR_FDS {
+            handles.dirs.insert(path.to_string(), Arc::clone(&fd));
+        }
+        Ok(fd)
+    }
+
+    /// The `lstat` of the link-free host path `path`; `Ok(None)` when it is missing (or a
+    /// component above it is not a directory).
+    fn lstat(&self, path: &str) -> Result<Option<Meta>, Errno> {
+        if let Some(meta) = self.handles.borrow().stats.get(path) {
+            return Ok(Some(*meta));
+        }
+        let stat = if path == "/" {
+            rustix::fs::fstat(&*self.dir_fd(path)?)
+        } else {
+            let (parent, name) = split(path);
+            self.dir_fd(parent).and_then(|dir| rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW))
+        };
+        let meta = match stat {
+            Ok(stat) => Meta::of(&stat),
+            Err(Errno::NOENT | Errno::NOTDIR) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        self.handles.borrow_mut().stats.insert(path.to_string(), meta);
+        Ok(Some(meta))
+    }
 }
 
 fn components(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|p| !p.is_empty())
-}
-
-fn join(done: &[String]) -> String {
-    let mut out = String::with_capacity(1 + done.iter().map(|p| p.len() + 1).sum::<usize>());
-    for part in done {
-        out.push('/');
-        out.push_str(part);
-    }
-    if out.is_empty() {
-        out.push('/');
-    }
-    out
 }

@@ -23,9 +23,8 @@ impl Default for NodeStat {
     }
 }
 
-pub(super) fn from_meta(meta: &std::fs::Metadata) -> NodeStat {
-    use std::os::unix::fs::MetadataExt;
-    NodeStat { mode: meta.mode() & 0o7777, uid: meta.uid(), gid: meta.gid() }
+pub(super) fn from_meta(meta: &super::resolve::Meta) -> NodeStat {
+    NodeStat { mode: meta.mode, uid: meta.uid, gid: meta.gid }
 }
 
 pub fn parse_sidecar(text: &str) -> BTreeMap<String, NodeStat> {

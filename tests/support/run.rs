@@ -28,7 +28,8 @@ const DOCKER_VARS: &[&str] = &["DOCKER_HOST", "DOCKER_TLS_VERIFY", "DOCKER_CERT_
 /// the test process has them.
 const TOOLING_VARS: &[&str] = &["RUST_BACKTRACE", "LLVM_PROFILE_FILE"];
 
-fn binary() -> &'static Path {
+/// The binary cargo built for the tests: for reading it as a file; run it with [`K3dGpu`].
+pub fn binary() -> &'static Path {
     Path::new(env!("CARGO_BIN_EXE_k3d-gpu"))
 }
 
