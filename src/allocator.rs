@@ -5,16 +5,17 @@
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// `mi_option_purge_delay` in mimalloc.h (v3, the version libmimalloc-sys builds), which the
-/// bindings do not name.
+/// `mi_option_purge_delay` in mimalloc.h (v2, the version Cargo.toml has libmimalloc-sys
+/// build), which the bindings do not name.
 const MI_OPTION_PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 
-/// Pages the program has freed go back to the system at once, not a second later (mimalloc's
-/// default delay, 1,000 ms). A plan frees the tree of each deleted object while it writes the
-/// bytes: with the delay, those bytes took fresh pages beside the freed ones. Measured on a
-/// plan of 10k and of 100k observed objects: the CLI's peak 61 MB and 389 MB with the delay,
-/// 56 MB and 362 MB without, for the same CPU time; the MCP server's call 1.20x the CLI's
-/// peak with it, 1.04x without. Called first thing in `main`.
+/// Pages the program has freed go back to the system at once, not after mimalloc's default
+/// delay (10 ms, in practice at its first allocation after that). A plan the MCP server answers frees the tree of each deleted
+/// object while it writes the bytes: with the delay, those bytes took fresh pages beside the
+/// freed ones, and the call's peak was 1.20x the CLI's for a plan of 10k observed objects
+/// (1.04x without). The server sets it when it starts. The CLI keeps the delay: returning
+/// pages costs an `madvise` per free run of pages, 4% of `facts`' CPU, for a peak that ends
+/// with the process anyway.
 pub fn return_freed_memory_at_once() {
     // SAFETY: mi_option_set stores one of mimalloc's own tunables; it reads nothing of ours.
     unsafe { libmimalloc_sys::mi_option_set(MI_OPTION_PURGE_DELAY, 0) }
@@ -30,13 +31,13 @@ pub fn release_freed_memory() {
 
 #[cfg(test)]
 mod tests {
-    /// The option number is mimalloc's purge delay: the one whose default is 1,000 (ms), and
+    /// The option number is mimalloc's purge delay: the one whose default is 10 (ms), and
     /// which the setter changes.
     #[test]
     fn the_purge_delay_is_the_option_set() {
         // SAFETY: mi_option_get reads one of mimalloc's tunables.
         let get = || unsafe { libmimalloc_sys::mi_option_get(super::MI_OPTION_PURGE_DELAY) };
-        assert_eq!(get(), 1000);
+        assert_eq!(get(), 10);
         super::return_freed_memory_at_once();
         assert_eq!(get(), 0);
     }

@@ -6,7 +6,6 @@
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    k3d_gpu::allocator::return_freed_memory_at_once();
     // No wrapping: a wrapped help line breaks the hash or command a user copies from it, and
     // a terminal wraps long lines by itself without inserting newlines.
     let _ = miette::set_hook(Box::new(|_| Box::new(miette::MietteHandlerOpts::new().wrap_lines(false).build())));

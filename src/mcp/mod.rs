@@ -33,6 +33,7 @@ use crate::error::{EXIT_OK, Error, Result};
 
 /// Serves until the client closes stdin (or the transport fails).
 pub fn serve(global: &Global, args: &McpArgs) -> Result<u8> {
+    crate::allocator::return_freed_memory_at_once();
     // One worker: the event loop only moves messages (each tool's work runs on a blocking
     // thread), and each thread more is its stack and its allocator's state, resident for the
     // server's life (issue 42: a call's peak within 1.1x of the CLI's doing the same).
