@@ -293,7 +293,7 @@ fn one_line_findings(findings: Vec<crate::facts::Finding>) -> Vec<crate::facts::
 
 /// A saved JSON document of ours (facts/v1, observed/v1): read bounded, parsed, and its
 /// `schema` checked, with errors that say which file and what to do.
-pub fn read_document<T: serde::de::DeserializeOwned>(
+pub fn read_document<T: serde::de::DeserializeOwned + Document>(
     path: &Path,
     what: &'static str,
     schema: &str,
@@ -302,21 +302,58 @@ pub fn read_document<T: serde::de::DeserializeOwned>(
     let input =
         |reason: String| Error::Input { what, path: path.display().to_string(), reason, help: Some(help.to_string()) };
     let bytes = crate::input_file::read_bytes(path).map_err(|e| input(e.to_string()))?;
-    // The schema first, so a document of another kind is named as such rather than by its
-    // first field that does not fit; then the typed parse straight from the bytes. A
-    // `serde_json::Value` of the whole document in between would hold a second, larger copy
-    // of it (an observed document of 100k objects is 20 MB of text, several times that as
-    // a tree).
     if bytes.iter().find(|b| !b.is_ascii_whitespace()) != Some(&b'{') {
         // Checked here because serde also reads a struct from an array of its fields.
         return Err(input(format!("not a JSON object with a schema key (expected {schema:?})")));
+    }
+    // The typed parse straight from the bytes (a `serde_json::Value` of the whole document
+    // in between would hold a second, larger copy of it: an observed document of 100k
+    // objects is 26 MB of text, ten times that as a tree). A document that parses and says
+    // its schema is done: reading the schema key alone first was a second pass over all of
+    // it. Anything else is read for its schema before its typed error, so a document of
+    // another kind is named as such rather than by its first field that does not fit.
+    let parsed = serde_json::from_slice::<T>(&bytes);
+    if let Ok(document) = &parsed
+        && document.schema() == Some(schema)
+    {
+        return parsed.map_err(|e| input(e.to_string()));
     }
     let found = serde_json::from_slice::<SchemaOnly>(&bytes).map_err(|e| input(e.to_string()))?.schema;
     if found.as_ref().and_then(serde_json::Value::as_str) != Some(schema) {
         let found = found.unwrap_or(serde_json::Value::Null);
         return Err(input(format!("schema is {found}, expected {schema:?}")));
     }
-    serde_json::from_slice(&bytes).map_err(|e| input(e.to_string()))
+    parsed.map_err(|e| input(e.to_string()))
+}
+
+/// A document type [`read_document`] reads: its `schema` field, if the type keeps one.
+pub trait Document {
+    fn schema(&self) -> Option<&str>;
+}
+
+impl Document for crate::facts::Facts {
+    fn schema(&self) -> Option<&str> {
+        Some(&self.schema)
+    }
+}
+
+impl Document for crate::observed::Observed {
+    fn schema(&self) -> Option<&str> {
+        Some(&self.schema)
+    }
+}
+
+impl Document for crate::audit::AuditObserved {
+    fn schema(&self) -> Option<&str> {
+        Some(&self.schema)
+    }
+}
+
+/// A saved test result keeps no schema field: it is checked by the key alone.
+impl Document for crate::report::TestResult {
+    fn schema(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A document's `schema` key, every other field skipped without being kept.
