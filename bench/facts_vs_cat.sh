@@ -23,17 +23,19 @@ trap 'rm -rf "$work"' EXIT
 # cat pays too). `facts capture` is not the list: it also copies what `doctor --perf` and
 # `host-setup` read, twice as many files on some hosts, which padded the floor.
 command -v strace >/dev/null || { echo "strace is needed to list the files facts opens" >&2; exit 1; }
-strace -f -qq -e trace=open,openat,openat2 -e status=successful -o "$work/trace" \
+# -y: facts opens a file by its name in a directory it holds open (`openat(3, "vendor")`);
+# strace then prints each descriptor's path, the returned one's too (`= 4</abs/path>`), which
+# is the file opened whatever the directory.
+strace -f -qq -y -e trace=open,openat,openat2 -e status=successful -o "$work/trace" \
     "$bin" facts --root "$host" >/dev/null
-host_abs=$(cd "$host" && pwd)
+host_abs=$(cd "$host" && pwd -P)
 files=()
 declare -A seen=()
 while IFS= read -r path; do
-    [[ $path == /* ]] || path="$PWD/$path"
     [[ $path == "$host_abs"/* && -f $path && -z ${seen[$path]:-} ]] || continue
     seen[$path]=1
     files+=("$path")
-done < <(grep -v O_DIRECTORY "$work/trace" | sed -n 's/^[0-9]* *open[a-z0-9]*([A-Z_0-9]*,* *"\([^"]*\)".*/\1/p')
+done < <(grep -v O_DIRECTORY "$work/trace" | sed -n 's/.*) = [0-9]*<\(.*\)>$/\1/p')
 echo "host: $host  files facts opens: ${#files[@]}  runs: $runs"
 
 facts_cmd="$bin facts --root $host"
