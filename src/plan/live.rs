@@ -8,7 +8,6 @@ use serde_json::Value;
 
 /// One observed object's fields the plan decides by.
 pub(super) struct Seen<'a> {
-    pub id: String,
     pub api_version: Option<&'a str>,
     pub kind: Option<&'a str>,
     pub namespace: Option<&'a str>,
@@ -47,7 +46,6 @@ impl<'a> Seen<'a> {
             _ => None,
         };
         Seen {
-            id: crate::compile::object_id_of(api_version, kind, namespace, name),
             api_version,
             kind,
             namespace,
@@ -59,6 +57,11 @@ impl<'a> Seen<'a> {
             host_dir: text(in_meta("annotations", crate::compile::models::HOST_DIR_ANNOTATION)),
             defines,
         }
+    }
+
+    /// Its id (`compile::object_id`), from the fields read.
+    pub fn id(&self) -> String {
+        crate::compile::object_id_of(self.api_version, self.kind, self.namespace, self.name)
     }
 
     /// Whether deleting it deletes what lives in it (a namespace) or is of its kind (a CRD).
@@ -75,10 +78,8 @@ pub(super) struct Live {
 }
 
 impl Live {
-    /// The ids are taken from `seen`, which keeps the rest.
-    pub fn new(seen: &mut [Seen]) -> Live {
-        let mut entries: Vec<(String, usize)> =
-            seen.iter_mut().enumerate().map(|(i, s)| (std::mem::take(&mut s.id), i)).collect();
+    pub fn new(seen: &[Seen]) -> Live {
+        let mut entries: Vec<(String, usize)> = seen.iter().enumerate().map(|(i, s)| (s.id(), i)).collect();
         // Among equal ids the later index first, so that dedup (which keeps the first) keeps it.
         entries.sort_unstable_by(|a, b| a.0.cmp(&b.0).then(b.1.cmp(&a.1)));
         entries.dedup_by(|a, b| a.0 == b.0);
@@ -105,8 +106,8 @@ mod tests {
                 "annotations": {"k3d-gpu.io/data": "a model"}},
             "spec": {"group": "example.io", "names": {"kind": "X"}}});
         let seen = Seen::of(&crd);
-        assert_eq!(seen.id, crate::compile::object_id(&crd));
-        assert_eq!(seen.id, "k8s/apiextensions.k8s.io/CustomResourceDefinition/xs.example.io");
+        assert_eq!(seen.id(), crate::compile::object_id(&crd));
+        assert_eq!(seen.id(), "k8s/apiextensions.k8s.io/CustomResourceDefinition/xs.example.io");
         assert!(seen.managed && seen.keep && seen.cascades());
         assert_eq!((seen.stamp, seen.data_note, seen.host_dir), (Some("gpu"), Some("a model"), None));
         assert_eq!(seen.defines, Some(("example.io", "X")));
@@ -121,7 +122,7 @@ mod tests {
             json!(null),
         ] {
             let seen = Seen::of(&odd);
-            assert_eq!(seen.id, crate::compile::object_id(&odd), "{odd}");
+            assert_eq!(seen.id(), crate::compile::object_id(&odd), "{odd}");
             let meta = &odd["metadata"];
             assert_eq!(seen.managed, meta["labels"][crate::compile::MANAGED_BY.0] == crate::compile::MANAGED_BY.1);
             assert_eq!(seen.keep, meta["labels"][crate::compile::KEEP_LABEL] == "true");

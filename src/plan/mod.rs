@@ -393,8 +393,8 @@ fn plan_with(graph: &DesiredGraph, observed: &Observed, objects: &[Value], input
         } else {
             node_metadata_actions(graph, observed, &mut actions);
         }
-        let mut seen: Vec<Seen> = objects.iter().map(Seen::of).collect();
-        deletes = object_actions(graph, objects, &mut seen, owner.as_deref(), &mut actions, &mut warnings);
+        let seen: Vec<Seen> = objects.iter().map(Seen::of).collect();
+        deletes = object_actions(graph, objects, &seen, owner.as_deref(), &mut actions, &mut warnings);
         order_deletes(&mut deletes, &seen);
     }
 
@@ -809,7 +809,7 @@ fn node_metadata_actions(graph: &DesiredGraph, observed: &Observed, actions: &mu
 fn object_actions(
     graph: &DesiredGraph,
     objects: &[Value],
-    seen: &mut [Seen],
+    seen: &[Seen],
     owner: Option<&str>,
     actions: &mut BTreeMap<String, Action>,
     warnings: &mut Vec<Warning>,
