@@ -44,21 +44,33 @@ fn line_break<W: ?Sized + Write>(out: &mut W, depth: usize, comma: bool) -> io::
     Ok(())
 }
 
-impl Formatter for Pretty {
-    #[inline]
-    fn begin_array<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+impl Pretty {
+    /// `[` or `{`: one level deeper, nothing in it yet.
+    fn open<W: ?Sized + Write>(&mut self, out: &mut W, bracket: &[u8]) -> io::Result<()> {
         self.depth += 1;
         self.has_value = false;
-        out.write_all(b"[")
+        out.write_all(bracket)
     }
 
-    #[inline]
-    fn end_array<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+    /// `]` or `}`, on a line of its own unless the array or object is empty.
+    fn close<W: ?Sized + Write>(&mut self, out: &mut W, bracket: &[u8]) -> io::Result<()> {
         self.depth -= 1;
         if self.has_value {
             line_break(out, self.depth, false)?;
         }
-        out.write_all(b"]")
+        out.write_all(bracket)
+    }
+}
+
+impl Formatter for Pretty {
+    #[inline]
+    fn begin_array<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+        self.open(out, b"[")
+    }
+
+    #[inline]
+    fn end_array<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
+        self.close(out, b"]")
     }
 
     #[inline]
@@ -74,18 +86,12 @@ impl Formatter for Pretty {
 
     #[inline]
     fn begin_object<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
-        self.depth += 1;
-        self.has_value = false;
-        out.write_all(b"{")
+        self.open(out, b"{")
     }
 
     #[inline]
     fn end_object<W: ?Sized + Write>(&mut self, out: &mut W) -> io::Result<()> {
-        self.depth -= 1;
-        if self.has_value {
-            line_break(out, self.depth, false)?;
-        }
-        out.write_all(b"}")
+        self.close(out, b"}")
     }
 
     #[inline]
