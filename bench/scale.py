@@ -199,12 +199,26 @@ def fleet(work, facts, n, name=None):
     return d
 
 
-def owned_fields(value):
-    """structured-merge-diff's FieldsV1 of the fields a server-side apply of `value` sets: a
-    map's keys as `f:` elements, a list owned whole (the plan's diff then compares the list
-    as one value)."""
+# The associative lists of the kinds the catalog applies, by their merge keys (k8s.io/api's
+# `patchMergeKey` / `listMapKeys`): their elements are owned one by one, as `k:{...}`; every
+# other list is atomic, owned whole.
+LIST_KEYS = {"containers": ("name",), "initContainers": ("name",), "env": ("name",), "volumes": ("name",),
+             "volumeMounts": ("mountPath",), "ports": ("containerPort", "protocol")}
+
+
+def owned_fields(value, field=None):
+    """structured-merge-diff's FieldsV1 of the fields a server-side apply of `value` sets
+    (fieldpath/serialize.go): a map's keys as `f:` elements; an element of an associative
+    list as `k:` and its keys in compact JSON, with `.` for the element itself."""
     if isinstance(value, dict):
-        return {f"f:{k}": owned_fields(v) for k, v in value.items()}
+        return {f"f:{k}": owned_fields(v, k) for k, v in value.items()}
+    keys = LIST_KEYS.get(field)
+    if isinstance(value, list) and keys and all(isinstance(e, dict) for e in value):
+        owned = {}
+        for e in value:
+            key = json.dumps({k: e.get(k, "TCP" if k == "protocol" else None) for k in keys}, separators=(",", ":"))
+            owned[f"k:{key}"] = {".": {}, **owned_fields(e)}
+        return owned
     return {}
 
 
@@ -229,6 +243,8 @@ def served(o, index):
         for c in pod.get("containers", []):
             c.setdefault("terminationMessagePath", "/dev/termination-log")
             c.setdefault("imagePullPolicy", "IfNotPresent")
+            for port in c.get("ports", []):
+                port.setdefault("protocol", "TCP")
         o["status"] = {"observedGeneration": 1, "numberReady": 1} if o.get("kind") == "DaemonSet" else {
             "observedGeneration": 1, "replicas": 1, "readyReplicas": 1}
     return o
