@@ -116,6 +116,38 @@ fn bad_usage_and_unreadable_input_exit_2() {
     assert_eq!(out.status.code(), Some(2), "--root and --facts conflict");
 }
 
+/// A saved document of another kind is named by its schema, whether it happens to parse as
+/// the one expected (a facts document has every field an observed document requires) or
+/// not (its fields do not fit), and a document that names no schema says so.
+#[test]
+fn a_document_of_another_kind_is_named_by_its_schema() {
+    let dir = tempfile::tempdir().unwrap();
+    let facts = dir.path().join("facts.json");
+    let out = k3d_gpu(&["facts", "--root", &host("desktop-rpl-nvidia"), "--out", facts.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let not_fitting = dir.path().join("not-fitting.json");
+    std::fs::write(&not_fitting, r#"{"schema": "k3d-gpu.plan/v1", "kubernetes": 7}"#).unwrap();
+    let nameless = dir.path().join("nameless.json");
+    std::fs::write(&nameless, r#"{"cluster": null, "kubernetes": null}"#).unwrap();
+    let config = repo().join("examples/nvidia-workstation.toml");
+    for (document, found) in
+        [(&facts, "\"k3d-gpu.facts/v1\""), (&not_fitting, "\"k3d-gpu.plan/v1\""), (&nameless, "null")]
+    {
+        let out = k3d_gpu(&[
+            "plan",
+            "--config",
+            config.to_str().unwrap(),
+            "--root",
+            &host("desktop-rpl-nvidia"),
+            "--observed",
+            document.to_str().unwrap(),
+        ]);
+        assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+        let expected = format!("schema is {found}, expected \"k3d-gpu.observed/v1\"");
+        assert!(stderr(&out).contains(&expected), "{expected}: {}", stderr(&out));
+    }
+}
+
 #[test]
 fn a_root_that_is_not_a_host_is_an_input_error() {
     // An empty directory (or a typo'd path that exists) used to read as a healthy host with
