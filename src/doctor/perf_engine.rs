@@ -108,14 +108,20 @@ pub fn storage_driver(input: &PerfInput) -> Vec<PerfFinding> {
 /// Sets `storage-driver` in /etc/docker/daemon.json (its other settings kept, the nvidia
 /// runtime among them; a missing file starts empty) and restarts the engine. One `sh -e`, so a
 /// missing `jq` or a daemon.json jq cannot parse stops it before anything is moved over the
-/// file: a pipeline into `tee` would have replaced it with nothing. The driver and the jq
-/// filter are the script's arguments, never part of its text. Images and containers made
-/// under the old driver are not visible under the new one until it is switched back, so the
-/// finding says to recreate the cluster after.
+/// file: a pipeline into `tee` would have replaced it with nothing. An engine that does not
+/// start with the new driver (Docker fell back to vfs because overlay2 is not supported where
+/// it keeps its data) gets its daemon.json back, as it was or absent, and is started again:
+/// the fix never leaves Docker down. The driver and the jq filter are the script's arguments,
+/// never part of its text. Images and containers made under the old driver are not visible
+/// under the new one until it is switched back, so the finding says to recreate the cluster
+/// after.
 fn switch_to(driver: &str) -> Command {
-    const SCRIPT: &str = "set -e; f=/etc/docker/daemon.json; command -v jq >/dev/null || { echo \"jq is needed\" >&2; exit 1; }; \
+    const SCRIPT: &str = "set -e; f=/etc/docker/daemon.json; b=\"$f.k3d-gpu-before\"; \
+command -v jq >/dev/null || { echo \"jq is needed\" >&2; exit 1; }; \
 if [ -s \"$f\" ]; then jq --arg d \"$1\" \"$2\" \"$f\" >\"$f.k3d-gpu\"; else jq -n --arg d \"$1\" \"$2\" >\"$f.k3d-gpu\"; fi; \
-test -s \"$f.k3d-gpu\"; mv \"$f.k3d-gpu\" \"$f\"; systemctl restart docker";
+test -s \"$f.k3d-gpu\"; rm -f \"$b\"; if [ -e \"$f\" ]; then cp -p \"$f\" \"$b\"; fi; mv \"$f.k3d-gpu\" \"$f\"; \
+if ! systemctl restart docker; then if [ -e \"$b\" ]; then mv \"$b\" \"$f\"; else rm -f \"$f\"; fi; systemctl restart docker; \
+echo \"docker did not start with storage-driver $1: daemon.json is as it was\" >&2; exit 1; fi; rm -f \"$b\"";
     Command::new("sudo").lit("sh").lit("-c").arg(SCRIPT).lit("sh").arg(driver).arg(".[\"storage-driver\"] = $d")
 }
 
@@ -182,7 +188,10 @@ mod tests {
     /// /etc/docker/daemon.json, with `sudo` and `systemctl` stand-ins (systemctl records its
     /// call) and jq only where `jq` is true. Returns whether it succeeded and whether the
     /// engine was restarted.
-    fn run_printed(command: &str, dir: &std::path::Path, jq: bool) -> (bool, bool) {
+    /// Runs a printed command with stand-ins for sudo and systemctl (which fails its first
+    /// restart when `first_restart_fails`): whether it succeeded, and whether the engine was
+    /// (re)started at all.
+    fn run_printed(command: &str, dir: &std::path::Path, jq: bool, first_restart_fails: bool) -> (bool, bool) {
         use std::os::unix::fs::PermissionsExt;
         let bin = dir.join("bin");
         std::fs::create_dir_all(&bin).unwrap();
@@ -192,8 +201,13 @@ mod tests {
             std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
         };
         script("sudo", "exec \"$@\"");
-        script("systemctl", &format!("echo \"$*\" > {}/restarted", dir.display()));
-        for tool in ["sh", "mv"].into_iter().chain(jq.then_some("jq")) {
+        let fails = if first_restart_fails {
+            format!("[ -e {0}/failed ] || {{ : > {0}/failed; exit 1; }}", dir.display())
+        } else {
+            String::new()
+        };
+        script("systemctl", &format!("{fails}\necho \"$*\" > {}/restarted", dir.display()));
+        for tool in ["sh", "mv", "cp", "rm"].into_iter().chain(jq.then_some("jq")) {
             let real = ["/usr/bin", "/bin"].iter().map(|d| std::path::Path::new(d).join(tool)).find(|p| p.exists());
             std::os::unix::fs::symlink(
                 real.unwrap_or_else(|| panic!("{tool} is needed for this test")),
@@ -234,8 +248,9 @@ mod tests {
             if let Some(text) = before {
                 std::fs::write(&file, text).unwrap();
             }
-            let (ok, restarted) = run_printed(fix, dir.path(), *jq);
+            let (ok, restarted) = run_printed(fix, dir.path(), *jq, false);
             assert_eq!((ok, restarted), (*works, *works), "{before:?} jq={jq}");
+            assert!(!dir.path().join("daemon.json.k3d-gpu-before").exists(), "the copy is removed");
             let after = std::fs::read_to_string(&file).ok();
             if *works {
                 let doc: serde_json::Value = serde_json::from_str(after.as_deref().unwrap()).unwrap();
@@ -247,6 +262,26 @@ mod tests {
             } else {
                 assert_eq!(after.as_deref(), *before, "jq={jq}: daemon.json changed");
             }
+        }
+    }
+
+    /// An engine that does not start with overlay2 (Docker chose vfs because overlay2 is not
+    /// supported where it keeps its data) gets its daemon.json back, as it was or absent, and
+    /// is started again; the fix fails, saying so.
+    #[test]
+    fn an_engine_that_does_not_start_with_the_fix_is_put_back_and_started() {
+        let fix = run(answered("vfs", &[]))[0].fix.clone().unwrap();
+        let kept = r#"{"runtimes":{"nvidia":{"path":"nvidia-container-runtime"}}}"#;
+        for before in [Some(kept), Some(""), None] {
+            let dir = tempfile::tempdir().unwrap();
+            let file = dir.path().join("daemon.json");
+            if let Some(text) = before {
+                std::fs::write(&file, text).unwrap();
+            }
+            let (ok, restarted) = run_printed(&fix, dir.path(), true, true);
+            assert_eq!((ok, restarted), (false, true), "{before:?}");
+            assert_eq!(std::fs::read_to_string(&file).ok().as_deref(), before, "daemon.json as it was");
+            assert!(!dir.path().join("daemon.json.k3d-gpu-before").exists(), "{before:?}");
         }
     }
 
