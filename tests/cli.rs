@@ -148,6 +148,36 @@ fn a_document_of_another_kind_is_named_by_its_schema() {
     }
 }
 
+/// `validate` keeps a host open per `--root` until it ends; under the usual limit of 1,024
+/// open files the directory descriptors they keep must stay within it (each host kept its
+/// own 124 to 256, and the 21 fixture hosts ran out: "Too many open files"). The output is
+/// the same as with no limit.
+#[test]
+fn many_roots_stay_within_the_usual_open_file_limit() {
+    let mut args = vec![
+        "validate".to_string(),
+        "--config".into(),
+        repo().join("examples/nvidia-workstation.toml").display().to_string(),
+    ];
+    let mut hosts: Vec<_> =
+        std::fs::read_dir(hosts_dir()).unwrap().map(|e| e.unwrap().path()).filter(|p| p.is_dir()).collect();
+    hosts.sort();
+    assert!(hosts.len() >= 20, "{}", hosts.len());
+    for host in &hosts {
+        args.extend(["--root".to_string(), host.display().to_string()]);
+    }
+    let quoted: Vec<String> = args.iter().map(|a| format!("'{}'", a.replace('\'', "'\\''"))).collect();
+    let limited = Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -n 1024 && exec \"$0\" {}", quoted.join(" ")))
+        .arg(support::run::binary())
+        .output()
+        .unwrap();
+    let unlimited = K3dGpu::new().args(&args).output();
+    assert!(!stderr(&limited).contains("Too many open files"), "{}", stderr(&limited));
+    assert_eq!((limited.status.code(), stdout(&limited)), (unlimited.status.code(), stdout(&unlimited)));
+}
+
 #[test]
 fn a_root_that_is_not_a_host_is_an_input_error() {
     // An empty directory (or a typo'd path that exists) used to read as a healthy host with

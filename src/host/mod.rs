@@ -3,8 +3,10 @@
 //! A `HostRoot` is a directory standing in for `/`. Paths are absolute host paths
 //! (`/sys/class/drm`); links are resolved here, one component at a time, and every file and
 //! directory is opened relative to its directory's descriptor without following links, so
-//! nothing outside the root is ever opened (see [`resolve`]). Every file read, directory
-//! listed and link followed is recorded in the trail, which is what `facts capture` copies.
+//! detection opens nothing outside the root (see [`resolve`]). Every file read, directory
+//! listed and link followed is recorded in the trail, which is what `facts capture` copies
+//! (`capture.rs`, which reads the trail's paths again by their full names: it copies a host
+//! the user chose to capture, and does not take these precautions).
 //!
 //! Architecture invariant: this is the only module of the detect stage that calls `std::fs`.
 
@@ -68,10 +70,6 @@ fn io_error(e: &io::Error) -> HostError {
         io::ErrorKind::IsADirectory => HostError::Io("is a directory".into()),
         kind => HostError::Io(format!("I/O error ({kind:?})")),
     }
-}
-
-fn errno(e: rustix::io::Errno) -> HostError {
-    io_error(&resolve::os_error(e))
 }
 
 /// What detection read, as host paths, for `facts capture`.
@@ -185,14 +183,14 @@ impl HostRoot {
         let dir = match self.dir_fd(&resolved) {
             Ok(dir) => dir,
             Err(rustix::io::Errno::NOENT) => return Ok(None),
-            Err(e) => return Err(errno(e)),
+            Err(e) => return Err(resolve::host_error(e)),
         };
         // The `O_PATH` descriptor only names the directory; reading it takes one opened for it.
         let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::DIRECTORY | rustix::fs::OFlags::CLOEXEC;
-        let fd = rustix::fs::openat(&*dir, ".", flags, rustix::fs::Mode::empty()).map_err(errno)?;
+        let fd = rustix::fs::openat(&*dir, ".", flags, rustix::fs::Mode::empty()).map_err(resolve::host_error)?;
         let mut names = Vec::new();
-        for entry in rustix::fs::Dir::new(fd).map_err(errno)? {
-            let entry = entry.map_err(errno)?;
+        for entry in rustix::fs::Dir::new(fd).map_err(resolve::host_error)? {
+            let entry = entry.map_err(resolve::host_error)?;
             let name = entry.file_name().to_string_lossy().into_owned();
             // sysfs, procfs and /dev have no dot entries; in a fixture host they are git's
             // placeholders (`.keep`), not part of the host.
@@ -243,9 +241,17 @@ impl HostRoot {
             return Err(HostError::NotRegular);
         }
         let (dir, name) = resolve::split(path);
-        let dir = self.dir_fd(dir).map_err(errno)?;
-        let flags = rustix::fs::OFlags::RDONLY | rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::CLOEXEC;
-        let file = fs::File::from(rustix::fs::openat(&*dir, name, flags, rustix::fs::Mode::empty()).map_err(errno)?);
+        let dir = self.dir_fd(dir).map_err(resolve::host_error)?;
+        // NONBLOCK: the `lstat` above may be from earlier in the command, and a FIFO put in
+        // the file's place since must not hang the open (a read of it then fails at once).
+        let flags = rustix::fs::OFlags::RDONLY
+            | rustix::fs::OFlags::NOFOLLOW
+            | rustix::fs::OFlags::NONBLOCK
+            | rustix::fs::OFlags::NOCTTY
+            | rustix::fs::OFlags::CLOEXEC;
+        let file = fs::File::from(
+            rustix::fs::openat(&*dir, name, flags, rustix::fs::Mode::empty()).map_err(resolve::host_error)?,
+        );
         // Room for the whole file and one byte more, so a small file takes two reads (its bytes,
         // then the end), as `cat`'s do. Sysfs gives every attribute's size as a page; procfs
         // gives 0, and a page is a fair first guess there too.

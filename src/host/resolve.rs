@@ -26,10 +26,14 @@ use super::{HostError, HostRoot};
 /// Linux's own limit on links followed in one lookup (`MAXSYMLINKS`).
 pub const MAX_LINK_HOPS: usize = 40;
 
-/// The most directory descriptors a `HostRoot` keeps open. `facts` of desktop-rpl-nvidia
-/// opens 124; a large real host's could need more, and the usual soft limit on open files is
-/// 1024 for the whole process. Past this, a directory is opened for one call and closed.
+/// The most directory descriptors the `HostRoot`s of the process keep open, all together:
+/// `facts` of desktop-rpl-nvidia keeps 124, and `validate` holds a `HostRoot` per `--root`
+/// until it ends, under the usual soft limit of 1024 open files for the whole process. Past
+/// this, a directory is opened for one call and closed.
 const MAX_DIR_FDS: usize = 256;
+
+/// Directory descriptors kept by every `Handles` alive, against [`MAX_DIR_FDS`].
+static KEPT_DIR_FDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
 
 /// What resolution and reading use of a path's `lstat`.
 #[derive(Debug, Clone, Copy)]
@@ -89,9 +93,11 @@ struct Walk {
     hops: usize,
 }
 
-/// A map by host path. The keys are ours, not an attacker's, and long (a sysfs path is 60 to
-/// 100 bytes): SipHash, std's default, was a tenth of `facts`' instructions.
-pub(super) type PathMap<V> = std::collections::HashMap<String, V, std::hash::BuildHasherDefault<PathHasher>>;
+/// A map by host path. The keys come from the host (names in its directories, targets of its
+/// links), and a fixture host is hostile: a hasher keyed per process (foldhash's, hashbrown's
+/// own), so no host can be made of names that collide. SipHash, std's default, was a tenth of
+/// `facts`' instructions on these 60-to-100-byte keys.
+pub(super) type PathMap<V> = std::collections::HashMap<String, V, foldhash::fast::RandomState>;
 
 /// What one command's detection resolves, give or take: the maps start this large, so they
 /// are not grown and rehashed on the way.
@@ -101,45 +107,31 @@ pub(super) fn path_map<V>() -> PathMap<V> {
     PathMap::with_capacity_and_hasher(PATHS, Default::default())
 }
 
-/// FxHash's word-at-a-time multiply-rotate (rustc's hasher), eight bytes per step.
-#[derive(Default)]
-pub(super) struct PathHasher(u64);
-
-impl PathHasher {
-    fn add(&mut self, word: u64) {
-        self.0 = (self.0.rotate_left(5) ^ word).wrapping_mul(0x517c_c1b7_2722_0a95);
-    }
-}
-
-impl std::hash::Hasher for PathHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        let mut words = bytes.chunks_exact(8);
-        for word in &mut words {
-            self.add(u64::from_le_bytes(word.try_into().expect("8 bytes")));
-        }
-        let rest = words.remainder();
-        if !rest.is_empty() {
-            let mut word = [0u8; 8];
-            word[..rest.len()].copy_from_slice(rest);
-            self.add(u64::from_le_bytes(word));
-        }
-    }
-
-    fn write_u8(&mut self, byte: u8) {
-        self.add(u64::from(byte));
-    }
-
-    fn finish(&self) -> u64 {
-        // The table takes its control bits from the top of the hash; the last multiply leaves
-        // the well-mixed bits there already, the rotate spreads them to the bottom too.
-        self.0.rotate_left(26)
-    }
-}
-
 /// The descriptors and `lstat`s a `HostRoot` keeps, by link-free host path.
 pub(super) struct Handles {
     dirs: PathMap<Arc<OwnedFd>>,
     stats: PathMap<Meta>,
+    /// How many of `dirs` count against [`MAX_DIR_FDS`] (all but the root's).
+    kept: usize,
+}
+
+impl Handles {
+    /// Keeps `fd` for `path` if the process's budget has room.
+    fn keep(&mut self, path: &str, fd: &Arc<OwnedFd>) {
+        use std::sync::atomic::Ordering::Relaxed;
+        if KEPT_DIR_FDS.fetch_add(1, Relaxed) < MAX_DIR_FDS {
+            self.dirs.insert(path.to_string(), Arc::clone(fd));
+            self.kept += 1;
+        } else {
+            KEPT_DIR_FDS.fetch_sub(1, Relaxed);
+        }
+    }
+}
+
+impl Drop for Handles {
+    fn drop(&mut self) {
+        KEPT_DIR_FDS.fetch_sub(self.kept, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl Handles {
@@ -149,7 +141,7 @@ impl Handles {
             .map_err(os_error)?;
         let mut dirs = path_map();
         dirs.insert("/".to_string(), Arc::new(fd));
-        Ok(Handles { dirs, stats: path_map() })
+        Ok(Handles { dirs, stats: path_map(), kept: 0 })
     }
 }
 
@@ -157,7 +149,7 @@ pub(super) fn os_error(e: Errno) -> io::Error {
     io::Error::from_raw_os_error(e.raw_os_error())
 }
 
-fn host_error(e: Errno) -> HostError {
+pub(super) fn host_error(e: Errno) -> HostError {
     super::io_error(&os_error(e))
 }
 
@@ -325,10 +317,7 @@ impl HostRoot {
         let up = self.dir_fd(parent)?;
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = Arc::new(rustix::fs::openat(&*up, name, flags, Mode::empty())?);
-        let mut handles = self.handles.borrow_mut();
-        if handles.dirs.len() < MAX_DIR_FDS {
-            handles.dirs.insert(path.to_string(), Arc::clone(&fd));
-        }
+        self.handles.borrow_mut().keep(path, &fd);
         Ok(fd)
     }
 
