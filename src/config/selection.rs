@@ -141,15 +141,16 @@ enum Refused {
     #[error(transparent)]
     UnknownVendor(#[from] crate::facts::vendors::UnknownVendor),
     #[error(
-        "unknown experimental feature \"{name}\"{}; known: {}",
+        "unknown experimental feature {}{}; known: {}",
+        crate::escape::quoted(name),
         closest.as_ref().map(|s| format!(" (did you mean \"{s}\"?)")).unwrap_or_default(),
         Feature::ALL.map(Feature::key).join(", ")
     )]
     UnknownFeature { name: String, closest: Option<String> },
     /// A word where only "auto" is: the list it may have meant.
-    #[error("expected \"auto\" or a list such as [\"{0}\"], found \"{0}\"")]
+    #[error("expected \"auto\" or a list such as [{}], found {}", crate::escape::quoted(.0), crate::escape::quoted(.0))]
     NotAuto(String),
-    /// One known feature given as a word, not a list.
+    /// One known feature given as a word, not a list (a known name: nothing to escape).
     #[error("write a list: [\"{0}\"] (or \"auto\", \"off\")")]
     NotAList(String),
 }
@@ -227,7 +228,10 @@ impl<'de> Deserialize<'de> for Shared {
             fn visit_str<E: de::Error>(self, v: &str) -> Result<Shared, E> {
                 match v {
                     "auto" => Ok(Shared::Auto),
-                    _ => Err(E::custom(format!("expected \"auto\" or a number of pods per GPU, found \"{v}\""))),
+                    _ => Err(E::custom(format!(
+                        "expected \"auto\" or a number of pods per GPU, found {}",
+                        crate::escape::quoted(v)
+                    ))),
                 }
             }
 
@@ -406,6 +410,10 @@ mod tests {
                 .starts_with("unknown experimental feature \"dar\" (did you mean \"dra\"?); known: dra,")
         );
         assert!(matches!(vendor("nvdia"), Err(Refused::UnknownVendor(_))));
+        // What was written is shown escaped, on the diagnostic's one line.
+        let forged = Feature::parse("x\n  fix: rm -rf ~").unwrap_err().to_string();
+        assert!(forged.starts_with(r#"unknown experimental feature "x\n  fix: rm -rf ~""#), "{forged}");
+        assert!(!Refused::NotAuto("a\nb".into()).to_string().contains('\n'));
     }
 
     #[test]
