@@ -205,11 +205,7 @@ impl Lock {
 
 /// The 1-based line and column where `span` starts in `text`.
 fn at(text: &str, span: Option<std::ops::Range<usize>>) -> Option<(usize, usize)> {
-    let start = span?.start.min(text.len());
-    let before = text.get(..start).unwrap_or(text);
-    let line = before.matches('\n').count() + 1;
-    let column = before.rsplit('\n').next().unwrap_or("").chars().count() + 1;
-    Some((line, column))
+    span.map(|s| crate::escape::line_column(text, s.start))
 }
 
 /// Where a digest for an image came from.
