@@ -184,15 +184,8 @@ fn listed_digest(list: &str, name: &str) -> Option<String> {
 }
 
 /// A release's checksum file, capped at 1 MiB (a `sha256sum` line per file is ~100 bytes).
-fn read_checksum_list(list: &str) -> std::io::Result<String> {
-    use std::io::Read;
-    const CAP: u64 = 1 << 20;
-    let mut text = String::new();
-    std::fs::File::open(list)?.take(CAP + 1).read_to_string(&mut text)?;
-    if text.len() as u64 > CAP {
-        return Err(std::io::Error::other("larger than 1 MiB"));
-    }
-    Ok(text)
+fn read_checksum_list(list: &str) -> std::result::Result<String, crate::input_file::InputError> {
+    crate::input_file::read_text_capped(Path::new(list), 1 << 20)
 }
 
 /// Checks a downloaded file against its pinned digest, or against its line in the release's
@@ -204,8 +197,8 @@ fn verify_step(step: &host_setup::Step) -> std::result::Result<(), StepFailed> {
         (Some(pinned), _) => (pinned.to_ascii_lowercase(), Expected::Pinned),
         (None, Some(list)) => {
             // The list came off the network: read at most what a release's checksum file holds.
-            let text = read_checksum_list(list)
-                .map_err(|e| StepFailed::ChecksumFile { list: list.clone(), cause: e.into() })?;
+            let text =
+                read_checksum_list(list).map_err(|cause| StepFailed::ChecksumFile { list: list.clone(), cause })?;
             let name = path.rsplit('/').next().unwrap_or(path);
             let want = listed_digest(&text, name)
                 .ok_or_else(|| StepFailed::NotListed { list: list.clone(), name: name.to_string() })?;
@@ -252,7 +245,7 @@ pub enum StepFailed {
     #[error("a check with no file")]
     NoFile,
     #[error("cannot read the checksum file {}: {cause}", one_line(list))]
-    ChecksumFile { list: String, cause: IoCause },
+    ChecksumFile { list: String, cause: crate::input_file::InputError },
     #[error("the checksum file {} lists no sha256 for {}", one_line(list), one_line(name))]
     NotListed { list: String, name: String },
     #[error("no sha256 to check {} against", one_line(.0))]
@@ -268,7 +261,7 @@ pub enum StepFailed {
     Mismatch { path: String, got: String, want: String, from: Expected },
     #[error("empty command")]
     Empty,
-    #[error("cannot start {program}: {cause}")]
+    #[error("cannot start {}: {cause}", one_line(program))]
     Start { program: String, cause: IoCause },
     #[error("{0}")]
     Io(IoCause),
