@@ -101,7 +101,10 @@ fn differences(a: &Value, b: &Value, at: String, name: &str, out: &mut Vec<Maske
                     Some(entry) if k == "value" => entry,
                     _ => k,
                 };
-                differences(v, y.get(k).unwrap_or(&Value::Null), format!("{at}/{k}"), under, out);
+                // A JSON pointer (RFC 6901): `~` and `/` in a key are escaped, so a key such as
+                // `example.com/api-token` reads as one step.
+                let step = k.replace('~', "~0").replace('/', "~1");
+                differences(v, y.get(k).unwrap_or(&Value::Null), format!("{at}/{step}"), under, out);
             }
         }
         (Value::Array(x), Value::Array(y)) => {
@@ -192,6 +195,9 @@ mod tests {
         assert_eq!(secret_at(&env).as_deref(), Some("/spec/template/spec/containers/0/env/1/value"));
         let plain = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"port": "8000"}});
         assert_eq!(secret_at(&plain), None);
+        // A key with `/` or `~` in it is one step of the pointer (RFC 6901).
+        let keyed = json!({"kind": "ConfigMap", "metadata": {"name": "c"}, "data": {"a~b/api-token": "abc"}});
+        assert_eq!(secret_at(&keyed).as_deref(), Some("/data/a~0b~1api-token"));
         let by_ref = json!({"kind": "Deployment", "spec": {"template": {"spec": {"containers": [
             {"name": "a", "env": [{"name": "HF_TOKEN", "valueFrom": {"secretKeyRef": {"name": "hf", "key": "token"}}}]}]}}}});
         assert_eq!(secret_at(&by_ref), None);
