@@ -64,14 +64,16 @@ impl<R: AsyncRead + Unpin + Send> Lines<R> {
         written
     }
 
-    /// The next whole line into `self.line`, without its `\n`; `Ok(false)` at the end of input;
-    /// `Err(())` for a line past [`MAX_LINE`], skipped.
+    /// The next whole line into `self.line` (with its `\n`, if it has one: the last line of
+    /// the input may not); `Ok(false)` at the end of input; `Err(())` for a line past
+    /// [`MAX_LINE`] bytes (its newline aside), skipped.
     async fn next_line(&mut self) -> io::Result<Result<bool, ()>> {
         loop {
             let (used, outcome) = {
                 let available = self.read.fill_buf().await?;
                 if available.is_empty() {
-                    return Ok(Ok(false));
+                    // A last line with no newline is a line, as rmcp's own reader takes it.
+                    return Ok(Ok(!self.line.is_empty()));
                 }
                 let newline = available.iter().position(|b| *b == b'\n');
                 let take = newline.map_or(available.len(), |i| i + 1);
@@ -80,7 +82,7 @@ impl<R: AsyncRead + Unpin + Send> Lines<R> {
                         self.skipping = false;
                     }
                     (take, None)
-                } else if self.line.len() + take > MAX_LINE {
+                } else if self.line.len() + take - usize::from(newline.is_some()) > MAX_LINE {
                     self.line.clear();
                     self.skipping = newline.is_none();
                     (take, Some(Err(())))
@@ -306,7 +308,8 @@ mod tests {
 
     /// A line past MAX_LINE, arriving over many reads, is refused once and skipped to its
     /// newline; the next line is read whole, and the end of input is the end. A line of
-    /// exactly MAX_LINE bytes with its newline still fits.
+    /// exactly MAX_LINE bytes (and its newline) still fits, and so does a last line with no
+    /// newline.
     #[test]
     fn an_overlong_line_is_skipped_and_the_next_one_read() {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
@@ -314,8 +317,9 @@ mod tests {
             let mut input = vec![b'a'; MAX_LINE + 10];
             input.push(b'\n');
             input.extend_from_slice(b"{\"jsonrpc\":\"2.0\"}\n");
-            input.extend(std::iter::repeat_n(b'b', MAX_LINE - 1));
+            input.extend(std::iter::repeat_n(b'b', MAX_LINE));
             input.push(b'\n');
+            input.extend_from_slice(b"{}");
             let mut lines = Lines::new(std::io::Cursor::new(input), tokio::io::sink());
             assert_eq!(lines.next_line().await.unwrap(), Err(()));
             assert!(lines.line.is_empty());
@@ -323,7 +327,10 @@ mod tests {
             assert_eq!(lines.line.strip_suffix(b"\n").unwrap(), b"{\"jsonrpc\":\"2.0\"}");
             lines.line.clear();
             assert_eq!(lines.next_line().await.unwrap(), Ok(true));
-            assert_eq!(lines.line.len(), MAX_LINE);
+            assert_eq!(lines.line.len(), MAX_LINE + 1);
+            lines.line.clear();
+            assert_eq!(lines.next_line().await.unwrap(), Ok(true));
+            assert_eq!(lines.line, b"{}");
             lines.line.clear();
             assert_eq!(lines.next_line().await.unwrap(), Ok(false));
         });
