@@ -181,11 +181,18 @@ fn resolve_model_store(
     let path = crate::apply::k3d::model_store_path(&short, data_home.as_deref()).ok()?;
     Some(
         crate::input_file::resolve_links(&path)
-            .map_err(|e| match e {
-                crate::input_file::Unconfined::Dangling => crate::config::Unresolved::Dangling,
-                crate::input_file::Unconfined::Unresolvable(kind) => crate::config::Unresolved::Io(kind),
-                // The only name resolve_links refuses is one with a `..` component.
-                _ => crate::config::Unresolved::DotDot,
+            .map_err(|e| {
+                use crate::config::Unresolved;
+                use crate::input_file::Unconfined;
+                // Every variant named: one resolve_links comes to return is mapped on purpose.
+                match e {
+                    Unconfined::Dangling => Unresolved::Dangling,
+                    Unconfined::Unresolvable(kind) | Unconfined::ConfigDir(kind) => Unresolved::Io(kind),
+                    Unconfined::Missing => Unresolved::Io(std::io::ErrorKind::NotFound),
+                    // The only name resolve_links refuses is one with a `..` component.
+                    Unconfined::Name(_) => Unresolved::DotDot,
+                    Unconfined::Outside(_) => Unresolved::Io(std::io::ErrorKind::PermissionDenied),
+                }
             })
             .and_then(|p| p.into_os_string().into_string().map_err(|_| crate::config::Unresolved::NotUtf8)),
     )
