@@ -105,6 +105,12 @@ fn controls(text: &str) -> Cow<'_, str> {
     Cow::Owned(out)
 }
 
+/// Printable ASCII only (space to `~`): nothing [`one_line`] escapes, found a byte at a time
+/// instead of decoding characters, for the many plain names and numbers read from a host.
+fn is_printable_ascii(text: &str) -> bool {
+    text.bytes().all(|b| (b' '..=b'~').contains(&b))
+}
+
 /// A character that starts a line for a reader: a newline, and Unicode's line and paragraph
 /// separators, which editors and some terminals show as a line break.
 fn breaks_line(c: char) -> bool {
@@ -114,7 +120,7 @@ fn breaks_line(c: char) -> bool {
 /// Like [`assembled`], for one line: a newline, a line or paragraph separator or a tab is
 /// escaped too, so a name cannot start a line of its own.
 pub fn one_line(text: &str) -> Cow<'_, str> {
-    if !text.chars().any(|c| is_control(c) || breaks_line(c) || c == '\t') {
+    if is_printable_ascii(text) || !text.chars().any(|c| is_control(c) || breaks_line(c) || c == '\t') {
         return Cow::Borrowed(text);
     }
     let escaped: String = text

@@ -34,6 +34,39 @@ fn relative_links_resolve_inside_the_root() {
 }
 
 #[test]
+fn a_path_spelled_otherwise_reads_what_its_plain_spelling_reads() {
+    let (_dir, host) = host_with(|root| {
+        fs::create_dir_all(root.join("sys/devices/pci0000:00/0000:00:02.0")).unwrap();
+        fs::write(root.join("sys/devices/pci0000:00/0000:00:02.0/vendor"), "0x8086\n").unwrap();
+        fs::create_dir_all(root.join("sys/bus/pci/devices")).unwrap();
+        symlink("../../../devices/pci0000:00/0000:00:02.0", root.join("sys/bus/pci/devices/0000:00:02.0")).unwrap();
+        symlink("0000:00:02.0/vendor", root.join("sys/bus/pci/devices/vendor-of-gpu")).unwrap();
+    });
+    // Each spelling in both orders: whichever comes first fills the directory cache.
+    let spellings = [
+        "/sys/bus/pci/devices/0000:00:02.0/vendor",
+        "//sys/bus//pci/devices/0000:00:02.0/./vendor",
+        "sys/bus/pci/devices/0000:00:02.0/vendor",
+        "/sys/bus/pci/devices/vendor-of-gpu",
+        "/sys/bus/pci/devices/../devices/vendor-of-gpu",
+    ];
+    for order in [spellings.to_vec(), spellings.iter().rev().copied().collect()] {
+        let host = HostRoot::open(host.root()).unwrap();
+        for path in order {
+            assert_eq!(host.read_text(path).unwrap().as_deref(), Some("0x8086\n"), "{path}");
+            assert_eq!(
+                host.canonical(path).unwrap().as_deref(),
+                Some("/sys/devices/pci0000:00/0000:00:02.0/vendor"),
+                "{path}"
+            );
+        }
+    }
+    assert_eq!(host.read_text("/sys/bus/pci/devices/0000:00:02.0/missing").unwrap(), None);
+    // Below a file is nothing, as the kernel's ENOTDIR says.
+    assert_eq!(host.read_text("/sys/bus/pci/devices/0000:00:02.0/vendor/below").unwrap(), None);
+}
+
+#[test]
 fn a_link_climbing_out_of_the_root_is_refused() {
     let outside = tempfile::tempdir().unwrap();
     fs::write(outside.path().join("secret"), "host data").unwrap();

@@ -253,6 +253,19 @@ pub fn read_facts_file(path: &Path) -> Result<Facts> {
 /// as `\x0a`, `\x1b` and cannot start a line of its own. Done once here, where the inventory
 /// comes in, so no renderer has to remember it.
 fn one_line_host(host: crate::facts::Host) -> crate::facts::Host {
+    fn is_one_line(text: &str) -> bool {
+        matches!(crate::escape::one_line(text), std::borrow::Cow::Borrowed(_))
+    }
+    // A real host's inventory is one line throughout: checked without rebuilding every map,
+    // and then returned as it came (the rebuild and the parse back were a tenth of `facts`).
+    fn all_one_line(value: &serde_json::Value) -> bool {
+        match value {
+            serde_json::Value::String(s) => is_one_line(s),
+            serde_json::Value::Array(items) => items.iter().all(all_one_line),
+            serde_json::Value::Object(map) => map.iter().all(|(k, v)| is_one_line(k) && all_one_line(v)),
+            _ => true,
+        }
+    }
     fn walk(value: &mut serde_json::Value) {
         match value {
             serde_json::Value::String(s) => {
@@ -274,6 +287,9 @@ fn one_line_host(host: crate::facts::Host) -> crate::facts::Host {
         }
     }
     let Ok(mut value) = serde_json::to_value(&host) else { return host };
+    if all_one_line(&value) {
+        return host;
+    }
     walk(&mut value);
     serde_json::from_value(value).unwrap_or(host)
 }

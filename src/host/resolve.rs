@@ -155,7 +155,7 @@ pub(super) fn host_error(e: Errno) -> HostError {
 
 /// A link-free host path other than `/` as its directory and its last component.
 pub(super) fn split(path: &str) -> (&str, &str) {
-    match path.rfind('/') {
+    match memchr::memrchr(b'/', path.as_bytes()) {
         Some(0) => ("/", &path[1..]),
         Some(at) => (&path[..at], &path[at + 1..]),
         None => ("/", path),
@@ -167,24 +167,63 @@ impl HostRoot {
     /// missing (a dangling link is missing too). With `follow_last` false the final component
     /// is left as it is, even if it is a link.
     pub(super) fn resolve(&self, path: &str, follow_last: bool) -> Result<Option<Resolved>, HostError> {
-        let mut parts: Vec<&str> = components(path).collect();
         // Detection reads many files in the same directories (a PCI function's vendor, device,
         // class, driver): each directory is resolved once and cached by its host path (see
-        // `resolve_dir`); only the last component is walked each time. Paths with `.` or `..` are walked in
-        // full, uncached, so a `..` above a fixture root is reported against the path.
+        // `resolve_dir`); only the last component is looked up each time. A path written
+        // plainly, as detection writes them, is taken apart in place; others are split into
+        // components. Paths with `.` or `..` are walked in full, uncached, so a `..` above a
+        // fixture root is reported against the path.
+        if let Some((dir, last)) = plain(path) {
+            let Some(dir) = self.resolve_dir(path, dir)? else {
+                return Ok(None);
+            };
+            return self.resolve_last(path, dir, last, follow_last);
+        }
+        let mut parts: Vec<&str> = components(path).collect();
         let cacheable = !parts.iter().any(|p| *p == "." || *p == "..");
-        let walk = match parts.pop() {
+        match parts.pop() {
             Some(last) if cacheable => {
-                let Some(dir) = self.resolve_dir(path, &parts)? else {
+                let Some(dir) = self.resolve_dir(path, &parts.join("/"))? else {
                     return Ok(None);
                 };
-                self.walk(path, Walk { done: dir.path, meta: None, hops: dir.hops }, &[last], follow_last, false)?
+                self.resolve_last(path, dir, last, follow_last)
             }
             last => {
                 parts.extend(last);
-                self.walk(path, Walk { done: String::new(), meta: None, hops: 0 }, &parts, follow_last, false)?
+                let walk =
+                    self.walk(path, Walk { done: String::new(), meta: None, hops: 0 }, &parts, follow_last, false)?;
+                self.finish(walk)
             }
-        };
+        }
+    }
+
+    /// The component `last` of the resolved directory `dir`: its `lstat` when it is no link
+    /// to follow (most are not), the walk that follows it when it is.
+    fn resolve_last(
+        &self,
+        path: &str,
+        dir: ResolvedDir,
+        last: &str,
+        follow_last: bool,
+    ) -> Result<Option<Resolved>, HostError> {
+        let mut here = dir.path;
+        let up = here.len();
+        here.push('/');
+        here.push_str(last);
+        match self.lstat(&here).map_err(host_error)? {
+            None => Ok(None),
+            Some(meta) if !(follow_last && meta.is_symlink()) => Ok(Some(Resolved { path: here, meta })),
+            Some(_) => {
+                here.truncate(up);
+                let walk =
+                    self.walk(path, Walk { done: here, meta: None, hops: dir.hops }, &[last], follow_last, false)?;
+                self.finish(walk)
+            }
+        }
+    }
+
+    /// Where a walk ended, as a resolved path with its `lstat`.
+    fn finish(&self, walk: Option<Walk>) -> Result<Option<Resolved>, HostError> {
         let Some(walk) = walk else { return Ok(None) };
         let resolved = if walk.done.is_empty() { "/".to_string() } else { walk.done };
         let meta = match walk.meta {
@@ -198,22 +237,26 @@ impl HostRoot {
         Ok(Some(Resolved { path: resolved, meta }))
     }
 
-    /// Resolves the directory `parts` (no `.` or `..` in them), links followed: from the cache,
-    /// or from its own parent (resolved the same way) plus one component, then cached. Each
-    /// entry is the full resolution of its own path, so a link to `.`, `..` or `/` anywhere
-    /// above cannot leave a wrong prefix behind.
-    fn resolve_dir(&self, path: &str, parts: &[&str]) -> Result<Option<ResolvedDir>, HostError> {
-        let Some((last, parent)) = parts.split_last() else {
+    /// Resolves the directory `key`, its components (none empty, `.` or `..`) joined by `/`
+    /// with none in front (empty for the root), links followed: from the cache, or from its
+    /// own parent (resolved the same way) plus one component, then cached. Each entry is the
+    /// full resolution of its own path, so a link to `.`, `..` or `/` anywhere above cannot
+    /// leave a wrong prefix behind.
+    fn resolve_dir(&self, path: &str, key: &str) -> Result<Option<ResolvedDir>, HostError> {
+        if key.is_empty() {
             return Ok(Some(ResolvedDir { path: String::new(), hops: 0 }));
-        };
-        let key = parts.join("/");
-        if let Some(dir) = self.dir_cache.borrow().get(&key) {
+        }
+        if let Some(dir) = self.dir_cache.borrow().get(key) {
             // With room for the component the caller walks next: pushing it onto an exact copy
             // reallocated on every lookup.
             let mut path = String::with_capacity(dir.path.len() + 64);
             path.push_str(&dir.path);
             return Ok(Some(ResolvedDir { path, hops: dir.hops }));
         }
+        let (parent, last) = match memchr::memrchr(b'/', key.as_bytes()) {
+            Some(at) => (&key[..at], &key[at + 1..]),
+            None => ("", key),
+        };
         let Some(up) = self.resolve_dir(path, parent)? else {
             return Ok(None);
         };
@@ -221,7 +264,7 @@ impl HostRoot {
             return Ok(None);
         };
         let dir = ResolvedDir { path: w.done, hops: w.hops };
-        self.dir_cache.borrow_mut().insert(key, ResolvedDir { path: dir.path.clone(), hops: dir.hops });
+        self.dir_cache.borrow_mut().insert(key.to_string(), ResolvedDir { path: dir.path.clone(), hops: dir.hops });
         Ok(Some(dir))
     }
 
@@ -290,7 +333,7 @@ impl HostRoot {
                 let parent = self.dir_fd(parent).map_err(host_error)?;
                 let target = rustix::fs::readlinkat(&*parent, name, Vec::new()).map_err(host_error)?;
                 let target = target.to_string_lossy().into_owned();
-                self.trail.borrow_mut().links.insert(here.clone(), target.clone());
+                self.trail.borrow_mut().links.push((here.clone(), target.clone()));
                 if target.starts_with('/') {
                     at.done.clear();
                 }
@@ -343,6 +386,54 @@ impl HostRoot {
     }
 }
 
+/// A path written plainly (absolute, and no component of it empty, `.` or `..`) as its
+/// directory's key for [`HostRoot::resolve_dir`] and its last component: `/sys/class/drm` is
+/// `("sys/class", "drm")`. `None` for any other path, and for `/`.
+fn plain(path: &str) -> Option<(&str, &str)> {
+    let rest = path.strip_prefix('/')?;
+    let bytes = rest.as_bytes();
+    let (mut start, mut last_slash) = (0, None);
+    for end in memchr::memchr_iter(b'/', bytes).chain([bytes.len()]) {
+        if matches!(&bytes[start..end], b"" | b"." | b"..") {
+            return None;
+        }
+        if end < bytes.len() {
+            last_slash = Some(end);
+        }
+        start = end + 1;
+    }
+    Some(match last_slash {
+        Some(at) => (&rest[..at], &rest[at + 1..]),
+        None => ("", rest),
+    })
+}
+
 fn components(path: &str) -> impl Iterator<Item = &str> {
     path.split('/').filter(|p| !p.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::plain;
+
+    #[test]
+    fn a_plain_path_is_its_directory_key_and_last_component() {
+        assert_eq!(plain("/sys/class/drm"), Some(("sys/class", "drm")));
+        assert_eq!(plain("/proc"), Some(("", "proc")));
+        assert_eq!(plain("/sys/.keep/..x/..."), Some(("sys/.keep/..x", "...")));
+        for other in [
+            "/",
+            "",
+            "sys/class",
+            "//sys",
+            "/sys//class",
+            "/sys/class/",
+            "/sys/./class",
+            "/sys/../etc",
+            "/..",
+            "/sys/.",
+        ] {
+            assert_eq!(plain(other), None, "{other:?}");
+        }
+    }
 }
