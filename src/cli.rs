@@ -11,7 +11,6 @@
 
 use std::ffi::OsString;
 use std::path::PathBuf;
-use std::process::ExitCode;
 
 use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 
@@ -1036,7 +1035,7 @@ pub fn version_flag_as_command(args: Vec<OsString>) -> Vec<OsString> {
 /// The command line parsed: the options may come before the command, and `--version` reads
 /// as the `version` command. `Err` is the exit code after clap has printed its help, version
 /// or usage error.
-pub fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
+pub fn parse(args: Vec<OsString>) -> Result<Cli, u8> {
     if let Some(cli) = parse_one_command(&args) {
         return Ok(cli);
     }
@@ -1046,7 +1045,7 @@ pub fn parse(args: Vec<OsString>) -> Result<Cli, ExitCode> {
     parsed.map_err(|e| {
         let code = if e.use_stderr() { EXIT_USAGE } else { 0 };
         let _ = e.print();
-        ExitCode::from(code)
+        code
     })
 }
 

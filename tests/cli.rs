@@ -44,6 +44,59 @@ fn the_binary_is_linked_at_a_fixed_address() {
     assert_eq!(e_type, 2, "e_type {e_type}: the binary is a PIE again (build.rs's -no-pie was dropped?)");
 }
 
+/// The binary is its own C `main` (src/main.rs): what std's start-up did, it does. A reader
+/// that goes away makes writes fail with EPIPE, which the output ignores, rather than a
+/// SIGPIPE that kills the process: the exit code is still the command's.
+#[test]
+fn a_reader_gone_is_no_kill() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut child = Command::new(support::run::binary())
+        .args(["facts", "--root", &host("desktop-rpl-nvidia")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let status = child.wait().unwrap();
+    assert_eq!(status.signal(), None, "killed by a signal: {status:?}");
+    assert_eq!(status.code(), Some(0));
+}
+
+/// A standard descriptor the caller left closed is opened on /dev/null before anything else,
+/// so no file the program opens takes its number (and what it prints to stderr goes nowhere,
+/// not into that file). `mcp` waits on stdin, so its descriptors can be looked at.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_closed_standard_descriptor_is_opened_on_dev_null() {
+    use std::os::unix::process::CommandExt;
+    let mut command = Command::new(support::run::binary());
+    command.arg("mcp").stdin(std::process::Stdio::piped()).stdout(std::process::Stdio::null());
+    // SAFETY: close(2) is async-signal-safe; the child closes its stderr just before exec.
+    unsafe {
+        command.pre_exec(|| {
+            libc::close(2);
+            Ok(())
+        });
+    }
+    let mut child = command.spawn().unwrap();
+    let fd2 = format!("/proc/{}/fd/2", child.id());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let target = loop {
+        if let Ok(target) = std::fs::read_link(&fd2) {
+            break Some(target);
+        }
+        if std::time::Instant::now() > deadline {
+            break None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    };
+    drop(child.stdin.take());
+    let status = child.wait().unwrap();
+    assert_eq!(target.as_deref(), Some(Path::new("/dev/null")), "descriptor 2 of the server");
+    // Closed before any request: the server says so on the descriptor it was given, and exits.
+    assert!(status.code().is_some(), "the server ends when its stdin does: {status:?}");
+}
+
 #[test]
 fn facts_bytes_are_the_golden_bytes_in_every_process() {
     let golden = std::fs::read(repo().join("tests/golden/facts/desktop-rpl-nvidia.json")).unwrap();

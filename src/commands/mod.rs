@@ -83,10 +83,9 @@ pub fn run(cli: Cli, serve_mcp: fn(&Global, &crate::cli::McpArgs) -> Result<u8>)
 
 /// The exit code of a run, after rendering its error once: as text on stderr, and also as one
 /// JSON object on stdout when `--json` was asked for.
-pub fn exit_code(result: Result<u8>, json: bool) -> std::process::ExitCode {
-    use std::process::ExitCode;
+pub fn exit_code(result: Result<u8>, json: bool) -> u8 {
     match result {
-        Ok(code) => ExitCode::from(code),
+        Ok(code) => code,
         Err(error) => {
             let code = error.exit_code();
             // Asked for JSON: one object on stdout whatever happened (the text still goes to
@@ -109,7 +108,7 @@ pub fn exit_code(result: Result<u8>, json: bool) -> std::process::ExitCode {
                     )
                 }
             }
-            ExitCode::from(code)
+            code
         }
     }
 }
