@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Writes scripts/link-order.txt: the functions of the release binary that its short commands
+run, command by command (start-up, facts, validate, plan), for build.rs to hand the linker (`--symbol-ordering-file`).
+
+Why: the binary's code is 21 MB, and a short command runs functions from all over it. Each
+first touch of a code page is a page fault that maps the 16 pages around it; `facts` took
+about 110 of those. Laid out together, the functions it runs fit in a few dozen pages.
+
+    cargo build --release && scripts/link_order.py     # then rebuild, and review the diff
+
+Names are the linker's (mangled). One that is no longer in the binary (a function renamed,
+a dependency or the toolchain updated) is skipped by the linker without a word, so a stale
+list costs speed, never the build; `bench/scale.py` says how much of the list the binary
+still has. Needs valgrind (callgrind).
+"""
+
+import collections
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.environ.get("BIN", os.path.join(REPO, "target/release/k3d-gpu"))
+OUT = os.path.join(REPO, "scripts/link-order.txt")
+HOSTS = os.path.join(REPO, "tests/fixtures/hosts")
+
+# The examples and the fixture host each is checked against (as bench/scale.py measures).
+EXAMPLES = [("nvidia-workstation", "desktop-rpl-nvidia"), ("nvidia-time-slicing", "desktop-rpl-nvidia"),
+            ("arc-homelab-dra", "arc-b580-xe-rpl-igpu"), ("lunar-lake-npu", "lunar-lake-npu"),
+            ("hybrid-igpu-sharing", "meteor-lake-old-npu-fw"), ("xeon-numa-accelerators", "xeon-2s-snc2"),
+            ("wsl2-intel", "wsl2-intel"), ("gaudi-server", "gaudi3-server")]
+
+
+def commands():
+    """The runs profiled: start-up, facts of every fixture host (every detector), validate
+    and an offline plan of every example on its host."""
+    yield ["--version"]
+    for host in sorted(os.listdir(HOSTS)):
+        yield ["facts", "--root", os.path.join(HOSTS, host)]
+    for example, host in EXAMPLES:
+        config = os.path.join(REPO, "examples", f"{example}.toml")
+        yield ["validate", "-c", config, "--root", os.path.join(HOSTS, host)]
+        yield ["plan", "-c", config, "--root", os.path.join(HOSTS, host), "--offline"]
+
+
+def self_costs(path, binary):
+    """Instructions by function of `binary`, from one callgrind output file (its compressed
+    `ob=`/`fn=` names: `(id) name` the first time, `(id)` after)."""
+    names = {"ob": {}, "fn": {}}
+    costs = collections.Counter()
+    current_ob = current_fn = None
+    after_call = False
+    with open(path, encoding="utf-8", errors="replace") as f:
+        for line in f:
+            # The cost line after `calls=` is what the call cost (inclusive), not the caller's own.
+            if line.startswith("calls="):
+                after_call = True
+                continue
+            m = re.match(r"^(c?)(ob|fn)=\((\d+)\)(?: (.*))?$", line.rstrip("\n"))
+            if m:
+                called, kind, ident, name = m.groups()
+                if name is not None:
+                    names[kind][ident] = name
+                if not called and kind == "ob":
+                    current_ob = names["ob"].get(ident)
+                elif not called and kind == "fn":
+                    current_fn = names["fn"].get(ident)
+                continue
+            # A cost line: a position, then the instruction count (events: Ir).
+            if line[:1].isdigit() or line[:1] in "+-*":
+                parts = line.split()
+                if not after_call and len(parts) >= 2 and current_ob == binary and current_fn:
+                    costs[current_fn] += int(parts[1])
+                after_call = False
+    return costs
+
+
+def symbol(name):
+    """The linker's name for a callgrind function name: without callgrind's recursion mark
+    (`'2`); None for what is no symbol (an address, `(below main)`)."""
+    name = re.sub(r"'\d+$", "", name)
+    if name.startswith("0x") or name.startswith("(") or " " in name:
+        return None
+    return name
+
+
+def main():
+    binary = os.path.realpath(BIN)
+    if not os.path.exists(binary):
+        sys.exit(f"{BIN} is missing: run `cargo build --release` first")
+    order = {}  # insertion-ordered: the functions of the first run, then those new in the next, ...
+    with tempfile.TemporaryDirectory() as work:
+        for i, args in enumerate(commands()):
+            out = os.path.join(work, f"{i}.out")
+            run = subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={out}",
+                                  binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            if not os.path.exists(out):
+                sys.exit(f"callgrind wrote nothing for {' '.join(args)}: {run.stderr.decode()[-500:]}")
+            costs = self_costs(out, binary)
+            # Each run's functions together (start-up's first, shared by all), most
+            # instructions first; ties by name, so the file is the same from run to run.
+            for name in sorted(costs, key=lambda n: (-costs[n], n)):
+                if (sym := symbol(name)) is not None:
+                    order.setdefault(sym, None)
+    with open(OUT, "w", encoding="utf-8") as f:
+        f.writelines(f"{s}\n" for s in order)
+    print(f"{OUT}: {len(order)} functions")
+
+
+if __name__ == "__main__":
+    main()
