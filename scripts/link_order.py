@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes scripts/link-order.txt: the functions of the release binary that its short commands
-run, command by command (start-up, facts, validate, plan), for build.rs to hand the linker (`--symbol-ordering-file`).
+run, command by command (start-up, facts, validate, plan, the MCP server's plan), for build.rs to hand the linker (`--symbol-ordering-file`).
 
 Why: the binary's code is 21 MB, and a short command runs functions from all over it. Each
 first touch of a code page is a page fault that maps the 16 pages around it; `facts` took
@@ -15,6 +15,7 @@ still has. Needs valgrind (callgrind).
 """
 
 import collections
+import importlib.util
 import os
 import re
 import subprocess
@@ -33,16 +34,34 @@ EXAMPLES = [("nvidia-workstation", "desktop-rpl-nvidia"), ("nvidia-time-slicing"
             ("wsl2-intel", "wsl2-intel"), ("gaudi-server", "gaudi3-server")]
 
 
-def commands():
-    """The runs profiled: start-up, facts of every fixture host (every detector), validate
-    and an offline plan of every example on its host."""
-    yield ["--version"]
+def bench():
+    """bench/scale.py, for the documents it plans against (a fleet's cluster in place, a
+    cluster with objects to delete) and the MCP messages it sends."""
+    spec = importlib.util.spec_from_file_location("scale", os.path.join(REPO, "bench/scale.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def commands(work):
+    """The runs profiled, as (arguments, working directory, stdin): start-up, facts of every
+    fixture host (every detector), validate and an offline plan of every example on its
+    host, and a plan against a cluster (a 10-node fleet in place; 1,000 objects to delete)
+    from the command line and from the MCP server."""
+    yield ["--version"], REPO, None
     for host in sorted(os.listdir(HOSTS)):
-        yield ["facts", "--root", os.path.join(HOSTS, host)]
+        yield ["facts", "--root", os.path.join(HOSTS, host)], REPO, None
     for example, host in EXAMPLES:
         config = os.path.join(REPO, "examples", f"{example}.toml")
-        yield ["validate", "-c", config, "--root", os.path.join(HOSTS, host)]
-        yield ["plan", "-c", config, "--root", os.path.join(HOSTS, host), "--offline"]
+        yield ["validate", "-c", config, "--root", os.path.join(HOSTS, host)], REPO, None
+        yield ["plan", "-c", config, "--root", os.path.join(HOSTS, host), "--offline"], REPO, None
+    scale = bench()
+    facts = scale.facts_files(work)
+    for d, observed in [(scale.fleet(work, facts, 10), "converged.json"),
+                        (scale.observed_objects(work, facts, 1000, "objects"), "observed.json")]:
+        yield ["plan", "--observed", observed, "--json"], d, None
+        arguments = {"config": os.path.join(d, "k3dgpu.toml"), "observed": os.path.join(d, observed)}
+        yield ["mcp"], d, scale.mcp_messages(arguments, "plan")
 
 
 def self_costs(path, binary):
@@ -91,11 +110,14 @@ def main():
     if not os.path.exists(binary):
         sys.exit(f"{BIN} is missing: run `cargo build --release` first")
     order = {}  # insertion-ordered: the functions of the first run, then those new in the next, ...
+    # bench/scale.py runs BIN; it reads the variable when loaded.
+    os.environ["BIN"] = binary
     with tempfile.TemporaryDirectory() as work:
-        for i, args in enumerate(commands()):
+        for i, (args, cwd, stdin) in enumerate(commands(work)):
             out = os.path.join(work, f"{i}.out")
             run = subprocess.run(["valgrind", "--tool=callgrind", "--demangle=no", f"--callgrind-out-file={out}",
-                                  binary, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+                                  binary, *args], cwd=cwd, input=stdin, stdout=subprocess.DEVNULL,
+                                 stderr=subprocess.PIPE)
             if not os.path.exists(out):
                 sys.exit(f"callgrind wrote nothing for {' '.join(args)}: {run.stderr.decode()[-500:]}")
             costs = self_costs(out, binary)
