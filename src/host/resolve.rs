@@ -351,12 +351,17 @@ impl HostRoot {
     }
 
     /// The `O_PATH` descriptor of the link-free directory `path`, opened from its parent's
-    /// with `O_NOFOLLOW`, so no link is followed on the way.
+    /// with `O_NOFOLLOW`, so no link is followed on the way. A `.` or `..` in `path` is
+    /// refused (EINVAL): resolution never hands one over, and `..` from the root's
+    /// descriptor would open the directory above the root.
     pub(super) fn dir_fd(&self, path: &str) -> Result<Arc<OwnedFd>, Errno> {
         if let Some(fd) = self.handles.borrow().dirs.get(path) {
             return Ok(Arc::clone(fd));
         }
         let (parent, name) = split(path);
+        if is_dot(name) {
+            return Err(Errno::INVAL);
+        }
         let up = self.dir_fd(parent)?;
         let flags = OFlags::PATH | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
         let fd = Arc::new(rustix::fs::openat(&*up, name, flags, Mode::empty())?);
@@ -374,6 +379,9 @@ impl HostRoot {
             rustix::fs::fstat(&*self.dir_fd(path)?)
         } else {
             let (parent, name) = split(path);
+            if is_dot(name) {
+                return Err(Errno::INVAL);
+            }
             self.dir_fd(parent).and_then(|dir| rustix::fs::statat(&*dir, name, AtFlags::SYMLINK_NOFOLLOW))
         };
         let meta = match stat {
@@ -384,6 +392,11 @@ impl HostRoot {
         self.handles.borrow_mut().stats.insert(path.to_string(), meta);
         Ok(Some(meta))
     }
+}
+
+/// A component that names no entry of its own: the directory itself, its parent, or nothing.
+fn is_dot(name: &str) -> bool {
+    matches!(name, "" | "." | "..")
 }
 
 /// A path written plainly (absolute, and no component of it empty, `.` or `..`) as its
@@ -415,6 +428,20 @@ fn components(path: &str) -> impl Iterator<Item = &str> {
 #[cfg(test)]
 mod tests {
     use super::plain;
+
+    /// The descriptor and `lstat` layers take link-free paths only: a `.` or `..` handed to
+    /// them is refused, not opened (`..` of the root's descriptor is outside the root).
+    #[test]
+    fn a_dot_component_is_refused_below_resolution() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir(dir.path().join("sys")).unwrap();
+        let host = crate::host::HostRoot::open(dir.path()).unwrap();
+        assert!(host.dir_fd("/sys").is_ok());
+        for path in ["/..", "/sys/..", "/sys/.", "/sys/"] {
+            assert_eq!(host.dir_fd(path).err(), Some(rustix::io::Errno::INVAL), "{path}");
+            assert!(matches!(host.lstat(path), Err(rustix::io::Errno::INVAL)), "{path}");
+        }
+    }
 
     #[test]
     fn a_plain_path_is_its_directory_key_and_last_component() {
