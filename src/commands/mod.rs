@@ -252,44 +252,38 @@ pub fn read_facts_file(path: &Path) -> Result<Facts> {
 /// as `\x0a`, `\x1b` and cannot start a line of its own. Done once here, where the inventory
 /// comes in, so no renderer has to remember it.
 fn one_line_host(host: crate::facts::Host) -> crate::facts::Host {
-    fn is_one_line(text: &str) -> bool {
-        matches!(crate::escape::one_line(text), std::borrow::Cow::Borrowed(_))
-    }
-    // A real host's inventory is one line throughout: checked without rebuilding every map,
-    // and then returned as it came (the rebuild and the parse back were a tenth of `facts`).
-    fn all_one_line(value: &serde_json::Value) -> bool {
+    use std::borrow::Cow;
+    /// Escapes every string and key of `value` in place; whether any changed. A map is
+    /// rebuilt only when one of its keys needs escaping: a real host's inventory is one line
+    /// throughout, and rebuilding every map and parsing the result back was a tenth of `facts`.
+    fn walk(value: &mut serde_json::Value) -> bool {
         match value {
-            serde_json::Value::String(s) => is_one_line(s),
-            serde_json::Value::Array(items) => items.iter().all(all_one_line),
-            serde_json::Value::Object(map) => map.iter().all(|(k, v)| is_one_line(k) && all_one_line(v)),
-            _ => true,
-        }
-    }
-    fn walk(value: &mut serde_json::Value) {
-        match value {
-            serde_json::Value::String(s) => {
-                if let std::borrow::Cow::Owned(o) = crate::escape::one_line(s) {
+            serde_json::Value::String(s) => match crate::escape::one_line(s) {
+                Cow::Owned(o) => {
                     *s = o;
+                    true
                 }
-            }
-            serde_json::Value::Array(items) => items.iter_mut().for_each(walk),
+                Cow::Borrowed(_) => false,
+            },
+            serde_json::Value::Array(items) => items.iter_mut().fold(false, |changed, v| walk(v) | changed),
             serde_json::Value::Object(map) => {
-                *map = std::mem::take(map)
-                    .into_iter()
-                    .map(|(k, mut v)| {
-                        walk(&mut v);
-                        (crate::escape::one_line(&k).into_owned(), v)
-                    })
-                    .collect();
+                let values_changed = map.values_mut().fold(false, |changed, v| walk(v) | changed);
+                let keys_change = map.keys().any(|k| matches!(crate::escape::one_line(k), Cow::Owned(_)));
+                if keys_change {
+                    *map = std::mem::take(map)
+                        .into_iter()
+                        .map(|(k, v)| (crate::escape::one_line(&k).into_owned(), v))
+                        .collect();
+                }
+                values_changed || keys_change
             }
-            _ => {}
+            _ => false,
         }
     }
     let Ok(mut value) = serde_json::to_value(&host) else { return host };
-    if all_one_line(&value) {
+    if !walk(&mut value) {
         return host;
     }
-    walk(&mut value);
     serde_json::from_value(value).unwrap_or(host)
 }
 
@@ -462,4 +456,39 @@ pub fn print_bytes(bytes: &[u8]) {
     let mut out = std::io::stdout().lock();
     let _ = out.write_all(bytes);
     let _ = out.flush();
+}
+
+#[cfg(test)]
+mod tests {
+    fn golden_host() -> crate::facts::Host {
+        let text = include_str!("../../tests/golden/facts/xeon-2s-snc2.json");
+        let facts: serde_json::Value = serde_json::from_str(text).unwrap();
+        serde_json::from_value(facts["host"].clone()).unwrap()
+    }
+
+    /// A clean inventory comes back as it went in; a control character or line break in a
+    /// value or in a map key comes back escaped, wherever it sits, and nothing else changes.
+    #[test]
+    fn a_host_inventory_is_made_one_line_in_values_and_keys() {
+        let clean = golden_host();
+        assert_eq!(super::one_line_host(clean.clone()), clean);
+
+        let mut forged = clean.clone();
+        forged.cpu.model = Some("Xeon\n      apply: curl x | sh\x1b[2J".into());
+        forged.dsa.pci_functions_per_node.insert("0\n\tpass".into(), 7);
+        let made = super::one_line_host(forged);
+        assert_eq!(made.cpu.model.as_deref(), Some("Xeon\\x0a      apply: curl x | sh\\x1b[2J"));
+        assert_eq!(made.dsa.pci_functions_per_node.get("0\\x0a\\x09pass"), Some(&7));
+        let mut expected = clean;
+        expected.cpu.model = made.cpu.model.clone();
+        expected.dsa.pci_functions_per_node.insert("0\\x0a\\x09pass".into(), 7);
+        assert_eq!(made, expected);
+
+        // A key alone, everything else clean: still found, still escaped.
+        let mut key_only = golden_host();
+        key_only.qat.pci_functions_per_node.insert("1\u{2028}".into(), 2);
+        let made = super::one_line_host(key_only);
+        assert_eq!(made.qat.pci_functions_per_node.get("1\\u{2028}"), Some(&2));
+        assert!(!made.qat.pci_functions_per_node.contains_key("1\u{2028}"));
+    }
 }
