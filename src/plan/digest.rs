@@ -147,13 +147,7 @@ const ANNOTATIONS_READ: &[&str] = &[crate::compile::DATA_ANNOTATION];
 
 impl Serialize for Picked<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let present = || self.keys.iter().filter_map(|k| self.map.and_then(|m| m.get(*k)).map(|v| (*k, v)));
-        let mut out = serializer.serialize_map(Some(present().count()))?;
-        for (key, value) in present() {
-            out.serialize_entry(key, value)?;
-        }
-        out.end()
+        serializer.collect_map(self.keys.iter().filter_map(|k| self.map.and_then(|m| m.get(*k)).map(|v| (*k, v))))
     }
 }
 
@@ -206,13 +200,7 @@ struct WithoutVolatileMetadata<'a>(&'a Map<String, Value>);
 
 impl Serialize for WithoutVolatileMetadata<'_> {
     fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeMap;
-        let kept = || self.0.iter().filter(|(k, _)| !VOLATILE_METADATA.contains(&k.as_str()));
-        let mut out = serializer.serialize_map(Some(kept().count()))?;
-        for (key, value) in kept() {
-            out.serialize_entry(key, value)?;
-        }
-        out.end()
+        serializer.collect_map(self.0.iter().filter(|(k, _)| !VOLATILE_METADATA.contains(&k.as_str())))
     }
 }
 

@@ -867,7 +867,8 @@ fn object_actions(
     // On a cluster k3d-gpu did not create, deleting a Namespace deletes every object in it,
     // and deleting a CRD every object of its kind: users' objects among them. Those stay.
     let cascades = fleet::is_fleet(graph);
-    let mut deletes = Vec::with_capacity(live.entries.len());
+    // Most observed objects are wanted: no room is taken for each of them.
+    let mut deletes = Vec::new();
     for (id, index) in live.entries {
         let object = &seen[index];
         if graph.get(&id).is_some() || !object.managed {
