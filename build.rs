@@ -96,7 +96,8 @@ fn link_args() {
 /// and 1.77 ms laid out (issue 42, target 2). A name no longer in the binary is skipped.
 ///
 /// Only where the linker is rust-lld, which takes `--symbol-ordering-file` (GNU ld does
-/// not): rustc's default for x86_64 Linux since 1.90, unless the build names another linker.
+/// not): rustc's default for x86_64 Linux since 1.90 (Cargo.toml's `rust-version` is above
+/// it), unless the build names another linker.
 /// Release builds only: a debug build's names differ (other hashes), and its speed is not
 /// measured. `K3D_GPU_LINK_ORDER=0` turns it off.
 fn link_order(os: &str, env: &str) {
@@ -109,7 +110,7 @@ fn link_order(os: &str, env: &str) {
     let flags = std::env::var("CARGO_ENCODED_RUSTFLAGS").unwrap_or_default();
     let other_linker =
         flags.contains("linker") || flags.contains("link-self-contained") || std::env::var_os("RUSTC_LINKER").is_some();
-    if os != "linux" || env != "gnu" || arch != "x86_64" || !release || off || other_linker || !rustc_links_with_lld() {
+    if os != "linux" || env != "gnu" || arch != "x86_64" || !release || off || other_linker {
         return;
     }
     let manifest_dir = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
@@ -118,18 +119,6 @@ fn link_order(os: &str, env: &str) {
         println!("cargo:rustc-link-arg-bins=-Wl,--symbol-ordering-file={}", order.display());
         println!("cargo:rustc-link-arg-bins=-Wl,--no-warn-symbol-ordering");
     }
-}
-
-/// Whether rustc links x86_64 Linux binaries with its own rust-lld by default: 1.90 and later.
-fn rustc_links_with_lld() -> bool {
-    let rustc = std::env::var("RUSTC").unwrap_or_else(|_| "rustc".into());
-    let Ok(out) = std::process::Command::new(rustc).arg("--version").output() else { return false };
-    // "rustc 1.95.0 (59807616e 2026-04-14)"
-    let version = String::from_utf8_lossy(&out.stdout);
-    let mut numbers = version.split_whitespace().nth(1).unwrap_or("").split(['.', '-']);
-    let major: u32 = numbers.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-    let minor: u32 = numbers.next().and_then(|n| n.parse().ok()).unwrap_or(0);
-    (major, minor) >= (1, 90)
 }
 
 fn main() {

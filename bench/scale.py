@@ -90,8 +90,8 @@ def failed(label, why):
     ROWS.append((CURRENT[0], label, "", float("nan"), "", None, "FAIL", why))
 
 
-def rusage_of(argv, cwd, stdin=None, stdout=subprocess.DEVNULL):
-    """(cpu seconds, peak MB, exit code, stderr) of one process, from its own rusage."""
+def usage_of(argv, cwd, stdin=None, stdout=subprocess.DEVNULL):
+    """(rusage, exit code, stderr) of one process."""
     proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.PIPE if stdin is not None else subprocess.DEVNULL,
                             stdout=stdout, stderr=subprocess.PIPE)
     if stdin is not None:
@@ -99,8 +99,13 @@ def rusage_of(argv, cwd, stdin=None, stdout=subprocess.DEVNULL):
         proc.stdin.close()
     err = proc.stderr.read()
     _, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, proc.returncode, err.decode(errors="replace")
+    return usage, os.waitstatus_to_exitcode(status), err.decode(errors="replace")
+
+
+def rusage_of(argv, cwd, stdin=None, stdout=subprocess.DEVNULL):
+    """(cpu seconds, peak MB, exit code, stderr) of one process, from its own rusage."""
+    usage, rc, err = usage_of(argv, cwd, stdin, stdout)
+    return usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, rc, err
 
 
 GNU_TIME = "/usr/bin/time"
@@ -468,15 +473,8 @@ def facts_vs_cat(work):
     f_ms, c_ms = statistics.median(f_cpu) * 1e3, statistics.median(c_cpu) * 1e3
     row(f"facts CPU ms (cat {c_ms:.3f} ms)", runs, f_ms, "ms")
     row("facts / cat", runs, f_ms / c_ms, "x", 1.3)
-    row("facts page faults / cat's", 1, minor_faults(facts_argv, work) / minor_faults(cat_argv, work), "x")
-
-
-def minor_faults(argv, cwd):
-    """Minor page faults of one run, from its rusage."""
-    proc = subprocess.Popen(argv, cwd=cwd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
-    _, _, usage = os.wait4(proc.pid, 0)
-    return usage.ru_minflt
+    faults = [usage_of(argv, work)[0].ru_minflt for argv in (facts_argv, cat_argv)]
+    row("facts page faults / cat's", 1, faults[0] / faults[1], "x")
 
 
 def link_order_coverage():

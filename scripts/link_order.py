@@ -25,18 +25,12 @@ import tempfile
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.environ.get("BIN", os.path.join(REPO, "target/release/k3d-gpu"))
 OUT = os.path.join(REPO, "scripts/link-order.txt")
-HOSTS = os.path.join(REPO, "tests/fixtures/hosts")
-
-# The examples and the fixture host each is checked against (as bench/scale.py measures).
-EXAMPLES = [("nvidia-workstation", "desktop-rpl-nvidia"), ("nvidia-time-slicing", "desktop-rpl-nvidia"),
-            ("arc-homelab-dra", "arc-b580-xe-rpl-igpu"), ("lunar-lake-npu", "lunar-lake-npu"),
-            ("hybrid-igpu-sharing", "meteor-lake-old-npu-fw"), ("xeon-numa-accelerators", "xeon-2s-snc2"),
-            ("wsl2-intel", "wsl2-intel"), ("gaudi-server", "gaudi3-server")]
 
 
 def bench():
-    """bench/scale.py, for the documents it plans against (a fleet's cluster in place, a
-    cluster with objects to delete) and the MCP messages it sends."""
+    """bench/scale.py, for what it measures: its fixture hosts and examples, the documents it
+    plans against (a fleet's cluster in place, a cluster with objects to delete) and the MCP
+    messages it sends."""
     spec = importlib.util.spec_from_file_location("scale", os.path.join(REPO, "bench/scale.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -48,14 +42,16 @@ def commands(work):
     fixture host (every detector), validate and an offline plan of every example on its
     host, and a plan against a cluster (a 10-node fleet in place; 1,000 objects to delete)
     from the command line and from the MCP server."""
-    yield ["--version"], REPO, None
-    for host in sorted(os.listdir(HOSTS)):
-        yield ["facts", "--root", os.path.join(HOSTS, host)], REPO, None
-    for example, host in EXAMPLES:
-        config = os.path.join(REPO, "examples", f"{example}.toml")
-        yield ["validate", "-c", config, "--root", os.path.join(HOSTS, host)], REPO, None
-        yield ["plan", "-c", config, "--root", os.path.join(HOSTS, host), "--offline"], REPO, None
+    # The fixture hosts and the examples (each with the host it is checked against) that
+    # the bench measures.
     scale = bench()
+    yield ["--version"], REPO, None
+    for host in sorted(os.listdir(scale.HOSTS)):
+        yield ["facts", "--root", os.path.join(scale.HOSTS, host)], REPO, None
+    for example, host in scale.EXAMPLES:
+        config = os.path.join(REPO, "examples", f"{example}.toml")
+        yield ["validate", "-c", config, "--root", os.path.join(scale.HOSTS, host)], REPO, None
+        yield ["plan", "-c", config, "--root", os.path.join(scale.HOSTS, host), "--offline"], REPO, None
     facts = scale.facts_files(work)
     for d, observed in [(scale.fleet(work, facts, 10), "converged.json"),
                         (scale.observed_objects(work, facts, 1000, "objects"), "observed.json")]:
