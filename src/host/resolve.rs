@@ -116,6 +116,15 @@ pub(super) struct Handles {
 }
 
 impl Handles {
+    /// Opens `root` as `/`.
+    pub fn open(root: &std::path::Path) -> io::Result<Handles> {
+        let fd = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
+            .map_err(os_error)?;
+        let mut dirs = path_map();
+        dirs.insert("/".to_string(), Arc::new(fd));
+        Ok(Handles { dirs, stats: path_map(), kept: 0 })
+    }
+
     /// Keeps `fd` for `path` if the process's budget has room.
     fn keep(&mut self, path: &str, fd: &Arc<OwnedFd>) {
         use std::sync::atomic::Ordering::Relaxed;
@@ -131,17 +140,6 @@ impl Handles {
 impl Drop for Handles {
     fn drop(&mut self) {
         KEPT_DIR_FDS.fetch_sub(self.kept, std::sync::atomic::Ordering::Relaxed);
-    }
-}
-
-impl Handles {
-    /// Opens `root` as `/`.
-    pub fn open(root: &std::path::Path) -> io::Result<Handles> {
-        let fd = rustix::fs::open(root, OFlags::PATH | OFlags::DIRECTORY | OFlags::CLOEXEC, Mode::empty())
-            .map_err(os_error)?;
-        let mut dirs = path_map();
-        dirs.insert("/".to_string(), Arc::new(fd));
-        Ok(Handles { dirs, stats: path_map(), kept: 0 })
     }
 }
 
