@@ -32,7 +32,9 @@ struct Pretty {
     has_value: bool,
 }
 
-fn line_break<W: ?Sized + Write>(out: &mut W, depth: usize, comma: bool) -> io::Result<()> {
+/// A line break (after a comma when `comma`) and the indent of `depth`: `stream.rs` writes
+/// its lines with it too.
+pub(super) fn line_break<W: ?Sized + Write>(out: &mut W, depth: usize, comma: bool) -> io::Result<()> {
     let start = if comma { 0 } else { 1 };
     if depth <= FAST_LEVELS {
         return out.write_all(&BREAK[start..2 + 2 * depth]);

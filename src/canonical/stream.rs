@@ -35,11 +35,9 @@ fn raw<W: Write>(out: &mut W, bytes: &[u8]) -> Result {
     out.write_all(bytes).map_err(Error::io)
 }
 
-fn indent<W: Write>(out: &mut W, depth: usize) -> Result {
-    for _ in 0..depth {
-        raw(out, b"  ")?;
-    }
-    Ok(())
+/// A line break, after a comma when `comma`, and the indent of `depth` (the pretty writer's).
+fn line_break<W: Write>(out: &mut W, depth: usize, comma: bool) -> Result {
+    super::pretty::line_break(out, depth, comma).map_err(Error::io)
 }
 
 /// A scalar as serde_json formats it.
@@ -72,17 +70,15 @@ impl<'a, W: Write> Seq<'a, W> {
     }
 
     fn element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        raw(self.out, if self.first { b"\n" } else { b",\n" })?;
+        line_break(self.out, self.depth + 1, !self.first)?;
         self.first = false;
-        indent(self.out, self.depth + 1)?;
         value.serialize(Ser { out: &mut *self.out, depth: self.depth + 1 })
     }
 
     /// Writes the closing bracket and hands the writer back (for a variant around it).
     fn close(self) -> Result<&'a mut W> {
         if !self.first {
-            raw(self.out, b"\n")?;
-            indent(self.out, self.depth)?;
+            line_break(self.out, self.depth, false)?;
         }
         raw(self.out, b"]")?;
         Ok(self.out)
@@ -122,15 +118,13 @@ impl<'a, W: Write> Obj<'a, W> {
         }
         raw(self.out, b"{")?;
         for (i, (key, bytes)) in entries.iter().enumerate() {
-            raw(self.out, if i == 0 { b"\n" } else { b",\n" })?;
-            indent(self.out, self.depth + 1)?;
+            line_break(self.out, self.depth + 1, i != 0)?;
             serde_json::to_writer(&mut *self.out, key)?;
             raw(self.out, b": ")?;
             raw(self.out, bytes)?;
         }
         if !entries.is_empty() {
-            raw(self.out, b"\n")?;
-            indent(self.out, self.depth)?;
+            line_break(self.out, self.depth, false)?;
         }
         raw(self.out, b"}")?;
         Ok(self.out)
@@ -139,15 +133,14 @@ impl<'a, W: Write> Obj<'a, W> {
 
 /// `{"variant": …}` around an enum variant's content: opened before it, closed after.
 fn open_variant<W: Write>(out: &mut W, depth: usize, variant: &str) -> Result {
-    raw(out, b"{\n")?;
-    indent(out, depth + 1)?;
+    raw(out, b"{")?;
+    line_break(out, depth + 1, false)?;
     serde_json::to_writer(&mut *out, variant)?;
     raw(out, b": ")
 }
 
 fn close_variant<W: Write>(out: &mut W, depth: usize) -> Result {
-    raw(out, b"\n")?;
-    indent(out, depth)?;
+    line_break(out, depth, false)?;
     raw(out, b"}")
 }
 
